@@ -1,0 +1,191 @@
+"""The ``milvus-edu`` command: ``simulate``, ``scenarios``, ``timeline``, ``demo``.
+
+User mistakes (unknown scenario, bad duration, an occupied or unwritable output folder) print one
+line on stderr and exit with status 2; no traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from . import __version__
+
+EXIT_USAGE = 2
+KEY_KINDS = {
+    "session.active", "session.standby", "session.lost", "fault.kill", "fault.clock_jump", "tso.init",
+    "tso.save", "tso.save_failed", "tso.alloc_failed",
+}
+
+
+class UserError(Exception):
+    """A mistake in what the user asked for; reported in one line, exit status 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line, not usage + message
+        raise UserError(f"{message} (see `{self.prog} --help`)")
+
+
+def _duration(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not value > 0 or value != value or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text}")
+    return value
+
+
+def _seed(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must not be negative, got {value}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser (also used by the docs)."""
+    from .config import BugSwitches
+
+    parser = _Parser(prog="milvus-edu", description="Simulate and explore how Milvus 2.5 keeps order.")
+    parser.add_argument("--version", action="version", version=f"milvus-edu {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sim = sub.add_parser("simulate", help="run a scenario and write a run folder")
+    sim.add_argument("--scenario", required=True, help="scenario name (see `milvus-edu scenarios`)")
+    sim.add_argument("--seed", type=_seed, default=1, help="random seed (default 1)")
+    sim.add_argument("--duration", type=_duration, default=None, help="simulated seconds (default: the scenario's)")
+    sim.add_argument("--out", required=True, help="run folder to write (must be new or empty)")
+    sim.add_argument("--force", action="store_true", help="replace the run files in an existing --out folder")
+    sim.add_argument("--switch", action="append", default=[], metavar="NAME",
+                     help=f"turn a bug switch on (repeatable): {', '.join(BugSwitches.names())}")
+    sub.add_parser("scenarios", help="list scenarios with one-line descriptions")
+    tl = sub.add_parser("timeline", help="print the key events of a run folder in words")
+    tl.add_argument("run", help="run folder (or events.parquet / events.jsonl)")
+    tl.add_argument("--all", action="store_true", help="every event, not only the key ones")
+    demo = sub.add_parser("demo", help="run the TSO failover tour and print its timeline")
+    demo.add_argument("--out", default=None, help="run folder (default: a new ./milvus-edu-demo folder)")
+    return parser
+
+
+def _free_demo_dir() -> Path:
+    base = Path("milvus-edu-demo")
+    if not base.exists() or (base.is_dir() and not any(base.iterdir())):
+        return base
+    n = 2
+    while Path(f"milvus-edu-demo-{n}").exists():
+        n += 1
+    return Path(f"milvus-edu-demo-{n}")
+
+
+def _print_timeline(events, key_only: bool = True, out=sys.stdout) -> None:
+    from .narrate import describe
+
+    errors_shown = 0
+    answers_after_gap = 0
+    last_error_t = None
+    for row in events.to_dict("records"):
+        kind = row["kind"]
+        show = not key_only or kind in KEY_KINDS
+        if key_only and kind == "client.error":
+            errors_shown += 1
+            last_error_t = row["t_ms"]
+            show = errors_shown == 1
+        if key_only and kind == "client.recv" and last_error_t is not None and answers_after_gap < 2:
+            answers_after_gap += 1
+            show = True
+        if show:
+            print(f"  {row['t_ms'] / 1000:9.3f} s  {describe(row)}", file=out)
+    if key_only and errors_shown > 1:
+        print(f"  ({errors_shown} client errors in all while no rootcoord answered)", file=out)
+
+
+def _cmd_scenarios(args) -> int:
+    from .sim.scenarios import SCENARIOS
+
+    width = max(len(n) for n in SCENARIOS)
+    for name, spec in SCENARIOS.items():
+        print(f"{name:<{width}}  {spec.description} (default {spec.duration_s:g} s)")
+    return 0
+
+
+def _run(scenario, seed, duration, out, force, switches):
+    from .sim.run import RunFolderError, simulate
+
+    try:
+        return simulate(scenario, seed=seed, duration_s=duration, out_dir=out, force=force, switches=switches)
+    except (KeyError, ValueError, RunFolderError) as exc:
+        raise UserError(exc.args[0] if exc.args else str(exc)) from None
+
+
+def _report(result) -> None:
+    s = result.summary
+    t = s["tso"]
+    print(f"wrote {result.out_dir}/events.parquet ({s['events']} events), events.jsonl and summary.json")
+    print(f"{t['timestamps_handed_out']:,} timestamps in {t['allocations']} allocations, "
+          f"{t['window_saves']} window saves, {t['client_errors']} client errors")
+    if s["checks"]["ok"]:
+        print("checks: every timestamp handed out is strictly greater than every earlier one")
+    else:
+        print(f"checks: {len(s['checks']['violations'])} violation(s); the first:")
+        print(f"  {s['checks']['violations'][0]['explanation']}")
+
+
+def _cmd_simulate(args) -> int:
+    result = _run(args.scenario, args.seed, args.duration, args.out, args.force, args.switch)
+    _report(result)
+    return 0
+
+
+def _cmd_timeline(args) -> int:
+    from .events import RunLogError, load_run
+
+    try:
+        events = load_run(args.run)
+    except RunLogError as exc:
+        raise UserError(str(exc)) from None
+    _print_timeline(events, key_only=not args.all)
+    return 0
+
+
+def _cmd_demo(args) -> int:
+    out = Path(args.out) if args.out else _free_demo_dir()
+    print("milvus-edu demo: the TSO across a rootcoord failover (scenario tso-failover, seed 1)")
+    print("rootcoord-1 is active, rootcoord-2 is standby with a clock 75 s behind; rootcoord-1 crashes at 10 s.\n")
+    result = _run("tso-failover", 1, None, out, False, [])
+    _print_timeline(result.events)
+    print()
+    _report(result)
+    f = result.summary["failover"]
+    if f and f["new_active_at_ms"] is not None:
+        print(f"failover: {f['killed']} died at {f['killed_at_ms'] / 1000:g} s, {f['new_active']} active at "
+              f"{f['new_active_at_ms'] / 1000:g} s (the 60 s session lease had to run out)")
+    print(f"\nNext: `milvus-edu timeline {out} --all`, or open notebooks/01_tso.ipynb in JupyterLab.")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``milvus-edu`` command."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+        if args.command is None:
+            parser.print_help()
+            return EXIT_USAGE
+        handler = {"simulate": _cmd_simulate, "scenarios": _cmd_scenarios, "timeline": _cmd_timeline,
+                   "demo": _cmd_demo}[args.command]
+        return handler(args)
+    except UserError as exc:
+        print(f"milvus-edu: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("milvus-edu: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,73 @@
+"""Milvus parameters and bug switches, as plain dataclasses.
+
+Every constant that Milvus makes configurable is a field here with its Milvus key in a comment and
+Milvus 2.5's default. Bug switches swap one faithful rule for a tempting wrong one, so that a lab can
+show why the rule exists; they are off by default and recorded in every run's metadata.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+
+MS = 1_000_000  # nanoseconds per millisecond
+S = 1000 * MS
+
+
+@dataclass(frozen=True)
+class TSOParams:
+    """Constants of ``internal/tso`` and the rootcoord/session code around it (all in nanoseconds)."""
+
+    update_timestamp_step_ns: int = 50 * MS  # tso.UpdateTimestampStep (tsLoop period, overflow retry sleep)
+    update_timestamp_guard_ns: int = 1 * MS  # tso.updateTimestampGuard
+    max_logical: int = 1 << 18  # tso.maxLogical
+    save_interval_ns: int = 3 * S  # GlobalTSOAllocator saveInterval (hard-coded)
+    max_reset_ts_gap_ns: int = 3 * S  # GlobalTSOAllocator maxResetTSGap (hard-coded)
+    generate_max_retry: int = 10  # GenerateTSO maxRetryCount
+    not_initialised_sleep_ns: int = 200 * MS  # GenerateTSO sleep when TSO is not initialised
+    limit_max_logic: bool = True  # GlobalTSOAllocator.LimitMaxLogic
+    session_ttl_ns: int = 60 * S  # common.session.ttl (2.5 default: 60 s)
+    session_keepalive_ns: int = 20 * S  # etcd clientv3 KeepAlive sends every TTL/3
+    standby_retry_ns: int = 100 * MS  # ProcessActiveStandBy retry after an etcd error
+    lease_check_ns: int = 500 * MS  # etcd lessor: expired leases are revoked every 500 ms
+
+
+@dataclass(frozen=True)
+class BugSwitches:
+    """Named wrong rules a learner may switch on. Each is caught by a checker in ``milvus_edu.check``."""
+
+    tso_skip_load_on_init: bool = False
+    """InitTimestamp ignores the saved window and starts from its own clock (timestamps go back after a
+    failover to a node whose clock is behind)."""
+    tso_no_window_save: bool = False
+    """UpdateTimestamp never re-saves the window, so the physical part runs past what the KV promises
+    (a new active resumes below timestamps already handed out)."""
+
+    def enabled(self) -> list[str]:
+        """Names of the switches that are on."""
+        return [f.name for f in fields(self) if getattr(self, f.name)]
+
+    @classmethod
+    def names(cls) -> list[str]:
+        """Every switch name."""
+        return [f.name for f in fields(cls)]
+
+    @classmethod
+    def from_names(cls, names) -> "BugSwitches":
+        """Switches with the named ones on; ``ValueError`` names the valid ones otherwise."""
+        known = set(cls.names())
+        bad = [n for n in names if n not in known]
+        if bad:
+            raise ValueError(f"unknown bug switch {bad[0]!r}; choose from {', '.join(sorted(known))}")
+        return cls(**{n: True for n in names})
+
+
+@dataclass(frozen=True)
+class Config:
+    """Everything a component needs to know about the cluster's parameters."""
+
+    tso: TSOParams = field(default_factory=TSOParams)
+    switches: BugSwitches = field(default_factory=BugSwitches)
+
+    def to_dict(self) -> dict:
+        """A JSON-ready dict (recorded in run metadata)."""
+        return asdict(self)

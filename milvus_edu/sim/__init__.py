@@ -1,0 +1,10 @@
+"""The SimPy simulator: kernel (clocks, network, RNG streams), nodes, scenarios, runs."""
+
+from .kernel import EPOCH_NS, NetworkParams, NodeClock, RPCError, Simulation, blocking
+from .run import RunFolderError, RunResult, prepare_out_dir, simulate
+from .scenarios import SCENARIOS, Scenario, get_scenario
+
+__all__ = [
+    "Simulation", "NodeClock", "NetworkParams", "RPCError", "blocking", "EPOCH_NS",
+    "simulate", "RunResult", "RunFolderError", "prepare_out_dir", "SCENARIOS", "Scenario", "get_scenario",
+]

@@ -1,0 +1,165 @@
+"""The simulation kernel: SimPy environment, seeded randomness, node clocks and the network.
+
+Determinism rules (architecture guide):
+
+* one ``random.Random`` per component, seeded from ``(seed, component name)`` — string seeding goes
+  through SHA-512, so it does not depend on ``PYTHONHASHSEED``; adding randomness to one component
+  never shifts another's stream;
+* simulated time is in milliseconds (``env.now``); node clocks derive integer nanoseconds from it;
+* simultaneous SimPy events fire in scheduling order, and processes are started in a fixed order,
+  so ties always resolve the same way;
+* nothing reads the wall clock.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Generator
+from dataclasses import dataclass
+
+import simpy
+
+from ..config import MS, Config
+from ..events import Recorder
+from ..storage.kv import MemoryKV
+
+#: Unix time (ns) at simulated time 0: 2026-01-01T00:00:00Z, so hybrid timestamps look real.
+EPOCH_NS = 1767225600 * 1_000_000_000
+
+
+class RPCError(Exception):
+    """A simulated RPC failed: lost, refused by a dead node, or answered with an error."""
+
+
+class NodeClock:
+    """A node's wall clock: true time plus a fixed offset, a drift rate, and any jumps so far."""
+
+    def __init__(self, env: simpy.Environment, offset_ms: float = 0.0, drift_ppm: float = 0.0):
+        self.env = env
+        self.offset_ns = int(round(offset_ms * MS))
+        self.drift_ppm = drift_ppm
+
+    def now_ns(self) -> int:
+        """The clock reading in Unix nanoseconds."""
+        true_ns = int(round(self.env.now * MS))
+        return EPOCH_NS + self.offset_ns + true_ns + int(round(true_ns * self.drift_ppm / 1e6))
+
+    def now_ms(self) -> int:
+        """The clock reading in Unix milliseconds."""
+        return self.now_ns() // MS
+
+    def jump(self, delta_ms: float) -> None:
+        """Step the clock (an NTP step, a VM resume); negative goes back."""
+        self.offset_ns += int(round(delta_ms * MS))
+
+
+def blocking(env: simpy.Environment, steps: Generator[int, None, object]):
+    """Drive a component's step generator inside a SimPy process: each yielded ns becomes a timeout.
+
+    Use as ``result = yield from blocking(env, core.alloc_timestamp_steps(n))``.
+    """
+    try:
+        wait = next(steps)
+        while True:
+            yield env.timeout(wait / MS)
+            wait = steps.send(None)
+    except StopIteration as stop:
+        return stop.value
+
+
+@dataclass(frozen=True)
+class NetworkParams:
+    """Latency and failure model of every RPC (per direction)."""
+
+    latency_ms: float = 0.5  # fixed part of one-way latency
+    jitter_ms: float = 0.3  # mean of the exponential extra delay
+    drop_prob: float = 0.0  # probability that a request is lost
+    timeout_ms: float = 1000.0  # the caller's deadline when an answer never comes
+
+
+class Simulation:
+    """One simulated cluster run: environment, recorder, KV (etcd), network, nodes."""
+
+    def __init__(self, seed: int, recorder: Recorder, config: Config | None = None,
+                 network: NetworkParams | None = None):
+        self.seed = seed
+        self.env = simpy.Environment()
+        self.recorder = recorder
+        recorder.now_ms = lambda: self.env.now
+        self.config = config or Config()
+        self.net = network or NetworkParams()
+        # etcd runs on true time: leases are measured on its clock.
+        self.etcd_clock = NodeClock(self.env)
+        self.kv = MemoryKV(self.etcd_clock.now_ns)
+        self.kv.watch("by-dev/meta/session/", self._on_session_key)
+        self.nodes: dict[str, object] = {}
+        self._rngs: dict[str, random.Random] = {}
+
+    def rng(self, name: str) -> random.Random:
+        """The random stream of one component (created on first use)."""
+        if name not in self._rngs:
+            self._rngs[name] = random.Random(f"{self.seed}/{name}")
+        return self._rngs[name]
+
+    def add(self, node) -> None:
+        """Register a node under its name."""
+        if node.name in self.nodes:
+            raise ValueError(f"duplicate node name {node.name}")
+        self.nodes[node.name] = node
+
+    def one_way(self, src: str) -> float:
+        """One network leg's latency from ``src``, drawn from ``src``'s own stream."""
+        rng = self.rng(f"net/{src}")
+        return self.net.latency_ms + (rng.expovariate(1.0 / self.net.jitter_ms) if self.net.jitter_ms > 0 else 0.0)
+
+    def call(self, src: str, dst: str, handler: Callable[[], Generator]):
+        """A request/response RPC from ``src`` to node ``dst`` running ``handler()`` there.
+
+        Raises :class:`RPCError` when the request is lost (after the caller's timeout), when ``dst``
+        is dead (connection refused), or when the handler raises.
+        """
+        rng = self.rng(f"net/{src}")
+        if self.net.drop_prob > 0 and rng.random() < self.net.drop_prob:
+            self.recorder.emit("rpc.drop", src, peer=dst, detail={"leg": "request"})
+            yield self.env.timeout(self.net.timeout_ms)
+            raise RPCError("context deadline exceeded")
+        yield self.env.timeout(self.one_way(src))
+        node = self.nodes.get(dst)
+        if node is None or not node.alive:
+            raise RPCError(f"connection refused by {dst}")
+        try:
+            result = yield from handler()
+        except RPCError:
+            raise
+        except Exception as exc:  # the remote error travels back as the RPC's status
+            yield self.env.timeout(self.one_way(dst))
+            raise RPCError(str(exc)) from exc
+        yield self.env.timeout(self.one_way(dst))
+        if not node.alive:
+            raise RPCError(f"{dst} died before answering")
+        return result
+
+    def _on_session_key(self, event: str, key: str) -> None:
+        if event == "delete":
+            self.recorder.emit("session.lost", "etcd", detail={"key": key})
+
+    def lease_reaper(self):
+        """etcd's lessor: revoke expired leases every 500 ms (their keys vanish, watchers are told)."""
+        period = self.config.tso.lease_check_ns / MS
+        while True:
+            yield self.env.timeout(period)
+            self.kv.expire_leases()
+
+    def at(self, t_ms: float, action: Callable[[], None]) -> None:
+        """Run ``action`` at simulated time ``t_ms`` (faults, clock jumps)."""
+
+        def proc():
+            yield self.env.timeout(t_ms)
+            action()
+
+        self.env.process(proc())
+
+    def run(self, until_ms: float) -> None:
+        """Start etcd's lessor, then run the simulation until ``until_ms``."""
+        self.env.process(self.lease_reaper())
+        self.env.run(until=until_ms)
