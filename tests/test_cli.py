@@ -1,0 +1,95 @@
+"""The milvus-edu command: happy paths, and one-line errors with exit status 2 for user mistakes."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from milvus_edu.cli import main
+
+
+def run_cli(*args, cwd=None):
+    proc = subprocess.run([sys.executable, "-m", "milvus_edu.cli", *args], capture_output=True, text=True, cwd=cwd)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def test_simulate_writes_the_run_folder(tmp_path):
+    code, out, err = run_cli("simulate", "--scenario", "tso-failover", "--seed", "1", "--out", str(tmp_path / "a"))
+    assert code == 0, err
+    assert {p.name for p in (tmp_path / "a").iterdir()} == {"events.parquet", "events.jsonl", "summary.json"}
+    summary = json.loads((tmp_path / "a" / "summary.json").read_text())
+    assert summary["scenario"] == "tso-failover" and summary["checks"]["ok"]
+    assert "strictly greater" in out
+
+
+def test_scenarios_lists_each_with_a_description(capsys):
+    assert main(["scenarios"]) == 0
+    out = capsys.readouterr().out
+    for name in ("tso-basics", "tso-failover", "tso-clock-skew"):
+        assert name in out
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["simulate", "--scenario", "nope", "--out", "OUT"], "unknown scenario 'nope'"),
+    (["simulate", "--scenario", "tso-basics", "--duration", "-3", "--out", "OUT"], "positive"),
+    (["simulate", "--scenario", "tso-basics", "--duration", "abc", "--out", "OUT"], "number of seconds"),
+    (["simulate", "--scenario", "tso-basics", "--seed", "x", "--out", "OUT"], "whole number"),
+    (["simulate", "--scenario", "tso-basics", "--out", "OUT", "--switch", "nope"], "unknown bug switch"),
+    (["simulate", "--out", "OUT"], "--scenario"),
+    (["timeline", "OUT"], "does not exist"),
+    (["frobnicate"], "invalid choice"),
+])
+def test_user_mistakes_give_one_line_and_exit_2(tmp_path, args, needle):
+    args = [a.replace("OUT", str(tmp_path / "out")) for a in args]
+    code, out, err = run_cli(*args)
+    assert code == 2
+    assert needle in err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_existing_nonempty_out_is_refused_and_left_untouched(tmp_path):
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "notes.txt").write_text("my data")
+    code, _, err = run_cli("simulate", "--scenario", "tso-basics", "--out", str(out))
+    assert code == 2 and "--force" in err
+    assert [p.name for p in out.iterdir()] == ["notes.txt"]
+    code, _, err = run_cli("simulate", "--scenario", "tso-basics", "--out", str(out), "--force")
+    assert code == 0, err
+    assert (out / "notes.txt").read_text() == "my data"  # --force replaces only the run's own files
+    assert (out / "events.parquet").exists()
+
+
+def test_out_that_is_a_file_or_unwritable_is_refused(tmp_path):
+    f = tmp_path / "file"
+    f.write_text("x")
+    code, _, err = run_cli("simulate", "--scenario", "tso-basics", "--out", str(f))
+    assert code == 2 and "not a folder" in err and f.read_text() == "x"
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    try:
+        code, _, err = run_cli("simulate", "--scenario", "tso-basics", "--out", str(locked / "sub"))
+    finally:
+        locked.chmod(0o700)
+    if code == 0:  # root ignores directory permissions; use a path under a file instead
+        code, _, err = run_cli("simulate", "--scenario", "tso-basics", "--out", str(f / "sub"))
+    assert code == 2 and "choose" in err
+
+
+def test_demo_runs_in_a_fresh_folder_and_never_reuses_a_full_one(tmp_path):
+    code, out, err = run_cli("demo", cwd=tmp_path)
+    assert code == 0, err
+    assert "rootcoord-2 wins the ACTIVE key" in out and "strictly greater" in out
+    assert (tmp_path / "milvus-edu-demo" / "events.parquet").exists()
+    code, out, err = run_cli("demo", cwd=tmp_path)
+    assert code == 0, err
+    assert (tmp_path / "milvus-edu-demo-2" / "summary.json").exists()
+
+
+def test_timeline_prints_key_events_in_words(tmp_path):
+    run_cli("simulate", "--scenario", "tso-failover", "--out", str(tmp_path / "r"))
+    code, out, _ = run_cli("timeline", str(tmp_path / "r"))
+    assert code == 0
+    assert "is killed while active" in out and "one guard past the saved window" in out
