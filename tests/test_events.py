@@ -87,3 +87,10 @@ def test_arrow_schema_matches_fields():
     schema = arrow_schema()
     assert schema.names == list(FIELD_NAMES)
     assert str(schema.field("ts").type) == "int64"
+
+
+def test_jsonl_line_that_is_not_an_object_is_a_clear_error(tmp_path):
+    bad = tmp_path / "events.jsonl"
+    bad.write_text("null\n")
+    with pytest.raises(RunLogError, match="events.jsonl:1 is not a JSON object"):
+        load_run(bad)

@@ -67,9 +67,12 @@ def load_run(path: str | os.PathLike) -> pd.DataFrame:
                 if not line.strip():
                     continue
                 try:
-                    rows.append(json.loads(line))
+                    row = json.loads(line)
                 except json.JSONDecodeError as exc:
                     raise RunLogError(f"{p}:{lineno} is not JSON ({exc.msg})") from exc
+                if not isinstance(row, dict):
+                    raise RunLogError(f"{p}:{lineno} is not a JSON object")
+                rows.append(row)
         frame = rows_to_frame(rows)
     else:
         raise RunLogError(f"{p} is neither .parquet nor .jsonl")

@@ -1,0 +1,27 @@
+"""Spark analysis of many run logs: session, loader, analyses (each with a pandas twin).
+
+pyspark is an optional extra (``pip install 'milvus-edu[spark]'``); this package imports without
+it and imports pyspark only inside the functions that need it.
+
+>>> from milvus_edu.analysis import spark_session, load_events, allocations_per_window
+>>> spark = spark_session()                       # local[*], or $MILVUS_EDU_SPARK_MASTER
+>>> loaded = load_events(spark, ["runs/*/", "other/events.jsonl"])
+>>> loaded.malformed_count                        # lines set aside, see loaded.malformed
+>>> allocations_per_window(loaded.events).show()
+"""
+
+from .loader import (CORRUPT_COLUMN, MALFORMED_COLUMNS, EventPathError, LoadedEvents, load_events,
+                     resolve_event_paths, spark_schema)
+from .session import (ENV_DRIVER_MEMORY, ENV_MASTER, SparkUnavailableError, check_spark_available, java_version,
+                      spark_conf, spark_session)
+from .tso import (ALLOCATION_COLUMNS, GAP_COLUMNS, SAVES_COLUMNS, allocations_per_window, allocations_per_window_pd,
+                  failover_gaps, failover_gaps_pd, kv_saves_per_second, kv_saves_per_second_pd, to_pandas)
+
+__all__ = [
+    "spark_session", "spark_conf", "check_spark_available", "java_version", "SparkUnavailableError",
+    "ENV_MASTER", "ENV_DRIVER_MEMORY",
+    "spark_schema", "load_events", "LoadedEvents", "resolve_event_paths", "EventPathError",
+    "CORRUPT_COLUMN", "MALFORMED_COLUMNS",
+    "allocations_per_window", "allocations_per_window_pd", "kv_saves_per_second", "kv_saves_per_second_pd",
+    "failover_gaps", "failover_gaps_pd", "to_pandas", "ALLOCATION_COLUMNS", "SAVES_COLUMNS", "GAP_COLUMNS",
+]

@@ -1,0 +1,142 @@
+"""A local, quiet, offline Spark session for analysing run logs.
+
+``spark_session()`` starts (or returns) the one SparkSession of this Python process:
+
+* master ``local[*]`` unless the argument or ``MILVUS_EDU_SPARK_MASTER`` says otherwise (a
+  ``spark://host:7077`` master for users who outgrow one machine);
+* driver memory ``1g`` unless the argument or ``MILVUS_EDU_SPARK_DRIVER_MEMORY`` says otherwise
+  (Binder gives a notebook about 2 GB in all);
+* no Spark UI, no console progress bars, log level WARN, bound to the loopback interface, session
+  time zone UTC, 8 shuffle partitions (run logs are small; 200 tiny tasks would be slower).
+
+pyspark is an optional extra (``pip install 'milvus-edu[spark]'``), so it is imported inside the
+functions, never at module import. A missing pyspark or a missing/too old Java raises
+:class:`SparkUnavailableError` with one line that says what to install.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import warnings
+
+ENV_MASTER = "MILVUS_EDU_SPARK_MASTER"
+ENV_DRIVER_MEMORY = "MILVUS_EDU_SPARK_DRIVER_MEMORY"
+DEFAULT_MASTER = "local[*]"
+DEFAULT_DRIVER_MEMORY = "1g"
+SHUFFLE_PARTITIONS = 8
+
+
+class SparkUnavailableError(RuntimeError):
+    """Spark cannot start here: pyspark is not installed, or Java is missing or too old."""
+
+
+def resolve_master(master: str | None = None) -> str:
+    """The master to use: the argument, else ``$MILVUS_EDU_SPARK_MASTER``, else ``local[*]``."""
+    return master or os.environ.get(ENV_MASTER) or DEFAULT_MASTER
+
+
+def resolve_driver_memory(driver_memory: str | None = None) -> str:
+    """The driver memory: the argument, else ``$MILVUS_EDU_SPARK_DRIVER_MEMORY``, else ``1g``."""
+    return driver_memory or os.environ.get(ENV_DRIVER_MEMORY) or DEFAULT_DRIVER_MEMORY
+
+
+def spark_conf(master: str | None = None, driver_memory: str | None = None,
+               app_name: str = "milvus-edu") -> dict[str, str]:
+    """Every setting :func:`spark_session` passes to Spark (a plain dict, for docs and tests)."""
+    return {
+        "spark.master": resolve_master(master),
+        "spark.app.name": app_name,
+        "spark.driver.memory": resolve_driver_memory(driver_memory),
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.driver.host": "127.0.0.1",
+        "spark.driver.bindAddress": "127.0.0.1",
+        "spark.sql.shuffle.partitions": str(SHUFFLE_PARTITIONS),
+        "spark.sql.session.timeZone": "UTC",
+        "spark.sql.execution.arrow.pyspark.enabled": "true",
+    }
+
+
+def _min_java_version() -> int:
+    import pyspark
+
+    major = int(re.match(r"(\d+)", pyspark.__version__).group(1))
+    return 17 if major >= 4 else 8
+
+
+def _java_executable() -> str | None:
+    # The same rule as pyspark's launcher: $JAVA_HOME/bin/java when JAVA_HOME is set, else PATH.
+    home = os.environ.get("JAVA_HOME")
+    if home:
+        exe = os.path.join(home, "bin", "java")
+        return exe if os.path.isfile(exe) and os.access(exe, os.X_OK) else None
+    return shutil.which("java")
+
+
+def java_version() -> int | None:
+    """The major version of the Java that Spark would start (8 for 1.8), or None when there is none."""
+    exe = _java_executable()
+    if exe is None:
+        return None
+    try:
+        out = subprocess.run([exe, "-version"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    m = re.search(r'version "(\d+)(?:\.(\d+))?', out.stderr + out.stdout)
+    if not m:
+        return None
+    major = int(m.group(1))
+    return int(m.group(2) or 0) if major == 1 else major
+
+
+def check_spark_available() -> None:
+    """Raise :class:`SparkUnavailableError` unless pyspark imports and a recent enough Java exists."""
+    try:
+        import pyspark  # noqa: F401
+    except ImportError:
+        raise SparkUnavailableError(
+            "pyspark is not installed; install the extra with: pip install 'milvus-edu[spark]'") from None
+    need = _min_java_version()
+    have = java_version()
+    where = "JAVA_HOME" if os.environ.get("JAVA_HOME") else "PATH"
+    if have is None:
+        raise SparkUnavailableError(
+            f"no Java runtime found on {where}; Spark needs Java {need}+ "
+            f"(e.g. apt-get install openjdk-17-jre-headless)")
+    if have < need:
+        raise SparkUnavailableError(
+            f"Java {have} found on {where}, but this Spark needs Java {need}+ "
+            f"(e.g. apt-get install openjdk-17-jre-headless, or point JAVA_HOME at a newer JDK)")
+
+
+def spark_session(master: str | None = None, driver_memory: str | None = None, app_name: str = "milvus-edu"):
+    """Start (or return) this process's SparkSession with the settings of :func:`spark_conf`.
+
+    Spark keeps one session per process: when one is already running, it is returned as it is
+    (with a warning if its master differs from the one asked for); stop it first to change master
+    or driver memory.
+    """
+    check_spark_available()
+    from pyspark.sql import SparkSession
+
+    conf = spark_conf(master, driver_memory, app_name)
+    # Spark looks the host name up to find "its" address and warns when it resolves to loopback;
+    # we bind to loopback anyway, so say so before the JVM starts (only if the user did not choose).
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    builder = SparkSession.builder
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    try:
+        spark = builder.getOrCreate()
+    except Exception as exc:  # pyspark raises PySparkRuntimeError / RuntimeError when the JVM dies
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise SparkUnavailableError(f"Spark did not start ({first})") from exc
+    spark.sparkContext.setLogLevel("WARN")
+    running = spark.sparkContext.master
+    if running != conf["spark.master"]:
+        warnings.warn(f"a Spark session with master {running!r} is already running in this process; "
+                      f"stop it to use {conf['spark.master']!r}", stacklevel=2)
+    return spark

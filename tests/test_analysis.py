@@ -1,0 +1,261 @@
+"""milvus_edu.analysis: the Spark session, the run-log loader and the first TSO analyses.
+
+One Spark session (local[2]) serves the whole module. Every analysis is checked against its pandas
+twin on real runs (tso-basics, tso-failover with two seeds): same columns, same dtypes, same
+numbers. Tests that need no JVM (settings, Java detection, import without pyspark) are not marked
+``spark``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pandas as pd
+import pyarrow as pa
+import pytest
+
+import milvus_edu
+from milvus_edu.analysis import (
+    ENV_DRIVER_MEMORY, ENV_MASTER, EventPathError, SparkUnavailableError, allocations_per_window,
+    allocations_per_window_pd, check_spark_available, failover_gaps, failover_gaps_pd, kv_saves_per_second,
+    kv_saves_per_second_pd, load_events, resolve_event_paths, spark_conf, spark_schema, spark_session, to_pandas,
+)
+from milvus_edu.events import FIELD_NAMES, arrow_schema, load_run
+
+RUNS = [("tso-basics", 1), ("tso-failover", 1), ("tso-failover", 2)]
+KILL_T_MS = 10_000.0  # the tso-failover scenario kills rootcoord-1 at 10 s
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """Run folders of RUNS, keyed by run_id."""
+    base = tmp_path_factory.mktemp("runs")
+    out = {}
+    for scenario, seed in RUNS:
+        result = milvus_edu.simulate(scenario, seed=seed, out_dir=base / f"{scenario}-s{seed}", keep_events=False)
+        out[result.summary["run_id"]] = result.out_dir
+    return out
+
+
+@pytest.fixture(scope="module")
+def spark():
+    pytest.importorskip("pyspark")
+    try:
+        session = spark_session(master="local[2]")
+    except SparkUnavailableError as exc:
+        pytest.skip(str(exc))
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="module")
+def loaded(spark, runs):
+    return load_events(spark, list(runs.values()))
+
+
+@pytest.fixture(scope="module")
+def frame(runs):
+    return pd.concat([load_run(p) for p in runs.values()], ignore_index=True)
+
+
+def _spark_types():
+    from pyspark.sql import types as T
+
+    return {pa.string(): T.StringType(), pa.int64(): T.LongType(), pa.float64(): T.DoubleType()}
+
+
+# --- no JVM needed -------------------------------------------------------------------------------
+
+def test_imports_without_pyspark():
+    code = textwrap.dedent("""
+        import sys
+        class Block:
+            def find_spec(self, name, path=None, target=None):
+                if name == "pyspark" or name.startswith("pyspark."):
+                    raise ImportError("pyspark blocked by the test")
+        sys.meta_path.insert(0, Block())
+        import milvus_edu.analysis as a
+        assert "pyspark" not in sys.modules
+        try:
+            a.spark_session()
+        except a.SparkUnavailableError as e:
+            print(e)
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert "pip install 'milvus-edu[spark]'" in out.stdout
+
+
+def test_conf_defaults_and_env(monkeypatch):
+    monkeypatch.delenv(ENV_MASTER, raising=False)
+    monkeypatch.delenv(ENV_DRIVER_MEMORY, raising=False)
+    conf = spark_conf()
+    assert conf["spark.master"] == "local[*]" and conf["spark.driver.memory"] == "1g"
+    assert conf["spark.ui.enabled"] == "false" and conf["spark.ui.showConsoleProgress"] == "false"
+    assert conf["spark.driver.host"] == conf["spark.driver.bindAddress"] == "127.0.0.1"
+    assert conf["spark.sql.session.timeZone"] == "UTC"
+    monkeypatch.setenv(ENV_MASTER, "spark://example:7077")
+    monkeypatch.setenv(ENV_DRIVER_MEMORY, "3g")
+    assert spark_conf()["spark.master"] == "spark://example:7077"
+    assert spark_conf()["spark.driver.memory"] == "3g"
+    assert spark_conf(master="local[2]", driver_memory="512m")["spark.master"] == "local[2]"
+
+
+def test_missing_or_old_java_is_one_clear_error(monkeypatch, tmp_path):
+    pytest.importorskip("pyspark")
+    monkeypatch.setenv("JAVA_HOME", str(tmp_path / "no-such-jdk"))
+    with pytest.raises(SparkUnavailableError, match=r"no Java runtime found on JAVA_HOME; Spark needs Java \d+\+"):
+        check_spark_available()
+    fake = tmp_path / "old-jdk" / "bin" / "java"
+    fake.parent.mkdir(parents=True)
+    fake.write_text('#!/bin/sh\necho \'openjdk version "1.8.0_392"\' >&2\n')
+    fake.chmod(0o755)
+    monkeypatch.setenv("JAVA_HOME", str(tmp_path / "old-jdk"))
+    import pyspark
+
+    if int(pyspark.__version__.split(".")[0]) >= 4:
+        with pytest.raises(SparkUnavailableError, match=r"Java 8 found on JAVA_HOME, but this Spark needs Java 17\+"):
+            check_spark_available()
+
+
+def test_bad_paths(tmp_path):
+    with pytest.raises(EventPathError, match="does not exist"):
+        resolve_event_paths(tmp_path / "nope")
+    with pytest.raises(EventPathError, match="matches no file"):
+        resolve_event_paths(str(tmp_path / "*.parquet"))
+    (tmp_path / "notes.txt").write_text("hi")
+    with pytest.raises(EventPathError, match="holds no events"):
+        resolve_event_paths(tmp_path)
+
+
+def test_paths_mix_folders_files_and_globs(runs):
+    folders = list(runs.values())
+    parent = folders[0].parent
+    # A folder of runs, a glob and an explicit file naming the same runs: each file once, Parquet
+    # preferred over the JSON Lines copy in the same run folder.
+    files = resolve_event_paths([parent, str(parent / "*failover*"), folders[1] / "events.parquet"])
+    assert sorted(files) == sorted(f / "events.parquet" for f in folders)
+    assert resolve_event_paths(folders[1] / "events.jsonl") == [folders[1] / "events.jsonl"]
+
+
+# --- Spark ---------------------------------------------------------------------------------------
+
+@pytest.mark.spark
+def test_schema_derived_from_events_schema(spark):
+    schema, arrow = spark_schema(), arrow_schema()
+    types = _spark_types()
+    assert schema.names == arrow.names == list(FIELD_NAMES)
+    for sf, af in zip(schema.fields, arrow):
+        assert sf.dataType == types[af.type], sf.name
+        assert sf.nullable == af.nullable, sf.name
+
+
+@pytest.mark.spark
+def test_parquet_and_jsonl_read_to_identical_rows(spark, runs):
+    run = runs["tso-failover-s1"]
+    from_parquet = load_events(spark, run / "events.parquet")
+    from_jsonl = load_events(spark, run / "events.jsonl")
+    assert from_parquet.events.schema == spark_schema() == from_jsonl.events.schema
+    a = to_pandas(from_parquet.events).sort_values("seq").reset_index(drop=True)
+    b = to_pandas(from_jsonl.events).sort_values("seq").reset_index(drop=True)
+    pd.testing.assert_frame_equal(a, b)
+    pd.testing.assert_frame_equal(a, load_run(run))  # and both equal the pandas reader, dtypes included
+    assert from_parquet.malformed_count == from_jsonl.malformed_count == 0
+
+
+@pytest.mark.spark
+def test_malformed_jsonl_lines_are_counted_and_set_aside(spark, runs, tmp_path):
+    lines = (runs["tso-basics-s1"] / "events.jsonl").read_text().splitlines()
+    garbage = ["this is not json", '{"run_id":"tso-basics-s1","seq":17,"t_ms":']
+    mixed = lines[:5] + [garbage[0]] + lines[5:200] + ["", garbage[1]] + lines[200:]
+    path = tmp_path / "damaged.jsonl"
+    path.write_text("\n".join(mixed) + "\n")
+    loaded = load_events(spark, path)
+    assert loaded.malformed_count == 2
+    assert loaded.events.schema == spark_schema()
+    got = to_pandas(loaded.events).sort_values("seq").reset_index(drop=True)
+    assert len(got) == len(lines)
+    assert list(got["seq"]) == [json.loads(line)["seq"] for line in lines]
+    bad = loaded.malformed.orderBy("line").collect()
+    assert sorted(r["line"] for r in bad) == sorted(garbage)
+    assert all(r["source"].endswith("/damaged.jsonl") for r in bad)
+    assert list(loaded.malformed.columns) == ["source", "line", "reason"]
+
+
+@pytest.mark.spark
+def test_valid_json_without_required_columns_is_malformed(spark, runs, tmp_path):
+    lines = (runs["tso-basics-s1"] / "events.jsonl").read_text().splitlines()[:50]
+    path = tmp_path / "partial.jsonl"
+    path.write_text("\n".join(lines + ['{"kind":"tso.save","seq":5}', '{"seq":"five"}']) + "\n")
+    loaded = load_events(spark, path)
+    assert loaded.malformed_count == 2 and loaded.events.count() == 50
+    reasons = sorted(r["reason"] for r in loaded.malformed.collect())
+    assert reasons == ["missing required column(s): run_id,t_ms,node", "not a JSON object of the run-log schema"]
+
+
+@pytest.mark.spark
+def test_master_and_driver_memory_from_env(spark):
+    # Spark keeps one session per process, so a new one with another master needs a new process.
+    code = ("from milvus_edu.analysis import spark_session\n"
+            "s = spark_session()\n"
+            "c = s.sparkContext.getConf()\n"
+            "print(s.sparkContext.master, c.get('spark.driver.memory'), c.get('spark.ui.enabled'),"
+            " s.conf.get('spark.sql.session.timeZone'))\n"
+            "s.stop()\n")
+    env = {**os.environ, ENV_MASTER: "local[1]", ENV_DRIVER_MEMORY: "600m"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=180)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["local[1]", "600m", "false", "UTC"]
+    assert spark.sparkContext.master == "local[2]"  # the module's own session is untouched
+
+
+ANALYSES = [
+    (allocations_per_window, allocations_per_window_pd, ["run_id", "node", "window"]),
+    (kv_saves_per_second, kv_saves_per_second_pd, ["run_id", "node", "second"]),
+    (failover_gaps, failover_gaps_pd, ["run_id", "kill_seq", "client"]),
+]
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("spark_fn, pandas_fn, keys", ANALYSES, ids=[a[0].__name__ for a in ANALYSES])
+def test_analysis_equals_pandas_twin(loaded, frame, spark_fn, pandas_fn, keys):
+    assert loaded.malformed_count == 0
+    got = to_pandas(spark_fn(loaded.events)).sort_values(keys).reset_index(drop=True)
+    want = pandas_fn(frame)
+    assert len(want) > 0
+    pd.testing.assert_frame_equal(got, want)
+
+
+@pytest.mark.spark
+def test_failover_gap_timestamps_increase(loaded, runs):
+    gaps = to_pandas(failover_gaps(loaded.events))
+    failover_runs = sorted(r for r in runs if r.startswith("tso-failover"))
+    assert sorted(gaps["run_id"].unique()) == failover_runs  # tso-basics has no kill: no rows
+    for run_id in failover_runs:
+        rows = gaps[gaps["run_id"] == run_id]
+        assert sorted(rows["client"]) == ["client-0", "client-1"]
+        assert (rows["killed_node"] == "rootcoord-1").all()
+        assert (rows["kill_t_ms"] == KILL_T_MS).all()
+        assert rows["increased"].eq(True).all()
+        assert (rows["before_t_ms"] < KILL_T_MS).all() and (rows["after_t_ms"] > KILL_T_MS).all()
+        assert (rows["gap_ms"] == rows["after_t_ms"] - rows["before_t_ms"]).all()
+        # the same gap the run's summary reports (its first answer after minus last before, any client)
+        summary = json.loads((runs[run_id] / "summary.json").read_text())["failover"]
+        assert summary["killed_at_ms"] == KILL_T_MS
+        assert rows["after_t_ms"].min() - rows["before_t_ms"].max() == pytest.approx(summary["client_gap_ms"])
+
+
+@pytest.mark.spark
+def test_allocations_per_window_add_up(loaded, runs):
+    windows = to_pandas(allocations_per_window(loaded.events))
+    assert windows["window"].notna().all()  # no allocation before a node's first save
+    for run_id, folder in runs.items():
+        tso = json.loads((folder / "summary.json").read_text())["tso"]
+        rows = windows[windows["run_id"] == run_id]
+        assert rows["allocations"].sum() == tso["allocations"]
+        assert rows["timestamps"].sum() == tso["timestamps_handed_out"]
+        assert len(rows) == tso["window_saves"]
