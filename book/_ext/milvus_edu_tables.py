@@ -1,0 +1,212 @@
+"""Sphinx directives that render milvus-edu's own tables at build time (one source of truth).
+
+The book never copies a table by hand when the package already holds it:
+
+``milvus-edu-fields``
+    The run-log columns, from :data:`milvus_edu.events.schema.FIELDS`.
+``milvus-edu-event-kinds``
+    Every event kind, its meaning, the columns it fills and the Go function it comes from, from
+    :data:`milvus_edu.events.schema.EVENT_KINDS`.
+``milvus-edu-bug-switches``
+    The bug switches of :class:`milvus_edu.config.BugSwitches` with their docstrings.
+``milvus-edu-api``
+    API reference: one module name per line of content; each becomes a section with
+    ``automodule`` (and, for a package, one subsection per public submodule). Must be used inside
+    ``{eval-rst}`` because autodoc generates reStructuredText.
+
+It also provides the MyST substitutions ``{{ schema_version }}``, ``{{ event_kind_count }}`` and
+``{{ field_count }}``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+
+from docutils import nodes
+from docutils.parsers.rst import directives
+from docutils.statemachine import StringList
+from sphinx.application import Sphinx
+from sphinx.util.docutils import SphinxDirective
+
+__version__ = "1.0"
+
+
+# ---- small docutils helpers -----------------------------------------------------------------
+def _inline(directive: SphinxDirective, text: str) -> list[nodes.Node]:
+    """Parse ``text`` as inline markup of the current document (Markdown in MyST, rST in eval-rst)."""
+    parsed, messages = directive.state.inline_text(text, directive.lineno)
+    return [*parsed, *messages]
+
+
+def _literal(text: str) -> nodes.paragraph:
+    return nodes.paragraph("", "", nodes.literal(text, text))
+
+
+def _table(directive: SphinxDirective, headers: list[str], rows: list[list], widths: list[int],
+           classes: list[str]) -> nodes.table:
+    """A docutils table; each cell is a node, a list of nodes, or a string parsed as inline markup."""
+    table = nodes.table(classes=classes)
+    group = nodes.tgroup(cols=len(headers))
+    table += group
+    for w in widths:
+        group += nodes.colspec(colwidth=w)
+    head = nodes.thead()
+    group += head
+    row = nodes.row()
+    for h in headers:
+        row += nodes.entry("", nodes.paragraph("", h))
+    head += row
+    body = nodes.tbody()
+    group += body
+    for cells in rows:
+        row = nodes.row()
+        for cell in cells:
+            entry = nodes.entry()
+            if isinstance(cell, str):
+                entry += nodes.paragraph("", "", *_inline(directive, cell))
+            elif isinstance(cell, nodes.Node):
+                entry += cell
+            else:
+                entry.extend(cell)
+            row += entry
+        body += row
+    return table
+
+
+# ---- the run log ----------------------------------------------------------------------------
+class FieldsTable(SphinxDirective):
+    """Table of the run-log columns (``milvus_edu.events.schema.FIELDS``)."""
+
+    has_content = False
+
+    def run(self):
+        from milvus_edu.events import schema
+
+        self.env.note_dependency(schema.__file__)
+        rows = [[_literal(f.name), _literal(f.type), "yes" if f.nullable else "no", f.doc] for f in schema.FIELDS]
+        return [_table(self, ["column", "type", "nullable", "meaning"], rows, [14, 8, 8, 70],
+                       ["milvus-edu-fields"])]
+
+
+class EventKindsTable(SphinxDirective):
+    """Table of every event kind (``milvus_edu.events.schema.EVENT_KINDS``), in the schema's order."""
+
+    has_content = False
+
+    def run(self):
+        from milvus_edu.events import schema
+
+        self.env.note_dependency(schema.__file__)
+        rows = []
+        for kind in schema.EVENT_KINDS.values():
+            cols = [nodes.literal(c, c) for c in kind.fields]
+            cols_par = nodes.paragraph()
+            for i, lit in enumerate(cols):
+                if i:
+                    cols_par += nodes.Text(" ")
+                cols_par += lit
+            go = "–" if kind.go in ("", "-") else kind.go
+            rows.append([_literal(kind.name), kind.doc, cols_par, nodes.paragraph("", "", nodes.literal(go, go))
+                         if go != "–" else nodes.paragraph("", go)])
+        return [_table(self, ["kind", "meaning", "columns it fills", "Milvus function"], rows, [18, 42, 24, 16],
+                       ["milvus-edu-event-kinds"])]
+
+
+# ---- bug switches ---------------------------------------------------------------------------
+class BugSwitchesTable(SphinxDirective):
+    """Table of :class:`milvus_edu.config.BugSwitches`: name, default and the field's docstring."""
+
+    has_content = False
+
+    def run(self):
+        from dataclasses import fields
+
+        from sphinx.pycode import ModuleAnalyzer
+
+        from milvus_edu import config
+
+        self.env.note_dependency(config.__file__)
+        docs = ModuleAnalyzer.for_module(config.__name__).find_attr_docs()
+        rows = []
+        for f in fields(config.BugSwitches):
+            doc = " ".join(line.strip() for line in docs.get(("BugSwitches", f.name), [])).strip()
+            if not doc:
+                raise self.error(f"BugSwitches.{f.name} has no docstring; document it in milvus_edu/config.py")
+            rows.append([_literal(f.name), _literal(repr(f.default)), doc])
+        return [_table(self, ["switch", "default", "the wrong rule it switches on"], rows, [24, 8, 68],
+                       ["milvus-edu-bug-switches"])]
+
+
+# ---- API reference --------------------------------------------------------------------------
+def _public_submodules(package) -> list[str]:
+    if not hasattr(package, "__path__"):
+        return []
+    return sorted(
+        f"{package.__name__}.{info.name}"
+        for info in pkgutil.iter_modules(package.__path__)
+        if not info.name.startswith("_")
+    )
+
+
+class ApiDirective(SphinxDirective):
+    """``automodule`` for each listed module, each under its own heading.
+
+    A plain module is documented with its members. A package is documented by its docstring and
+    then one subsection per public submodule (with members), so that each class appears once, under
+    the module that mirrors its Milvus Go file. ``:members-of-packages:`` documents a package's
+    re-exports instead of walking its submodules.
+    """
+
+    has_content = True
+    option_spec = {"members-of-packages": directives.flag}
+
+    def _section(self, modname: str) -> nodes.section:
+        module = importlib.import_module(modname)
+        if getattr(module, "__file__", None):
+            self.env.note_dependency(module.__file__)
+        section_id = nodes.make_id(f"api-{modname}")
+        section = nodes.section(ids=[section_id], names=[nodes.fully_normalize_name(modname)])
+        section += nodes.title("", "", nodes.literal(modname, modname))
+        submodules = [] if "members-of-packages" in self.options else _public_submodules(module)
+        rst = [f".. automodule:: {modname}"]
+        if submodules:
+            rst.append("   :no-members:")
+        holder = nodes.Element()
+        self.state.nested_parse(StringList(rst, source=f"<milvus-edu-api {modname}>"), self.content_offset, holder)
+        section.extend(holder.children)
+        for sub in submodules:
+            section += self._section(sub)
+        return section
+
+    def run(self):
+        names = [line.strip() for line in self.content if line.strip() and not line.strip().startswith("#")]
+        if not names:
+            raise self.error("milvus-edu-api needs at least one module name, one per line")
+        out: list[nodes.Node] = []
+        for name in names:
+            try:
+                out.append(self._section(name))
+            except ImportError as exc:
+                raise self.error(f"cannot import {name!r} for the API reference: {exc}") from exc
+        return out
+
+
+# ---- substitutions --------------------------------------------------------------------------
+def _add_substitutions(app: Sphinx, config) -> None:
+    from milvus_edu.events import schema
+
+    subs = dict(getattr(config, "myst_substitutions", {}) or {})
+    subs.setdefault("schema_version", str(schema.SCHEMA_VERSION))
+    subs.setdefault("event_kind_count", str(len(schema.EVENT_KINDS)))
+    subs.setdefault("field_count", str(len(schema.FIELDS)))
+    config.myst_substitutions = subs
+
+
+def setup(app: Sphinx) -> dict:
+    app.add_directive("milvus-edu-fields", FieldsTable)
+    app.add_directive("milvus-edu-event-kinds", EventKindsTable)
+    app.add_directive("milvus-edu-bug-switches", BugSwitchesTable)
+    app.add_directive("milvus-edu-api", ApiDirective)
+    app.connect("config-inited", _add_substitutions)
+    return {"version": __version__, "parallel_read_safe": True, "parallel_write_safe": True}
