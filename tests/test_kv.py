@@ -20,20 +20,12 @@ from milvus_edu.storage.kv import (
     uint64_to_bytes_big_endian,
 )
 from milvus_edu.tsoutil import compose_ts, physical_time
+from milvus_edu.clock import ManualClock
 
 T0 = 1_700_000_000_123_456_789
 TSO_KEY = "by-dev/kv/gid/timestamp"
 
 
-class ManualClock:
-    def __init__(self, t: int = T0):
-        self.t = t
-
-    def __call__(self) -> int:
-        return self.t
-
-    def advance(self, ns: int) -> None:
-        self.t += ns
 
 
 def no_sleep(seconds: float) -> None:

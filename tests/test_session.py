@@ -10,21 +10,13 @@ from milvus_edu.config import S, TSOParams
 from milvus_edu.events import MemorySink, Recorder
 from milvus_edu.sessionutil import Session, active_key, current_active
 from milvus_edu.storage.kv import LeaseNotFoundError, MemoryKV, SQLiteKV
+from milvus_edu.clock import ManualClock
 
 T0 = 1_700_000_000_123_456_789
 TTL = 60 * S
 ACTIVE_KEY = "by-dev/meta/session/rootcoord"
 
 
-class ManualClock:
-    def __init__(self, t: int = T0):
-        self.t = t
-
-    def __call__(self) -> int:
-        return self.t
-
-    def advance(self, ns: int) -> None:
-        self.t += ns
 
 
 @pytest.fixture

@@ -16,23 +16,13 @@ from milvus_edu.rootcoord import Core
 from milvus_edu.storage.kv import FaultyKV, KVError, MemoryKV, RootedKV, SQLiteKV
 from milvus_edu.tso import GlobalTSOAllocator, TSOError, drive_with_sleep
 from milvus_edu.tsoutil import compose_ts, parse_hybrid_ts, physical_time
+from milvus_edu.clock import ManualClock
 
 T0 = 1_700_000_000_123_456_789  # not a whole millisecond on purpose
 MAX_LOGICAL = 1 << 18
 TSO_KEY = "by-dev/kv/gid/timestamp"
 
 
-class ManualClock:
-    """A clock whose value (Unix ns) the test sets."""
-
-    def __init__(self, t: int = T0):
-        self.t = t
-
-    def __call__(self) -> int:
-        return self.t
-
-    def advance(self, ns: int) -> None:
-        self.t += ns
 
 
 class SleepLog:

@@ -22,17 +22,12 @@ from milvus_edu.rootcoord import Core
 from milvus_edu.storage.kv import MemoryKV
 from milvus_edu.tso import TSOError, drive_with_sleep
 from milvus_edu.tsoutil import physical_time
+from milvus_edu.clock import ManualClock
 
 T0 = 1_700_000_000_123_456_789
 TSO_KEY = "by-dev/kv/gid/timestamp"
 
 
-class ManualClock:
-    def __init__(self, t: int = T0):
-        self.t = t
-
-    def __call__(self) -> int:
-        return self.t
 
 
 class TSOFailover(RuleBasedStateMachine):
