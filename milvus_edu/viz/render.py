@@ -1,0 +1,195 @@
+"""Drawing lanes off-screen: a blitting renderer for the stepper and a static filmstrip for the book.
+
+Figures are plain :class:`matplotlib.figure.Figure` objects on their own
+:class:`~matplotlib.backends.backend_agg.FigureCanvasAgg`; pyplot and the global backend are never
+touched, so an inline notebook backend keeps working.
+
+:class:`BlitRenderer` draws the static lanes once, caches the background
+(``canvas.copy_from_bbox``), and on every step restores it, draws only the cursor artists
+(``draw_artist``) and encodes the pixels as PNG. With ``window_s`` the x axis shows one page of that
+many seconds around the cursor and the background is redrawn only when the cursor changes page.
+"""
+
+from __future__ import annotations
+
+import copy
+import io
+import textwrap
+
+import matplotlib
+import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.patches import Rectangle
+from PIL import Image
+
+#: rcParams for every figure drawn here (small fonts, deterministic SVG ids).
+RC = {
+    "font.size": 7.5,
+    "axes.titlesize": 7.5,
+    "axes.labelsize": 8,
+    "xtick.labelsize": 7,
+    "ytick.labelsize": 7,
+    "svg.hashsalt": "milvus-edu",
+    "svg.fonttype": "path",
+    "path.simplify": True,
+}
+_VEIL = dict(facecolor="white", edgecolor="none", alpha=0.62, zorder=5)
+
+
+def x_limits(t_ms: np.ndarray) -> tuple[float, float]:
+    """The whole run in seconds, with a small margin."""
+    t = t_ms[~np.isnan(t_ms)] / 1000.0
+    lo, hi = (float(t.min()), float(t.max())) if len(t) else (0.0, 1.0)
+    pad = (hi - lo) * 0.01 or 0.5
+    return lo - pad, hi + pad
+
+
+def build_column(fig: Figure, spec, lanes, events, xlim, show_xlabel=True, ylabels=True):
+    """Axes for ``lanes`` stacked in the gridspec slot ``spec`` (shared x), each lane set up once.
+
+    Returns the axes and, per axes, the stepper-owned cursor artists ``(line, veil)``.
+    """
+    sub = spec.subgridspec(len(lanes), 1, height_ratios=[max(float(l.height_ratio), 0.05) for l in lanes],
+                           hspace=0.12)
+    axes = []
+    for k in range(len(lanes)):
+        ax = fig.add_subplot(sub[k, 0], sharex=axes[0] if axes else None)
+        axes.append(ax)
+    for ax, lane in zip(axes, lanes):
+        lane.setup(ax, events)
+        if not ylabels:
+            ax.set_ylabel("")
+    for ax in axes:
+        ax.set_xlim(*xlim)
+        ax.tick_params(labelbottom=False)
+        ax.grid(True, axis="x", color="0.92", lw=0.6, zorder=0)
+    axes[-1].tick_params(labelbottom=True)
+    if show_xlabel:
+        axes[-1].set_xlabel("simulated time (s)")
+    cursors = []
+    for ax in axes:
+        line = ax.axvline(xlim[0], color="#444444", lw=1.0, zorder=7)
+        veil = Rectangle((xlim[1], 0), 0, 1, transform=ax.get_xaxis_transform(), **_VEIL)
+        ax.add_patch(veil)
+        cursors.append((line, veil))
+    return axes, cursors
+
+
+def move_cursors(cursors, axes, t_s: float) -> list:
+    """Put the time cursor at ``t_s`` and the veil over everything after it; return the artists."""
+    out = []
+    for (line, veil), ax in zip(cursors, axes):
+        x1 = ax.get_xlim()[1]
+        line.set_xdata([t_s, t_s])
+        veil.set_x(t_s)
+        veil.set_width(max(x1 - t_s, 0.0))
+        out += [veil, line]
+    return out
+
+
+class BlitRenderer:
+    """The stepper's figure: static lanes drawn once, cursor artists blitted per step, PNG out."""
+
+    def __init__(self, index, lanes, figsize=(9.0, 6.2), dpi=90, window_s: float | None = None,
+                 png_compress_level: int = 1):
+        self.index = index
+        self.lanes = lanes
+        self.window_s = float(window_s) if window_s else None
+        self.png_compress_level = png_compress_level
+        self.full_xlim = x_limits(index.t_ms)
+        with matplotlib.rc_context(RC):
+            self.fig = Figure(figsize=figsize, dpi=dpi)
+            self.canvas = FigureCanvasAgg(self.fig)
+            self.fig.subplots_adjust(left=0.09, right=0.985, top=0.985, bottom=0.075)
+            gs = self.fig.add_gridspec(1, 1)
+            self.axes, self.cursors = build_column(self.fig, gs[0, 0], lanes, index.frame, self.full_xlim)
+            # First update: learn which artists each lane moves and keep them out of the background.
+            t0 = float(index.t_ms[0])
+            for lane in lanes:
+                for artist in lane.update(0, t0) or ():
+                    artist.set_animated(True)
+            for line, veil in self.cursors:
+                line.set_animated(True)
+                veil.set_animated(True)
+        self.page = None
+        self.background = None
+        self.redraws = 0
+
+    # The page (window_s) the cursor is on, and its x limits.
+    def _page_for(self, t_s: float):
+        if not self.window_s:
+            return 0, self.full_xlim
+        lo = self.full_xlim[0]
+        page = int(max(t_s - lo, 0.0) // self.window_s)
+        start = lo + page * self.window_s
+        return page, (start, start + self.window_s)
+
+    def _draw_background(self, xlim) -> None:
+        with matplotlib.rc_context(RC):
+            for ax in self.axes:
+                ax.set_xlim(*xlim)
+            self.canvas.draw()
+        self.background = self.canvas.copy_from_bbox(self.fig.bbox)
+        self.redraws += 1
+
+    def render(self, cursor: int, t_ms: float) -> bytes:
+        """PNG bytes of the figure with every cursor artist at event ``cursor``."""
+        t_s = t_ms / 1000.0
+        page, xlim = self._page_for(t_s)
+        if self.background is None or page != self.page:
+            self.page = page
+            self._draw_background(xlim)
+        self.canvas.restore_region(self.background)
+        artists = move_cursors(self.cursors, self.axes, t_s)
+        for lane in self.lanes:
+            for artist in lane.update(cursor, t_ms) or ():
+                if not artist.get_animated():
+                    artist.set_animated(True)
+                artists.append(artist)
+        renderer = self.canvas.get_renderer()
+        for artist in artists:
+            if artist.get_visible():
+                artist.draw(renderer)
+        return self.encode()
+
+    def encode(self) -> bytes:
+        """The canvas pixels as PNG (RGB, fast zlib level)."""
+        buf = self.canvas.buffer_rgba()
+        h, w = int(buf.shape[0]), int(buf.shape[1])
+        img = Image.frombuffer("RGBA", (w, h), buf, "raw", "RGBA", 0, 1).convert("RGB")
+        out = io.BytesIO()
+        img.save(out, format="PNG", compress_level=self.png_compress_level)
+        return out.getvalue()
+
+    @property
+    def size_px(self) -> tuple[int, int]:
+        w, h = self.canvas.get_width_height()
+        return int(w), int(h)
+
+
+def filmstrip(index, lane_templates, steps, caption, column_in=5.0, dpi=110) -> Figure:
+    """A figure with one column per step: every lane (a fresh copy per column) at that step.
+
+    ``caption(i)`` gives the text above column ``i``. Cursor artists are drawn normally (not
+    animated), so the same figure saves to PNG and SVG.
+    """
+    heights = sum(max(float(l.height_ratio), 0.05) for l in lane_templates)
+    with matplotlib.rc_context(RC):
+        width, height = column_in * len(steps) + 0.5, 1.3 * heights + 1.3
+        fig = Figure(figsize=(width, height), dpi=dpi)
+        FigureCanvasAgg(fig)
+        fig.subplots_adjust(left=0.55 / width, right=1 - 0.1 / width, top=1 - 0.62 / height,
+                            bottom=0.45 / height, wspace=0.16)
+        gs = fig.add_gridspec(1, len(steps))
+        xlim = x_limits(index.t_ms)
+        for col, i in enumerate(steps):
+            lanes = [copy.deepcopy(l) for l in lane_templates]
+            axes, cursors = build_column(fig, gs[0, col], lanes, index.frame, xlim, ylabels=(col == 0))
+            t_ms = float(index.t_ms[i])
+            move_cursors(cursors, axes, t_ms / 1000.0)
+            for lane in lanes:
+                lane.update(i, t_ms)
+            axes[0].set_title("\n".join(textwrap.wrap(caption(i), width=int(column_in * 15))), loc="left",
+                              fontsize=7, pad=4)
+    return fig
