@@ -115,7 +115,6 @@ def test_start_exports_the_settings_and_execs_the_server():
     assert text.rstrip().endswith('exec "$@"')
 
 
-@pytest.mark.skipif(os.name != "posix", reason="runs bash")
 def test_start_passes_settings_to_the_command(tmp_path):
     import subprocess
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from ..config import MS
 from ..rootcoord import Core
-from ..sessionutil import Session, current_active
+from ..sessionutil import Session, active_key, current_active
 from ..storage.kv import KVError, LeaseNotFoundError
 from .kernel import NodeClock, RPCError, Simulation, blocking
 
@@ -147,7 +147,7 @@ class TSOClient:
         """Request, wait for the answer, sleep, repeat."""
         env, rec = self.sim.env, self.sim.recorder
         rng = self.sim.rng(self.name)
-        key = f"by-dev/meta/session/rootcoord"
+        key = active_key("by-dev/meta", "rootcoord")
         target = None
         while self.alive:
             wait = self.interval_ms + (rng.uniform(0, self.jitter_ms) if self.jitter_ms else 0.0)

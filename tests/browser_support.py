@@ -1,0 +1,587 @@
+"""Helpers for the real-browser test (tests/test_browser.py).
+
+Two pieces:
+
+* :class:`JupyterLabServer` starts JupyterLab on 127.0.0.1 as a subprocess of the test run, with an
+  isolated config / settings / runtime directory and no outbound requests (no news feed, no
+  update check, no PyPI extension manager, no autosave), and stops it by pid.
+* :func:`run_notebook_and_step` drives Debian's chromium with Playwright: open a notebook in
+  JupyterLab, wait for the kernel, run all cells (notebook:run-all-cells), wait until done, click the
+  stepper's "step forward" button and check that the state panel's text changed.
+
+Nothing here talks to the network except loopback.  Never run ``playwright install``: the browser
+is the system one (/usr/bin/chromium).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+OUTPUT_DIR = REPO_ROOT / "test-output" / "browser"
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+# Contract of the stepper widget (milvus_edu.viz): root widget class, button tooltip/text, state panel.
+STEPPER_CLASS = "milvus-edu-stepper"
+STATE_CLASS = "milvus-edu-state"
+STEP_TOOLTIP = "step forward"
+STEP_TEXT = "Step ▶"
+
+SERVER_START_TIMEOUT = 60.0  # s until /api/status answers
+KERNEL_IDLE_TIMEOUT = 60.0  # s until the notebook's kernel is idle after opening it
+RUN_ALL_TIMEOUT = 90.0  # s for Run All Cells to finish
+WIDGET_TIMEOUT = 30.0  # s for the stepper to render / the state panel to change
+# Hard cap for one run_notebook_and_step: a watchdog thread SIGKILLs this run's chromium after it,
+# so that a wedged page (page.evaluate has no timeout of its own) fails the test instead of hanging.
+BROWSER_HARD_TIMEOUT = 240.0
+
+
+# --------------------------------------------------------------------------------------------------
+# JupyterLab server
+# --------------------------------------------------------------------------------------------------
+
+# User settings: the news / update-check toast off ("Would you like to receive official Jupyter
+# news?" is the announcements prompt; fetchNews "false" = Never answers it), no autosave (the
+# notebook under test must never be written back), and no notebook windowing (all cells stay in
+# the DOM, so the stepper can be found wherever it is in the notebook).
+LAB_SETTINGS: dict[str, dict] = {
+    "@jupyterlab/apputils-extension:notification": {
+        "fetchNews": "false",
+        "checkForUpdates": False,
+        "doNotDisturbMode": False,
+    },
+    "@jupyterlab/docmanager-extension:plugin": {"autosave": False},
+    "@jupyterlab/notebook-extension:tracker": {"windowingMode": "none"},
+}
+
+# Server-side: no announcements feed, no update check, no PyPI lookups, no terminals.
+SERVER_CONFIG = """\
+c.LabApp.news_url = None
+c.LabApp.check_for_updates_class = "jupyterlab.NeverCheckForUpdate"
+c.LabApp.extension_manager = "readonly"
+c.ServerApp.terminals_enabled = False
+"""
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _children_by_ppid() -> dict[int, list[int]]:
+    """pid -> child pids, read from /proc (Linux only; empty elsewhere)."""
+    out: dict[int, list[int]] = {}
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return out
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        # "pid (comm) state ppid ..." -- comm may contain spaces/parens, so split after the last ')'
+        fields = stat.rsplit(")", 1)[-1].split()
+        if len(fields) >= 2:
+            out.setdefault(int(fields[1]), []).append(int(entry.name))
+    return out
+
+
+def descendants(pid: int) -> list[int]:
+    tree = _children_by_ppid()
+    found: list[int] = []
+    todo = [pid]
+    while todo:
+        for child in tree.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def _kill_own_descendants_matching(marker: str) -> list[int]:
+    """SIGKILL the descendants of this process whose command line contains ``marker``."""
+    killed = []
+    for pid in descendants(os.getpid()):
+        if marker in _cmdline(pid):
+            try:
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+            except (ProcessLookupError, PermissionError):
+                pass
+    return killed
+
+
+def _die_with_parent() -> None:
+    """preexec_fn: SIGTERM the server if the test process dies without stopping it (Linux)."""
+    try:
+        import ctypes
+
+        PR_SET_PDEATHSIG = 1
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    except Exception:  # not Linux / no glibc: stop() in the fixture teardown still applies
+        pass
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # a zombie still answers kill(0); treat it as gone
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[0] != "Z"
+    except OSError:
+        return True
+
+
+@dataclass
+class JupyterLabServer:
+    """JupyterLab on 127.0.0.1:<free port>, serving ``root_dir``; state lives in ``work_dir``."""
+
+    root_dir: Path
+    work_dir: Path
+    port: int = field(default_factory=free_port)
+    token: str = field(default_factory=lambda: uuid.uuid4().hex)
+    proc: subprocess.Popen | None = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def log_path(self) -> Path:
+        return self.work_dir / "jupyterlab.log"
+
+    def lab_url(self, rel_path: str, workspace: str | None = None) -> str:
+        """URL opening ``rel_path`` in a fresh workspace (so nothing a previous page left open
+        is restored, e.g. another notebook with its own kernel)."""
+        workspace = workspace or f"test-{uuid.uuid4().hex[:8]}"
+        return f"{self.base_url}/lab/workspaces/{workspace}/tree/{rel_path}?token={self.token}"
+
+    def log_tail(self, n: int = 60) -> str:
+        try:
+            lines = self.log_path.read_text(errors="replace").splitlines()
+        except OSError as exc:
+            return f"(no JupyterLab log: {exc})"
+        return "\n".join(lines[-n:])
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+
+    def _write_config(self) -> dict[str, str]:
+        config_dir = self.work_dir / "config"
+        user_settings = self.work_dir / "user-settings"
+        app_settings = self.work_dir / "app-settings"
+        for d in (config_dir, user_settings, app_settings, self.work_dir / "workspaces",
+                  self.work_dir / "runtime", self.work_dir / "ipython", self.work_dir / "data"):
+            d.mkdir(parents=True, exist_ok=True)
+        (config_dir / "jupyter_server_config.py").write_text(SERVER_CONFIG)
+        # Same settings twice: as app-level overrides (defaults) and as the user's own settings,
+        # so that nothing in the real ~/.jupyter can switch the news prompt back on.
+        (app_settings / "overrides.json").write_text(json.dumps(LAB_SETTINGS, indent=2))
+        for plugin_id, values in LAB_SETTINGS.items():
+            pkg, plugin = plugin_id.split(":")
+            target = user_settings / pkg / f"{plugin}.jupyterlab-settings"
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(json.dumps(values, indent=2))
+        env = dict(os.environ)
+        env.update(
+            JUPYTER_CONFIG_DIR=str(config_dir),
+            JUPYTER_RUNTIME_DIR=str(self.work_dir / "runtime"),
+            IPYTHONDIR=str(self.work_dir / "ipython"),
+            JUPYTER_PLATFORM_DIRS="1",
+            PYTHONUNBUFFERED="1",
+            # the kernelspec runs "python": make that the interpreter running the tests
+            PATH=os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")]),
+            MPLBACKEND="module://matplotlib_inline.backend_inline",
+        )
+        for var in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"):
+            env.pop(var, None)
+        env["NO_PROXY"] = env["no_proxy"] = "127.0.0.1,localhost"
+        return env
+
+    def start(self) -> "JupyterLabServer":
+        env = self._write_config()
+        cmd = [
+            sys.executable, "-m", "jupyterlab",
+            "--no-browser",
+            "--ServerApp.ip=127.0.0.1",
+            f"--ServerApp.port={self.port}",
+            "--ServerApp.port_retries=0",
+            f"--IdentityProvider.token={self.token}",
+            f"--ServerApp.root_dir={self.root_dir}",
+            "--ServerApp.open_browser=False",
+            f"--LabApp.user_settings_dir={self.work_dir / 'user-settings'}",
+            f"--LabApp.app_settings_dir={self.work_dir / 'app-settings'}",
+            f"--LabApp.workspaces_dir={self.work_dir / 'workspaces'}",
+            # notebook-signing secret + trust db in work_dir, not ~/.local/share/jupyter
+            f"--NotebookNotary.data_dir={self.work_dir / 'data'}",
+            # window.jupyterapp lets the test run JupyterLab commands exactly as the menus do
+            "--LabApp.expose_app_in_browser=True",
+        ]
+        if hasattr(os, "geteuid") and os.geteuid() == 0:
+            cmd.append("--allow-root")  # CI containers run as root
+        log = open(self.log_path, "wb")
+        try:
+            self.proc = subprocess.Popen(
+                cmd, cwd=self.root_dir, env=env, stdout=log, stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL, start_new_session=True,
+                preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
+            )
+        finally:
+            log.close()
+        self._wait_until_up()
+        return self
+
+    def _wait_until_up(self) -> None:
+        assert self.proc is not None
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        deadline = time.monotonic() + SERVER_START_TIMEOUT
+        url = f"{self.base_url}/api/status?token={self.token}"
+        last_err: Exception | None = None
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(
+                    f"JupyterLab exited with {self.proc.returncode} while starting.\n"
+                    f"--- JupyterLab log ---\n{self.log_tail()}")
+            try:
+                with opener.open(url, timeout=2) as resp:
+                    if resp.status == 200:
+                        return
+            except (urllib.error.URLError, OSError) as exc:
+                last_err = exc
+            time.sleep(0.25)
+        self.stop()
+        raise RuntimeError(
+            f"JupyterLab did not answer on {self.base_url} within {SERVER_START_TIMEOUT:.0f}s "
+            f"({last_err!r}).\n--- JupyterLab log ---\n{self.log_tail()}")
+
+    def stop(self, timeout: float = 15.0) -> None:
+        """Terminate the server (and its kernels) by pid; SIGKILL whatever outlives ``timeout``."""
+        proc, self.proc = self.proc, None
+        if proc is None:
+            return
+        # kernels are started in their own sessions, so remember them before the server goes away
+        kids = descendants(proc.pid)
+        if proc.poll() is None:
+            proc.terminate()  # SIGTERM: jupyter_server shuts its kernels down and exits
+            try:
+                proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=10)
+        deadline = time.monotonic() + 5
+        while any(_pid_alive(p) for p in kids) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        for pid in kids:
+            if _pid_alive(pid):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+
+    def __enter__(self) -> "JupyterLabServer":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def copy_notebooks(dest_root: Path) -> Path:
+    """Copy the repo's notebooks/ to ``dest_root/notebooks`` (the browser must never write the
+    real notebooks: they are edited concurrently and saved outputs would dirty the repo)."""
+    dest = dest_root / "notebooks"
+    shutil.copytree(REPO_ROOT / "notebooks", dest,
+                    ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))
+    return dest
+
+
+# --------------------------------------------------------------------------------------------------
+# A minimal stand-in for the stepper (proves the harness, independent of milvus_edu.viz)
+# --------------------------------------------------------------------------------------------------
+
+MINIMAL_STEPPER_SOURCE = f'''\
+import ipywidgets as w
+
+state = {{"t": 0}}
+panel = w.HTML(value="<b>step 0</b>: nothing happened yet")
+panel.add_class("{STATE_CLASS}")
+step = w.Button(description="{STEP_TEXT}", tooltip="{STEP_TOOLTIP}")
+
+def on_step(_):
+    state["t"] += 1
+    panel.value = f"<b>step {{state['t']}}</b>: ts advanced to {{100 + state['t']}}"
+
+step.on_click(on_step)
+stepper = w.VBox([w.HBox([step]), panel])
+stepper.add_class("{STEPPER_CLASS}")
+stepper
+'''
+
+
+def write_minimal_stepper_notebook(path: Path) -> Path:
+    import nbformat
+    from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+
+    nb = new_notebook(
+        cells=[
+            new_markdown_cell("# Browser harness check: a minimal stepper"),
+            new_code_cell("x = 1 + 1\nx"),
+            new_code_cell(MINIMAL_STEPPER_SOURCE),
+        ],
+        metadata={
+            "kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python",
+                           "name": "python3"},
+            "language_info": {"name": "python"},
+        },
+    )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, str(path))
+    return path
+
+
+# --------------------------------------------------------------------------------------------------
+# Browser driving
+# --------------------------------------------------------------------------------------------------
+
+
+class BrowserCheckFailed(AssertionError):
+    pass
+
+
+@dataclass
+class StepResult:
+    before: str
+    after: str
+    screenshot: Path
+    seconds: float
+
+
+def launch_chromium(playwright, user_data_dir: Path):
+    """A persistent context with a fresh, empty profile (launch() refuses --user-data-dir)."""
+    return playwright.chromium.launch_persistent_context(
+        str(user_data_dir),
+        executable_path=CHROMIUM,
+        headless=True,
+        args=CHROMIUM_ARGS,
+        viewport={"width": 1400, "height": 1000},
+        timeout=60_000,
+    )
+
+
+def _kernel_status(page) -> str | None:
+    return page.evaluate(
+        """() => {
+            const panel = document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden)');
+            const el = panel && panel.querySelector('.jp-Notebook-ExecutionIndicator');
+            return el ? el.getAttribute('data-status') : null;
+        }"""
+    )
+
+
+def _prompts(page) -> list[str]:
+    return page.evaluate(
+        """() => {
+            const panel = document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden)');
+            if (!panel) return [];
+            return Array.from(panel.querySelectorAll('.jp-CodeCell .jp-InputArea-prompt'))
+                        .map(e => e.textContent.trim());
+        }"""
+    )
+
+
+def _error_outputs(page) -> list[str]:
+    return page.evaluate(
+        """() => Array.from(document.querySelectorAll(
+                '.jp-NotebookPanel:not(.lm-mod-hidden) .jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]'))
+              .map(e => e.textContent.slice(-2000))"""
+    )
+
+
+def _wait_for(predicate, timeout: float, what: str, interval: float = 0.25):
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = predicate()
+        if last:
+            return last
+        time.sleep(interval)
+    raise BrowserCheckFailed(f"timed out after {timeout:.0f}s waiting for {what} (last: {last!r})")
+
+
+def _wait_kernel_idle(page, timeout: float) -> None:
+    _wait_for(lambda: _kernel_status(page) == "idle", timeout, "the kernel to be idle")
+
+
+_KERNEL_READY_JS = """() => {
+    const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;
+    const sc = w && w.sessionContext;
+    const k = sc && sc.session && sc.session.kernel;
+    return !!(sc && sc.isReady && k && k.status === 'idle' && k.connectionStatus === 'connected'
+              && window.jupyterapp.commands.isEnabled('notebook:run-all-cells'));
+}"""
+
+
+def _run_all_cells(page) -> None:
+    """Run All Cells: the command behind the Run menu's item, run through JupyterLab's registry,
+    once the notebook's session is ready and its kernel connected (earlier, the command is a no-op)."""
+    page.wait_for_function(_KERNEL_READY_JS, timeout=KERNEL_IDLE_TIMEOUT * 1000)
+    page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
+
+
+def _wait_run_all_done(page, timeout: float) -> list[str]:
+    """Until every code cell has an execution count and the kernel is idle, twice in a row (so a
+    queued cell that has not started yet cannot fool us).  Fails early when nothing is running
+    any more but some cell never ran: Run All stopped at an error."""
+    state = {"ok": 0, "stuck_since": None}
+
+    def done():
+        prompts = _prompts(page)
+        idle = _kernel_status(page) == "idle"
+        all_ran = bool(prompts) and all(re.fullmatch(r"\[\d+\]:", p) for p in prompts)
+        state["ok"] = state["ok"] + 1 if (all_ran and idle) else 0
+        stuck = idle and not all_ran and not any("*" in p for p in prompts)
+        if not stuck:
+            state["stuck_since"] = None
+        elif state["stuck_since"] is None:
+            state["stuck_since"] = time.monotonic()
+        elif time.monotonic() - state["stuck_since"] > 3:
+            raise BrowserCheckFailed(
+                f"Run All Cells stopped before the end; prompts={prompts}\n--- error output ---\n"
+                + "\n---\n".join(_error_outputs(page)))
+        return prompts if state["ok"] >= 2 else None
+
+    return _wait_for(done, timeout, "Run All Cells to finish", interval=0.5)
+
+
+def _state_text(stepper) -> str:
+    return stepper.locator(f".{STATE_CLASS}").first.inner_text().strip()
+
+
+def run_notebook_and_step(server: JupyterLabServer, rel_path: str, screenshot: Path,
+                          user_data_dir: Path) -> StepResult:
+    """Open ``rel_path`` (relative to the server's root_dir) in JupyterLab, Run All Cells, click
+    the stepper's "step forward" button and return the state panel text before/after.
+
+    Raises BrowserCheckFailed (an AssertionError) with the JupyterLab log tail and the browser
+    console on any failure; a screenshot of the whole page is saved next to ``screenshot`` then.
+    """
+    from playwright.sync_api import Error as PlaywrightError
+    from playwright.sync_api import sync_playwright
+
+    t0 = time.monotonic()
+    screenshot.parent.mkdir(parents=True, exist_ok=True)
+    console: list[str] = []
+    user_data_dir = Path(user_data_dir).resolve()
+    user_data_dir.mkdir(parents=True, exist_ok=True)
+    watchdog_fired = threading.Event()
+
+    def watchdog() -> None:
+        watchdog_fired.set()
+        console.append(f"[watchdog] {BROWSER_HARD_TIMEOUT:.0f}s passed: killed chromium pids "
+                       f"{_kill_own_descendants_matching(str(user_data_dir))}")
+
+    timer = threading.Timer(BROWSER_HARD_TIMEOUT, watchdog)
+    timer.daemon = True
+    timer.start()
+    with sync_playwright() as pw:
+        context = launch_chromium(pw, user_data_dir)
+        try:
+            # loopback only: anything else the page tries to fetch is refused
+            context.route(re.compile(r"^(?!https?://127\.0\.0\.1[:/]|data:|blob:|about:).*"),
+                          lambda route: route.abort())
+            page = context.pages[0] if context.pages else context.new_page()
+            page.set_default_timeout(30_000)
+            page.on("console", lambda m: console.append(f"[{m.type}] {m.text}"))
+            page.on("pageerror", lambda e: console.append(f"[pageerror] {e}"))
+            try:
+                page.goto(server.lab_url(rel_path), wait_until="domcontentloaded", timeout=60_000)
+                page.locator(".jp-NotebookPanel .jp-Notebook .jp-Cell").first.wait_for(timeout=60_000)
+                _wait_kernel_idle(page, KERNEL_IDLE_TIMEOUT)
+                _run_all_cells(page)
+                # Run All puts [*] on the cells at once; give it a moment before polling for "done"
+                time.sleep(0.5)
+                _wait_run_all_done(page, RUN_ALL_TIMEOUT)
+
+                stepper = page.locator(f".jp-OutputArea-output .{STEPPER_CLASS}").first
+                try:
+                    stepper.wait_for(state="visible", timeout=WIDGET_TIMEOUT * 1000)
+                except PlaywrightError:
+                    texts = page.locator(".jp-OutputArea-output").all_inner_texts()
+                    raise BrowserCheckFailed(
+                        f"no rendered .{STEPPER_CLASS} widget in the outputs (a text repr such as "
+                        f"'VBox(...)' means the widget manager did not render it). Outputs:\n"
+                        + "\n---\n".join(t[:500] for t in texts)) from None
+                stepper.scroll_into_view_if_needed()
+                button = stepper.locator(f'button[title="{STEP_TOOLTIP}"]').first
+                button.wait_for(state="visible")
+                label = button.inner_text().strip()
+                if label != STEP_TEXT:
+                    raise BrowserCheckFailed(f"step-forward button says {label!r}, expected {STEP_TEXT!r}")
+                stepper.locator(f".{STATE_CLASS}").first.wait_for(state="visible")
+                before = _state_text(stepper)
+                button.click()
+                after = _wait_for(lambda: (lambda t: t if t != before else None)(_state_text(stepper)),
+                                  WIDGET_TIMEOUT, "the state panel to change after 'step forward'")
+                page.wait_for_timeout(300)  # let the repaint settle before the picture
+                news = [t for t in page.locator(".Toastify__toast").all_inner_texts()
+                        if "news" in t.lower() or "update" in t.lower()]
+                if news:
+                    raise BrowserCheckFailed(f"news/update toast is showing despite the settings: {news}")
+                stepper.screenshot(path=str(screenshot))
+                return StepResult(before, after, screenshot, time.monotonic() - t0)
+            except (BrowserCheckFailed, PlaywrightError) as exc:
+                failure_png = screenshot.with_name(screenshot.stem + "-failure.png")
+                try:
+                    page.screenshot(path=str(failure_png), full_page=True)
+                    shot = f"failure screenshot: {failure_png}"
+                except PlaywrightError as shot_exc:
+                    shot = f"(no failure screenshot: {shot_exc})"
+                why = (f"watchdog: the run exceeded {BROWSER_HARD_TIMEOUT:.0f}s and its chromium was "
+                       f"killed\n" if watchdog_fired.is_set() else "")
+                raise BrowserCheckFailed(
+                    f"{why}{exc}\n\n{shot}\nafter {time.monotonic() - t0:.1f}s, url {page.url}\n"
+                    f"--- browser console (last 30) ---\n" + "\n".join(console[-30:])
+                    + f"\n--- JupyterLab log tail ---\n{server.log_tail()}") from exc
+        finally:
+            timer.cancel()
+            try:
+                context.close()
+            except PlaywrightError:
+                pass
+            # whatever chromium process of this run is left (e.g. after the watchdog) goes now
+            _kill_own_descendants_matching(str(user_data_dir))

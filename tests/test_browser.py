@@ -1,0 +1,84 @@
+"""Real-browser test: JupyterLab + Debian's chromium (driven by Playwright) + the stepper widget.
+
+The suite starts its own JupyterLab on 127.0.0.1 (free port, random token, isolated settings with
+the news/update toast off) serving a *temporary copy* of notebooks/, opens a notebook, runs all
+cells (JupyterLab's notebook:run-all-cells command, the one behind Run > Run All Cells), clicks the
+stepper's "step forward" button and checks that the state panel changed.  Screenshots go to test-output/browser/.  See tests/browser_support.py.
+
+* test_browser_harness_with_minimal_widget -- a tiny ipywidgets stand-in for the stepper, written
+  to a temp notebook; proves the harness (server, widget rendering, clicks) works by itself.
+* test_tso_notebook_stepper -- the real thing: notebooks/01_tso.ipynb and its TimelineStepper.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from browser_support import (
+    CHROMIUM,
+    OUTPUT_DIR,
+    REPO_ROOT,
+    JupyterLabServer,
+    copy_notebooks,
+    run_notebook_and_step,
+    write_minimal_stepper_notebook,
+)
+
+pytestmark = pytest.mark.browser
+
+TSO_NOTEBOOK = "notebooks/01_tso.ipynb"
+
+
+def _require_browser_stack() -> None:
+    """Fail (never skip) when the stack is missing: `bash tests/run.sh` installs all of it."""
+    import ipywidgets  # noqa: F401
+    import jupyterlab  # noqa: F401
+    import playwright.sync_api  # noqa: F401
+
+    assert Path(CHROMIUM).exists(), f"{CHROMIUM} is missing: run `bash tests/run.sh` (apt-get install chromium)"
+
+
+@pytest.fixture(scope="module")
+def lab_server(tmp_path_factory):
+    """One JupyterLab for this module, serving a temp dir with a copy of notebooks/ and the
+    harness notebook; stopped by pid (terminate, then kill) when the module is done."""
+    _require_browser_stack()
+    root = tmp_path_factory.mktemp("lab-root")
+    copy_notebooks(root)
+    write_minimal_stepper_notebook(root / "harness" / "minimal_stepper.ipynb")
+    server = JupyterLabServer(root_dir=root, work_dir=tmp_path_factory.mktemp("lab-state"))
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def _check_step(server: JupyterLabServer, rel_path: str, png_name: str, tmp_path: Path):
+    png = OUTPUT_DIR / png_name
+    png.unlink(missing_ok=True)
+    png.with_name(png.stem + "-failure.png").unlink(missing_ok=True)  # stale one from an earlier run
+    result = run_notebook_and_step(server, rel_path, png, user_data_dir=tmp_path / "chromium-profile")
+    print(f"\n{rel_path}: state {result.before!r} -> {result.after!r} "
+          f"in {result.seconds:.1f}s; screenshot {result.screenshot}")
+    assert result.after != result.before
+    assert result.after.strip(), "state panel is empty after stepping"
+    assert png.is_file() and png.stat().st_size > 0, f"screenshot {png} missing or empty"
+    return result
+
+
+def test_browser_harness_with_minimal_widget(lab_server, tmp_path):
+    """The harness itself: a minimal stand-in stepper renders as DOM and reacts to the click."""
+    result = _check_step(lab_server, "harness/minimal_stepper.ipynb", "harness_stepper.png", tmp_path)
+    assert "step 0" in result.before
+    assert "step 1" in result.after
+
+
+def test_tso_notebook_stepper(request, tmp_path):
+    """notebooks/01_tso.ipynb: run it in JupyterLab, step the TimelineStepper forward once."""
+    assert "TimelineStepper" in (REPO_ROOT / TSO_NOTEBOOK).read_text(encoding="utf-8")
+    lab_server = request.getfixturevalue("lab_server")
+    result = _check_step(lab_server, TSO_NOTEBOOK, "stepper.png", tmp_path)
+    assert result.before.startswith("event 0 ") and result.after.startswith("event 1 ")
