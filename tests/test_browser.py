@@ -81,4 +81,4 @@ def test_tso_notebook_stepper(request, tmp_path):
     assert "TimelineStepper" in (REPO_ROOT / TSO_NOTEBOOK).read_text(encoding="utf-8")
     lab_server = request.getfixturevalue("lab_server")
     result = _check_step(lab_server, TSO_NOTEBOOK, "stepper.png", tmp_path)
-    assert result.before.startswith("event 0 ") and result.after.startswith("event 1 ")
+    assert result.before.startswith("event 1 of ") and result.after.startswith("event 2 of ")

@@ -218,7 +218,7 @@ class TimelineStepper:
                         for k, v in rows)
         return (
             "<div style='font-size:13px;line-height:1.35'>"
-            f"<div><b>event {s['index']}</b> of {s['events'] - 1} &middot; seq {s['seq']} &middot; "
+            f"<div><b>event {s['index'] + 1:,}</b> of {s['events']:,} &middot; seq {s['seq']} &middot; "
             f"<code>{esc(s['kind'])}</code> &middot; {esc(str(s['node']))}</div>"
             f"<div style='margin:6px 0;padding:6px;background:#f4f6fa;border-left:3px solid #4a78c2'>"
             f"{esc(s['event'])}</div>"
