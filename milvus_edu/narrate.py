@@ -8,7 +8,8 @@ from __future__ import annotations
 import json
 import math
 
-from .tsoutil import format_ts
+from .events.schema import SIM_EPOCH_MS
+from .tsoutil import parse_hybrid_ts
 
 
 def _v(row, name):
@@ -23,14 +24,28 @@ def _v(row, name):
     return value
 
 
-def _hms(ms) -> str:
-    total = int(ms) % 86_400_000
-    return f"{total // 3_600_000:02d}:{total // 60_000 % 60:02d}:{total // 1000 % 60:02d}.{total % 1000:03d}"
+def wall_text(unix_ms) -> str:
+    """A wall-clock value (Unix ms) as signed ``HH:MM:SS.mmm`` since the run's time zero.
+
+    Time zero is :data:`~milvus_edu.events.SIM_EPOCH_MS`; a clock that is behind it reads negative
+    (``-00:00:14.950``), so "earlier" always looks smaller.
+    """
+    rel = int(unix_ms) - SIM_EPOCH_MS
+    sign, rel = ("-", -rel) if rel < 0 else ("", rel)
+    return f"{sign}{rel // 3_600_000:02d}:{rel // 60_000 % 60:02d}:{rel // 1000 % 60:02d}.{rel % 1000:03d}"
+
+
+def ts_text(ts) -> str:
+    """A hybrid timestamp as ``<physical as wall_text>+<logical>``, e.g. ``00:00:12.001+3``."""
+    physical, logical = parse_hybrid_ts(int(ts))
+    return f"{wall_text(physical)}+{logical}"
+
+
 
 
 def _loaded(detail: dict) -> str:
     loaded = detail.get("loaded_window_end_ms") or 0
-    return f"loaded window end was {_hms(loaded)}" if loaded else "nothing was saved before"
+    return f"loaded window end was {wall_text(loaded)}" if loaded else "nothing was saved before"
 
 
 def describe(row) -> str:
@@ -46,29 +61,29 @@ def describe(row) -> str:
         return "Run ends."
     if kind == "tso.init":
         where = "one guard past the saved window" if detail.get("started_after_window") else "at its own clock"
-        return (f"{node} initialises its TSO {where}: physical {_hms(phys)}, window saved to {_hms(win)} "
+        return (f"{node} initialises its TSO {where}: physical {wall_text(phys)}, window saved to {wall_text(win)} "
                 f"({_loaded(detail)}).")
     if kind == "tso.save":
-        return f"{node} saves the window end {_hms(win)} to etcd (by-dev/kv/gid/timestamp)."
+        return f"{node} saves the window end {wall_text(win)} to etcd (by-dev/kv/gid/timestamp)."
     if kind == "tso.save_failed":
         return f"{node} could not save the window ({err}); its TSO state stays as it was."
     if kind == "tso.update":
         why = "its clock moved on" if detail.get("reason") == "clock" else "more than half the logical space was used"
-        return f"{node}'s tsLoop moves physical to {_hms(phys)} because {why}; logical restarts at 0."
+        return f"{node}'s tsLoop moves physical to {wall_text(phys)} because {why}; logical restarts at 0."
     if kind == "tso.alloc":
-        return f"{node} reserves {count} timestamp(s) on physical {_hms(phys)}; the last is {format_ts(ts)}."
+        return f"{node} reserves {count} timestamp(s) on physical {wall_text(phys)}; the last is {ts_text(ts)}."
     if kind == "tso.alloc_retry":
         return f"{node} must wait before allocating: {err}."
     if kind == "tso.alloc_failed":
         return f"{node} gives up allocating: {err}."
     if kind == "tso.set":
-        return f"{node} SetTSO: {err}." if err else f"{node} moves its TSO forward to {format_ts(ts)} (SetTSO)."
+        return f"{node} SetTSO: {err}." if err else f"{node} moves its TSO forward to {ts_text(ts)} (SetTSO)."
     if kind == "tso.reset":
         return f"{node} resets its TSO physical part to its clock."
     if kind == "rootcoord.alloc_timestamp":
         if err:
             return f"{node} fails AllocTimestamp for {_v(row, 'peer')}: {err}."
-        return f"{node} answers {_v(row, 'peer')}: {count} timestamp(s) starting at {format_ts(ts)}."
+        return f"{node} answers {_v(row, 'peer')}: {count} timestamp(s) starting at {ts_text(ts)}."
     if kind == "session.register":
         return f"{node} registers its session with a {detail.get('ttl_s', '?')} s lease."
     if kind == "session.active":
@@ -84,7 +99,7 @@ def describe(row) -> str:
     if kind == "client.request":
         return f"{node} asks {_v(row, 'peer')} for {count} timestamp(s)."
     if kind == "client.recv":
-        return f"{node} receives {count} timestamp(s) starting at {format_ts(ts)} from {_v(row, 'peer')}."
+        return f"{node} receives {count} timestamp(s) starting at {ts_text(ts)} from {_v(row, 'peer')}."
     if kind == "client.error":
         return f"{node}'s request failed: {err}."
     if kind == "rpc.drop":

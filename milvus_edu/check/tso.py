@@ -7,6 +7,9 @@
    (``physical < saved``, the invariant stated in ``internal/tso/tso.go``).
 
 A violation is explained as "Let ... Then ... because ..." naming the events involved (by ``seq``).
+
+:class:`TSOChecker` reads rows one at a time with state proportional to the number of clients, so
+it can run as a recorder sink during a long simulation; :func:`check_tso` runs it over a DataFrame.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from ..tsoutil import format_ts
+from ..narrate import ts_text
 
 
 @dataclass(frozen=True)
@@ -31,48 +34,71 @@ class Violation:
         return {"invariant": self.invariant, "seqs": list(self.seqs), "explanation": self.explanation}
 
 
-def _ok(frame: pd.DataFrame, kind: str) -> pd.DataFrame:
-    rows = frame[frame["kind"] == kind]
-    return rows[rows["error"].isna() & rows["ts"].notna()]
+def _present(value) -> bool:
+    return value is not None and value is not pd.NA and not (isinstance(value, float) and value != value)
+
+
+class TSOChecker:
+    """Streaming check of the three TSO invariants; keeps at most ``limit`` violations per invariant."""
+
+    def __init__(self, limit: int = 20):
+        self.limit = limit
+        self.violations: list[Violation] = []
+        self._counts = {"global-monotonic": 0, "client-monotonic": 0, "window": 0}
+        self._high: tuple[int, int, str] | None = None  # (last ts handed out, its seq, node)
+        self._client_last: dict[str, tuple[int, int]] = {}
+
+    def _add(self, invariant: str, seqs: tuple[int, ...], text: str) -> None:
+        if self._counts[invariant] < self.limit:
+            self.violations.append(Violation(invariant, seqs, text))
+        self._counts[invariant] += 1
+
+    def write(self, row: dict) -> None:
+        """Check one run-log row."""
+        kind = row["kind"]
+        if kind not in ("rootcoord.alloc_timestamp", "client.recv", "tso.alloc"):
+            return
+        if _present(row.get("error")) or not _present(row.get("ts")):
+            return
+        seq, node, ts = int(row["seq"]), row["node"], int(row["ts"])
+        if kind == "rootcoord.alloc_timestamp":
+            last = ts + int(row["count"]) - 1
+            high = self._high
+            if high is not None and ts <= high[0]:
+                self._add("global-monotonic", (high[1], seq),
+                          f"Let event {high[1]} be {high[2]} handing out up to {ts_text(high[0])}, and event "
+                          f"{seq} be {node} handing out from {ts_text(ts)} later. Then a later timestamp is not "
+                          f"greater than an earlier one, because {node}'s window did not start past everything "
+                          f"already handed out.")
+            if high is None or last > high[0]:
+                self._high = (last, seq, node)
+        elif kind == "client.recv":
+            prev = self._client_last.get(node)
+            if prev is not None and ts <= prev[0]:
+                self._add("client-monotonic", (prev[1], seq),
+                          f"Let events {prev[1]} and {seq} be answers to {node}. Then {node} received "
+                          f"{ts_text(ts)} after {ts_text(prev[0])}, because the second answer came from "
+                          f"{row.get('peer')}, whose timestamps were not above the first's.")
+            self._client_last[node] = (ts, seq)
+        elif _present(row.get("window_end_ms")) and int(row["physical_ms"]) >= int(row["window_end_ms"]):
+            self._add("window", (seq,),
+                      f"Let event {seq} be {node} allocating on physical {int(row['physical_ms'])} ms. Then it "
+                      f"allocated at or past the saved window end {int(row['window_end_ms'])} ms, because the "
+                      f"window was not re-saved before the physical part reached it; a failover now could resume "
+                      f"below these timestamps.")
+
+    def close(self) -> None:
+        """Nothing to release (the sink protocol)."""
+
+    def result(self) -> list[Violation]:
+        """Violations grouped by invariant, in log order within each."""
+        order = {"global-monotonic": 0, "client-monotonic": 1, "window": 2}
+        return sorted(self.violations, key=lambda v: (order[v.invariant], v.seqs))
 
 
 def check_tso(events: pd.DataFrame, limit: int = 20) -> list[Violation]:
     """All TSO violations in a run (at most ``limit`` per invariant)."""
-    out: list[Violation] = []
-    allocs = _ok(events, "rootcoord.alloc_timestamp")
-    prev = None
-    n = 0
-    for row in allocs.itertuples(index=False):
-        first, last = int(row.ts), int(row.ts) + int(row.count) - 1
-        if prev is not None and first <= prev[1] and n < limit:
-            n += 1
-            out.append(Violation(
-                "global-monotonic", (prev[2], int(row.seq)),
-                f"Let event {prev[2]} be {prev[3]} handing out up to {format_ts(prev[1])}, and event {row.seq} "
-                f"be {row.node} handing out from {format_ts(first)} later. Then a later timestamp is not greater "
-                f"than an earlier one, because {row.node}'s window did not start past everything already handed out.",
-            ))
-        if prev is None or last > prev[1]:
-            prev = (first, last, int(row.seq), row.node)
-    for client, rows in _ok(events, "client.recv").groupby("node", sort=True):
-        last_ts, last_seq, m = None, None, 0
-        for row in rows.itertuples(index=False):
-            if last_ts is not None and int(row.ts) <= last_ts and m < limit:
-                m += 1
-                out.append(Violation(
-                    "client-monotonic", (last_seq, int(row.seq)),
-                    f"Let events {last_seq} and {row.seq} be answers to {client}. Then {client} received "
-                    f"{format_ts(int(row.ts))} after {format_ts(last_ts)}, because the second answer came from "
-                    f"{row.peer}, whose timestamps were not above the first's.",
-                ))
-            last_ts, last_seq = int(row.ts), int(row.seq)
-    tso_allocs = _ok(events, "tso.alloc")
-    bad = tso_allocs[tso_allocs["window_end_ms"].notna() & (tso_allocs["physical_ms"] >= tso_allocs["window_end_ms"])]
-    for row in bad.head(limit).itertuples(index=False):
-        out.append(Violation(
-            "window", (int(row.seq),),
-            f"Let event {row.seq} be {row.node} allocating on physical {row.physical_ms} ms. Then it allocated "
-            f"at or past the saved window end {row.window_end_ms} ms, because the window was not re-saved "
-            f"before the physical part reached it; a failover now could resume below these timestamps.",
-        ))
-    return out
+    checker = TSOChecker(limit)
+    for row in events.sort_values("seq", kind="stable").to_dict("records"):
+        checker.write(row)
+    return checker.result()

@@ -2,9 +2,9 @@
 
 from .io import RunLogError, load_run, rows_to_frame, table_to_frame
 from .recorder import NULL_RECORDER, JsonlSink, MemorySink, ParquetSink, Recorder
-from .schema import EVENT_KINDS, FIELD_NAMES, FIELDS, SCHEMA_VERSION, Field, Kind, arrow_schema, pandas_dtypes
+from .schema import EVENT_KINDS, FIELD_NAMES, FIELDS, SCHEMA_VERSION, SIM_EPOCH_MS, Field, Kind, arrow_schema, pandas_dtypes
 
 __all__ = [
-    "EVENT_KINDS", "FIELDS", "FIELD_NAMES", "SCHEMA_VERSION", "Field", "Kind", "arrow_schema", "pandas_dtypes",
+    "EVENT_KINDS", "SIM_EPOCH_MS", "FIELDS", "FIELD_NAMES", "SCHEMA_VERSION", "Field", "Kind", "arrow_schema", "pandas_dtypes",
     "Recorder", "NULL_RECORDER", "MemorySink", "ParquetSink", "JsonlSink", "load_run", "rows_to_frame", "table_to_frame", "RunLogError",
 ]

@@ -20,6 +20,11 @@ import pyarrow as pa
 
 SCHEMA_VERSION = 1
 
+#: Wall-clock instant (Unix ms) of simulated time 0 in every simulated run: 2026-01-01T00:00:00Z.
+#: Views print wall-clock values (``physical_ms``, ``window_end_ms``, ``clock_ms``, the physical part
+#: of ``ts``) relative to it, signed, so a clock that is behind reads ``-00:00:15.000``.
+SIM_EPOCH_MS = 1767225600000
+
 
 @dataclass(frozen=True)
 class Field:

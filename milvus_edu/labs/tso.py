@@ -10,7 +10,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from ..tsoutil import LOGICAL_BITS, compose_ts, format_ts, parse_hybrid_ts
+from ..narrate import ts_text
+from ..tsoutil import LOGICAL_BITS, compose_ts, parse_hybrid_ts
 
 
 @dataclass(frozen=True)
@@ -58,7 +59,7 @@ def check_first_after_failover(answer, events: pd.DataFrame) -> Feedback:
     old = allocs[allocs["node"] != new]
     old_last = int(old["ts"].iloc[-1] + old["count"].iloc[-1] - 1)
     if answer == want:
-        return Feedback(True, f"Right: {new} started at {format_ts(want)}, above {format_ts(old_last)}, the "
+        return Feedback(True, f"Right: {new} started at {ts_text(want)}, above {ts_text(old_last)}, the "
                               f"last one before the crash.")
     if answer == old_last or answer in set(int(x) for x in old["ts"]):
         return Feedback(False, f"That timestamp came from the old active. Filter rootcoord.alloc_timestamp "

@@ -20,11 +20,11 @@ from dataclasses import dataclass
 import simpy
 
 from ..config import MS, Config
-from ..events import Recorder
+from ..events import SIM_EPOCH_MS, Recorder
 from ..storage.kv import MemoryKV
 
-#: Unix time (ns) at simulated time 0: 2026-01-01T00:00:00Z, so hybrid timestamps look real.
-EPOCH_NS = 1767225600 * 1_000_000_000
+#: Unix time (ns) at simulated time 0 (the run-log contract's ``SIM_EPOCH_MS``), so timestamps look real.
+EPOCH_NS = SIM_EPOCH_MS * MS
 
 
 class RPCError(Exception):

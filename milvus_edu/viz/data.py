@@ -21,7 +21,7 @@ import pandas as pd
 
 from ..events import EVENT_KINDS, FIELD_NAMES, load_run, rows_to_frame
 from ..narrate import describe
-from ..tsoutil import format_ts
+from ..narrate import ts_text, wall_text
 
 #: Columns a frame needs before the stepper can order and place its events.
 REQUIRED_COLUMNS = ("seq", "t_ms", "node", "kind")
@@ -85,10 +85,7 @@ def clock_base_ms(frame: pd.DataFrame) -> int:
     return int(clocks.iloc[i]) - int(round(float(frame["t_ms"].iloc[i])))
 
 
-def hms(ms) -> str:
-    """Milliseconds since the epoch as ``HH:MM:SS.mmm`` (UTC time of day), like the narration."""
-    total = int(ms) % 86_400_000
-    return f"{total // 3_600_000:02d}:{total // 60_000 % 60:02d}:{total // 1000 % 60:02d}.{total % 1000:03d}"
+hms = wall_text  # signed time since the run's time zero, as in the narration
 
 
 class RunIndex:
@@ -175,7 +172,7 @@ class RunIndex:
             "killed": list(self.killed[i]),
             "window_end_ms": self.window_end_ms[i],
             "last_ts": self.last_ts[i],
-            "last_ts_text": format_ts(self.last_ts[i]) if self.last_ts[i] is not None else None,
+            "last_ts_text": ts_text(self.last_ts[i]) if self.last_ts[i] is not None else None,
             "last_ts_node": self.last_ts_node[i],
             "event": describe(row),
         }
