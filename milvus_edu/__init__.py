@@ -8,18 +8,7 @@ writes a run log. Start with ``milvus_edu.simulate("tso-failover", seed=1)`` or 
 __version__ = "0.1.0"
 
 
-def simulate(*args, **kwargs):
-    """Shortcut for :func:`milvus_edu.sim.run.simulate`."""
-    from .sim.run import simulate as _simulate
-
-    return _simulate(*args, **kwargs)
-
-
-def load_run(path):
-    """Shortcut for :func:`milvus_edu.events.load_run`."""
-    from .events import load_run as _load_run
-
-    return _load_run(path)
-
+from .events import load_run  # noqa: E402
+from .sim.run import simulate  # noqa: E402
 
 __all__ = ["__version__", "simulate", "load_run"]

@@ -7,7 +7,9 @@ line on stderr and exit with status 2; no traceback.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+import time
 from pathlib import Path
 
 from . import __version__
@@ -69,6 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
     tl.add_argument("--all", action="store_true", help="every event, not only the key ones")
     demo = sub.add_parser("demo", help="run the TSO failover tour and print its timeline")
     demo.add_argument("--out", default=None, help="run folder (default: a new ./milvus-edu-demo folder)")
+    demo.add_argument("--force", action="store_true", help="replace the run files in an existing --out folder")
     return parser
 
 
@@ -82,15 +85,28 @@ def _free_demo_dir() -> Path:
     return Path(f"milvus-edu-demo-{n}")
 
 
+LEGEND = ("times: the first column is simulated time since the run started; clock values such as "
+          "00:00:12.001+3 are a hybrid timestamp's physical part (wall clock, since the run's time zero, "
+          "negative before it) + its logical counter")
+
+
 def _print_timeline(events, key_only: bool = True, out=sys.stdout) -> None:
+    import json
+
     from .narrate import describe
 
+    print(LEGEND, file=out)
     errors_shown = 0
     answers_after_gap = 0
     last_error_t = None
+    first_recv = first_half = False
     for row in events.to_dict("records"):
         kind = row["kind"]
         show = not key_only or kind in KEY_KINDS
+        if key_only and kind == "client.recv" and not first_recv:
+            show = first_recv = True
+        if key_only and kind == "tso.update" and not first_half and "logical_half" in str(row["detail"]):
+            show = first_half = bool(json.loads(row["detail"]).get("reason") == "logical_half")
         if key_only and kind == "client.error":
             errors_shown += 1
             last_error_t = row["t_ms"]
@@ -113,31 +129,57 @@ def _cmd_scenarios(args) -> int:
     return 0
 
 
+def _progress_printer():
+    """A one-line progress display on stderr for runs long enough to notice (terminals only)."""
+    if not sys.stderr.isatty():
+        return None
+    started = time.monotonic()
+
+    def show(done_s: float, total_s: float) -> None:
+        if time.monotonic() - started < 1.0 and done_s < total_s:
+            return
+        end = "\n" if done_s >= total_s else ""
+        print(f"\rsimulating: {done_s / total_s:4.0%} ({done_s:,.0f} of {total_s:,.0f} simulated s)",
+              end=end, file=sys.stderr, flush=True)
+
+    return show
+
+
 def _run(scenario, seed, duration, out, force, switches):
     from .sim.run import RunFolderError, simulate
 
     try:
-        return simulate(scenario, seed=seed, duration_s=duration, out_dir=out, force=force, switches=switches)
-    except (KeyError, ValueError, RunFolderError) as exc:
+        return simulate(scenario, seed=seed, duration_s=duration, out_dir=out, force=force, switches=switches,
+                        keep_events=False, progress=_progress_printer())
+    except (ValueError, RunFolderError) as exc:
         raise UserError(exc.args[0] if exc.args else str(exc)) from None
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n:,} {word}" + ("" if n == 1 else "s")
 
 
 def _report(result) -> None:
     s = result.summary
     t = s["tso"]
-    print(f"wrote {result.out_dir}/events.parquet ({s['events']} events), events.jsonl and summary.json")
-    print(f"{t['timestamps_handed_out']:,} timestamps in {t['allocations']} allocations, "
-          f"{t['window_saves']} window saves, {t['client_errors']} client errors")
-    if s["checks"]["ok"]:
-        print("checks: every timestamp handed out is strictly greater than every earlier one")
+    print(f"wrote {result.out_dir}/events.parquet ({s['events']:,} events), events.jsonl and summary.json")
+    print(f"{_plural(t['timestamps_handed_out'], 'timestamp')} in {_plural(t['allocations'], 'allocation')}, "
+          f"{_plural(t['window_saves'], 'window save')}, {_plural(t['client_errors'], 'client error')}")
+    checks = s["checks"]
+    if checks["ok"]:
+        print(f"checks passed ({', '.join(checks['invariants'])}): every timestamp handed out is strictly "
+              f"greater than every earlier one, and none passed the saved window")
     else:
-        print(f"checks: {len(s['checks']['violations'])} violation(s); the first:")
-        print(f"  {s['checks']['violations'][0]['explanation']}")
+        counts = ", ".join(f"{n:,} {name}" for name, n in checks["violation_counts"].items() if n)
+        print(f"checks FAILED: {counts} violation(s); the first:")
+        print(f"  {checks['violations'][0]['explanation']}")
 
 
 def _cmd_simulate(args) -> int:
     result = _run(args.scenario, args.seed, args.duration, args.out, args.force, args.switch)
     _report(result)
+    if not result.summary["checks"]["ok"] and not result.summary["switches"]:
+        return 1  # a violation without a bug switch is a model bug worth a non-zero status
     return 0
 
 
@@ -153,10 +195,16 @@ def _cmd_timeline(args) -> int:
 
 
 def _cmd_demo(args) -> int:
+    from .sim.run import RunFolderError, prepare_out_dir
+
     out = Path(args.out) if args.out else _free_demo_dir()
+    try:
+        prepare_out_dir(out, args.force)
+    except RunFolderError as exc:
+        raise UserError(str(exc)) from None
     print("milvus-edu demo: the TSO across a rootcoord failover (scenario tso-failover, seed 1)")
     print("rootcoord-1 is active, rootcoord-2 is standby with a clock 75 s behind; rootcoord-1 crashes at 10 s.\n")
-    result = _run("tso-failover", 1, None, out, False, [])
+    result = _run("tso-failover", 1, None, out, True, [])
     _print_timeline(result.events)
     print()
     _report(result)
@@ -164,7 +212,8 @@ def _cmd_demo(args) -> int:
     if f and f["new_active_at_ms"] is not None:
         print(f"failover: {f['killed']} died at {f['killed_at_ms'] / 1000:g} s, {f['new_active']} active at "
               f"{f['new_active_at_ms'] / 1000:g} s (the 60 s session lease had to run out)")
-    print(f"\nNext: `milvus-edu timeline {out} --all`, or open notebooks/01_tso.ipynb in JupyterLab.")
+    print(f"\nNext: `milvus-edu timeline {out} --all` for every event, or the lab notebook "
+          f"notebooks/01_tso.ipynb (in a clone of the repository) in JupyterLab.")
     return 0
 
 
@@ -185,6 +234,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("milvus-edu: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # The reader (e.g. `| head`) went away: stop quietly, like other Unix tools.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":

@@ -44,15 +44,37 @@ def ts_text(ts) -> str:
 
 
 def _loaded(detail: dict) -> str:
+    if "ignored_window_end_ms" in detail:
+        ignored = detail["ignored_window_end_ms"]
+        saved = f"the saved window end {wall_text(ignored)}" if ignored else "the saved window"
+        return f"ignoring {saved}: bug switch {detail.get('bug_switch')}"
     loaded = detail.get("loaded_window_end_ms") or 0
     return f"loaded window end was {wall_text(loaded)}" if loaded else "nothing was saved before"
 
 
+def _detail(row) -> dict:
+    raw = _v(row, "detail")
+    if not raw:
+        return {}
+    try:
+        value = json.loads(raw)
+    except (TypeError, ValueError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
 def describe(row) -> str:
-    """One sentence saying what the event means."""
+    """One sentence saying what the event means (a plain ``node: kind`` when fields are missing)."""
+    try:
+        return _describe(row)
+    except (TypeError, ValueError, KeyError):
+        return f"{_v(row, 'node')}: {_v(row, 'kind')}"
+
+
+def _describe(row) -> str:
     kind, node = _v(row, "kind"), _v(row, "node")
     ts, count, err = _v(row, "ts"), _v(row, "count"), _v(row, "error")
-    detail = json.loads(_v(row, "detail")) if _v(row, "detail") else {}
+    detail = _detail(row)
     win = _v(row, "window_end_ms")
     phys = _v(row, "physical_ms")
     if kind == "run.start":
@@ -71,7 +93,7 @@ def describe(row) -> str:
         why = "its clock moved on" if detail.get("reason") == "clock" else "more than half the logical space was used"
         return f"{node}'s tsLoop moves physical to {wall_text(phys)} because {why}; logical restarts at 0."
     if kind == "tso.alloc":
-        return f"{node} reserves {count} timestamp(s) on physical {wall_text(phys)}; the last is {ts_text(ts)}."
+        return f"{node} reserves {count:,} timestamp(s) on physical {wall_text(phys)}; the last is {ts_text(ts)}."
     if kind == "tso.alloc_retry":
         return f"{node} must wait before allocating: {err}."
     if kind == "tso.alloc_failed":
@@ -83,7 +105,7 @@ def describe(row) -> str:
     if kind == "rootcoord.alloc_timestamp":
         if err:
             return f"{node} fails AllocTimestamp for {_v(row, 'peer')}: {err}."
-        return f"{node} answers {_v(row, 'peer')}: {count} timestamp(s) starting at {ts_text(ts)}."
+        return f"{node} answers {_v(row, 'peer')}: {count:,} timestamp(s) starting at {ts_text(ts)}."
     if kind == "session.register":
         return f"{node} registers its session with a {detail.get('ttl_s', '?')} s lease."
     if kind == "session.active":
@@ -97,9 +119,9 @@ def describe(row) -> str:
     if kind == "fault.clock_jump":
         return f"{node}'s clock jumps by {detail.get('delta_ms'):+,.0f} ms."
     if kind == "client.request":
-        return f"{node} asks {_v(row, 'peer')} for {count} timestamp(s)."
+        return f"{node} asks {_v(row, 'peer')} for {count:,} timestamp(s)."
     if kind == "client.recv":
-        return f"{node} receives {count} timestamp(s) starting at {ts_text(ts)} from {_v(row, 'peer')}."
+        return f"{node} receives {count:,} timestamp(s) starting at {ts_text(ts)} from {_v(row, 'peer')}."
     if kind == "client.error":
         return f"{node}'s request failed: {err}."
     if kind == "rpc.drop":

@@ -93,3 +93,55 @@ def test_timeline_prints_key_events_in_words(tmp_path):
     code, out, _ = run_cli("timeline", str(tmp_path / "r"))
     assert code == 0
     assert "is killed while active" in out and "one guard past the saved window" in out
+
+
+def test_timeline_piped_into_head_stops_quietly(tmp_path):
+    run_cli("simulate", "--scenario", "tso-basics", "--duration", "2", "--out", str(tmp_path / "r"))
+    proc = subprocess.run(f"{sys.executable} -m milvus_edu.cli timeline {tmp_path / 'r'} --all | head -2",
+                          shell=True, capture_output=True, text=True)
+    assert len(proc.stdout.splitlines()) == 2
+    assert "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr
+
+
+@pytest.mark.parametrize("content,needle", [
+    ("", "holds no milvus-edu events"),
+    ('{"a": 1}\n', "lack the required column"),
+    ('{"run_id":"r","seq":0,"t_ms":"abc","node":"x","kind":"tso.save"}\n', "events.jsonl:1 does not fit"),
+    ('{"run_id":"r","seq":0,"t_ms":1,"node":"x","kind":"tso.save"}\nnull\n', "events.jsonl:2 is not a JSON object"),
+])
+def test_timeline_on_damaged_or_foreign_logs_is_one_line_exit_2(tmp_path, content, needle):
+    (tmp_path / "events.jsonl").write_text(content)
+    code, out, err = run_cli("timeline", str(tmp_path / "events.jsonl"))
+    assert code == 2 and needle in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_timeline_survives_hand_edited_fields(tmp_path):
+    (tmp_path / "events.jsonl").write_text(
+        '{"run_id":"r","seq":0,"t_ms":1,"node":"x","kind":"tso.save"}\n'
+        '{"run_id":"r","seq":1,"t_ms":2,"node":"y","kind":"tso.update","detail":"not json"}\n')
+    code, out, err = run_cli("timeline", str(tmp_path), "--all")
+    assert code == 0, err
+    assert "x: tso.save" in out and "y:" in out
+
+
+def test_demo_refuses_a_full_out_without_force_and_prints_nothing_first(tmp_path):
+    out = tmp_path / "d"
+    out.mkdir()
+    (out / "mine.txt").write_text("keep")
+    code, stdout, err = run_cli("demo", "--out", str(out))
+    assert code == 2 and "--force" in err and stdout == ""
+    code, stdout, err = run_cli("demo", "--out", str(out), "--force")
+    assert code == 0, err
+    assert (out / "mine.txt").read_text() == "keep" and (out / "summary.json").exists()
+
+
+def test_failed_checks_report_true_totals(tmp_path):
+    code, out, _ = run_cli("simulate", "--scenario", "tso-failover", "--out", str(tmp_path / "b"),
+                           "--switch", "tso_skip_load_on_init")
+    assert code == 0  # a bug switch is expected to break a rule
+    summary = json.loads((tmp_path / "b" / "summary.json").read_text())
+    counts = summary["checks"]["violation_counts"]
+    assert counts["global-monotonic"] > 20  # every batch of the new active, not just the 20 kept
+    assert f"{counts['global-monotonic']:,} global-monotonic" in out
+    assert len([v for v in summary["checks"]["violations"] if v["invariant"] == "global-monotonic"]) == 20

@@ -99,3 +99,51 @@ def test_lossy_network_still_gives_increasing_timestamps():
     run = milvus_edu.simulate("tso-failover", seed=4, network=NetworkParams(drop_prob=0.1, timeout_ms=300))
     assert run.summary["events_by_kind"]["rpc.drop"] > 10
     assert run.summary["checks"]["ok"]
+
+
+def test_api_validates_arguments_with_clear_value_errors():
+    with pytest.raises(ValueError, match="unknown scenario 'nope'"):
+        milvus_edu.simulate("nope")
+    with pytest.raises(ValueError, match="seed"):
+        milvus_edu.simulate("tso-basics", seed=1.5)
+    with pytest.raises(ValueError, match="duration"):
+        milvus_edu.simulate("tso-basics", duration_s=0)
+    run = milvus_edu.simulate("tso-failover", seed=1, duration_s=15, switches="tso_skip_load_on_init")
+    assert run.summary["switches"] == ["tso_skip_load_on_init"]
+    assert "RunResult(run_id='tso-failover-s1+tso_skip_load_on_init'" in repr(run)
+
+
+def test_unkept_events_are_read_back_from_the_run_folder(tmp_path):
+    kept = milvus_edu.simulate("tso-basics", seed=2, duration_s=3)
+    streamed = milvus_edu.simulate("tso-basics", seed=2, duration_s=3, out_dir=tmp_path / "r", keep_events=False)
+    assert streamed.rows == [] and streamed.events.equals(kept.events)
+    assert streamed.summary["tso"] == kept.summary["tso"]
+    with pytest.raises(ValueError, match="kept no events"):
+        milvus_edu.simulate("tso-basics", seed=2, duration_s=3, keep_events=False).events
+
+
+def test_progress_is_reported_up_to_the_full_duration():
+    seen = []
+    milvus_edu.simulate("tso-basics", seed=1, duration_s=4, progress=lambda done, total: seen.append((done, total)))
+    assert seen[-1] == (4, 4) and len(seen) >= 10
+    assert all(b[0] >= a[0] for a, b in zip(seen, seen[1:]))
+
+
+def test_streaming_summary_equals_a_recount_from_the_log():
+    run = milvus_edu.simulate("tso-failover", seed=3)
+    ev = run.events
+    allocs = ev[(ev.kind == "rootcoord.alloc_timestamp") & ev.error.isna()]
+    assert run.summary["tso"]["allocations"] == len(allocs)
+    assert run.summary["tso"]["timestamps_handed_out"] == int(allocs["count"].sum())
+    assert run.summary["tso"]["last_ts"] == int(allocs.ts.iloc[-1]) + int(allocs["count"].iloc[-1]) - 1
+    assert run.summary["checks"]["violation_counts"] == {"global-monotonic": 0, "client-monotonic": 0, "window": 0}
+
+
+def test_narration_says_when_a_bug_switch_ignored_the_saved_window():
+    from milvus_edu.narrate import describe
+
+    ev = milvus_edu.simulate("tso-failover", seed=1, switches=["tso_skip_load_on_init"]).events
+    init2 = ev[(ev.kind == "tso.init") & (ev.node == "rootcoord-2")].iloc[0].to_dict()
+    text = describe(init2)
+    assert "ignoring the saved window end 00:00:12.000" in text and "tso_skip_load_on_init" in text
+    assert "-00:00:15.000" in text  # its clock is before the run's time zero, printed signed

@@ -1,5 +1,5 @@
 """Invariants over the run log: pure functions of events, each returning a list of violations."""
 
-from .tso import TSOChecker, Violation, check_tso
+from .tso import INVARIANTS, TSOChecker, Violation, check_tso
 
-__all__ = ["TSOChecker", "Violation", "check_tso"]
+__all__ = ["INVARIANTS", "TSOChecker", "Violation", "check_tso"]

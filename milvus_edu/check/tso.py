@@ -38,20 +38,23 @@ def _present(value) -> bool:
     return value is not None and value is not pd.NA and not (isinstance(value, float) and value != value)
 
 
+INVARIANTS = ("global-monotonic", "client-monotonic", "window")
+
+
 class TSOChecker:
     """Streaming check of the three TSO invariants; keeps at most ``limit`` violations per invariant."""
 
     def __init__(self, limit: int = 20):
         self.limit = limit
         self.violations: list[Violation] = []
-        self._counts = {"global-monotonic": 0, "client-monotonic": 0, "window": 0}
+        self.counts = {name: 0 for name in INVARIANTS}
         self._high: tuple[int, int, str] | None = None  # (last ts handed out, its seq, node)
         self._client_last: dict[str, tuple[int, int]] = {}
 
     def _add(self, invariant: str, seqs: tuple[int, ...], text: str) -> None:
-        if self._counts[invariant] < self.limit:
+        if self.counts[invariant] < self.limit:
             self.violations.append(Violation(invariant, seqs, text))
-        self._counts[invariant] += 1
+        self.counts[invariant] += 1
 
     def write(self, row: dict) -> None:
         """Check one run-log row."""

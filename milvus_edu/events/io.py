@@ -10,7 +10,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .schema import FIELD_NAMES, arrow_schema
+from .schema import FIELD_NAMES, FIELDS, arrow_schema
 
 
 class RunLogError(Exception):
@@ -47,11 +47,37 @@ def rows_to_frame(rows: list[dict]) -> pd.DataFrame:
     return table_to_frame(pa.table(cols, schema=arrow_schema()))
 
 
+_REQUIRED = [f.name for f in FIELDS if not f.nullable]
+
+
+def _check_required(p: Path, table: pa.Table) -> None:
+    if table.num_rows == 0:
+        raise RunLogError(f"{p} holds no milvus-edu events")
+    for name in _REQUIRED:
+        nulls = table.column(name).null_count
+        if nulls:
+            raise RunLogError(f"{p} is not a milvus-edu run log: {nulls} row(s) lack the required column {name!r}")
+
+
+def _jsonl_table(p: Path, rows: list[dict], linenos: list[int]) -> pa.Table:
+    try:
+        return pa.Table.from_pylist(rows, schema=arrow_schema())
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError):
+        pass
+    for row, lineno in zip(rows, linenos):  # find the first line that does not fit, to name it
+        try:
+            pa.Table.from_pylist([row], schema=arrow_schema())
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError) as exc:
+            raise RunLogError(f"{p}:{lineno} does not fit the run-log schema ({exc})") from None
+    raise RunLogError(f"{p} does not fit the run-log schema")
+
+
 def load_run(path: str | os.PathLike) -> pd.DataFrame:
     """Load one run log (a run folder, ``events.parquet`` or ``events.jsonl``) into pandas.
 
     Columns follow :data:`milvus_edu.events.FIELDS`; integers are nullable ``Int64``, strings are
-    pandas ``string``. Rows are in ``seq`` order.
+    pandas ``string``. Rows are in ``seq`` order. A file that is empty, not a run log, or has a line
+    that does not fit the schema raises :class:`RunLogError` naming the file (and line).
     """
     p = _resolve(path)
     if p.suffix == ".parquet":
@@ -59,21 +85,26 @@ def load_run(path: str | os.PathLike) -> pd.DataFrame:
             table = pq.read_table(p, schema=arrow_schema())
         except Exception as exc:  # pyarrow raises several types for a foreign or broken file
             raise RunLogError(f"{p} is not a milvus-edu run log ({exc})") from exc
-        frame = table_to_frame(table)
     elif p.suffix == ".jsonl":
-        rows = []
-        with open(p, encoding="utf-8") as fh:
-            for lineno, line in enumerate(fh, 1):
-                if not line.strip():
-                    continue
-                try:
-                    row = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise RunLogError(f"{p}:{lineno} is not JSON ({exc.msg})") from exc
-                if not isinstance(row, dict):
-                    raise RunLogError(f"{p}:{lineno} is not a JSON object")
-                rows.append(row)
-        frame = rows_to_frame(rows)
+        rows, linenos = [], []
+        try:
+            text = p.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            raise RunLogError(f"{p} is not text; pass a run folder or an events.jsonl written by milvus-edu") from None
+        for lineno, line in enumerate(text.splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise RunLogError(f"{p}:{lineno} is not JSON ({exc.msg})") from exc
+            if not isinstance(row, dict):
+                raise RunLogError(f"{p}:{lineno} is not a JSON object")
+            rows.append(row)
+            linenos.append(lineno)
+        table = _jsonl_table(p, rows, linenos)
     else:
-        raise RunLogError(f"{p} is neither .parquet nor .jsonl")
+        raise RunLogError(f"{p} is neither .parquet nor .jsonl; pass a run folder or an events file")
+    _check_required(p, table)
+    frame = table_to_frame(table)
     return frame.sort_values("seq", kind="stable").reset_index(drop=True)

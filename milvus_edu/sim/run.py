@@ -9,15 +9,17 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 
 from .. import __version__
-from ..check import check_tso
+from ..check import INVARIANTS, TSOChecker
 from ..config import BugSwitches, Config
-from ..events import SCHEMA_VERSION, JsonlSink, MemorySink, ParquetSink, Recorder, rows_to_frame
+from ..events import SCHEMA_VERSION, JsonlSink, MemorySink, ParquetSink, Recorder, load_run, rows_to_frame
+from ..narrate import ts_text
 from .kernel import NetworkParams, Simulation
 from .scenarios import get_scenario
 
@@ -28,18 +30,28 @@ class RunFolderError(Exception):
     """The output folder cannot be used (exists and is not empty, not writable, ...)."""
 
 
-@dataclass
+@dataclass(repr=False)
 class RunResult:
     """The outcome of :func:`simulate`: the events (when kept in memory), the summary, the folder."""
 
     summary: dict
     out_dir: Path | None = None
-    rows: list[dict] = field(default_factory=list, repr=False)
+    rows: list[dict] = field(default_factory=list)
+    kept: bool = True
 
     @property
     def events(self) -> pd.DataFrame:
-        """The run log as a DataFrame (requires ``keep_events=True``)."""
-        return rows_to_frame(self.rows)
+        """The run log as a DataFrame: from memory, or read back from ``out_dir`` when not kept."""
+        if self.kept:
+            return rows_to_frame(self.rows)
+        if self.out_dir is not None:
+            return load_run(self.out_dir)
+        raise ValueError("this run kept no events: simulate with keep_events=True or with an out_dir")
+
+    def __repr__(self) -> str:
+        s = self.summary
+        return (f"RunResult(run_id={s['run_id']!r}, events={s['events']}, checks_ok={s['checks']['ok']}, "
+                f"out_dir={str(self.out_dir) if self.out_dir else None!r})")
 
     @property
     def violations(self) -> list[dict]:
@@ -68,82 +80,132 @@ def prepare_out_dir(out_dir: str | os.PathLike, force: bool) -> Path:
     return out
 
 
+class SummarySink:
+    """Collects the headline numbers of a run while it is recorded (constant memory)."""
+
+    def __init__(self):
+        self.allocations = 0
+        self.handed_out = 0
+        self.first_ts: int | None = None
+        self.last_ts: int | None = None
+        self.client_answers = 0
+        self.kill: tuple[str, float] | None = None
+        self.new_active: tuple[str, float] | None = None
+        self.last_recv_before_kill: float | None = None
+        self.first_recv_after_kill: float | None = None
+
+    def write(self, row: dict) -> None:
+        """Account for one row."""
+        kind = row["kind"]
+        if kind == "rootcoord.alloc_timestamp" and row["error"] is None:
+            self.allocations += 1
+            self.handed_out += row["count"]
+            if self.first_ts is None:
+                self.first_ts = row["ts"]
+            self.last_ts = row["ts"] + row["count"] - 1
+        elif kind == "client.recv":
+            self.client_answers += 1
+            if self.kill is None:
+                self.last_recv_before_kill = row["t_ms"]
+            elif self.first_recv_after_kill is None and row["t_ms"] > self.kill[1]:
+                self.first_recv_after_kill = row["t_ms"]
+        elif kind == "fault.kill" and self.kill is None:
+            self.kill = (row["node"], row["t_ms"])
+        elif kind == "session.active" and self.kill is not None and self.new_active is None:
+            self.new_active = (row["node"], row["t_ms"])
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+    def failover(self) -> dict | None:
+        """Who died when, who took over when, and the longest silence any client saw."""
+        if self.kill is None:
+            return None
+        gap = None
+        if self.first_recv_after_kill is not None and self.last_recv_before_kill is not None:
+            gap = round(self.first_recv_after_kill - self.last_recv_before_kill, 3)
+        return {
+            "killed": self.kill[0],
+            "killed_at_ms": self.kill[1],
+            "new_active": self.new_active[0] if self.new_active else None,
+            "new_active_at_ms": self.new_active[1] if self.new_active else None,
+            "client_gap_ms": gap,
+        }
+
+
 def simulate(
     scenario: str,
     seed: int = 1,
     duration_s: float | None = None,
     out_dir: str | os.PathLike | None = None,
     force: bool = False,
-    switches: BugSwitches | list[str] | None = None,
+    switches: BugSwitches | list[str] | str | None = None,
     keep_events: bool = True,
     network: NetworkParams | None = None,
+    progress: Callable[[float, float], None] | None = None,
 ) -> RunResult:
     """Simulate ``scenario`` with ``seed`` for ``duration_s`` simulated seconds (the scenario's default).
 
-    With ``out_dir`` the run folder is written; with ``keep_events`` the rows stay in memory too
-    (``result.events``). ``switches`` turns bug switches on (names or a :class:`BugSwitches`).
+    * ``out_dir``: write the run folder (``events.parquet``, ``events.jsonl``, ``summary.json``);
+      an existing non-empty folder needs ``force`` (only the run's own files are replaced).
+    * ``keep_events``: keep the rows in memory too (``result.events``). With ``keep_events=False``
+      memory stays bounded however long the run: rows stream to the files and the checkers and
+      summary read them as they pass.
+    * ``switches``: bug switches to turn on, by name (one string or a list) or a :class:`BugSwitches`.
+    * ``network``: latency and loss model; ``progress(done_s, total_s)`` is called as the run advances.
+
+    Raises ``ValueError`` for an unknown scenario or switch, a bad seed or duration, and
+    :class:`RunFolderError` for an unusable ``out_dir``.
     """
     spec = get_scenario(scenario)
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ValueError(f"seed must be a non-negative whole number, got {seed!r}")
     if duration_s is None:
         duration_s = spec.duration_s
-    if not duration_s > 0:
-        raise ValueError(f"duration must be positive, got {duration_s}")
+    if not (isinstance(duration_s, (int, float)) and 0 < duration_s < float("inf")):
+        raise ValueError(f"duration must be a positive number of seconds, got {duration_s!r}")
     if isinstance(switches, BugSwitches):
         sw = switches
     else:
-        sw = BugSwitches.from_names(list(switches or []))
+        sw = BugSwitches.from_names([switches] if isinstance(switches, str) else list(switches or []))
     config = Config(switches=sw)
     run_id = f"{scenario}-s{seed}" + "".join(f"+{n}" for n in sw.enabled())
     out = prepare_out_dir(out_dir, force) if out_dir is not None else None
 
     memory = MemorySink()
-    sinks: list = [memory] if keep_events else []
+    checker = TSOChecker()
+    stats = SummarySink()
+    sinks: list = ([memory] if keep_events else []) + [checker, stats]
     meta = {"scenario": scenario, "seed": str(seed), "duration_s": repr(float(duration_s)),
             "switches": ",".join(sw.enabled())}
     if out is not None:
         sinks += [ParquetSink(out / "events.parquet", metadata=meta), JsonlSink(out / "events.jsonl")]
-    # The checkers need the events even when the caller does not keep them.
-    check_sink = memory if keep_events else MemorySink()
-    if not keep_events:
-        sinks.append(check_sink)
     recorder = Recorder(run_id, sinks=sinks)
     sim = Simulation(seed, recorder, config, network)
     recorder.emit("run.start", "sim", detail={"scenario": scenario, "seed": seed, "duration_s": duration_s,
                                               "switches": sw.enabled(), "version": __version__})
     spec.build(sim)
-    sim.run(duration_s * 1000.0)
+    total_ms = duration_s * 1000.0
+    if progress is None:
+        sim.run(total_ms)
+    else:
+        steps = 50
+        for i in range(1, steps + 1):
+            sim.run(total_ms * i / steps)
+            progress(duration_s * i / steps, duration_s)
     recorder.emit("run.end", "sim", detail={"events": recorder.seq + 1})
     recorder.close()
 
-    frame = rows_to_frame(check_sink.rows)
-    violations = [v.to_dict() for v in check_tso(frame)]
-    summary = _summary(spec, seed, duration_s, config, recorder, frame, violations, run_id)
+    summary = _summary(spec, seed, duration_s, config, recorder, stats, checker, run_id)
     if out is not None:
         with open(out / "summary.json", "w", encoding="utf-8") as fh:
             json.dump(summary, fh, indent=2, sort_keys=True)
             fh.write("\n")
-    return RunResult(summary, out, memory.rows if keep_events else [])
+    return RunResult(summary, out, memory.rows if keep_events else [], kept=keep_events)
 
 
-def _summary(spec, seed, duration_s, config, recorder, frame, violations, run_id) -> dict:
-    recv = frame[(frame["kind"] == "client.recv")]
-    allocs = frame[(frame["kind"] == "rootcoord.alloc_timestamp") & frame["error"].isna()]
-    kills = frame[frame["kind"] == "fault.kill"]
-    actives = frame[frame["kind"] == "session.active"]
-    failover = None
-    if len(kills):
-        t_kill = float(kills["t_ms"].iloc[0])
-        after = actives[actives["t_ms"] > t_kill]
-        first_recv = recv[recv["t_ms"] > t_kill]
-        last_before = recv[recv["t_ms"] <= t_kill]
-        failover = {
-            "killed": str(kills["node"].iloc[0]),
-            "killed_at_ms": t_kill,
-            "new_active": str(after["node"].iloc[0]) if len(after) else None,
-            "new_active_at_ms": float(after["t_ms"].iloc[0]) if len(after) else None,
-            "client_gap_ms": (float(first_recv["t_ms"].iloc[0]) - float(last_before["t_ms"].iloc[-1]))
-            if len(first_recv) and len(last_before) else None,
-        }
+def _summary(spec, seed, duration_s, config, recorder, stats: SummarySink, checker: TSOChecker, run_id) -> dict:
+    violations = checker.result()
     return {
         "run_id": run_id,
         "scenario": spec.name,
@@ -157,14 +219,22 @@ def _summary(spec, seed, duration_s, config, recorder, frame, violations, run_id
         "events": recorder.seq,
         "events_by_kind": dict(sorted(recorder.counts.items())),
         "tso": {
-            "allocations": int(len(allocs)),
-            "timestamps_handed_out": int(allocs["count"].sum()) if len(allocs) else 0,
+            "allocations": stats.allocations,
+            "timestamps_handed_out": stats.handed_out,
             "window_saves": int(recorder.counts.get("tso.save", 0)),
-            "client_answers": int(len(recv)),
+            "client_answers": stats.client_answers,
             "client_errors": int(recorder.counts.get("client.error", 0)),
-            "first_ts": int(allocs["ts"].iloc[0]) if len(allocs) else None,
-            "last_ts": int(allocs["ts"].iloc[-1] + allocs["count"].iloc[-1] - 1) if len(allocs) else None,
+            "first_ts": stats.first_ts,
+            "first_ts_text": ts_text(stats.first_ts) if stats.first_ts is not None else None,
+            "last_ts": stats.last_ts,
+            "last_ts_text": ts_text(stats.last_ts) if stats.last_ts is not None else None,
         },
-        "failover": failover,
-        "checks": {"ok": not violations, "violations": violations},
+        "failover": stats.failover(),
+        "checks": {
+            "ok": not violations,
+            "invariants": list(INVARIANTS),
+            "violation_counts": dict(checker.counts),
+            "violations": [v.to_dict() for v in violations],
+            "violations_kept_per_invariant": checker.limit,
+        },
     }

@@ -99,8 +99,8 @@ SCENARIOS: dict[str, Scenario] = {
 
 
 def get_scenario(name: str) -> Scenario:
-    """The scenario called ``name``; ``KeyError`` with the valid names otherwise."""
+    """The scenario called ``name``; ``ValueError`` naming the valid ones otherwise."""
     try:
         return SCENARIOS[name]
-    except KeyError:
-        raise KeyError(f"unknown scenario {name!r}; choose from {', '.join(sorted(SCENARIOS))}") from None
+    except (KeyError, TypeError):
+        raise ValueError(f"unknown scenario {name!r}; choose from {', '.join(sorted(SCENARIOS))}") from None

@@ -104,7 +104,11 @@ class TimestampOracle:
 
         On a save error the oracle is left untouched and the error propagates.
         """
-        last = ZERO_TIME if self.switches.tso_skip_load_on_init else self.load_timestamp()
+        last = self.load_timestamp()
+        detail = {"loaded_window_end_ms": last // MS}
+        if self.switches.tso_skip_load_on_init:
+            detail = {"ignored_window_end_ms": last // MS, "bug_switch": "tso_skip_load_on_init"}
+            last = ZERO_TIME
         now = self.now_ns()
         nxt = now
         if nxt - last < self.params.update_timestamp_guard_ns:
@@ -113,7 +117,7 @@ class TimestampOracle:
         self.tso = AtomicObject(nxt, 0)
         self.recorder.emit(
             "tso.init", self.node, clock_ms=now // MS,
-            detail={"loaded_window_end_ms": last // MS, "started_after_window": nxt != now},
+            detail={**detail, "started_after_window": nxt != now},
             **self._state(),
         )
 
