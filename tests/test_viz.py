@@ -260,3 +260,165 @@ def test_non_tso_log_gives_empty_but_working_view(tmp_path, failover_events):
     assert "datanode.flush" in st.kind_dropdown.options
     paths = st.to_static(tmp_path / "empty")
     assert paths[0].read_bytes().startswith(PNG_MAGIC)
+
+
+# ------------------------------------------------------------------------------------ clocks
+
+
+def _panel_text(st) -> str:
+    import html as _html
+    import re as _re
+    return _html.unescape(_re.sub(r"<[^>]+>", "", st.state_html.value.replace("<br>", "\n")))
+
+
+def test_panel_shows_rootcoord_2_clock_behind_its_physical_part_after_failover(st, failover_events):
+    init2 = _positions(failover_events, "tso.init")[1]
+    st.goto(init2)
+    s = st.state()
+    assert s["node"] == "rootcoord-2" and s["kind"] == "tso.init"
+    row = failover_events.iloc[init2]
+    c = s["clock"]
+    assert c["node"] == "rootcoord-2" and c["read_now"] and c["read_index"] == init2
+    assert c["clock_ms"] == int(row["clock_ms"]) and c["physical_ms"] == int(row["physical_ms"])
+    # The lab's point: the physical part starts one guard past the saved window (12 s) while the
+    # node's own clock reads 15 s before time zero, 27 s behind it.
+    assert c["clock_minus_physical_ms"] == -27_001
+    assert c["text"] == "rootcoord-2 clock -00:00:15.000 (27.001 s behind its physical part 00:00:12.001)"
+    text = _panel_text(st)
+    assert text.startswith(f"event {init2 + 1:,} of {len(failover_events):,}")
+    assert "rootcoord-2 clock -00:00:15.000 (27.001 s behind its physical part 00:00:12.001)" in text
+    assert "23:59:45" not in text  # signed wall-clock text (narrate.wall_text), never modulo a day
+    # rootcoord-1's last reading (before it was killed) is still listed, from its last event.
+    r1 = next(x for x in s["clocks"] if x["node"] == "rootcoord-1")
+    assert r1["killed"] and not r1["read_now"] and r1["read_t_ms"] < 10_000
+    assert abs(r1["clock_minus_physical_ms"]) < 100
+    assert [x["node"] for x in s["clocks"]] == ["rootcoord-1", "rootcoord-2"]
+
+
+def test_clock_readings_are_the_last_known_per_rootcoord(st, failover_events):
+    """``clocks`` at any cursor = each node's latest clock_ms at or before it, next to its physical part."""
+    clock = failover_events["clock_ms"]
+    phys = failover_events["physical_ms"]
+    kinds = failover_events["kind"].astype(str)
+    state_kinds = ["tso.init", "tso.update", "tso.alloc", "tso.set", "tso.reset", "tso.alloc_retry"]
+    for i in (0, 4, 5, 700, 709, 1007, 1008, 1009, 1500, len(failover_events) - 1):
+        st.goto(i)
+        got = {c["node"]: c for c in st.state()["clocks"]}
+        upto = failover_events.iloc[: i + 1]
+        has = upto[clock.iloc[: i + 1].notna()]
+        assert set(got) == set(has["node"])
+        for node, c in got.items():
+            last = has[has["node"] == node].index[-1]
+            assert c["read_index"] == last and c["clock_ms"] == int(clock.iloc[last])
+            ph = upto[(upto["node"] == node) & kinds.iloc[: i + 1].isin(state_kinds) & phys.iloc[: i + 1].notna()]
+            assert c["physical_ms"] == (int(ph["physical_ms"].iloc[-1]) if len(ph) else None)
+        carries = pd.notna(clock.iloc[i])
+        assert (st.state()["clock"] is not None) == bool(carries)
+    st.goto(0)
+    assert st.state()["clocks"] == [] and "no clock reading yet" in st.state_html.value
+    # Between rootcoord-2's save and its init it has a clock reading but no physical part yet.
+    st.goto(_positions(failover_events, "tso.init")[1] - 1)
+    assert "rootcoord-2 clock -00:00:15.000 (no TSO physical part yet)" in _panel_text(st)
+
+
+def test_clock_jumps_show_clock_behind_then_ahead():
+    ev = milvus_edu.simulate("tso-clock-skew", seed=1).events
+    st = TimelineStepper(ev)
+    back = st.jump_to_next("fault.clock_jump")
+    c = st.state()["clock"]
+    assert c["node"] == "rootcoord-1" and c["read_index"] == back
+    assert c["clock_minus_physical_ms"] < -7_000 and "s behind its physical part" in c["text"]
+    assert c["text"] in _panel_text(st)
+    st.jump_to_next("fault.clock_jump")
+    c = st.state()["clock"]
+    assert c["clock_minus_physical_ms"] > 4_000 and "s ahead of its physical part" in c["text"]
+
+
+# ------------------------------------------------------------------------------------ pictures
+
+
+def _lane(st, cls_name):
+    return next(l for l in st.lanes if type(l).__name__ == cls_name)
+
+
+def _assert_labels_apart_and_inside(lane):
+    renderer = lane.ax.figure.canvas.get_renderer()
+    inside = lane.ax.get_window_extent(renderer)
+    x0, x1 = lane.ax.get_xlim()
+    texts = [t for t in lane.texts if x0 <= t.get_position()[0] <= x1]  # labels of lines on this page
+    assert texts
+    boxes = [t.get_window_extent(renderer) for t in texts]
+    for t, b in zip(texts, boxes):
+        assert inside.x0 - 1 <= b.x0 and b.x1 <= inside.x1 + 1, f"label {t.get_text()!r} leaves the lane"
+    for a in range(len(boxes)):
+        for b in range(a + 1, len(boxes)):
+            assert not boxes[a].overlaps(boxes[b]), (texts[a].get_text(), texts[b].get_text())
+
+
+@pytest.mark.parametrize("scenario", ["tso-failover", "tso-clock-skew"])
+def test_events_lane_labels_do_not_overlap_or_leave_the_axes(scenario):
+    st = TimelineStepper(milvus_edu.simulate(scenario, seed=1).events)
+    lane = _lane(st, "EventsLane")
+    assert lane.name == "events" and tso_lanes()[-1].name == "events"
+    assert len(lane.texts) >= 3
+    _assert_labels_apart_and_inside(lane)
+    if scenario == "tso-clock-skew":  # in a narrow figure the +5,000 ms label must go left of its line
+        narrow = TimelineStepper(milvus_edu.simulate(scenario, seed=1).events, figsize=(5.0, 5.0))
+        nl = _lane(narrow, "EventsLane")
+        k = next(k for k, label in enumerate(nl.labels) if "+5,000" in label)
+        assert nl.texts[k].get_horizontalalignment() == "right"
+        _assert_labels_apart_and_inside(nl)
+    # The bold label of the latest marker sits exactly on its (non-overlapping) static label.
+    st.jump_to_next("fault.clock_jump" if scenario == "tso-clock-skew" else "fault.kill")
+    k = lane.track.at(st.cursor)
+    assert lane.current.get_visible() and lane.current.get_position() == lane.texts[k].get_position()
+    # Paged: labels are laid out again for each page (failover: key expiry and new active at 60 s).
+    events = milvus_edu.simulate(scenario, seed=1).events
+    paged = TimelineStepper(events, window_s=5)
+    paged.goto(_positions(events, "fault.clock_jump" if scenario == "tso-clock-skew" else "session.active")[-1])
+    _assert_labels_apart_and_inside(_lane(paged, "EventsLane"))
+
+
+def test_legend_is_outside_the_lanes_and_clock_lines_are_visible(st):
+    fig = st._renderer.fig
+    assert all(ax.get_legend() is None for ax in st._renderer.axes)
+    assert len(fig.legends) == 1
+    renderer = fig.canvas.get_renderer()
+    legend_box = fig.legends[0].get_window_extent(renderer)
+    for ax in st._renderer.axes:
+        assert not legend_box.overlaps(ax.get_window_extent(renderer))
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert "rootcoord-2 clock" in labels and "saved window end" in labels
+    line = next(l for l in st._renderer.axes[0].get_lines() if l.get_label() == "rootcoord-2 clock")
+    assert line.get_linewidth() >= 1.8 and (line.get_alpha() is None or line.get_alpha() >= 0.9)
+
+
+def test_physical_lane_labels_the_clock_gap_at_the_cursor(st, failover_events):
+    lane = _lane(st, "PhysicalLane")
+    st.goto(_positions(failover_events, "tso.init")[1])
+    gaps = [gap for *_rest, gap in lane.clocks if gap.get_visible()]
+    assert [g.get_text().strip() for g in gaps] == ["clock 27.0 s behind physical"]
+    st.goto(_positions(failover_events, "tso.init")[0])
+    assert not any(gap.get_visible() for *_rest, gap in lane.clocks)  # clock == physical: nothing to say
+
+
+def test_filmstrip_is_a_grid_with_readable_text(tmp_path, st):
+    from matplotlib.text import Text
+    from PIL import Image
+
+    from milvus_edu.viz.render import filmstrip
+
+    steps = st.interesting_steps()
+    fig = filmstrip(st.index, st._lane_templates, steps, lambda i: f"event {i + 1}")
+    texts = [t for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip()]
+    assert len(texts) > 40
+    small = sorted({(t.get_fontsize(), t.get_text()) for t in texts if t.get_fontsize() < 9})
+    assert not small, small[:5]
+    assert fig.dpi >= 96
+    tops = sorted({round(ax.get_position().y1, 3) for ax in fig.axes if ax.get_ylabel() == "physical (s)"})
+    lefts = sorted({round(ax.get_position().x0, 3) for ax in fig.axes if "physical" in str(ax.get_ylabel())})
+    assert len(tops) == 2 and len(lefts) == 1  # 2 x 2: y labels on the left column only
+    png, svg = st.to_static(tmp_path / "grid")
+    w, h = Image.open(png).size
+    assert w <= 1600 and h <= 1400 and w * 0.6 < h  # not a 2255 x 850 strip any more
+    assert png.stat().st_size < 400_000 and svg.stat().st_size < 2_000_000

@@ -5,10 +5,10 @@ never re-run model logic. See :class:`TimelineStepper` and :mod:`milvus_edu.viz.
 """
 
 from .data import RunIndex, as_frame
-from .lanes import ClientLane, FailoverLane, Lane, LogicalLane, PhysicalLane, tso_lanes
+from .lanes import ClientLane, EventsLane, FailoverLane, Lane, LogicalLane, PhysicalLane, tso_lanes
 from .stepper import TimelineStepper
 
 __all__ = [
-    "TimelineStepper", "Lane", "tso_lanes", "PhysicalLane", "LogicalLane", "ClientLane", "FailoverLane",
+    "TimelineStepper", "Lane", "tso_lanes", "PhysicalLane", "LogicalLane", "ClientLane", "EventsLane", "FailoverLane",
     "RunIndex", "as_frame",
 ]

@@ -6,22 +6,23 @@ row positions are the stepper's cursor indices.
 
 :class:`RunIndex` walks the log once and keeps, for every position ``i``, the state *after* event
 ``i``: which rootcoord holds the ACTIVE key, the window end last saved in etcd, the last timestamp
-handed out. :meth:`RunIndex.state` is then O(1). Everything comes from the events' own columns; no
-model logic is re-run.
+handed out, and every rootcoord's last known clock reading next to its TSO physical part.
+:meth:`RunIndex.state` is then O(1). Everything comes from the events' own columns; no model logic is
+re-run.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from ..events import EVENT_KINDS, FIELD_NAMES, load_run, rows_to_frame
-from ..narrate import describe
-from ..narrate import ts_text, wall_text
+from ..narrate import describe, ts_text, wall_text
 
 #: Columns a frame needs before the stepper can order and place its events.
 REQUIRED_COLUMNS = ("seq", "t_ms", "node", "kind")
@@ -87,6 +88,25 @@ def clock_base_ms(frame: pd.DataFrame) -> int:
 
 hms = wall_text  # signed time since the run's time zero, as in the narration
 
+#: Kinds whose ``physical_ms`` is the emitting rootcoord's TSO physical part after the event.
+PHYSICAL_KINDS = frozenset(("tso.init", "tso.update", "tso.alloc", "tso.set", "tso.reset", "tso.alloc_retry"))
+
+
+def gap_text(clock_ms, physical_ms) -> str:
+    """How a clock reading compares with a TSO physical part, e.g. ``27.001 s behind its physical part``."""
+    if physical_ms is None:
+        return "no TSO physical part yet"
+    d = int(clock_ms) - int(physical_ms)
+    if d == 0:
+        return f"equal to its physical part {wall_text(physical_ms)}"
+    side = "behind" if d < 0 else "ahead of"
+    return f"{abs(d) / 1000:.3f} s {side} its physical part {wall_text(physical_ms)}"
+
+
+def clock_text(node, clock_ms, physical_ms) -> str:
+    """``rootcoord-2 clock -00:00:15.000 (27.001 s behind its physical part 00:00:12.001)``."""
+    return f"{node} clock {wall_text(clock_ms)} ({gap_text(clock_ms, physical_ms)})"
+
 
 class RunIndex:
     """Per-event state of one run log, computed in one pass; every lookup by position is O(1)."""
@@ -121,7 +141,26 @@ class RunIndex:
         self.last_ts: list = [None] * self.n
         self.last_ts_node: list = [None] * self.n
         self.killed: list = [()] * self.n
+        # Per node: (node, clock_ms, position of that reading, physical_ms or None), natural node order.
+        # The tuple is rebuilt only when a reading or a physical part changes, else shared with i - 1.
+        readings: dict[str, tuple] = {}
+        physical: dict[str, int] = {}
+        clocks: tuple = ()
+        self.clocks: list = [()] * self.n
+        clock_col, phys_col, node_col = c["clock_ms"], c["physical_ms"], c["node"]
         for i, kind in enumerate(self.kinds):
+            node = node_col[i]
+            changed = False
+            if phys_col[i] is not None and kind in PHYSICAL_KINDS:
+                physical[node] = int(phys_col[i])
+                changed = node in readings
+            if clock_col[i] is not None:
+                readings[node] = (int(clock_col[i]), i)
+                changed = True
+            if changed:
+                clocks = tuple((n, readings[n][0], readings[n][1], physical.get(n))
+                               for n in sorted(readings, key=_natural))
+            self.clocks[i] = clocks
             if kind == "session.active":
                 active = c["active"][i] or c["node"][i]
                 detail = _detail(c["detail"][i])
@@ -145,6 +184,23 @@ class RunIndex:
             self.last_ts[i] = last_ts
             self.last_ts_node[i] = last_ts_node
             self.killed[i] = killed
+
+    def clock_info(self, i: int, reading: tuple) -> dict:
+        """One entry of ``state()["clocks"]`` from a ``(node, clock_ms, position, physical_ms)`` tuple."""
+        node, clock_ms, pos, physical_ms = reading
+        return {
+            "node": node,
+            "clock_ms": clock_ms,
+            "clock_text": wall_text(clock_ms),
+            "physical_ms": physical_ms,
+            "physical_text": wall_text(physical_ms) if physical_ms is not None else None,
+            "clock_minus_physical_ms": clock_ms - physical_ms if physical_ms is not None else None,
+            "read_index": pos,
+            "read_t_ms": float(self.t_ms[pos]),
+            "read_now": pos == i,
+            "killed": node in self.killed[i],
+            "text": clock_text(node, clock_ms, physical_ms),
+        }
 
     def row(self, i: int) -> dict:
         """Event ``i`` as a dict of the schema's columns (``None`` for nulls)."""
@@ -175,7 +231,13 @@ class RunIndex:
             "last_ts_text": ts_text(self.last_ts[i]) if self.last_ts[i] is not None else None,
             "last_ts_node": self.last_ts_node[i],
             "event": describe(row),
+            "clock": next((self.clock_info(i, r) for r in self.clocks[i] if r[2] == i), None),
+            "clocks": [self.clock_info(i, r) for r in self.clocks[i]],
         }
+
+
+def _natural(name) -> list:
+    return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", str(name))]
 
 
 def _detail(value) -> dict:

@@ -18,6 +18,11 @@ Lanes read events only, never live objects, and know nothing about each other, s
 
 A lane must be deep-copyable before :meth:`~Lane.setup` (a plain Python object holding its options):
 :meth:`TimelineStepper.to_static` draws each filmstrip panel with a fresh copy.
+
+A legend a lane draws on its axes (``ax.legend(...)``) is moved out of the axes by the stepper and
+the filmstrip into one legend above the lanes, so it never hides data or the cursor. Give text a
+relative size (``fontsize="small"``) rather than points: the stepper and the filmstrip set their own
+font sizes (:data:`~milvus_edu.viz.render.RC`, :data:`~milvus_edu.viz.render.FILM_RC`).
 """
 
 from __future__ import annotations
@@ -28,11 +33,12 @@ import re
 import numpy as np
 import pandas as pd
 from matplotlib.lines import Line2D
+from matplotlib.ticker import FuncFormatter
 
 from .data import ACTIVE_KEY, clock_base_ms
 
 __all__ = [
-    "Lane", "PhysicalLane", "LogicalLane", "ClientLane", "FailoverLane", "tso_lanes",
+    "Lane", "PhysicalLane", "LogicalLane", "ClientLane", "EventsLane", "FailoverLane", "tso_lanes",
     "rootcoord_nodes", "client_nodes", "node_colors",
 ]
 
@@ -42,7 +48,7 @@ TSO_STATE_KINDS = ("tso.init", "tso.update", "tso.alloc", "tso.set", "tso.reset"
 RASTERIZE_ABOVE = 3000
 
 _PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22")
-_NO_DATA = dict(ha="center", va="center", color="0.55", fontsize=8, style="italic")
+_NO_DATA = dict(ha="center", va="center", color="0.55", fontsize="small", style="italic")
 
 
 class Lane:
@@ -111,6 +117,11 @@ class _Track:
         return len(self.pos)
 
 
+def _compact(value, _pos=None) -> str:
+    """Tick labels that stay narrow: 150000 -> 150k."""
+    return f"{value / 1000:g}k" if abs(value) >= 10_000 else f"{value:g}"
+
+
 def _cursor_dot(ax, color, size=7, marker="o", **kw):
     (dot,) = ax.plot([], [], marker=marker, ms=size, mfc=color, mec="black", mew=0.8, ls="none", zorder=6, **kw)
     return dot
@@ -137,14 +148,23 @@ class PhysicalLane(Lane):
     """Each rootcoord's physical part against simulated time, with the saved window end.
 
     Both are relative to the run start (see :func:`~milvus_edu.viz.data.clock_base_ms`). A thin grey
-    diagonal is true time; dotted lines are each rootcoord's own clock reading, so a standby whose
-    clock is far behind visibly starts *above* its clock, at the saved window.
+    diagonal is true time; dotted lines are each rootcoord's own clock readings (every event that
+    carries ``clock_ms``), so a standby whose clock is far behind visibly starts *above* its clock, at
+    the saved window. At the cursor a filled dot marks each rootcoord's physical part and a hollow dot
+    its last clock reading; when the two are :attr:`gap_label_s` or more apart a bracket joins them and
+    says by how much the clock is behind (or ahead).
+
+    The legend is drawn on the axes; the stepper and the filmstrip move it out of the axes, above
+    the lanes (see :func:`~milvus_edu.viz.render.take_legends`).
     """
 
     name = "physical (s)"
     height_ratio = 2.2
+    #: Label the clock-to-physical gap at the cursor when it is at least this many seconds.
+    gap_label_s = 1.0
 
     def setup(self, ax, events):
+        self.ax = ax
         self.base = clock_base_ms(events)
         nodes = rootcoord_nodes(events)
         colors = node_colors(nodes)
@@ -154,21 +174,41 @@ class PhysicalLane(Lane):
         clock = _num(events["clock_ms"])
         node = events["node"].astype(str).to_numpy()
         is_state = kinds.isin(TSO_STATE_KINDS).to_numpy() & ~np.isnan(phys)
+        has_clock = ~np.isnan(clock)
         self.tracks: list[tuple[_Track, Line2D]] = []
+        self.clocks: list[tuple[_Track, _Track, Line2D, Line2D, object]] = []
         drawn = False
         for n in nodes:
             m = is_state & (node == n)
-            if not m.any():
+            cm = has_clock & (node == n)
+            if not (m.any() or cm.any()):
                 continue
-            pos = np.flatnonzero(m)
             y = (phys[m] - self.base) / 1000.0
-            ax.plot(t_s[m], y, drawstyle="steps-post", color=colors[n], lw=1.6, label=f"{n} physical")
-            cm = m & ~np.isnan(clock)
+            phys_track = _Track(np.flatnonzero(m), t_s[m], y)
+            if m.any():
+                ax.plot(t_s[m], y, drawstyle="steps-post", color=colors[n], lw=2.0, label=f"{n} physical")
+                self.tracks.append((phys_track, _cursor_dot(ax, colors[n])))
             if cm.any():
-                ax.plot(t_s[cm], (clock[cm] - self.base) / 1000.0, ls=":", lw=1.0, color=colors[n], alpha=0.8,
-                        label=f"{n} clock")
-            self.tracks.append((_Track(pos, t_s[m], y), _cursor_dot(ax, colors[n])))
+                cy = (clock[cm] - self.base) / 1000.0
+                (line,) = ax.plot(t_s[cm], cy, ls=(0, (0.01, 1.4)), lw=2.2, color=colors[n], alpha=1.0,
+                                  dash_capstyle="round", label=f"{n} clock")
+                _rasterize_if_big(line, int(cm.sum()))
+                (cdot,) = ax.plot([], [], marker="o", ms=7, mfc="white", mec=colors[n], mew=1.8, ls="none",
+                                  zorder=6)
+                (bracket,) = ax.plot([], [], color=colors[n], lw=1.5, zorder=5)
+                gap = ax.text(0, 0, "", color=colors[n], fontsize="small", va="center", zorder=7,
+                              bbox=dict(boxstyle="round,pad=0.15", fc="white", ec="none", alpha=0.85))
+                self.clocks.append((phys_track, _Track(np.flatnonzero(cm), t_s[cm], cy), cdot, bracket, gap))
             drawn = True
+        # Width in pixels of the widest gap label, to keep it inside the axes (measured once).
+        self.gap_px = 0.0
+        if self.clocks:
+            probe = self.clocks[0][4]
+            probe.set_text("  clock 999.9 s ahead of physical")
+            renderer = _renderer(ax.figure)
+            self.gap_px = (probe.get_window_extent(renderer).width if renderer else
+                           34 * 0.6 * probe.get_fontsize() * ax.figure.dpi / 72.0)
+            probe.set_text("")
         saves = (kinds == "tso.save").to_numpy() & ~np.isnan(_num(events["window_end_ms"]))
         self.window = None
         if saves.any():
@@ -183,16 +223,38 @@ class PhysicalLane(Lane):
         if drawn:
             lo, hi = np.nanmin(t_s), np.nanmax(t_s)
             ax.plot([lo, hi], [lo, hi], color="0.6", lw=0.8, zorder=0, label="true time")
-            ax.legend(loc="upper left", fontsize=6.5, ncol=3, frameon=False, handlelength=1.6)
+            ax.legend(loc="upper left", ncol=3, frameon=False, handlelength=2.2)
         else:
             ax.text(0.5, 0.5, "no TSO events in this run", transform=ax.transAxes, **_NO_DATA)
-        ax.set_ylabel(self.name, fontsize=8)
+        ax.set_ylabel(self.name)
 
     def update(self, cursor_index, t_ms):
         out = []
         for track, dot in self.tracks:
             _move(dot, track, cursor_index)
             out.append(dot)
+        if self.clocks:
+            x0, x1 = self.ax.get_xlim()
+            px_per_s = self.ax.get_window_extent().width / ((x1 - x0) or 1.0)
+        for phys_track, clock_track, cdot, bracket, gap in self.clocks:
+            _move(cdot, clock_track, cursor_index)
+            kp, kc = phys_track.at(cursor_index), clock_track.at(cursor_index)
+            labelled = False
+            if kp >= 0 and kc >= 0:
+                x, yc, yp = clock_track.x[kc], clock_track.y[kc], phys_track.y[kp]
+                if abs(yc - yp) >= self.gap_label_s:
+                    bracket.set_data([x, x], [yc, yp])
+                    # Near the right edge: the label goes on the left of the bracket.
+                    right = (x1 - x) * px_per_s < self.gap_px
+                    gap.set_horizontalalignment("right" if right else "left")
+                    gap.set_position((x, (yc + yp) / 2.0))
+                    side = "behind" if yc < yp else "ahead of"
+                    text = f"clock {abs(yc - yp):.1f} s {side} physical"
+                    gap.set_text(f"{text}  " if right else f"  {text}")
+                    labelled = True
+            bracket.set_visible(labelled)
+            gap.set_visible(labelled)
+            out += [cdot, bracket, gap]
         if self.window is not None:
             _move(self.window[1], self.window[0], cursor_index)
             out.append(self.window[1])
@@ -231,11 +293,12 @@ class LogicalLane(Lane):
             if top > (1 << 16):
                 ax.axhline(1 << 17, color="0.5", lw=0.8, ls="--")
                 ax.text(0.995, (1 << 17), "maxLogical/2", transform=ax.get_yaxis_transform(), ha="right",
-                        va="bottom", fontsize=6.5, color="0.4")
+                        va="bottom", fontsize="small", color="0.4")
             ax.set_ylim(bottom=0)
+            ax.yaxis.set_major_formatter(FuncFormatter(_compact))
         else:
             ax.text(0.5, 0.5, "no allocations in this run", transform=ax.transAxes, **_NO_DATA)
-        ax.set_ylabel(self.name, fontsize=8)
+        ax.set_ylabel(self.name)
 
     def update(self, cursor_index, t_ms):
         out = []
@@ -249,7 +312,7 @@ class ClientLane(Lane):
     """Answers per client: one row per client, a mark per ``client.recv`` coloured by the rootcoord
     that answered, a red cross per ``client.error``."""
 
-    name = "client answers"
+    name = "clients"
     height_ratio = 1.0
 
     def setup(self, ax, events):
@@ -271,14 +334,14 @@ class ClientLane(Lane):
                 ax.scatter(t_s[err], np.full(err.sum(), row), c="#d62728", marker="x", s=14, lw=0.8)
             self.tracks.append(_Track(np.flatnonzero(recv), t_s[recv], np.full(recv.sum(), row)))
         if clients:
-            ax.set_yticks(range(len(clients)), clients, fontsize=7)
+            ax.set_yticks(range(len(clients)), clients)
             ax.set_ylim(-0.6, len(clients) - 0.4)
             (self.dots,) = ax.plot([], [], ls="none", marker="o", ms=7, mfc="none", mec="black", mew=1.2, zorder=6)
         else:
             self.dots = None
             ax.set_yticks([])
             ax.text(0.5, 0.5, "no clients in this run", transform=ax.transAxes, **_NO_DATA)
-        ax.set_ylabel(self.name, fontsize=8)
+        ax.set_ylabel(self.name)
 
     def update(self, cursor_index, t_ms):
         if self.dots is None:
@@ -293,23 +356,31 @@ class ClientLane(Lane):
         return (self.dots,)
 
 
-class FailoverLane(Lane):
+class EventsLane(Lane):
     """Faults and session changes as labelled vertical lines across every lane of the column.
 
     ``fault.kill`` (red), ``session.active`` (green), ``fault.clock_jump`` (orange) and the loss of
     the ACTIVE key (grey, dotted). The most recent marker at the cursor is drawn in bold.
+
+    Labels never overlap or leave the axes: whenever the x limits change (a new page, a filmstrip
+    panel) they are laid out again, left to right, each in the first of :attr:`rows` where it fits;
+    a label that would run past the right edge is put on the left of its line.
     """
 
-    name = "failover"
-    height_ratio = 0.55
+    name = "events"
+    height_ratio = 0.8
+    #: Heights (axes fraction) of the label rows, top first.
+    rows = (0.8, 0.5, 0.2)
     _STYLE = {
         "fault.kill": ("#d62728", "-"),
         "session.active": ("#2ca02c", "-"),
         "fault.clock_jump": ("#ff7f0e", "-"),
         "session.lost": ("0.45", ":"),
     }
+    _GAP_PX = 6.0  # space between two labels on one row
 
     def setup(self, ax, events):
+        self.ax = ax
         kinds = events["kind"].astype(str).to_numpy()
         t_s = _num(events["t_ms"]) / 1000.0
         nodes = events["node"].astype(str).to_numpy()
@@ -330,42 +401,94 @@ class FailoverLane(Lane):
                 label = "ACTIVE key expires"
             marks.append((int(i), float(t_s[i]), label, kind))
         siblings = [a for a in ax.get_shared_x_axes().get_siblings(ax)] or [ax]
-        span = (np.nanmax(t_s) - np.nanmin(t_s)) or 1.0
-        levels = (0.78, 0.48, 0.18)
-        last_x, level = None, 0
-        self.labels = []
-        for pos, x, label, kind in marks:
+        self.labels: list[str] = []
+        self.colors: list = []
+        self.texts = []
+        for _pos, x, label, kind in marks:
             color, ls = self._STYLE[kind]
             for a in siblings:
                 a.axvline(x, color=color, ls=ls, lw=1.0, alpha=0.85, zorder=1)
-            level = (level + 1) % len(levels) if last_x is not None and x - last_x < 0.2 * span else 0
-            last_x = x
-            y = levels[level]
-            ax.text(x, y, " " + label, transform=ax.get_xaxis_transform(), fontsize=6.5, color=color,
-                    va="center", ha="left", clip_on=True)
-            self.labels.append((pos, x, y, " " + label, color))
-        self.track = _Track([m[0] for m in self.labels], [m[1] for m in self.labels], [m[2] for m in self.labels])
-        self.current = ax.text(0, 0, "", transform=ax.get_xaxis_transform(), fontsize=6.5, fontweight="bold",
+            self.texts.append(ax.text(x, self.rows[0], " " + label, transform=ax.get_xaxis_transform(),
+                                      fontsize="small", color=color, va="center", ha="left", clip_on=True))
+            self.labels.append(label)
+            self.colors.append(color)
+        self.track = _Track([m[0] for m in marks], [m[1] for m in marks], [0.0] * len(marks))
+        self.row = [0] * len(marks)
+        self.ha = ["left"] * len(marks)
+        self.current = ax.text(0, 0, "", transform=ax.get_xaxis_transform(), fontsize="small", fontweight="bold",
                                va="center", ha="left", clip_on=True, zorder=7,
                                bbox=dict(boxstyle="square,pad=0.1", fc="white", ec="none"))
+        # Widths in pixels of the bold (widest) form of every label, measured once.
+        renderer = _renderer(ax.figure)
+        self.width_px = []
+        for label in self.labels:
+            self.current.set_text(" " + label + " ")
+            self.width_px.append(self.current.get_window_extent(renderer).width if renderer else
+                                 len(label) * 0.62 * self.current.get_fontsize() * ax.figure.dpi / 72.0)
         self.current.set_visible(False)
         if not marks:
             ax.text(0.5, 0.5, "no faults or failovers in this run", transform=ax.transAxes, **_NO_DATA)
         ax.set_yticks([])
         ax.set_ylim(0, 1)
-        ax.set_ylabel(self.name, fontsize=8)
+        ax.set_ylabel(self.name)
+        ax.callbacks.connect("xlim_changed", self.layout)
+        self.layout()
+
+    def layout(self, _ax=None) -> None:
+        """Place the labels for the current x limits: rows left to right, right-edge ones flipped left."""
+        if not self.texts:
+            return
+        ax = self.ax
+        x0, x1 = ax.get_xlim()
+        width = ax.get_window_extent().width
+        if x1 <= x0 or width <= 0:
+            return
+        scale = width / (x1 - x0)
+        ends = [-np.inf] * len(self.rows)
+        for k in np.argsort(self.track.x, kind="stable"):
+            px, w = (self.track.x[k] - x0) * scale, self.width_px[k]
+            if px + w > width - 2 and px - w >= 0:
+                ha, start, end = "right", px - w, px
+            else:
+                ha, start, end = "left", px, px + w
+            if end < 0 or start > width:  # off this page
+                continue
+            free = [r for r, e in enumerate(ends) if e + self._GAP_PX <= start]
+            r = free[0] if free else int(np.argmin(ends))
+            ends[r] = max(ends[r], end)
+            self.row[k], self.ha[k] = r, ha
+            text = self.texts[k]
+            text.set_horizontalalignment(ha)
+            text.set_text(self._padded(k))
+            text.set_y(self.rows[r])
+
+    def _padded(self, k: int) -> str:
+        return " " + self.labels[k] if self.ha[k] == "left" else self.labels[k] + " "
 
     def update(self, cursor_index, t_ms):
         k = self.track.at(cursor_index)
         if k < 0:
             self.current.set_visible(False)
         else:
-            _, x, y, label, color = self.labels[k]
-            self.current.set_position((x, y))
-            self.current.set_text(label)
-            self.current.set_color(color)
+            self.current.set_position((self.track.x[k], self.rows[self.row[k]]))
+            self.current.set_horizontalalignment(self.ha[k])
+            self.current.set_text(self._padded(k))
+            self.current.set_color(self.colors[k])
             self.current.set_visible(True)
         return (self.current,)
+
+
+#: The events lane's former name (it began as the failover lane).
+FailoverLane = EventsLane
+
+
+def _renderer(fig):
+    canvas = getattr(fig, "canvas", None)
+    get = getattr(canvas, "get_renderer", None)
+    try:
+        return get() if callable(get) else fig._get_renderer()
+    except Exception:
+        return None
 
 
 def _json(value) -> dict:
@@ -379,5 +502,5 @@ def _json(value) -> dict:
 
 
 def tso_lanes() -> list[Lane]:
-    """The TSO chapter's lanes: physical part and window, logical counter, client answers, failover."""
-    return [PhysicalLane(), LogicalLane(), ClientLane(), FailoverLane()]
+    """The TSO chapter's lanes: physical part and window, logical counter, client answers, events."""
+    return [PhysicalLane(), LogicalLane(), ClientLane(), EventsLane()]

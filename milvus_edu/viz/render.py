@@ -8,6 +8,9 @@ touched, so an inline notebook backend keeps working.
 (``canvas.copy_from_bbox``), and on every step restores it, draws only the cursor artists
 (``draw_artist``) and encodes the pixels as PNG. With ``window_s`` the x axis shows one page of that
 many seconds around the cursor and the background is redrawn only when the cursor changes page.
+
+:func:`filmstrip` lays the chosen steps out two panels a row, with fonts of at least 9 pt at 100 dpi.
+Both move the lanes' legends out of the axes into one legend above the lanes (:func:`figure_legend`).
 """
 
 from __future__ import annotations
@@ -23,16 +26,27 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 from PIL import Image
 
-#: rcParams for every figure drawn here (small fonts, deterministic SVG ids).
+#: rcParams of the stepper's figure (deterministic SVG ids, fonts sized for a ~800 px wide widget).
 RC = {
-    "font.size": 7.5,
-    "axes.titlesize": 7.5,
-    "axes.labelsize": 8,
-    "xtick.labelsize": 7,
-    "ytick.labelsize": 7,
+    "font.size": 8.5,
+    "axes.titlesize": 8.5,
+    "axes.labelsize": 8.5,
+    "xtick.labelsize": 8,
+    "ytick.labelsize": 8,
+    "legend.fontsize": 8,
     "svg.hashsalt": "milvus-edu",
     "svg.fonttype": "path",
     "path.simplify": True,
+}
+#: rcParams of the static filmstrip: no text under 9 pt (lanes use ``"small"`` = 0.83 x font.size).
+FILM_RC = {
+    **RC,
+    "font.size": 11,
+    "axes.titlesize": 10,
+    "axes.labelsize": 10.5,
+    "xtick.labelsize": 9.5,
+    "ytick.labelsize": 9.5,
+    "legend.fontsize": 10,
 }
 _VEIL = dict(facecolor="white", edgecolor="none", alpha=0.62, zorder=5)
 
@@ -67,6 +81,7 @@ def build_column(fig: Figure, spec, lanes, events, xlim, show_xlabel=True, ylabe
     axes[-1].tick_params(labelbottom=True)
     if show_xlabel:
         axes[-1].set_xlabel("simulated time (s)")
+    fig.align_ylabels(axes)
     cursors = []
     for ax in axes:
         line = ax.axvline(xlim[0], color="#444444", lw=1.0, zorder=7)
@@ -74,6 +89,34 @@ def build_column(fig: Figure, spec, lanes, events, xlim, show_xlabel=True, ylabe
         ax.add_patch(veil)
         cursors.append((line, veil))
     return axes, cursors
+
+
+def take_legends(axes):
+    """Remove the legends the lanes drew on ``axes`` and return ``(handles, labels, ncol)`` for one
+    figure legend outside the axes (so no legend hides data or the cursor)."""
+    handles, labels, ncol = [], [], 1
+    for ax in axes:
+        legend = ax.get_legend()
+        if legend is None:
+            continue
+        shown = [t.get_text() for t in legend.get_texts()]
+        for h, l in zip(*ax.get_legend_handles_labels()):
+            if l in shown and l not in labels:
+                handles.append(h)
+                labels.append(l)
+        ncol = max(ncol, int(getattr(legend, "_ncols", 1)))
+        legend.remove()
+    return handles, labels, ncol
+
+
+def figure_legend(fig: Figure, axes, left: float, bottom: float):
+    """Move the lanes' legends into one legend whose lower left corner is at figure fraction
+    ``(left, bottom)``, above the top lane. Returns the legend, or ``None`` when no lane drew one."""
+    handles, labels, ncol = take_legends(axes)
+    if not handles:
+        return None
+    return fig.legend(handles, labels, loc="lower left", bbox_to_anchor=(left, bottom), ncol=ncol,
+                      frameon=False, borderaxespad=0.0, handlelength=2.4, columnspacing=1.6)
 
 
 def move_cursors(cursors, axes, t_s: float) -> list:
@@ -91,7 +134,7 @@ def move_cursors(cursors, axes, t_s: float) -> list:
 class BlitRenderer:
     """The stepper's figure: static lanes drawn once, cursor artists blitted per step, PNG out."""
 
-    def __init__(self, index, lanes, figsize=(9.0, 6.2), dpi=90, window_s: float | None = None,
+    def __init__(self, index, lanes, figsize=(9.0, 6.6), dpi=90, window_s: float | None = None,
                  png_compress_level: int = 1):
         self.index = index
         self.lanes = lanes
@@ -101,9 +144,11 @@ class BlitRenderer:
         with matplotlib.rc_context(RC):
             self.fig = Figure(figsize=figsize, dpi=dpi)
             self.canvas = FigureCanvasAgg(self.fig)
-            self.fig.subplots_adjust(left=0.09, right=0.985, top=0.985, bottom=0.075)
-            gs = self.fig.add_gridspec(1, 1)
+            w_in, h_in = self.fig.get_size_inches()
+            box = dict(left=0.85 / w_in, right=1 - 0.12 / w_in, top=1 - 0.5 / h_in, bottom=0.45 / h_in)
+            gs = self.fig.add_gridspec(1, 1, **box)
             self.axes, self.cursors = build_column(self.fig, gs[0, 0], lanes, index.frame, self.full_xlim)
+            figure_legend(self.fig, self.axes, box["left"], box["top"] + 0.06 / h_in)
             # First update: learn which artists each lane moves and keep them out of the background.
             t0 = float(index.t_ms[0])
             for lane in lanes:
@@ -168,28 +213,50 @@ class BlitRenderer:
         return int(w), int(h)
 
 
-def filmstrip(index, lane_templates, steps, caption, column_in=5.0, dpi=110) -> Figure:
-    """A figure with one column per step: every lane (a fresh copy per column) at that step.
+def filmstrip(index, lane_templates, steps, caption, panel_in=6.3, lane_unit_in=0.9, dpi=100,
+              columns=2) -> Figure:
+    """A figure with one panel per step, ``columns`` panels a row: every lane (a fresh copy per
+    panel) at that step, the step's ``caption(i)`` above it, one shared legend on top.
 
-    ``caption(i)`` gives the text above column ``i``. Cursor artists are drawn normally (not
-    animated), so the same figure saves to PNG and SVG.
+    Sizes are in inches at ``dpi``, with :data:`FILM_RC` fonts (nothing under 9 pt), so the PNG reads
+    at 100 %. Cursor artists are drawn normally (not animated), so the same figure saves to PNG and
+    SVG.
     """
+    n = len(steps)
+    ncols = max(1, min(columns, n))
+    nrows = -(-n // ncols)
     heights = sum(max(float(l.height_ratio), 0.05) for l in lane_templates)
-    with matplotlib.rc_context(RC):
-        width, height = column_in * len(steps) + 0.5, 1.3 * heights + 1.3
+    with matplotlib.rc_context(FILM_RC):
+        cap_pt = float(matplotlib.rcParams["axes.titlesize"])
+        wrap = max(20, int(panel_in * 72 / (cap_pt * 0.53)))
+        texts = ["\n".join(textwrap.wrap(caption(i), width=wrap)) for i in steps]
+        cap_in = max(t.count("\n") + 1 for t in texts) * cap_pt * 1.3 / 72 + 0.12
+        lanes_in = lane_unit_in * heights
+        left, right, gap_x = 0.95, 0.2, 0.85  # y labels; margin; tick labels of the next column
+        legend_in, ticks_in, xlabel_in = 0.55, 0.32, 0.28
+        width = left + ncols * panel_in + (ncols - 1) * gap_x + right
+        height = legend_in + nrows * (cap_in + lanes_in + ticks_in) + xlabel_in + 0.08
         fig = Figure(figsize=(width, height), dpi=dpi)
         FigureCanvasAgg(fig)
-        fig.subplots_adjust(left=0.55 / width, right=1 - 0.1 / width, top=1 - 0.62 / height,
-                            bottom=0.45 / height, wspace=0.16)
-        gs = fig.add_gridspec(1, len(steps))
         xlim = x_limits(index.t_ms)
-        for col, i in enumerate(steps):
+        first_axes = None
+        for k, i in enumerate(steps):
+            row, col = divmod(k, ncols)
+            x0 = left + col * (panel_in + gap_x)
+            top = height - legend_in - row * (cap_in + lanes_in + ticks_in) - cap_in
+            spec = fig.add_gridspec(1, 1, left=x0 / width, right=(x0 + panel_in) / width,
+                                    top=top / height, bottom=(top - lanes_in) / height)[0, 0]
             lanes = [copy.deepcopy(l) for l in lane_templates]
-            axes, cursors = build_column(fig, gs[0, col], lanes, index.frame, xlim, ylabels=(col == 0))
+            axes, cursors = build_column(fig, spec, lanes, index.frame, xlim, show_xlabel=(k + ncols >= n),
+                                         ylabels=(col == 0))
             t_ms = float(index.t_ms[i])
             move_cursors(cursors, axes, t_ms / 1000.0)
             for lane in lanes:
                 lane.update(i, t_ms)
-            axes[0].set_title("\n".join(textwrap.wrap(caption(i), width=int(column_in * 15))), loc="left",
-                              fontsize=7, pad=4)
+            axes[0].set_title(texts[k], loc="left", fontsize=cap_pt, pad=5)
+            if first_axes is None:
+                first_axes = axes
+            else:
+                take_legends(axes)  # one legend for the whole strip
+        figure_legend(fig, first_axes, left / width, 1 - (legend_in - 0.1) / height)
     return fig

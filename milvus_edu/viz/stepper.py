@@ -25,15 +25,17 @@ from pathlib import Path
 import ipywidgets as widgets
 import matplotlib
 
+from ..events.schema import SIM_EPOCH_MS
 from .data import RunIndex, as_frame, hms
 from .lanes import Lane, tso_lanes
-from .render import RC, BlitRenderer, filmstrip
+from .render import FILM_RC, BlitRenderer, filmstrip
 
 __all__ = ["TimelineStepper", "SPEEDS"]
 
 #: Play speeds: label -> events per second.
 SPEEDS = {"2 events/s": 2, "5 events/s": 5, "10 events/s": 10, "25 events/s": 25, "100 events/s": 100,
           "500 events/s": 500, "2000 events/s": 2000}
+_FAR_MS = 1000  # a clock this far (ms) from its TSO physical part is shown in red
 _MIN_INTERVAL_MS = 100  # the kernel renders one picture per Play tick; do not ask for more than 10 a second
 
 
@@ -50,7 +52,7 @@ class TimelineStepper:
     """
 
     def __init__(self, events_or_path, lanes: list[Lane] | None = None, *, window_s: float | None = None,
-                 figsize=(9.0, 6.2), dpi: int = 90):
+                 figsize=(9.0, 6.6), dpi: int = 90):
         self.events = as_frame(events_or_path)
         self.index = RunIndex(self.events)
         self.lanes = list(tso_lanes() if lanes is None else lanes)
@@ -187,12 +189,40 @@ class TimelineStepper:
         Keys: ``index``, ``events`` (count), ``seq``, ``sim_time_ms``, ``kind``, ``node``, ``active``
         (holder of the ACTIVE key), ``killed``, ``window_end_ms`` (last saved to etcd), ``last_ts``
         (last timestamp handed out, the end of the latest ``tso.alloc`` batch), ``last_ts_text``,
-        ``last_ts_node``, ``event`` (the event in words).
+        ``last_ts_node``, ``event`` (the event in words), ``clocks`` and ``clock``.
+
+        ``clocks`` lists every node's last known clock reading at or before the cursor, in node order:
+        dicts with ``node``, ``clock_ms``, ``clock_text``, ``physical_ms`` (that node's TSO physical
+        part, ``None`` before its first), ``physical_text``, ``clock_minus_physical_ms`` (negative: the
+        clock is behind its physical part), ``read_index``/``read_t_ms`` (the event that carried the
+        reading), ``read_now`` (that event is the cursor), ``killed`` and ``text``, e.g. ``rootcoord-2
+        clock -00:00:15.000 (27.001 s behind its physical part 00:00:12.001)``. ``clock`` is the entry
+        of the node the cursor's event is about when that event carries ``clock_ms`` (``tso.*``,
+        ``fault.clock_jump``), else ``None``.
         """
         return self.index.state(self._cursor)
 
     def _rel(self, ms) -> str:
-        return f"{(int(ms) - self.index.base_ms) / 1000:+.3f} s"
+        """`` (+15.001 s since run start)`` when the run's clocks do not start at the time zero, else ``""``."""
+        if self.index.base_ms == SIM_EPOCH_MS:
+            return ""
+        return f" ({(int(ms) - self.index.base_ms) / 1000:+.3f} s since run start)"
+
+    @staticmethod
+    def _clock_line(c: dict) -> str:
+        esc = html.escape
+        gap = c["clock_minus_physical_ms"]
+        far = gap is not None and abs(gap) >= _FAR_MS
+        text = esc(c["text"])
+        if far:
+            text = f"<span style='color:#b3261e'>{text}</span>"
+        if c["read_now"]:
+            text = f"<b>{text}</b> &middot; <i>read at this event</i>"
+        else:
+            text += f" &middot; <span style='color:#666'>last read at {c['read_t_ms'] / 1000:.3f} s</span>"
+        if c["killed"]:
+            text += " <span style='color:#a33'>(killed)</span>"
+        return text
 
     def _state_html(self, i: int) -> str:
         s = self.index.state(i)
@@ -205,7 +235,7 @@ class TimelineStepper:
             if active in s["killed"]:
                 active_txt += " <span style='color:#a33'>(killed; its lease still holds the key)</span>"
         win = s["window_end_ms"]
-        win_txt = f"{hms(win)} ({self._rel(win)})" if win is not None else "<i>nothing saved yet</i>"
+        win_txt = f"{hms(win)}{self._rel(win)}" if win is not None else "<i>nothing saved yet</i>"
         ts_txt = (f"<code>{esc(s['last_ts_text'])}</code> by {esc(str(s['last_ts_node']))}"
                   if s["last_ts"] is not None else "<i>none yet</i>")
         rows = [
@@ -213,6 +243,7 @@ class TimelineStepper:
             ("active rootcoord", active_txt),
             ("saved window end", win_txt),
             ("last ts handed out", ts_txt),
+            ("clocks", "<br>".join(self._clock_line(c) for c in s["clocks"]) or "<i>no clock reading yet</i>"),
         ]
         table = "".join(f"<tr><td style='color:#666;padding-right:8px;vertical-align:top'>{k}</td><td>{v}</td></tr>"
                         for k, v in rows)
@@ -282,12 +313,12 @@ class TimelineStepper:
 
         def caption(i):
             s = self.index.state(i)
-            return f"#{i} · t = {s['sim_time_ms'] / 1000:.3f} s · {s['event']}"
+            return f"event {i + 1:,} · t = {s['sim_time_ms'] / 1000:.3f} s · {s['event']}"
 
         fig = filmstrip(self.index, templates, steps, caption)
         p.parent.mkdir(parents=True, exist_ok=True)
         out = [p.with_name(p.name + ".png"), p.with_name(p.name + ".svg")]
-        with matplotlib.rc_context(RC):
+        with matplotlib.rc_context(FILM_RC):
             fig.savefig(out[0], format="png", metadata={"Software": None})
             fig.savefig(out[1], format="svg", metadata={"Date": None, "Creator": None})
         return out
