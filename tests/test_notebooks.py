@@ -1,12 +1,45 @@
-"""Every lab notebook runs top to bottom in a fresh kernel, and its self-checks pass."""
+"""Every lab notebook runs top to bottom in a fresh kernel, twice: as shipped (every exercise waits for
+an answer) and with the reference answers of ``tests/lab_solutions.py`` put in (every check passes)."""
 
+import re
 from pathlib import Path
 
 import nbformat
 import pytest
 from nbclient import NotebookClient
 
+from lab_solutions import SOLUTIONS, inject, shipped_answers
+
 NOTEBOOKS = sorted((Path(__file__).parent.parent / "notebooks").glob("*.ipynb"))
+PENDING = "Not answered yet"
+
+
+def _output_texts(cell) -> list[str]:
+    """One text per output of a code cell: a stream's text, else the markdown shown (or plain text)."""
+    texts = []
+    for out in cell.get("outputs", []):
+        if out.get("output_type") == "stream":
+            texts.append(str(out.get("text", "")))
+        elif out.get("output_type") == "error":
+            texts.append(f"{out.get('ename')}: {out.get('evalue')}")
+        else:
+            data = out.get("data", {})
+            texts.append(str(data.get("text/markdown", data.get("text/plain", ""))))
+    return texts
+
+
+def _execute(nb, path: Path):
+    NotebookClient(nb, timeout=600, kernel_name="python3",
+                   resources={"metadata": {"path": str(path.parent)}}).execute()
+    return nb
+
+
+def _exercise_cells(nb) -> list:
+    return [c for c in nb.cells if c.cell_type == "code" and re.search(r"^answer_\d+ = ", c.source, re.M)]
+
+
+def _images(nb) -> int:
+    return sum("image/png" in o.get("data", {}) for c in nb.cells if c.cell_type == "code" for o in c.outputs)
 
 
 def test_notebooks_are_committed_without_outputs():
@@ -18,18 +51,48 @@ def test_notebooks_are_committed_without_outputs():
                 assert not cell.outputs and cell.execution_count is None, f"{path.name} has outputs"
 
 
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_exercises_ship_unanswered_and_have_reference_answers(path):
+    nb = nbformat.read(path, as_version=4)
+    names = shipped_answers(nb)
+    assert names, f"{path.name} has no `answer_N = None` exercise"
+    assert len(names) == len(_exercise_cells(nb)), "every `answer_N = ...` line must ship as `answer_N = None`"
+    assert sorted(names) == sorted(SOLUTIONS[path.name]), "tests/lab_solutions.py must answer every exercise"
+    for cell in _exercise_cells(nb):
+        assert "check_" in cell.source, f"exercise cell without a self-check:\n{cell.source}"
+        assert re.search(r"^answer_\d+ = None   # your answer: .+$", cell.source, re.M), \
+            f"say what type the answer is: `answer_N = None   # your answer: an int`\n{cell.source}"
+    source = "\n".join(c.source for c in nb.cells)
+    for name, solution in SOLUTIONS[path.name].items():
+        assert solution not in source, f"the reference answer to {name} is in the notebook"
+
+
 @pytest.mark.spark
 @pytest.mark.slow
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
-def test_notebook_executes_and_self_checks_pass(path):
-    nb = nbformat.read(path, as_version=4)
-    NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}).execute()
-    text = "\n".join(
-        str(out.get("text", "")) + str(out.get("data", {}).get("text/plain", "")) + str(out.get("data", {}).get("text/markdown", ""))
-        for cell in nb.cells if cell.cell_type == "code" for out in cell.outputs
-    )
-    assert "❌" not in text, "a self-check failed in the reference answers"
+def test_notebook_as_shipped_runs_and_waits_for_answers(path):
+    nb = _execute(nbformat.read(path, as_version=4), path)
+    text = "\n".join(t for c in nb.cells if c.cell_type == "code" for t in _output_texts(c))
+    assert "✅" not in text and "❌" not in text, "an unanswered exercise must not be judged"
+    for cell in _exercise_cells(nb):
+        shown = "\n".join(_output_texts(cell))
+        assert PENDING in shown, f"expected '⏳ {PENDING}: ...' under\n{cell.source}\ngot: {shown!r}"
+    assert text.count(PENDING) == len(_exercise_cells(nb))
+    assert _images(nb) >= 2, "expected the filmstrip and the window plot"
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_notebook_with_reference_answers_passes_every_check(path):
+    solutions = SOLUTIONS[path.name]
+    nb = inject(nbformat.read(path, as_version=4), solutions)
+    assert not shipped_answers(nb)
+    _execute(nb, path)
+    text = "\n".join(t for c in nb.cells if c.cell_type == "code" for t in _output_texts(c))
+    assert "❌" not in text, "a self-check failed on the reference answers:\n" + "\n".join(
+        t for c in nb.cells if c.cell_type == "code" for t in _output_texts(c) if "❌" in t)
+    assert PENDING not in text
     checks = text.count("✅")
-    assert checks >= 4, f"expected the 4 exercise checks to pass, saw {checks}"
-    images = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if "image/png" in o.get("data", {})]
-    assert len(images) >= 2, "expected the filmstrip and the window plot"
+    assert checks == len(solutions), f"expected the {len(solutions)} exercise checks to pass, saw {checks}"
+    assert _images(nb) >= 2, "expected the filmstrip and the window plot"

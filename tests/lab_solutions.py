@@ -1,0 +1,49 @@
+"""Reference answers to the exercises of the lab notebooks, for tests only (never shipped in a notebook).
+
+``SOLUTIONS[notebook file name]`` maps ``answer_N`` to a Python source expression, evaluated in the
+notebook's kernel where the shipped ``answer_N = None`` line was: it may use what the notebook defined
+before that line (``events``, ``new_active`` ...). :func:`inject` puts them into a notebook.
+"""
+
+from __future__ import annotations
+
+import re
+
+SOLUTIONS: dict[str, dict[str, str]] = {
+    "01_tso.ipynb": {
+        "answer_1": "(1767225601000 << 18) + 42",
+        "answer_2": "int(events[(events.kind == 'rootcoord.alloc_timestamp') & (events.node == new_active)].ts.iloc[0])",
+        "answer_3": "2**18 - 1",
+        "answer_4": "'global-monotonic'",
+    },
+}
+
+_SHIPPED = r"^(?P<name>answer_\d+) = None\b.*$"
+
+
+def shipped_answers(nb) -> list[str]:
+    """The ``answer_N`` names that the notebook ships as ``answer_N = None``, in cell order."""
+    return [m.group("name") for cell in nb.cells if cell.cell_type == "code"
+            for m in re.finditer(_SHIPPED, cell.source, re.M)]
+
+
+def inject(nb, solutions: dict[str, str]):
+    """Replace each ``answer_N = None ...`` line of ``nb`` (in place) by ``answer_N = <solution>``.
+
+    Raises ``KeyError`` for an exercise without a solution and ``ValueError`` for a solution whose
+    exercise the notebook does not ship.
+    """
+    used = set()
+
+    def put(m: re.Match) -> str:
+        name = m.group("name")
+        used.add(name)
+        return f"{name} = {solutions[name]}"
+
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            cell.source = re.sub(_SHIPPED, put, cell.source, flags=re.M)
+    unused = set(solutions) - used
+    if unused:
+        raise ValueError(f"no `answer_N = None` line for {sorted(unused)}")
+    return nb
