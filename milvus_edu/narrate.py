@@ -52,15 +52,19 @@ def _loaded(detail: dict) -> str:
     return f"loaded window end was {wall_text(loaded)}" if loaded else "nothing was saved before"
 
 
-def _detail(row) -> dict:
-    raw = _v(row, "detail")
-    if not raw:
+def detail_dict(raw) -> dict:
+    """The ``detail`` column as a dict; ``{}`` when it is empty, not JSON, or not a JSON object."""
+    if not raw or raw is getattr(__import__("pandas"), "NA"):
         return {}
     try:
         value = json.loads(raw)
     except (TypeError, ValueError):
         return {}
     return value if isinstance(value, dict) else {}
+
+
+def _detail(row) -> dict:
+    return detail_dict(_v(row, "detail"))
 
 
 def describe(row) -> str:

@@ -13,7 +13,6 @@ re-run.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from pathlib import Path
@@ -22,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from ..events import EVENT_KINDS, FIELD_NAMES, load_run, rows_to_frame
-from ..narrate import describe, ts_text, wall_text
+from ..narrate import describe, detail_dict, ts_text, wall_text
 
 #: Columns a frame needs before the stepper can order and place its events.
 REQUIRED_COLUMNS = ("seq", "t_ms", "node", "kind")
@@ -163,11 +162,11 @@ class RunIndex:
             self.clocks[i] = clocks
             if kind == "session.active":
                 active = c["active"][i] or c["node"][i]
-                detail = _detail(c["detail"][i])
+                detail = detail_dict(c["detail"][i])
                 active_key = detail.get("key", active_key)
                 killed = tuple(k for k in killed if k != active)
             elif kind == "session.lost":
-                detail = _detail(c["detail"][i])
+                detail = detail_dict(c["detail"][i])
                 if detail.get("key") == active_key or (c["active"][i] is not None and c["active"][i] == active):
                     active = None
             elif kind == "tso.save":
@@ -239,12 +238,3 @@ class RunIndex:
 def _natural(name) -> list:
     return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", str(name))]
 
-
-def _detail(value) -> dict:
-    if not value:
-        return {}
-    try:
-        out = json.loads(value)
-    except (TypeError, ValueError):
-        return {}
-    return out if isinstance(out, dict) else {}

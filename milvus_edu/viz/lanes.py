@@ -27,7 +27,6 @@ font sizes (:data:`~milvus_edu.viz.render.RC`, :data:`~milvus_edu.viz.render.FIL
 
 from __future__ import annotations
 
-import json
 import re
 
 import numpy as np
@@ -35,6 +34,7 @@ import pandas as pd
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter
 
+from ..narrate import detail_dict
 from .data import ACTIVE_KEY, clock_base_ms
 
 __all__ = [
@@ -388,7 +388,7 @@ class EventsLane(Lane):
         marks = []  # (position, t_s, label, kind)
         for i in np.flatnonzero(np.isin(kinds, list(self._STYLE))):
             kind = kinds[i]
-            detail = _json(details[i])
+            detail = detail_dict(details[i])
             if kind == "fault.kill":
                 label = f"kill {nodes[i]}"
             elif kind == "session.active":
@@ -490,15 +490,6 @@ def _renderer(fig):
     except Exception:
         return None
 
-
-def _json(value) -> dict:
-    if not value:
-        return {}
-    try:
-        out = json.loads(value)
-    except (TypeError, ValueError):
-        return {}
-    return out if isinstance(out, dict) else {}
 
 
 def tso_lanes() -> list[Lane]:
