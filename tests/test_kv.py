@@ -26,22 +26,8 @@ T0 = 1_700_000_000_123_456_789
 TSO_KEY = "by-dev/kv/gid/timestamp"
 
 
-
-
 def no_sleep(seconds: float) -> None:
     raise AssertionError(f"unexpected sleep of {seconds} s")
-
-
-@pytest.fixture
-def clock():
-    return ManualClock()
-
-
-@pytest.fixture(params=["memory", "sqlite"])
-def kv(request, tmp_path, clock):
-    store = MemoryKV(clock) if request.param == "memory" else SQLiteKV(tmp_path / "kv.db", clock)
-    yield store
-    store.close()
 
 
 # ---- basic operations ----------------------------------------------------------------------------

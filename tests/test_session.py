@@ -9,26 +9,11 @@ import pytest
 from milvus_edu.config import S, TSOParams
 from milvus_edu.events import MemorySink, Recorder
 from milvus_edu.sessionutil import Session, active_key, current_active
-from milvus_edu.storage.kv import LeaseNotFoundError, MemoryKV, SQLiteKV
-from milvus_edu.clock import ManualClock
+from milvus_edu.storage.kv import LeaseNotFoundError, MemoryKV
 
 T0 = 1_700_000_000_123_456_789
 TTL = 60 * S
 ACTIVE_KEY = "by-dev/meta/session/rootcoord"
-
-
-
-
-@pytest.fixture
-def clock():
-    return ManualClock()
-
-
-@pytest.fixture(params=["memory", "sqlite"])
-def kv(request, tmp_path, clock):
-    store = MemoryKV(clock) if request.param == "memory" else SQLiteKV(tmp_path / "kv.db", clock)
-    yield store
-    store.close()
 
 
 def two_sessions(kv, recorder=None):
