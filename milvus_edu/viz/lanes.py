@@ -136,6 +136,13 @@ def _move(dot: Line2D, track: _Track, cursor: int) -> None:
         dot.set_visible(True)
 
 
+def _move_all(tracks, cursor: int) -> list:
+    """Move every ``(track, dot)`` cursor dot to ``cursor``; return the dots (the artists to blit)."""
+    for track, dot in tracks:
+        _move(dot, track, cursor)
+    return [dot for _, dot in tracks]
+
+
 def _rasterize_if_big(artist, n: int) -> None:
     if n > RASTERIZE_ABOVE:
         artist.set_rasterized(True)
@@ -229,10 +236,7 @@ class PhysicalLane(Lane):
         ax.set_ylabel(self.name)
 
     def update(self, cursor_index, t_ms):
-        out = []
-        for track, dot in self.tracks:
-            _move(dot, track, cursor_index)
-            out.append(dot)
+        out = _move_all(self.tracks, cursor_index)
         if self.clocks:
             x0, x1 = self.ax.get_xlim()
             px_per_s = self.ax.get_window_extent().width / ((x1 - x0) or 1.0)
@@ -301,11 +305,7 @@ class LogicalLane(Lane):
         ax.set_ylabel(self.name)
 
     def update(self, cursor_index, t_ms):
-        out = []
-        for track, dot in self.tracks:
-            _move(dot, track, cursor_index)
-            out.append(dot)
-        return out
+        return _move_all(self.tracks, cursor_index)
 
 
 class ClientLane(Lane):
