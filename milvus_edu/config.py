@@ -32,6 +32,38 @@ class TSOParams:
 
 
 @dataclass(frozen=True)
+class TimeTickParams:
+    """Constants of the proxy DML queue, the proxy ticker and rootcoord's timetick sync (times in ns)."""
+
+    time_tick_interval_ns: int = 200 * MS  # proxy.timeTickInterval (proxy report loop, rootcoord DDL tick loop)
+    tt_msg_enabled: bool = True  # common.ttMsgEnabled
+    max_task_num: int = 1024  # proxy.maxTaskNum (unissued DML tasks per proxy)
+    dml_channel_num: int = 16  # rootCoord.dmlChannelNum
+    cluster_prefix: str = "by-dev"  # msgChannel.chanNamePrefix.cluster
+    root_coord_dml: str = "rootcoord-dml"  # msgChannel.chanNamePrefix.rootCoordDml
+    time_tick_sync_tt_interval_ns: int = 120 * S  # rootcoord timeTickSyncTtInterval (const): "no round" warning
+    ticker_fixed_interval_unit: bool = False
+    """Not a Milvus key: False reproduces 2.5's proxy ticker, which adds ``TimeTickInterval`` as raw
+    nanoseconds to a hybrid timestamp (quirk 4); True adds 200 ms to the physical part instead."""
+
+    @property
+    def ticker_interval_ns(self) -> int:
+        """The proxy's channelsTimeTicker period: ``proxy.timeTickInterval / 2`` (100 ms)."""
+        return self.time_tick_interval_ns // 2
+
+
+@dataclass(frozen=True)
+class MQParams:
+    """Message-stream constants (``pkg/mq/msgstream``), times in ns."""
+
+    enable_pursuit_mode: bool = True  # mq.enablePursuitMode
+    pursuit_lag_ns: int = 10 * S  # mq.pursuitLag
+    pursuit_buffer_size: int = 8388608  # mq.pursuitBufferSize (bytes)
+    pursuit_buffer_time_ns: int = 60 * S  # mq.pursuitBufferTime
+    consume_idle_timeout_ns: int = 3 * S  # consumeToTtMsg returns after 3 s without a message (hard-coded)
+
+
+@dataclass(frozen=True)
 class BugSwitches:
     """Named wrong rules a learner may switch on. Each is caught by a checker in ``milvus_edu.check``."""
 
@@ -41,6 +73,10 @@ class BugSwitches:
     tso_no_window_save: bool = False
     """UpdateTimestamp never re-saves the window, so the physical part runs past what the KV promises
     (a new active resumes below timestamps already handed out)."""
+    allocate_outside_enqueue_lock: bool = False
+    """The proxy allocates a DML task's timestamp before taking the enqueue lock, so a task with a smaller
+    timestamp can enter the pchannel statistics after a larger one was reported (the seed's six steps):
+    rootcoord promises a time tick that a later message breaks."""
 
     def enabled(self) -> list[str]:
         """Names of the switches that are on."""
@@ -66,6 +102,8 @@ class Config:
     """Everything a component needs to know about the cluster's parameters."""
 
     tso: TSOParams = field(default_factory=TSOParams)
+    timetick: TimeTickParams = field(default_factory=TimeTickParams)
+    mq: MQParams = field(default_factory=MQParams)
     switches: BugSwitches = field(default_factory=BugSwitches)
 
     def to_dict(self) -> dict:
