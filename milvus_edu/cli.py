@@ -15,10 +15,6 @@ from pathlib import Path
 from . import __version__
 
 EXIT_USAGE = 2
-KEY_KINDS = {
-    "session.active", "session.standby", "session.lost", "fault.kill", "fault.clock_jump", "tso.init",
-    "tso.save", "tso.save_failed", "tso.alloc_failed",
-}
 
 
 class UserError(Exception):
@@ -69,7 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
     tl = sub.add_parser("timeline", help="print the key events of a run folder in words")
     tl.add_argument("run", help="run folder (or events.parquet / events.jsonl)")
     tl.add_argument("--all", action="store_true", help="every event, not only the key ones")
-    demo = sub.add_parser("demo", help="run the TSO failover tour and print its timeline")
+    demo = sub.add_parser("demo", help="run the guided tour (a scenario and its timeline in words)")
     demo.add_argument("--out", default=None, help="run folder (default: a new ./milvus-edu-demo folder)")
     demo.add_argument("--force", action="store_true", help="replace the run files in an existing --out folder")
     return parser
@@ -91,40 +87,27 @@ LEGEND = ("times: the first column is simulated time since the run started; cloc
 
 
 def _print_timeline(events, key_only: bool = True, out=sys.stdout) -> None:
-    import json
-
     from .narrate import describe
+    from .viz.data import run_mechanisms
 
     print(LEGEND, file=out)
-    errors_shown = 0
-    answers_after_gap = 0
-    last_error_t = None
-    first_recv = first_half = False
+    filters = [m.key_events() for m in run_mechanisms(events) if m.key_events is not None] if key_only else []
     for row in events.to_dict("records"):
-        kind = row["kind"]
-        show = not key_only or kind in KEY_KINDS
-        if key_only and kind == "client.recv" and not first_recv:
-            show = first_recv = True
-        if key_only and kind == "tso.update" and not first_half and "logical_half" in str(row["detail"]):
-            show = first_half = bool(json.loads(row["detail"]).get("reason") == "logical_half")
-        if key_only and kind == "client.error":
-            errors_shown += 1
-            last_error_t = row["t_ms"]
-            show = errors_shown == 1
-        if key_only and kind == "client.recv" and last_error_t is not None and answers_after_gap < 2:
-            answers_after_gap += 1
-            show = True
-        if show:
+        # Every filter sees every row: they count what they skip.
+        votes = [f.show(row) for f in filters]
+        if not key_only or str(row["kind"]).startswith("fault.") or any(votes):
             print(f"  {row['t_ms'] / 1000:9.3f} s  {describe(row)}", file=out)
-    if key_only and errors_shown > 1:
-        print(f"  ({errors_shown} client errors in all while no rootcoord answered)", file=out)
+    for f in filters:
+        for note in f.notes():
+            print(f"  {note}", file=out)
 
 
 def _cmd_scenarios(args) -> int:
-    from .sim.scenarios import SCENARIOS
+    from .registry import scenarios
 
-    width = max(len(n) for n in SCENARIOS)
-    for name, spec in SCENARIOS.items():
+    catalogue = scenarios()
+    width = max(len(n) for n in catalogue)
+    for name, spec in catalogue.items():
         print(f"{name:<{width}}  {spec.description} (default {spec.duration_s:g} s)")
     return 0
 
@@ -155,20 +138,19 @@ def _run(scenario, seed, duration, out, force, switches):
         raise UserError(exc.args[0] if exc.args else str(exc)) from None
 
 
-def _plural(n: int, word: str) -> str:
-    return f"{n:,} {word}" + ("" if n == 1 else "s")
-
-
 def _report(result) -> None:
+    from .registry import get_scenario, scenario_mechanisms
+
     s = result.summary
-    t = s["tso"]
+    mechs = scenario_mechanisms(get_scenario(s["scenario"]))
     print(f"wrote {result.out_dir}/events.parquet ({s['events']:,} events), events.jsonl and summary.json")
-    print(f"{_plural(t['timestamps_handed_out'], 'timestamp')} in {_plural(t['allocations'], 'allocation')}, "
-          f"{_plural(t['window_saves'], 'window save')}, {_plural(t['client_errors'], 'client error')}")
+    for m in mechs:
+        for line in (m.report(s) if m.report is not None else []):
+            print(line)
     checks = s["checks"]
     if checks["ok"]:
-        print(f"checks passed ({', '.join(checks['invariants'])}): every timestamp handed out is strictly "
-              f"greater than every earlier one, and none passed the saved window")
+        promises = "; ".join(m.checker.promise for m in mechs if m.checker is not None)
+        print(f"checks passed ({', '.join(checks['invariants'])}): {promises}")
     else:
         counts = ", ".join(f"{n:,} {name}" for name, n in checks["violation_counts"].items() if n)
         print(f"checks FAILED: {counts} violation(s); the first:")
@@ -195,25 +177,28 @@ def _cmd_timeline(args) -> int:
 
 
 def _cmd_demo(args) -> int:
+    from .registry import demo
     from .sim.run import RunFolderError, prepare_out_dir
 
+    tour = demo()
+    if tour is None:
+        raise UserError("no registered mechanism brings a demo")
     out = Path(args.out) if args.out else _free_demo_dir()
     try:
         prepare_out_dir(out, args.force)
     except RunFolderError as exc:
         raise UserError(str(exc)) from None
-    print("milvus-edu demo: the TSO across a rootcoord failover (scenario tso-failover, seed 1)")
-    print("rootcoord-1 is active, rootcoord-2 is standby with a clock 75 s behind; rootcoord-1 crashes at 10 s.\n")
-    result = _run("tso-failover", 1, None, out, True, [])
+    for line in tour.intro:
+        print(line)
+    result = _run(tour.scenario, tour.seed, None, out, True, [])
     _print_timeline(result.events)
     print()
     _report(result)
-    f = result.summary["failover"]
-    if f and f["new_active_at_ms"] is not None:
-        print(f"failover: {f['killed']} died at {f['killed_at_ms'] / 1000:g} s, {f['new_active']} active at "
-              f"{f['new_active_at_ms'] / 1000:g} s (the 60 s session lease had to run out)")
-    print(f"\nNext: `milvus-edu timeline {out} --all` for every event, or the lab notebook "
-          f"notebooks/01_tso.ipynb (in a clone of the repository) in JupyterLab.")
+    for line in tour.outro(result.summary):
+        print(line)
+    lab = f"the lab notebook {tour.lab}" if tour.lab else "the lab notebooks in notebooks/"
+    print(f"\nNext: `milvus-edu timeline {out} --all` for every event, or {lab} "
+          f"(in a clone of the repository) in JupyterLab.")
     return 0
 
 

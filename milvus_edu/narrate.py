@@ -1,6 +1,8 @@
 """Events in words: one sentence per event, for timelines, the stepper's state panel and the CLI.
 
-A pure function of one run-log row (a dict or a pandas row); it never re-runs model logic.
+A pure function of one run-log row (a dict or a pandas row); it never re-runs model logic. The kinds
+every run may hold (run start and end, faults, the network) are narrated here; every other kind by
+the mechanism that registered it (:attr:`milvus_edu.registry.Mechanism.describe`).
 """
 
 from __future__ import annotations
@@ -9,19 +11,21 @@ import json
 import math
 
 from .events.schema import SIM_EPOCH_MS
+from .registry import describer
 from .tsoutil import parse_hybrid_ts
 
 
-def _v(row, name):
-    value = row.get(name) if isinstance(row, dict) else getattr(row, name, None)
-    if value is None:
+def value(row, name):
+    """Column ``name`` of a row (dict or pandas row), ``None`` for missing and null values."""
+    v = row.get(name) if isinstance(row, dict) else getattr(row, name, None)
+    if v is None:
         return None
     try:
-        if value is getattr(__import__("pandas"), "NA") or (isinstance(value, float) and math.isnan(value)):
+        if v is getattr(__import__("pandas"), "NA") or (isinstance(v, float) and math.isnan(v)):
             return None
     except TypeError:
-        return value
-    return value
+        return v
+    return v
 
 
 def wall_text(unix_ms) -> str:
@@ -41,30 +45,20 @@ def ts_text(ts) -> str:
     return f"{wall_text(physical)}+{logical}"
 
 
-
-
-def _loaded(detail: dict) -> str:
-    if "ignored_window_end_ms" in detail:
-        ignored = detail["ignored_window_end_ms"]
-        saved = f"the saved window end {wall_text(ignored)}" if ignored else "the saved window"
-        return f"ignoring {saved}: bug switch {detail.get('bug_switch')}"
-    loaded = detail.get("loaded_window_end_ms") or 0
-    return f"loaded window end was {wall_text(loaded)}" if loaded else "nothing was saved before"
-
-
 def detail_dict(raw) -> dict:
     """The ``detail`` column as a dict; ``{}`` when it is empty, not JSON, or not a JSON object."""
     if not raw or raw is getattr(__import__("pandas"), "NA"):
         return {}
     try:
-        value = json.loads(raw)
+        parsed = json.loads(raw)
     except (TypeError, ValueError):
         return {}
-    return value if isinstance(value, dict) else {}
+    return parsed if isinstance(parsed, dict) else {}
 
 
-def _detail(row) -> dict:
-    return detail_dict(_v(row, "detail"))
+def detail_of(row) -> dict:
+    """The ``detail`` column of a row as a dict (see :func:`detail_dict`)."""
+    return detail_dict(value(row, "detail"))
 
 
 def describe(row) -> str:
@@ -72,62 +66,27 @@ def describe(row) -> str:
     try:
         return _describe(row)
     except (TypeError, ValueError, KeyError):
-        return f"{_v(row, 'node')}: {_v(row, 'kind')}"
+        return f"{value(row, 'node')}: {value(row, 'kind')}"
 
 
 def _describe(row) -> str:
-    kind, node = _v(row, "kind"), _v(row, "node")
-    ts, count, err = _v(row, "ts"), _v(row, "count"), _v(row, "error")
-    detail = _detail(row)
-    win = _v(row, "window_end_ms")
-    phys = _v(row, "physical_ms")
+    kind, node = value(row, "kind"), value(row, "node")
+    detail = detail_of(row)
     if kind == "run.start":
         return f"Run starts: scenario {detail.get('scenario')}, seed {detail.get('seed')}."
     if kind == "run.end":
         return "Run ends."
-    if kind == "tso.init":
-        where = "one guard past the saved window" if detail.get("started_after_window") else "at its own clock"
-        return (f"{node} initialises its TSO {where}: physical {wall_text(phys)}, window saved to {wall_text(win)} "
-                f"({_loaded(detail)}).")
-    if kind == "tso.save":
-        return f"{node} saves the window end {wall_text(win)} to etcd (by-dev/kv/gid/timestamp)."
-    if kind == "tso.save_failed":
-        return f"{node} could not save the window ({err}); its TSO state stays as it was."
-    if kind == "tso.update":
-        why = "its clock moved on" if detail.get("reason") == "clock" else "more than half the logical space was used"
-        return f"{node}'s tsLoop moves physical to {wall_text(phys)} because {why}; logical restarts at 0."
-    if kind == "tso.alloc":
-        return f"{node} reserves {count:,} timestamp(s) on physical {wall_text(phys)}; the last is {ts_text(ts)}."
-    if kind == "tso.alloc_retry":
-        return f"{node} must wait before allocating: {err}."
-    if kind == "tso.alloc_failed":
-        return f"{node} gives up allocating: {err}."
-    if kind == "tso.set":
-        return f"{node} SetTSO: {err}." if err else f"{node} moves its TSO forward to {ts_text(ts)} (SetTSO)."
-    if kind == "tso.reset":
-        return f"{node} resets its TSO physical part to its clock."
-    if kind == "rootcoord.alloc_timestamp":
-        if err:
-            return f"{node} fails AllocTimestamp for {_v(row, 'peer')}: {err}."
-        return f"{node} answers {_v(row, 'peer')}: {count:,} timestamp(s) starting at {ts_text(ts)}."
-    if kind == "session.register":
-        return f"{node} registers its session with a {detail.get('ttl_s', '?')} s lease."
-    if kind == "session.active":
-        return f"{node} wins the ACTIVE key and becomes the active rootcoord."
-    if kind == "session.standby":
-        return f"{node} finds {_v(row, 'active')} active and waits as standby, watching the ACTIVE key."
-    if kind == "session.lost":
-        return f"etcd deletes {detail.get('key', detail.get('reason', 'a key'))}: its lease ran out."
     if kind == "fault.kill":
         return f"{node} is killed{' while active' if detail.get('was_active') else ''}; it revokes nothing."
+    if kind == "fault.pause":
+        return f"{node} freezes for {detail.get('duration_ms', 0) / 1000:g} s (a long GC or VM pause)."
+    if kind == "fault.resume":
+        return f"{node} runs again after its pause, unaware that time passed."
     if kind == "fault.clock_jump":
         return f"{node}'s clock jumps by {detail.get('delta_ms'):+,.0f} ms."
-    if kind == "client.request":
-        return f"{node} asks {_v(row, 'peer')} for {count:,} timestamp(s)."
-    if kind == "client.recv":
-        return f"{node} receives {count:,} timestamp(s) starting at {ts_text(ts)} from {_v(row, 'peer')}."
-    if kind == "client.error":
-        return f"{node}'s request failed: {err}."
     if kind == "rpc.drop":
-        return f"The network loses a message from {node} to {_v(row, 'peer')}."
+        return f"The network loses a message from {node} to {value(row, 'peer')}."
+    narrate = describer(kind)
+    if narrate is not None:
+        return narrate(row)
     return f"{node}: {kind}"

@@ -7,7 +7,7 @@ import pytest
 import milvus_edu
 from milvus_edu.check import check_tso
 from milvus_edu.config import BugSwitches
-from milvus_edu.sim import SCENARIOS
+from milvus_edu.registry import scenarios
 
 
 @pytest.fixture(scope="module")
@@ -88,7 +88,7 @@ def test_every_switch_is_exercised_by_some_test():
 
 
 def test_every_scenario_runs_clean_with_default_rules():
-    for name in SCENARIOS:
+    for name in scenarios():
         run = milvus_edu.simulate(name, seed=2, duration_s=12)
         assert run.summary["checks"]["ok"], (name, run.violations[:1])
 

@@ -7,7 +7,8 @@ import pandas as pd
 import pytest
 
 import milvus_edu
-from milvus_edu.viz import Lane, TimelineStepper, tso_lanes
+from milvus_edu.mechanisms.tso.lanes import tso_lanes
+from milvus_edu.viz import Lane, TimelineStepper
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

@@ -14,24 +14,10 @@ it can run as a recorder sink during a long simulation; :func:`check_tso` runs i
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import pandas as pd
 
 from ..narrate import ts_text
-
-
-@dataclass(frozen=True)
-class Violation:
-    """One broken invariant, with the events that show it."""
-
-    invariant: str
-    seqs: tuple[int, ...]
-    explanation: str
-
-    def to_dict(self) -> dict:
-        """A JSON-ready dict."""
-        return {"invariant": self.invariant, "seqs": list(self.seqs), "explanation": self.explanation}
+from .violation import Violation
 
 
 def _present(value) -> bool:
@@ -43,6 +29,10 @@ INVARIANTS = ("global-monotonic", "client-monotonic", "window")
 
 class TSOChecker:
     """Streaming check of the three TSO invariants; keeps at most ``limit`` violations per invariant."""
+
+    invariants = INVARIANTS
+    #: What passing means, in one sentence (the CLI's report).
+    promise = "every timestamp handed out is strictly greater than every earlier one, and none passed the saved window"
 
     def __init__(self, limit: int = 20):
         self.limit = limit

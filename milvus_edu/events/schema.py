@@ -69,62 +69,46 @@ class Kind:
     go: str  # the Milvus Go function the event comes from
 
 
-def _k(name: str, doc: str, fields: str, go: str) -> Kind:
+def kind(name: str, doc: str, fields: str, go: str) -> Kind:
+    """A :class:`Kind` from a space-separated list of the columns it fills."""
     return Kind(name, doc, tuple(fields.split()), go)
 
 
+#: The kinds every run may hold, whatever the mechanism: the run's start and end, faults, the network.
+#: Each mechanism adds its own kinds when it registers (:func:`register_kinds`,
+#: :mod:`milvus_edu.registry`), so this dict holds every known kind once ``milvus_edu`` is imported.
 EVENT_KINDS: dict[str, Kind] = {
     k.name: k
     for k in (
-        _k("run.start", "The run began; `detail` holds scenario, seed and switches.", "detail", "-"),
-        _k("run.end", "The run ended; `detail` holds the event count.", "detail", "-"),
-        _k("tso.init", "A rootcoord initialised its timestamp oracle from the saved window.",
-           "physical_ms logical window_end_ms clock_ms detail", "timestampOracle.InitTimestamp"),
-        _k("tso.save", "The TSO window end was saved to the KV.", "window_end_ms clock_ms", "timestampOracle.saveTimestamp"),
-        _k("tso.save_failed", "Saving the window failed; the TSO state is unchanged.", "error clock_ms",
-           "timestampOracle.saveTimestamp"),
-        _k("tso.update", "tsLoop advanced the physical part; logical restarts at 0.",
-           "physical_ms logical window_end_ms clock_ms detail", "timestampOracle.UpdateTimestamp"),
-        _k("tso.alloc", "GenerateTSO reserved `count` timestamps; `ts` is the last of the batch.",
-           "ts count physical_ms logical window_end_ms clock_ms", "GlobalTSOAllocator.GenerateTSO"),
-        _k("tso.alloc_retry", "GenerateTSO had to wait (not initialised, or logical overflow).",
-           "count physical_ms logical error", "GlobalTSOAllocator.GenerateTSO"),
-        _k("tso.alloc_failed", "GenerateTSO gave up.", "count error", "GlobalTSOAllocator.GenerateTSO"),
-        _k("tso.set", "SetTSO moved the window forward to a user timestamp.",
-           "ts physical_ms logical window_end_ms error", "timestampOracle.ResetUserTimestamp"),
-        _k("tso.reset", "ResetTimestamp set the physical part to now.", "physical_ms logical clock_ms",
-           "timestampOracle.ResetTimestamp"),
-        _k("rootcoord.alloc_timestamp", "RootCoord answered AllocTimestamp; `ts` is the FIRST ts of the batch.",
-           "ts count peer error", "Core.AllocTimestamp"),
-        _k("session.register", "A coordinator registered its session and lease.", "detail", "Session.Register"),
-        _k("session.active", "A coordinator won the ACTIVE key and became active.", "active detail",
-           "Session.ProcessActiveStandBy"),
-        _k("session.standby", "A coordinator found an ACTIVE key and waits as standby.", "active",
-           "Session.ProcessActiveStandBy"),
-        _k("session.lost", "A lease expired; its keys vanished from the KV.", "active detail", "etcd lease expiry"),
-        _k("session.keepalive", "A coordinator's lease keep-alive was answered; the lease runs for another TTL.",
-           "detail", "etcd clientv3 KeepAlive / Session.processKeepAliveResponse"),
-        _k("session.keepalive_failed", "A keep-alive request failed (etcd unreachable or the lease is gone).",
-           "error detail", "Session.processKeepAliveResponse"),
-        _k("session.exit", "A coordinator process exits: it lost its session or its ACTIVE key, or activation failed.",
-           "active detail", "Session.LivenessCheck / ProcessActiveStandBy (os.Exit, panic)"),
-        _k("fault.kill", "A node was killed (no graceful stop, no lease revoke).", "detail", "-"),
-        _k("fault.pause", "A node froze (a long GC or VM pause): it runs nothing until it resumes.", "detail", "-"),
-        _k("fault.resume", "A paused node runs again, unaware that time passed.", "detail", "-"),
-        _k("fault.clock_jump", "A node's wall clock jumped by `detail.delta_ms`.", "clock_ms detail", "-"),
-        _k("client.request", "A client sent a request.", "count peer", "-"),
-        _k("client.recv", "A client received a timestamp answer.", "ts count peer", "-"),
-        _k("client.error", "A client's request failed (timeout, no active rootcoord, RPC error).", "peer error", "-"),
-        _k("rpc.drop", "The network lost an RPC message.", "peer detail", "-"),
+        kind("run.start", "The run began; `detail` holds scenario, seed and switches.", "detail", "-"),
+        kind("run.end", "The run ended; `detail` holds the event count.", "detail", "-"),
+        kind("fault.kill", "A node was killed (no graceful stop, no lease revoke).", "detail", "-"),
+        kind("fault.pause", "A node froze (a long GC or VM pause): it runs nothing until it resumes.", "detail", "-"),
+        kind("fault.resume", "A paused node runs again, unaware that time passed.", "detail", "-"),
+        kind("fault.clock_jump", "A node's wall clock jumped by `detail.delta_ms`.", "clock_ms detail", "-"),
+        kind("rpc.drop", "The network lost an RPC message.", "peer detail", "-"),
     )
 }
+
+
+def register_kinds(kinds) -> None:
+    """Add a mechanism's kinds to :data:`EVENT_KINDS`; ``ValueError`` for a clash or an unknown column."""
+    known = set(FIELD_NAMES)
+    for k in kinds:
+        if k.name in EVENT_KINDS and EVENT_KINDS[k.name] != k:
+            raise ValueError(f"event kind {k.name!r} is already defined differently")
+        bad = [f for f in k.fields if f not in known]
+        if bad:
+            raise ValueError(f"event kind {k.name!r} names unknown column(s) {bad}; add them to FIELDS")
+    for k in kinds:
+        EVENT_KINDS[k.name] = k
 
 
 def validate_kind(kind: str, fields: dict) -> None:
     """Raise ``ValueError`` when ``kind`` is unknown or ``fields`` names a column it does not fill."""
     spec = EVENT_KINDS.get(kind)
     if spec is None:
-        raise ValueError(f"unknown event kind {kind!r}; add it to milvus_edu.events.schema.EVENT_KINDS")
+        raise ValueError(f"unknown event kind {kind!r}; a mechanism declares its kinds in its Mechanism(kinds=...)")
     extra = set(fields) - set(spec.fields) - _BASE
     if extra:
         raise ValueError(f"event kind {kind!r} does not carry {sorted(extra)}; allowed: {list(spec.fields)}")

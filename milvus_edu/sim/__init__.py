@@ -2,9 +2,9 @@
 
 from .kernel import EPOCH_NS, NetworkParams, NodeClock, RPCError, Simulation, blocking
 from .run import RunFolderError, RunResult, prepare_out_dir, simulate
-from .scenarios import SCENARIOS, Scenario, get_scenario
+from .scenarios import Scenario, get_scenario, scenarios
 
 __all__ = [
     "Simulation", "NodeClock", "NetworkParams", "RPCError", "blocking", "EPOCH_NS",
-    "simulate", "RunResult", "RunFolderError", "prepare_out_dir", "SCENARIOS", "Scenario", "get_scenario",
+    "simulate", "RunResult", "RunFolderError", "prepare_out_dir", "scenarios", "Scenario", "get_scenario",
 ]

@@ -16,12 +16,10 @@ from pathlib import Path
 import pandas as pd
 
 from .. import __version__
-from ..check import INVARIANTS, TSOChecker
 from ..config import BugSwitches, Config
 from ..events import SCHEMA_VERSION, JsonlSink, MemorySink, ParquetSink, Recorder, load_run, rows_to_frame
-from ..narrate import ts_text
+from ..registry import get_scenario, scenario_mechanisms
 from .kernel import NetworkParams, Simulation
-from .scenarios import get_scenario
 
 RUN_FILES = ("events.parquet", "events.jsonl", "summary.json")
 
@@ -80,59 +78,6 @@ def prepare_out_dir(out_dir: str | os.PathLike, force: bool) -> Path:
     return out
 
 
-class SummarySink:
-    """Collects the headline numbers of a run while it is recorded (constant memory)."""
-
-    def __init__(self):
-        self.allocations = 0
-        self.handed_out = 0
-        self.first_ts: int | None = None
-        self.last_ts: int | None = None
-        self.client_answers = 0
-        self.kill: tuple[str, float] | None = None
-        self.new_active: tuple[str, float] | None = None
-        self.last_recv_before_kill: float | None = None
-        self.first_recv_after_kill: float | None = None
-
-    def write(self, row: dict) -> None:
-        """Account for one row."""
-        kind = row["kind"]
-        if kind == "rootcoord.alloc_timestamp" and row["error"] is None:
-            self.allocations += 1
-            self.handed_out += row["count"]
-            if self.first_ts is None:
-                self.first_ts = row["ts"]
-            self.last_ts = row["ts"] + row["count"] - 1
-        elif kind == "client.recv":
-            self.client_answers += 1
-            if self.kill is None:
-                self.last_recv_before_kill = row["t_ms"]
-            elif self.first_recv_after_kill is None and row["t_ms"] > self.kill[1]:
-                self.first_recv_after_kill = row["t_ms"]
-        elif kind == "fault.kill" and self.kill is None:
-            self.kill = (row["node"], row["t_ms"])
-        elif kind == "session.active" and self.kill is not None and self.new_active is None:
-            self.new_active = (row["node"], row["t_ms"])
-
-    def close(self) -> None:
-        """Nothing to release."""
-
-    def failover(self) -> dict | None:
-        """Who died when, who took over when, and the longest silence any client saw."""
-        if self.kill is None:
-            return None
-        gap = None
-        if self.first_recv_after_kill is not None and self.last_recv_before_kill is not None:
-            gap = round(self.first_recv_after_kill - self.last_recv_before_kill, 3)
-        return {
-            "killed": self.kill[0],
-            "killed_at_ms": self.kill[1],
-            "new_active": self.new_active[0] if self.new_active else None,
-            "new_active_at_ms": self.new_active[1] if self.new_active else None,
-            "client_gap_ms": gap,
-        }
-
-
 def simulate(
     scenario: str,
     seed: int = 1,
@@ -173,9 +118,10 @@ def simulate(
     out = prepare_out_dir(out_dir, force) if out_dir is not None else None
 
     memory = MemorySink()
-    checker = TSOChecker()
-    stats = SummarySink()
-    sinks: list = ([memory] if keep_events else []) + [checker, stats]
+    mechs = scenario_mechanisms(spec)
+    checkers = [m.checker() for m in mechs if m.checker is not None]
+    summaries = [m.summary() for m in mechs if m.summary is not None]
+    sinks: list = ([memory] if keep_events else []) + checkers + summaries
     meta = {"scenario": scenario, "seed": str(seed), "duration_s": repr(float(duration_s)),
             "switches": ",".join(sw.enabled())}
     if out is not None:
@@ -196,7 +142,7 @@ def simulate(
     recorder.emit("run.end", "sim", detail={"events": recorder.seq + 1})
     recorder.close()
 
-    summary = _summary(spec, seed, duration_s, config, recorder, stats, checker, run_id)
+    summary = _summary(spec, seed, duration_s, config, recorder, summaries, checkers, run_id)
     if out is not None:
         with open(out / "summary.json", "w", encoding="utf-8") as fh:
             json.dump(summary, fh, indent=2, sort_keys=True)
@@ -204,9 +150,8 @@ def simulate(
     return RunResult(summary, out, memory.rows if keep_events else [], kept=keep_events)
 
 
-def _summary(spec, seed, duration_s, config, recorder, stats: SummarySink, checker: TSOChecker, run_id) -> dict:
-    violations = checker.result()
-    return {
+def _summary(spec, seed, duration_s, config, recorder, summaries, checkers, run_id) -> dict:
+    out = {
         "run_id": run_id,
         "scenario": spec.name,
         "description": spec.description,
@@ -218,23 +163,15 @@ def _summary(spec, seed, duration_s, config, recorder, stats: SummarySink, check
         "switches": config.switches.enabled(),
         "events": recorder.seq,
         "events_by_kind": dict(sorted(recorder.counts.items())),
-        "tso": {
-            "allocations": stats.allocations,
-            "timestamps_handed_out": stats.handed_out,
-            "window_saves": int(recorder.counts.get("tso.save", 0)),
-            "client_answers": stats.client_answers,
-            "client_errors": int(recorder.counts.get("client.error", 0)),
-            "first_ts": stats.first_ts,
-            "first_ts_text": ts_text(stats.first_ts) if stats.first_ts is not None else None,
-            "last_ts": stats.last_ts,
-            "last_ts_text": ts_text(stats.last_ts) if stats.last_ts is not None else None,
-        },
-        "failover": stats.failover(),
-        "checks": {
-            "ok": not violations,
-            "invariants": list(INVARIANTS),
-            "violation_counts": dict(checker.counts),
-            "violations": [v.to_dict() for v in violations],
-            "violations_kept_per_invariant": checker.limit,
-        },
     }
+    for section in summaries:
+        out.update(section.sections(recorder.counts))
+    violations = [v for c in checkers for v in c.result()]
+    out["checks"] = {
+        "ok": not violations,
+        "invariants": [name for c in checkers for name in c.invariants],
+        "violation_counts": {name: n for c in checkers for name, n in c.counts.items()},
+        "violations": [v.to_dict() for v in violations],
+        "violations_kept_per_invariant": min((c.limit for c in checkers), default=0),
+    }
+    return out

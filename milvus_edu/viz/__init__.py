@@ -1,14 +1,12 @@
-"""Views of a run log: the timeline stepper (ipywidgets + matplotlib) and its lanes.
+"""Views of a run log: the timeline stepper (ipywidgets + matplotlib) and the lane protocol.
 
 Views read events only — a DataFrame in memory or a run folder on disk — never live objects, and
-never re-run model logic. See :class:`TimelineStepper` and :mod:`milvus_edu.viz.lanes`.
+never re-run model logic. See :class:`TimelineStepper` and :mod:`milvus_edu.viz.lanes`. Each
+mechanism brings its own lanes and panel (:mod:`milvus_edu.registry`); this package names none.
 """
 
-from .data import RunIndex, as_frame
-from .lanes import ClientLane, EventsLane, FailoverLane, Lane, LogicalLane, PhysicalLane, tso_lanes
-from .stepper import TimelineStepper
+from .data import RunIndex, as_frame, run_mechanisms
+from .lanes import EventsLane, Lane
+from .stepper import TimelineStepper, default_lanes
 
-__all__ = [
-    "TimelineStepper", "Lane", "tso_lanes", "PhysicalLane", "LogicalLane", "ClientLane", "EventsLane", "FailoverLane",
-    "RunIndex", "as_frame",
-]
+__all__ = ["TimelineStepper", "Lane", "EventsLane", "default_lanes", "RunIndex", "as_frame", "run_mechanisms"]

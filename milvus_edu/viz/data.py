@@ -4,11 +4,10 @@
 :class:`~milvus_edu.sim.run.RunResult`, a list of row dicts) into one DataFrame in ``seq`` order whose
 row positions are the stepper's cursor indices.
 
-:class:`RunIndex` walks the log once and keeps, for every position ``i``, the state *after* event
-``i``: which rootcoord holds the ACTIVE key, the window end last saved in etcd, the last timestamp
-handed out, and every rootcoord's last known clock reading next to its TSO physical part.
-:meth:`RunIndex.state` is then O(1). Everything comes from the events' own columns; no model logic is
-re-run.
+:class:`RunIndex` holds the columns as lists and the positions of every kind, and asks the run's
+mechanisms (:func:`run_mechanisms`) for their panels: each walks the log once and keeps, for every
+position ``i``, its state *after* event ``i``, so :meth:`RunIndex.state` is O(1). Everything comes
+from the events' own columns; no model logic is re-run.
 """
 
 from __future__ import annotations
@@ -21,12 +20,11 @@ import numpy as np
 import pandas as pd
 
 from ..events import EVENT_KINDS, FIELD_NAMES, load_run, rows_to_frame
-from ..narrate import describe, detail_dict, ts_text, wall_text
+from ..narrate import describe, detail_dict, wall_text
+from ..registry import Mechanism, get_scenario, mechanisms_in, scenario_mechanisms
 
 #: Columns a frame needs before the stepper can order and place its events.
 REQUIRED_COLUMNS = ("seq", "t_ms", "node", "kind")
-#: The session key that names the active rootcoord (used when a log does not say).
-ACTIVE_KEY = "by-dev/meta/session/rootcoord"
 
 
 def as_frame(events_or_path) -> pd.DataFrame:
@@ -87,30 +85,27 @@ def clock_base_ms(frame: pd.DataFrame) -> int:
 
 hms = wall_text  # signed time since the run's time zero, as in the narration
 
-#: Kinds whose ``physical_ms`` is the emitting rootcoord's TSO physical part after the event.
-PHYSICAL_KINDS = frozenset(("tso.init", "tso.update", "tso.alloc", "tso.set", "tso.reset", "tso.alloc_retry"))
 
+def run_mechanisms(frame: pd.DataFrame) -> tuple[Mechanism, ...]:
+    """The mechanisms a run log is about, its lesson's first.
 
-def gap_text(clock_ms, physical_ms) -> str:
-    """How a clock reading compares with a TSO physical part, e.g. ``27.001 s behind its physical part``."""
-    if physical_ms is None:
-        return "no TSO physical part yet"
-    d = int(clock_ms) - int(physical_ms)
-    if d == 0:
-        return f"equal to its physical part {wall_text(physical_ms)}"
-    side = "behind" if d < 0 else "ahead of"
-    return f"{abs(d) / 1000:.3f} s {side} its physical part {wall_text(physical_ms)}"
-
-
-def clock_text(node, clock_ms, physical_ms) -> str:
-    """``rootcoord-2 clock -00:00:15.000 (27.001 s behind its physical part 00:00:12.001)``."""
-    return f"{node} clock {wall_text(clock_ms)} ({gap_text(clock_ms, physical_ms)})"
+    The scenario named by the log's ``run.start`` event decides when it is registered; otherwise
+    (a log from elsewhere, or without ``run.start``) every registered mechanism that owns a kind in it.
+    """
+    starts = frame.index[frame["kind"].astype(str) == "run.start"]
+    if len(starts):
+        scenario = detail_dict(frame.at[starts[0], "detail"]).get("scenario")
+        try:
+            return scenario_mechanisms(get_scenario(scenario))
+        except ValueError:
+            pass
+    return mechanisms_in(frame["kind"].astype(str).unique())
 
 
 class RunIndex:
     """Per-event state of one run log, computed in one pass; every lookup by position is O(1)."""
 
-    def __init__(self, frame: pd.DataFrame):
+    def __init__(self, frame: pd.DataFrame, mechanisms: tuple[Mechanism, ...] | None = None):
         self.frame = frame
         self.n = len(frame)
         self.cols = {name: column(frame, name) for name in FIELD_NAMES if name in frame.columns}
@@ -125,81 +120,9 @@ class RunIndex:
         self.kind_positions = {k: np.asarray(v, dtype=np.int64) for k, v in positions.items()}
         known = [k for k in EVENT_KINDS if k in positions]
         self.kinds_present: list[str] = known + sorted(k for k in positions if k not in EVENT_KINDS)
-
-        self._precompute()
-
-    def _precompute(self) -> None:
-        c = self.cols
-        active = None
-        active_key = ACTIVE_KEY
-        window_end = None
-        last_ts = last_ts_node = None
-        killed: tuple[str, ...] = ()
-        self.active: list = [None] * self.n
-        self.window_end_ms: list = [None] * self.n
-        self.last_ts: list = [None] * self.n
-        self.last_ts_node: list = [None] * self.n
-        self.killed: list = [()] * self.n
-        # Per node: (node, clock_ms, position of that reading, physical_ms or None), natural node order.
-        # The tuple is rebuilt only when a reading or a physical part changes, else shared with i - 1.
-        readings: dict[str, tuple] = {}
-        physical: dict[str, int] = {}
-        clocks: tuple = ()
-        self.clocks: list = [()] * self.n
-        clock_col, phys_col, node_col = c["clock_ms"], c["physical_ms"], c["node"]
-        for i, kind in enumerate(self.kinds):
-            node = node_col[i]
-            changed = False
-            if phys_col[i] is not None and kind in PHYSICAL_KINDS:
-                physical[node] = int(phys_col[i])
-                changed = node in readings
-            if clock_col[i] is not None:
-                readings[node] = (int(clock_col[i]), i)
-                changed = True
-            if changed:
-                clocks = tuple((n, readings[n][0], readings[n][1], physical.get(n))
-                               for n in sorted(readings, key=_natural))
-            self.clocks[i] = clocks
-            if kind == "session.active":
-                active = c["active"][i] or c["node"][i]
-                detail = detail_dict(c["detail"][i])
-                active_key = detail.get("key", active_key)
-                killed = tuple(k for k in killed if k != active)
-            elif kind == "session.lost":
-                detail = detail_dict(c["detail"][i])
-                if detail.get("key") == active_key or (c["active"][i] is not None and c["active"][i] == active):
-                    active = None
-            elif kind == "tso.save":
-                if c["window_end_ms"][i] is not None:
-                    window_end = int(c["window_end_ms"][i])
-            elif kind == "tso.alloc":
-                if c["ts"][i] is not None:
-                    last_ts, last_ts_node = int(c["ts"][i]), c["node"][i]
-            elif kind == "fault.kill":
-                if c["node"][i] not in killed:
-                    killed = killed + (c["node"][i],)
-            self.active[i] = active
-            self.window_end_ms[i] = window_end
-            self.last_ts[i] = last_ts
-            self.last_ts_node[i] = last_ts_node
-            self.killed[i] = killed
-
-    def clock_info(self, i: int, reading: tuple) -> dict:
-        """One entry of ``state()["clocks"]`` from a ``(node, clock_ms, position, physical_ms)`` tuple."""
-        node, clock_ms, pos, physical_ms = reading
-        return {
-            "node": node,
-            "clock_ms": clock_ms,
-            "clock_text": wall_text(clock_ms),
-            "physical_ms": physical_ms,
-            "physical_text": wall_text(physical_ms) if physical_ms is not None else None,
-            "clock_minus_physical_ms": clock_ms - physical_ms if physical_ms is not None else None,
-            "read_index": pos,
-            "read_t_ms": float(self.t_ms[pos]),
-            "read_now": pos == i,
-            "killed": node in self.killed[i],
-            "text": clock_text(node, clock_ms, physical_ms),
-        }
+        #: The mechanisms this view is about (the lesson's first); their panels fill the state panel.
+        self.mechanisms = run_mechanisms(frame) if mechanisms is None else tuple(mechanisms)
+        self.panels = [m.panel(self) for m in self.mechanisms[:1] if m.panel is not None]
 
     def row(self, i: int) -> dict:
         """Event ``i`` as a dict of the schema's columns (``None`` for nulls)."""
@@ -214,25 +137,29 @@ class RunIndex:
         return int(pos[k]) if k < len(pos) else None
 
     def state(self, i: int) -> dict:
-        """What the state panel shows at position ``i``: the state after event ``i``, and the event."""
+        """What the state panel shows at position ``i``: the event, and each panel's state after it."""
         row = self.row(i)
-        return {
+        out = {
             "index": i,
             "events": self.n,
             "seq": int(row["seq"]),
             "sim_time_ms": float(self.t_ms[i]),
             "kind": self.kinds[i],
             "node": row["node"],
-            "active": self.active[i],
-            "killed": list(self.killed[i]),
-            "window_end_ms": self.window_end_ms[i],
-            "last_ts": self.last_ts[i],
-            "last_ts_text": ts_text(self.last_ts[i]) if self.last_ts[i] is not None else None,
-            "last_ts_node": self.last_ts_node[i],
             "event": describe(row),
-            "clock": next((self.clock_info(i, r) for r in self.clocks[i] if r[2] == i), None),
-            "clocks": [self.clock_info(i, r) for r in self.clocks[i]],
         }
+        for panel in self.panels:
+            out.update(panel.state(i))
+        return out
+
+    def panel_rows(self, state: dict) -> list[tuple[str, str]]:
+        """Every panel's ``(label, html)`` rows for ``state`` (from :meth:`state`)."""
+        return [r for panel in self.panels for r in panel.rows(state)]
+
+    def film_steps(self) -> list[int]:
+        """Events worth a filmstrip picture, from the lesson's mechanism."""
+        m = self.mechanisms[0] if self.mechanisms else None
+        return list(m.film_steps(self)) if m is not None and m.film_steps is not None else []
 
 
 def _natural(name) -> list:

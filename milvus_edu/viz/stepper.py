@@ -25,18 +25,22 @@ from pathlib import Path
 import ipywidgets as widgets
 import matplotlib
 
-from ..events.schema import SIM_EPOCH_MS
-from .data import RunIndex, as_frame, hms
-from .lanes import Lane, tso_lanes
+from .data import RunIndex, as_frame
+from .lanes import EventsLane, Lane
 from .render import FILM_RC, BlitRenderer, filmstrip
 
-__all__ = ["TimelineStepper", "SPEEDS"]
+__all__ = ["TimelineStepper", "SPEEDS", "default_lanes"]
 
 #: Play speeds: label -> events per second.
 SPEEDS = {"2 events/s": 2, "5 events/s": 5, "10 events/s": 10, "25 events/s": 25, "100 events/s": 100,
           "500 events/s": 500, "2000 events/s": 2000}
-_FAR_MS = 1000  # a clock this far (ms) from its TSO physical part is shown in red
 _MIN_INTERVAL_MS = 100  # the kernel renders one picture per Play tick; do not ask for more than 10 a second
+
+
+def default_lanes(index: RunIndex) -> list[Lane]:
+    """The lanes of the run's mechanism (the lesson's own); the events lane alone for a log of none."""
+    m = index.mechanisms[0] if index.mechanisms else None
+    return list(m.lanes()) if m is not None and m.lanes is not None else [EventsLane()]
 
 
 class TimelineStepper:
@@ -44,20 +48,21 @@ class TimelineStepper:
 
     ``events_or_path``: a run-log DataFrame, a run folder or ``events.parquet``/``events.jsonl`` path,
     a ``RunResult`` or a list of row dicts. ``lanes``: the lanes to draw, top to bottom (default
-    :func:`~milvus_edu.viz.lanes.tso_lanes`). ``window_s``: show pages of that many seconds instead
-    of the whole run (the background is redrawn only when the cursor changes page).
+    :func:`default_lanes`: the lanes of the run's mechanism, then the events lane). ``window_s``: show
+    pages of that many seconds instead of the whole run (the background is redrawn only when the
+    cursor changes page).
 
-    A log with no events raises ``ValueError``; a log without TSO events gives a working view whose
-    lanes say there is nothing to draw.
+    A log with no events raises ``ValueError``; a log of no registered mechanism gives a working view
+    with the events lane alone.
     """
 
     def __init__(self, events_or_path, lanes: list[Lane] | None = None, *, window_s: float | None = None,
                  figsize=(9.0, 6.6), dpi: int = 90):
         self.events = as_frame(events_or_path)
         self.index = RunIndex(self.events)
-        self.lanes = list(tso_lanes() if lanes is None else lanes)
+        self.lanes = list(default_lanes(self.index) if lanes is None else lanes)
         if not self.lanes:
-            raise ValueError("a stepper needs at least one lane; pass lanes=None for the TSO lanes")
+            raise ValueError("a stepper needs at least one lane; pass lanes=None for the run's default lanes")
         bad = [l for l in self.lanes if not (callable(getattr(l, "setup", None)) and callable(getattr(l, "update", None)))]
         if bad:
             raise TypeError(f"lanes need setup(ax, events) and update(cursor_index, t_ms): {bad!r}")
@@ -90,7 +95,8 @@ class TimelineStepper:
         self.slider = widgets.IntSlider(value=0, min=0, max=n - 1, step=1, description="event",
                                         continuous_update=True, layout=widgets.Layout(width="420px"))
         kinds = self.index.kinds_present
-        default = next((k for k in ("fault.kill", "session.active", "tso.save") if k in kinds), kinds[0])
+        film_kinds = [self.index.kinds[i] for i in self.index.film_steps()]
+        default = next((k for k in kinds if k.startswith("fault.")), None) or (film_kinds[1:] or film_kinds or kinds)[0]
         self.kind_dropdown = widgets.Dropdown(options=kinds, value=default, description="next",
                                               layout=widgets.Layout(width="260px"))
         self.jump_button = widgets.Button(description="Jump ▶", tooltip="jump to next event of this kind",
@@ -186,65 +192,16 @@ class TimelineStepper:
     def state(self) -> dict:
         """What the state panel shows: the state after the event at the cursor, and that event.
 
-        Keys: ``index``, ``events`` (count), ``seq``, ``sim_time_ms``, ``kind``, ``node``, ``active``
-        (holder of the ACTIVE key), ``killed``, ``window_end_ms`` (last saved to etcd), ``last_ts``
-        (last timestamp handed out, the end of the latest ``tso.alloc`` batch), ``last_ts_text``,
-        ``last_ts_node``, ``event`` (the event in words), ``clocks`` and ``clock``.
-
-        ``clocks`` lists every node's last known clock reading at or before the cursor, in node order:
-        dicts with ``node``, ``clock_ms``, ``clock_text``, ``physical_ms`` (that node's TSO physical
-        part, ``None`` before its first), ``physical_text``, ``clock_minus_physical_ms`` (negative: the
-        clock is behind its physical part), ``read_index``/``read_t_ms`` (the event that carried the
-        reading), ``read_now`` (that event is the cursor), ``killed`` and ``text``, e.g. ``rootcoord-2
-        clock -00:00:15.000 (27.001 s behind its physical part 00:00:12.001)``. ``clock`` is the entry
-        of the node the cursor's event is about when that event carries ``clock_ms`` (``tso.*``,
-        ``fault.clock_jump``), else ``None``.
+        Keys: ``index``, ``events`` (count), ``seq``, ``sim_time_ms``, ``kind``, ``node``, ``event``
+        (the event in words), and the keys of the run's mechanism's panel (its ``state(i)``, e.g. the
+        active rootcoord, the saved window end and every node's clock for a TSO run).
         """
         return self.index.state(self._cursor)
-
-    def _rel(self, ms) -> str:
-        """`` (+15.001 s since run start)`` when the run's clocks do not start at the time zero, else ``""``."""
-        if self.index.base_ms == SIM_EPOCH_MS:
-            return ""
-        return f" ({(int(ms) - self.index.base_ms) / 1000:+.3f} s since run start)"
-
-    @staticmethod
-    def _clock_line(c: dict) -> str:
-        esc = html.escape
-        gap = c["clock_minus_physical_ms"]
-        far = gap is not None and abs(gap) >= _FAR_MS
-        text = esc(c["text"])
-        if far:
-            text = f"<span style='color:#b3261e'>{text}</span>"
-        if c["read_now"]:
-            text = f"<b>{text}</b> &middot; <i>read at this event</i>"
-        else:
-            text += f" &middot; <span style='color:#666'>last read at {c['read_t_ms'] / 1000:.3f} s</span>"
-        if c["killed"]:
-            text += " <span style='color:#a33'>(killed)</span>"
-        return text
 
     def _state_html(self, i: int) -> str:
         s = self.index.state(i)
         esc = html.escape
-        active = s["active"]
-        if active is None:
-            active_txt = "<i>none</i> (the ACTIVE key is free)"
-        else:
-            active_txt = f"<b>{esc(active)}</b>"
-            if active in s["killed"]:
-                active_txt += " <span style='color:#a33'>(killed; its lease still holds the key)</span>"
-        win = s["window_end_ms"]
-        win_txt = f"{hms(win)}{self._rel(win)}" if win is not None else "<i>nothing saved yet</i>"
-        ts_txt = (f"<code>{esc(s['last_ts_text'])}</code> by {esc(str(s['last_ts_node']))}"
-                  if s["last_ts"] is not None else "<i>none yet</i>")
-        rows = [
-            ("sim time", f"{s['sim_time_ms'] / 1000:.3f} s"),
-            ("active rootcoord", active_txt),
-            ("saved window end", win_txt),
-            ("last ts handed out", ts_txt),
-            ("clocks", "<br>".join(self._clock_line(c) for c in s["clocks"]) or "<i>no clock reading yet</i>"),
-        ]
+        rows = [("sim time", f"{s['sim_time_ms'] / 1000:.3f} s")] + self.index.panel_rows(s)
         table = "".join(f"<tr><td style='color:#666;padding-right:8px;vertical-align:top'>{k}</td><td>{v}</td></tr>"
                         for k, v in rows)
         return (
@@ -264,30 +221,10 @@ class TimelineStepper:
     # ------------------------------------------------------------------------------------ export
 
     def interesting_steps(self, count: int = 4) -> list[int]:
-        """Steps worth a picture: the first init, a window re-save, the fault, the new active's init."""
+        """Steps worth a picture, chosen by the run's mechanism (for the TSO: the first init, a window
+        re-save, the fault, the new active's init), padded with the last and evenly spaced events."""
         idx = self.index
-        picks: list[int] = []
-
-        def first(kind, after=-1):
-            return idx.next_of_kind(kind, after)
-
-        init = first("tso.init")
-        if init is not None:
-            picks.append(init)
-            save = first("tso.save", init)
-            if save is not None:
-                picks.append(save)
-        fault = first("fault.kill")
-        if fault is not None:
-            picks.append(fault)
-            new = first("session.active", fault)
-            if new is not None:
-                init2 = first("tso.init", new)
-                picks.append(init2 if init2 is not None else new)
-        jump = -1
-        while (jump := first("fault.clock_jump", jump)) is not None:
-            picks.append(jump)
-        picks = sorted(set(picks))[:count]
+        picks = sorted(set(idx.film_steps()))[:count]
         candidates = [idx.n - 1] + [round(k * (idx.n - 1) / (count + 1)) for k in range(1, count + 1)]
         for extra in candidates:  # pad a short story with the last event and evenly spaced ones
             if len(picks) >= min(count, idx.n):

@@ -1,0 +1,8 @@
+"""The built-in mechanisms, each registering itself with :mod:`milvus_edu.registry` on import.
+
+``import milvus_edu`` imports this package, so every built-in mechanism is registered before any
+run, view or analysis asks the registry. Each mechanism is a subpackage whose ``__init__`` builds
+one :class:`~milvus_edu.registry.Mechanism`; the order here is the order of the lessons.
+"""
+
+from . import tso  # noqa: F401  (registers the TSO)

@@ -1,0 +1,59 @@
+"""The TSO mechanism: Milvus's timestamp oracle, rootcoord's AllocTimestamp and active/standby sessions.
+
+Components: :mod:`milvus_edu.tso`, :mod:`milvus_edu.rootcoord`, :mod:`milvus_edu.sessionutil`;
+simulated nodes: :mod:`milvus_edu.sim.nodes`; checker: :mod:`milvus_edu.check.tso`; Spark analyses:
+:mod:`milvus_edu.analysis.tso`. This package holds the rest (kinds, scenarios, narration, summary,
+panel, lanes) and registers it all.
+"""
+
+from __future__ import annotations
+
+from ...check.tso import TSOChecker
+from ...registry import Demo, Mechanism, register
+from . import panel, summary
+from .kinds import KINDS
+from .narrate import DESCRIBE
+from .scenarios import SCENARIOS
+
+
+def _lanes():
+    from .lanes import tso_lanes
+
+    return tso_lanes()
+
+
+def _analyses():
+    from ...analysis import tso
+
+    return {
+        "allocations_per_window": (tso.allocations_per_window, tso.allocations_per_window_pd),
+        "kv_saves_per_second": (tso.kv_saves_per_second, tso.kv_saves_per_second_pd),
+        "failover_gaps": (tso.failover_gaps, tso.failover_gaps_pd),
+    }
+
+
+MECHANISM = register(Mechanism(
+    name="tso",
+    title="Timestamp oracle (TSO)",
+    kinds=KINDS,
+    scenarios=SCENARIOS,
+    checker=TSOChecker,
+    summary=summary.TSOSummary,
+    describe=DESCRIBE,
+    key_events=summary.KeyEvents,
+    report=summary.report,
+    lanes=_lanes,
+    panel=panel.TSOPanel,
+    film_steps=panel.film_steps,
+    marks=panel.MARKS,
+    analyses=_analyses,
+    demo=Demo(
+        scenario="tso-failover",
+        seed=1,
+        intro=("milvus-edu demo: the TSO across a rootcoord failover (scenario tso-failover, seed 1)",
+               "rootcoord-1 is active, rootcoord-2 is standby with a clock 75 s behind; rootcoord-1 crashes at 10 s.",
+               ""),
+        outro=summary.demo_outro,
+        lab="notebooks/01_tso.ipynb",
+    ),
+))

@@ -1,0 +1,141 @@
+"""The TSO mechanism's part of a run's summary, its CLI report lines, its key events and the demo."""
+
+from __future__ import annotations
+
+import json
+
+from ...narrate import ts_text
+
+
+class TSOSummary:
+    """Collects the TSO's headline numbers while a run is recorded (constant memory).
+
+    :meth:`sections` gives the ``tso`` and ``failover`` parts of ``summary.json``.
+    """
+
+    def __init__(self):
+        self.allocations = 0
+        self.handed_out = 0
+        self.first_ts: int | None = None
+        self.last_ts: int | None = None
+        self.client_answers = 0
+        self.kill: tuple[str, float] | None = None
+        self.new_active: tuple[str, float] | None = None
+        self.last_recv_before_kill: float | None = None
+        self.first_recv_after_kill: float | None = None
+
+    def write(self, row: dict) -> None:
+        """Account for one row."""
+        kind = row["kind"]
+        if kind == "rootcoord.alloc_timestamp" and row["error"] is None:
+            self.allocations += 1
+            self.handed_out += row["count"]
+            if self.first_ts is None:
+                self.first_ts = row["ts"]
+            self.last_ts = row["ts"] + row["count"] - 1
+        elif kind == "client.recv":
+            self.client_answers += 1
+            if self.kill is None:
+                self.last_recv_before_kill = row["t_ms"]
+            elif self.first_recv_after_kill is None and row["t_ms"] > self.kill[1]:
+                self.first_recv_after_kill = row["t_ms"]
+        elif kind == "fault.kill" and self.kill is None:
+            self.kill = (row["node"], row["t_ms"])
+        elif kind == "session.active" and self.kill is not None and self.new_active is None:
+            self.new_active = (row["node"], row["t_ms"])
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+    def failover(self) -> dict | None:
+        """Who died when, who took over when, and the longest silence any client saw."""
+        if self.kill is None:
+            return None
+        gap = None
+        if self.first_recv_after_kill is not None and self.last_recv_before_kill is not None:
+            gap = round(self.first_recv_after_kill - self.last_recv_before_kill, 3)
+        return {
+            "killed": self.kill[0],
+            "killed_at_ms": self.kill[1],
+            "new_active": self.new_active[0] if self.new_active else None,
+            "new_active_at_ms": self.new_active[1] if self.new_active else None,
+            "client_gap_ms": gap,
+        }
+
+    def sections(self, counts: dict) -> dict:
+        """The ``tso`` and ``failover`` sections of ``summary.json``; ``counts`` = events per kind."""
+        return {
+            "tso": {
+                "allocations": self.allocations,
+                "timestamps_handed_out": self.handed_out,
+                "window_saves": int(counts.get("tso.save", 0)),
+                "client_answers": self.client_answers,
+                "client_errors": int(counts.get("client.error", 0)),
+                "first_ts": self.first_ts,
+                "first_ts_text": ts_text(self.first_ts) if self.first_ts is not None else None,
+                "last_ts": self.last_ts,
+                "last_ts_text": ts_text(self.last_ts) if self.last_ts is not None else None,
+            },
+            "failover": self.failover(),
+        }
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n:,} {word}" + ("" if n == 1 else "s")
+
+
+def report(summary: dict) -> list[str]:
+    """The TSO's line in the CLI's report of a run."""
+    t = summary.get("tso")
+    if not t:
+        return []
+    return [f"{_plural(t['timestamps_handed_out'], 'timestamp')} in {_plural(t['allocations'], 'allocation')}, "
+            f"{_plural(t['window_saves'], 'window save')}, {_plural(t['client_errors'], 'client error')}"]
+
+
+KEY_KINDS = frozenset({"session.active", "session.standby", "session.lost", "session.exit", "tso.init", "tso.save",
+                       "tso.save_failed", "tso.alloc_failed"})
+
+
+class KeyEvents:
+    """Which TSO events ``milvus-edu timeline`` prints by default: session changes, inits, saves, the first
+    answer, the first logical-half update, the first client error of an outage and two answers after it."""
+
+    def __init__(self):
+        self.errors_shown = 0
+        self.answers_after_gap = 0
+        self.last_error_t = None
+        self.first_recv = False
+        self.first_half = False
+
+    def show(self, row: dict) -> bool:
+        """Whether ``row`` is a key event (call once per row, in order)."""
+        kind = row["kind"]
+        show = kind in KEY_KINDS
+        if kind == "client.recv" and not self.first_recv:
+            show = self.first_recv = True
+        if kind == "tso.update" and not self.first_half and "logical_half" in str(row["detail"]):
+            show = self.first_half = bool(json.loads(row["detail"]).get("reason") == "logical_half")
+        if kind == "client.error":
+            self.errors_shown += 1
+            self.last_error_t = row["t_ms"]
+            show = self.errors_shown == 1
+        if kind == "client.recv" and self.last_error_t is not None and self.answers_after_gap < 2:
+            self.answers_after_gap += 1
+            show = True
+        return show
+
+    def notes(self) -> list[str]:
+        """Lines printed after the timeline."""
+        if self.errors_shown > 1:
+            return [f"({self.errors_shown} client errors in all while no rootcoord answered)"]
+        return []
+
+
+def demo_outro(summary: dict) -> list[str]:
+    """The demo's closing line: who failed over when, and why it took that long."""
+    f = summary.get("failover")
+    if not f or f["new_active_at_ms"] is None:
+        return []
+    return [f"failover: {f['killed']} died at {f['killed_at_ms'] / 1000:g} s, {f['new_active']} active at "
+            f"{f['new_active_at_ms'] / 1000:g} s (the 60 s session lease had to run out)"]

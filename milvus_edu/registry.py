@@ -1,0 +1,189 @@
+"""The mechanism registry: how TSO, TimeTick, DataNode and QueryNode plug into one pipeline.
+
+A *mechanism* is one lesson's worth of Milvus: its event kinds, scenarios, checkers, summary
+section, narration, stepper lanes and panel, Spark analyses, and optionally the demo. It describes
+itself with one :class:`Mechanism` and calls :func:`register`; the pipeline (``sim/run.py``,
+``cli.py``, ``narrate.py``, ``viz/``) only iterates over what is registered and never names a
+mechanism. Adding a mechanism creates its files and registers them; it edits no other mechanism's
+files.
+
+This module sits at the bottom of the layers: it imports only the run-log schema. Pieces that need
+heavy libraries (lanes need matplotlib, analyses need pyspark) are given as zero-argument factories,
+so nothing heavy is imported until a view or an analysis asks for it.
+
+The built-in mechanisms register themselves when :mod:`milvus_edu.mechanisms` is imported, which
+``import milvus_edu`` does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from .events.schema import Kind, register_kinds
+
+_EMPTY: Mapping = MappingProxyType({})
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A named, documented cluster set-up: who runs, with which clocks, which faults happen when.
+
+    ``build(sim)`` adds and starts nodes and schedules faults. ``mechanisms`` names the mechanisms
+    the scenario exercises, the lesson's own first: their checkers run and their summary sections
+    are written; the first one's lanes, panel and filmstrip are the stepper's defaults.
+    """
+
+    name: str
+    description: str
+    duration_s: float
+    build: Callable
+    story: str = ""
+    mechanisms: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Mark:
+    """How an event kind is marked across the stepper's lanes: a coloured vertical line and a label.
+
+    ``label(row, detail)`` returns the label, or ``None`` to leave that event unmarked.
+    """
+
+    color: str
+    linestyle: str
+    label: Callable[[dict, dict], str | None]
+
+
+@dataclass(frozen=True)
+class Demo:
+    """What ``milvus-edu demo`` runs: a scenario and seed, with words before and after the timeline."""
+
+    scenario: str
+    seed: int
+    intro: tuple[str, ...]
+    outro: Callable[[dict], list[str]] = lambda summary: []
+    lab: str = ""  # the lab notebook to open next, relative to a clone of the repository
+
+
+@dataclass(frozen=True)
+class Mechanism:
+    """Everything one mechanism contributes. Only ``name`` and ``title`` are required.
+
+    * ``kinds``: its event kinds (added to the run-log schema on registration).
+    * ``scenarios``: its scenarios.
+    * ``checker()``: a new streaming checker (a sink with ``write(row)``, ``close()``, ``invariants``,
+      ``counts``, ``limit`` and ``result() -> list[Violation]``) plus ``promise``, one sentence saying what
+      passing means.
+    * ``summary()``: a new sink with ``write(row)``, ``close()`` and ``sections(counts) -> dict`` (its
+      part of ``summary.json``).
+    * ``describe``: kind -> ``f(row) -> str``, the event in words.
+    * ``key_events()``: a new filter with ``show(row) -> bool`` and ``notes() -> list[str]`` picking the
+      events ``milvus-edu timeline`` prints by default.
+    * ``report(summary) -> list[str]``: its lines in the CLI's report of a run.
+    * ``lanes()``: its stepper lanes (imports matplotlib when called); ``panel(frame)``: its part of the
+      stepper's state panel; ``film_steps(index) -> list[int]``: events worth a filmstrip picture.
+    * ``marks``: kind -> :class:`Mark` for the events lane.
+    * ``analyses()``: name -> ``(spark_function, pandas_function)``, its Spark analyses and their twins.
+    * ``demo``: at most one registered mechanism provides the demo.
+    """
+
+    name: str
+    title: str
+    kinds: tuple[Kind, ...] = ()
+    scenarios: tuple[Scenario, ...] = ()
+    checker: Callable[[], object] | None = None
+    summary: Callable[[], object] | None = None
+    describe: Mapping[str, Callable[[object], str]] = field(default_factory=dict)
+    key_events: Callable[[], object] | None = None
+    report: Callable[[dict], list[str]] | None = None
+    lanes: Callable[[], list] | None = None
+    panel: Callable[[object], object] | None = None
+    film_steps: Callable[[object], list[int]] | None = None
+    marks: Mapping[str, Mark] = field(default_factory=dict)
+    analyses: Callable[[], dict] | None = None
+    demo: Demo | None = None
+
+
+_MECHANISMS: dict[str, Mechanism] = {}
+_SCENARIOS: dict[str, Scenario] = {}
+_DESCRIBE: dict[str, Callable] = {}
+_MARKS: dict[str, Mark] = {}
+
+
+def register(mechanism: Mechanism) -> Mechanism:
+    """Add ``mechanism`` (its kinds to the schema, its scenarios to the catalogue); returns it.
+
+    Raises ``ValueError`` for a second mechanism of the same name, a scenario name already taken, a
+    narration or mark for a kind another mechanism already narrates, or a second demo.
+    """
+    if mechanism.name in _MECHANISMS:
+        raise ValueError(f"mechanism {mechanism.name!r} is already registered")
+    taken = [s.name for s in mechanism.scenarios if s.name in _SCENARIOS]
+    if taken:
+        raise ValueError(f"scenario {taken[0]!r} is already registered by another mechanism")
+    for table, what in ((_DESCRIBE, mechanism.describe), (_MARKS, mechanism.marks)):
+        clash = [k for k in what if k in table]
+        if clash:
+            raise ValueError(f"kind {clash[0]!r} is already narrated or marked by another mechanism")
+    if mechanism.demo is not None and demo() is not None:
+        raise ValueError(f"mechanism {mechanism.name!r} brings a demo, but another mechanism already does")
+    register_kinds(mechanism.kinds)
+    _MECHANISMS[mechanism.name] = mechanism
+    for s in mechanism.scenarios:
+        _SCENARIOS[s.name] = s if s.mechanisms else Scenario(**{**s.__dict__, "mechanisms": (mechanism.name,)})
+    _DESCRIBE.update(mechanism.describe)
+    _MARKS.update(mechanism.marks)
+    return mechanism
+
+
+def mechanisms() -> tuple[Mechanism, ...]:
+    """Every registered mechanism, in registration order."""
+    return tuple(_MECHANISMS.values())
+
+
+def get_mechanism(name: str) -> Mechanism:
+    """The mechanism called ``name``; ``ValueError`` naming the registered ones otherwise."""
+    try:
+        return _MECHANISMS[name]
+    except KeyError:
+        raise ValueError(f"unknown mechanism {name!r}; registered: {', '.join(_MECHANISMS)}") from None
+
+
+def scenarios() -> Mapping[str, Scenario]:
+    """Every registered scenario by name, in registration order (read-only)."""
+    return MappingProxyType(_SCENARIOS)
+
+
+def get_scenario(name: str) -> Scenario:
+    """The scenario called ``name``; ``ValueError`` naming the valid ones otherwise."""
+    try:
+        return _SCENARIOS[name]
+    except (KeyError, TypeError):
+        raise ValueError(f"unknown scenario {name!r}; choose from {', '.join(sorted(_SCENARIOS))}") from None
+
+
+def scenario_mechanisms(scenario: Scenario) -> tuple[Mechanism, ...]:
+    """The mechanisms a scenario exercises, its own lesson's first."""
+    return tuple(get_mechanism(n) for n in scenario.mechanisms)
+
+
+def describer(kind: str) -> Callable | None:
+    """The registered narration of ``kind``, or ``None``."""
+    return _DESCRIBE.get(kind)
+
+
+def marks() -> Mapping[str, Mark]:
+    """Every registered events-lane mark by kind (read-only)."""
+    return MappingProxyType(_MARKS)
+
+
+def demo() -> Demo | None:
+    """The demo of whichever registered mechanism brings one."""
+    return next((m.demo for m in _MECHANISMS.values() if m.demo is not None), None)
+
+
+def mechanisms_in(kinds) -> tuple[Mechanism, ...]:
+    """The registered mechanisms that own at least one of ``kinds``, in registration order."""
+    present = set(kinds)
+    return tuple(m for m in _MECHANISMS.values() if any(k.name in present for k in m.kinds))
