@@ -86,10 +86,11 @@ LEGEND = ("times: the first column is simulated time since the run started; cloc
           "negative before it) + its logical counter")
 
 
-def _print_timeline(events, key_only: bool = True, out=sys.stdout) -> None:
+def _print_timeline(events, key_only: bool = True, out=None) -> None:
     from .narrate import describe
     from .viz.data import run_mechanisms
 
+    out = sys.stdout if out is None else out
     print(LEGEND, file=out)
     filters = [m.key_events() for m in run_mechanisms(events) if m.key_events is not None] if key_only else []
     for row in events.to_dict("records"):

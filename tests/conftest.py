@@ -1,4 +1,4 @@
-"""Fixtures shared by the component tests: a hand-moved clock and both KV engines on it."""
+"""Fixtures shared by the tests: a hand-moved clock, both KV engines on it, and one Spark session."""
 
 import pytest
 
@@ -18,3 +18,13 @@ def kv(request, tmp_path, clock):
     store = MemoryKV(clock) if request.param == "memory" else SQLiteKV(tmp_path / "kv.db", clock)
     yield store
     store.close()
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """One local[2] Spark session for every test module that needs one (a JVM start is seconds)."""
+    from milvus_edu.analysis import spark_session
+
+    session = spark_session(master="local[2]")  # fails loudly: `bash tests/run.sh` installs Java and pyspark
+    yield session
+    session.stop()

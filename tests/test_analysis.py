@@ -42,13 +42,6 @@ def runs(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def spark():
-    session = spark_session(master="local[2]")  # fails loudly: `bash tests/run.sh` installs Java and pyspark
-    yield session
-    session.stop()
-
-
-@pytest.fixture(scope="module")
 def loaded(spark, runs):
     return load_events(spark, list(runs.values()))
 

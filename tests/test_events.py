@@ -6,7 +6,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from milvus_edu.events import (
-    EVENT_KINDS, FIELD_NAMES, JsonlSink, MemorySink, ParquetSink, Recorder, RunLogError, arrow_schema, load_run,
+    EVENT_KINDS, FIELD_NAMES, SCHEMA_VERSION, JsonlSink, MemorySink, ParquetSink, Recorder, RunLogError, arrow_schema,
+    load_run,
 )
 
 
@@ -52,7 +53,7 @@ def test_parquet_sink_streams_in_bounded_row_groups_and_keeps_64bit_ts_exact(tmp
     frame = load_run(path)
     assert int(frame["ts"].iloc[9]) == (1 << 60) + 9  # exact, no float rounding
     assert frame["ts"].isna().iloc[-1]
-    assert pq.read_schema(path).metadata[b"milvus_edu.schema_version"] == b"1"
+    assert pq.read_schema(path).metadata[b"milvus_edu.schema_version"] == str(SCHEMA_VERSION).encode()
 
 
 def test_jsonl_and_parquet_read_back_identically(tmp_path):

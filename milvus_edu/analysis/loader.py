@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
+from ..events.io import RunLogError, check_schema_version
 from ..events.schema import FIELDS
 
 CORRUPT_COLUMN = "_corrupt_record"
@@ -162,12 +163,18 @@ def load_events(spark, paths) -> LoadedEvents:
     folders, a glob, or a list mixing them. Parquet is read with :func:`spark_schema`; JSON Lines
     with the same schema in PERMISSIVE mode and a corrupt-record column, so a malformed line is
     set aside in ``.malformed`` (with its source file) and counted, never a crash and never
-    silently dropped.
+    silently dropped. Logs of an older schema version load with the columns they lack as nulls; a
+    file of a newer version raises :class:`EventPathError` naming the version.
     """
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
     files = resolve_event_paths(paths)
+    for p in files:
+        try:
+            check_schema_version(p)
+        except RunLogError as exc:
+            raise EventPathError(str(exc)) from None
     schema = spark_schema()
     parquet = [str(p) for p in files if p.suffix == ".parquet"]
     jsonl = [str(p) for p in files if p.suffix == ".jsonl"]

@@ -10,7 +10,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .schema import FIELD_NAMES, FIELDS, arrow_schema
+from .schema import FIELD_NAMES, FIELDS, SCHEMA_VERSION, arrow_schema
 
 
 class RunLogError(Exception):
@@ -27,6 +27,36 @@ def _resolve(path: str | os.PathLike) -> Path:
     if not p.exists():
         raise RunLogError(f"{p} does not exist; pass a run folder or an events.parquet/events.jsonl file")
     return p
+
+
+def schema_version_of(path: str | os.PathLike) -> int | None:
+    """The run-log schema version a file was written with: from a Parquet file's metadata, or for
+    JSON Lines from the ``summary.json`` beside it; ``None`` when neither says."""
+    p = Path(path)
+    if p.suffix == ".parquet":
+        try:
+            meta = pq.read_schema(p).metadata or {}
+        except Exception:  # not Parquet at all: the reader reports that
+            return None
+        raw = meta.get(b"milvus_edu.schema_version")
+        return int(raw) if raw and raw.isdigit() else None
+    summary = p.with_name("summary.json")
+    try:
+        version = json.loads(summary.read_text(encoding="utf-8")).get("schema_version")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return version if isinstance(version, int) else None
+
+
+def check_schema_version(path: str | os.PathLike) -> None:
+    """Raise :class:`RunLogError` when ``path`` was written by a newer run-log schema than this one reads.
+
+    Older versions are read as they are: a column a version lacks reads as null.
+    """
+    version = schema_version_of(path)
+    if version is not None and version > SCHEMA_VERSION:
+        raise RunLogError(f"{path} was written with run-log schema version {version}; this milvus-edu reads up to "
+                          f"version {SCHEMA_VERSION}: upgrade milvus-edu to read it")
 
 
 _TYPES = {pa.int64(): pd.Int64Dtype(), pa.string(): pd.StringDtype()}
@@ -76,10 +106,12 @@ def load_run(path: str | os.PathLike) -> pd.DataFrame:
     """Load one run log (a run folder, ``events.parquet`` or ``events.jsonl``) into pandas.
 
     Columns follow :data:`milvus_edu.events.FIELDS`; integers are nullable ``Int64``, strings are
-    pandas ``string``. Rows are in ``seq`` order. A file that is empty, not a run log, or has a line
+    pandas ``string``. Rows are in ``seq`` order. A log of an older schema version loads with the
+    columns it lacks as nulls; one of a newer version raises :class:`RunLogError` naming it. A file that is empty, not a run log, or has a line
     that does not fit the schema raises :class:`RunLogError` naming the file (and line).
     """
     p = _resolve(path)
+    check_schema_version(p)
     if p.suffix == ".parquet":
         try:
             table = pq.read_table(p, schema=arrow_schema())

@@ -9,16 +9,23 @@ this module: :func:`arrow_schema` for Parquet and pandas, ``milvus_edu.analysis`
 
 Versioning: :data:`SCHEMA_VERSION` goes up whenever a column is added or a meaning changes; it is
 stored in each Parquet file's metadata and in ``summary.json``. Adding a kind does not change the
-version (readers must tolerate kinds they do not know).
+version (readers must tolerate kinds they do not know). Readers accept every version up to their
+own (a column an older log lacks reads as null) and refuse a newer one in one line naming it.
+
+* Version 1: the TSO's columns.
+* Version 2: typed message-stream columns (``vchannel``, ``msg_id``, ``msg_type``, ``begin_ts``,
+  ``end_ts``, ``min_ts``, ``max_ts``, ``tick_ts``) for TimeTick and the mechanisms after it; and pandas
+  metadata in the Parquet file, so a plain ``pandas.read_parquet`` gives exact ``Int64`` timestamps.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 import pyarrow as pa
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 #: Wall-clock instant (Unix ms) of simulated time 0 in every simulated run: 2026-01-01T00:00:00Z.
 #: Views print wall-clock values (``physical_ms``, ``window_end_ms``, ``clock_ms``, the physical part
@@ -50,7 +57,22 @@ FIELDS: tuple[Field, ...] = (
     Field("clock_ms", "int64", True, "The emitting node's own wall clock when the event happened (ms since epoch)."),
     Field("active", "string", True, "Active rootcoord after the event (session events)."),
     Field("peer", "string", True, "The other party: the client of an allocation, the target of an RPC."),
-    Field("channel", "string", True, "Physical or virtual channel the event is about (later mechanisms)."),
+    Field("channel", "string", True, "Physical channel (pchannel) the event is about, e.g. `by-dev-rootcoord-dml_0`."),
+    Field("vchannel", "string", True, "Virtual channel (a collection's shard on a pchannel), e.g. "
+          "`by-dev-rootcoord-dml_0_100v0`. (v2)"),
+    Field("msg_id", "int64", True, "A message's id in its pchannel's log (its position); for a pack, the id "
+          "its end position points at. (v2)"),
+    Field("msg_type", "string", True, "Message type: `Insert`, `Delete`, `TimeTick`, `CreateCollection`, ... (v2)"),
+    Field("begin_ts", "int64", True, "Begin timestamp of a message (its smallest row ts) or of a pack (the "
+          "previous pack's end). (v2)"),
+    Field("end_ts", "int64", True, "End timestamp of a message (its largest row ts) or of a pack (the time "
+          "tick that closed it). (v2)"),
+    Field("min_ts", "int64", True, "A proxy's pchannel statistics after the event: smallest ts of a DML task "
+          "enqueued and not finished. (v2)"),
+    Field("max_ts", "int64", True, "A proxy's pchannel statistics after the event: largest ts enqueued "
+          "(never lowered while tasks remain). (v2)"),
+    Field("tick_ts", "int64", True, "A time tick: the watermark a tick message, a proxy report or a "
+          "consumed pack promises (nothing at or below it follows). (v2)"),
     Field("error", "string", True, "Error message when the step failed."),
     Field("detail", "string", True, "Anything else, as a JSON object with sorted keys."),
 )
@@ -118,11 +140,26 @@ _ARROW = {"string": pa.string(), "int64": pa.int64(), "float64": pa.float64()}
 _PANDAS = {"string": "string", "int64": "Int64", "float64": "float64"}
 
 
+def _pandas_metadata() -> bytes:
+    """The ``pandas`` schema metadata that makes a plain ``pandas.read_parquet`` use nullable ``Int64``.
+
+    Without it pandas turns an int64 column with nulls into float64, which silently rounds hybrid
+    timestamps to multiples of 64. Written by hand (no library versions in it), so run files do not
+    change with the installed pandas.
+    """
+    numpy_type = {"string": "string", "int64": "Int64", "float64": "float64"}
+    pandas_type = {"string": "unicode", "int64": "int64", "float64": "float64"}
+    columns = [{"name": f.name, "field_name": f.name, "pandas_type": pandas_type[f.type],
+                "numpy_type": numpy_type[f.type], "metadata": None} for f in FIELDS]
+    return json.dumps({"index_columns": [], "column_indexes": [], "columns": columns, "attributes": {}},
+                      separators=(",", ":")).encode()
+
+
 def arrow_schema() -> pa.Schema:
-    """The Arrow schema of a run log, with the schema version in its metadata."""
+    """The Arrow schema of a run log, with the schema version and the pandas dtypes in its metadata."""
     return pa.schema(
         [pa.field(f.name, _ARROW[f.type], nullable=f.nullable) for f in FIELDS],
-        metadata={b"milvus_edu.schema_version": str(SCHEMA_VERSION).encode()},
+        metadata={b"milvus_edu.schema_version": str(SCHEMA_VERSION).encode(), b"pandas": _pandas_metadata()},
     )
 
 
