@@ -82,6 +82,11 @@ def _describe(row) -> str:
         return f"{node} freezes for {detail.get('duration_ms', 0) / 1000:g} s (a long GC or VM pause)."
     if kind == "fault.resume":
         return f"{node} runs again after its pause, unaware that time passed."
+    if kind == "fault.stall":
+        return (f"{node}'s {detail.get('loop', 'loop')} hangs for {detail.get('duration_ms', 0) / 1000:g} s; "
+                "the node itself stays up.")
+    if kind == "fault.restart":
+        return f"{node} starts again as server {detail.get('server_id')}, with fresh state."
     if kind == "fault.clock_jump":
         return f"{node}'s clock jumps by {detail.get('delta_ms'):+,.0f} ms."
     if kind == "rpc.drop":

@@ -69,11 +69,15 @@ def test_clock_skew_freezes_physical_and_steps_by_logical_half():
     assert check_tso(ev) == []
 
 
-@pytest.mark.parametrize("scenario,switch,invariant", [
+SWITCH_CASES = [
     ("tso-failover", "tso_skip_load_on_init", "global-monotonic"),
     ("tso-failover", "tso_no_window_save", "global-monotonic"),
     ("tso-basics", "tso_no_window_save", "window"),
-])
+    ("timetick-unlocked-enqueue", "allocate_outside_enqueue_lock", "watermark"),
+]
+
+
+@pytest.mark.parametrize("scenario,switch,invariant", SWITCH_CASES)
 def test_checkers_catch_every_bug_switch(scenario, switch, invariant):
     run = milvus_edu.simulate(scenario, seed=1, switches=[switch])
     assert not run.summary["checks"]["ok"]
@@ -84,7 +88,7 @@ def test_checkers_catch_every_bug_switch(scenario, switch, invariant):
 
 
 def test_every_switch_is_exercised_by_some_test():
-    assert set(BugSwitches.names()) == {"tso_skip_load_on_init", "tso_no_window_save"}
+    assert set(BugSwitches.names()) == {switch for _, switch, _ in SWITCH_CASES}
 
 
 def test_every_scenario_runs_clean_with_default_rules():

@@ -107,6 +107,9 @@ EVENT_KINDS: dict[str, Kind] = {
         kind("fault.kill", "A node was killed (no graceful stop, no lease revoke).", "detail", "-"),
         kind("fault.pause", "A node froze (a long GC or VM pause): it runs nothing until it resumes.", "detail", "-"),
         kind("fault.resume", "A paused node runs again, unaware that time passed.", "detail", "-"),
+        kind("fault.stall", "One loop of a node stops making progress for `detail.duration_ms` (a hung RPC, a "
+             "deadlock); the node itself stays up.", "detail", "-"),
+        kind("fault.restart", "A killed node starts again with a new server id and fresh state.", "detail", "-"),
         kind("fault.clock_jump", "A node's wall clock jumped by `detail.delta_ms`.", "clock_ms detail", "-"),
         kind("rpc.drop", "The network lost an RPC message.", "peer detail", "-"),
     )

@@ -5,4 +5,5 @@ run, view or analysis asks the registry. Each mechanism is a subpackage whose ``
 one :class:`~milvus_edu.registry.Mechanism`; the order here is the order of the lessons.
 """
 
-from . import tso  # noqa: F401  (registers the TSO)
+from . import tso  # noqa: F401  (lesson 1 registers itself)
+from . import timetick  # noqa: F401,I001  (lesson 2, after the TSO)

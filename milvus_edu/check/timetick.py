@@ -1,0 +1,175 @@
+"""TimeTick invariants, checked on the run log alone.
+
+1. **Tick monotonicity** (``tick-monotonic``) - the time ticks written to a pchannel never go back.
+   They need not strictly increase: when no session's value moved, rootcoord's ``startWatch`` writes
+   the same minimum again (Milvus does not compare with ``syncedTtHistogram`` before sending), and
+   the stream ignores a tick that is not above its last pack (``currTs <= lastTimeStamp``).
+2. **The watermark promise** (``watermark``) - once a time tick ``T`` is in a pchannel, no DML message
+   with ``ts <= T`` is written to that pchannel after it: a tick promises that nothing older follows.
+3. **Exact packs** (``pack-exact``) - every pack a consumer receives for a vchannel starts where the
+   previous one ended and holds exactly the DML messages of its interval ``(begin_ts, end_ts]``:
+   nothing lost, nothing twice, nothing from an earlier interval.
+
+A violation is explained as "Let ... Then ... because ...", naming its events by ``seq``. For a broken
+watermark the checker also looks for the cause the seed describes: the message's task entered its
+proxy's queue statistics *after* that proxy had already reported a value at or above its timestamp.
+
+:class:`TimeTickChecker` reads rows one at a time; its memory grows with the messages written but not
+yet consumed, not with the length of the run.
+"""
+
+from __future__ import annotations
+
+import heapq
+
+from ..narrate import detail_dict, ts_text
+from .violation import Violation
+
+INVARIANTS = ("tick-monotonic", "watermark", "pack-exact")
+_DML = ("Insert", "Delete")
+
+
+class TimeTickChecker:
+    """Streaming check of the three TimeTick invariants; keeps at most ``limit`` violations per invariant."""
+
+    invariants = INVARIANTS
+    #: What passing means, in one sentence (the CLI's report).
+    promise = ("time ticks never went back on any pchannel, no message arrived below a tick already written, and every "
+               "pack held exactly its interval's messages")
+
+    def __init__(self, limit: int = 20):
+        self.limit = limit
+        self.violations: list[Violation] = []
+        self.counts = {name: 0 for name in INVARIANTS}
+        self._tick: dict[str, tuple[int, int, str]] = {}  # pchannel -> (highest tick, its seq, writer)
+        # proxy -> pchannel -> (reported value, seq); "" holds the report's default for unlisted pchannels.
+        self._reported: dict[str, dict[str, tuple[int, int]]] = {}
+        self._late: dict[tuple[str, str], tuple[int, int, int]] = {}  # (proxy, task) -> (enqueue seq, report seq, value)
+        self._pending: dict[str, dict[int, tuple[int, int]]] = {}  # vchannel -> msg_id -> (end_ts, produce seq)
+        self._due: dict[str, list[tuple[int, int]]] = {}  # vchannel -> heap of (end_ts, msg_id) not yet consumed
+        self._pack_end: dict[str, tuple[int, int]] = {}  # vchannel -> (last pack's end_ts, its seq)
+        self._pack_msgs: dict[str, list[tuple[int, int, int]]] = {}  # vchannel -> consumed (msg_id, ts, seq) awaiting their pack
+        self._missed: set[tuple[str, int]] = set()  # (vchannel, msg_id) already reported missing from its pack
+
+    def _add(self, invariant: str, seqs: tuple[int, ...], text: str) -> None:
+        if self.counts[invariant] < self.limit:
+            self.violations.append(Violation(invariant, seqs, text))
+        self.counts[invariant] += 1
+
+    def write(self, row: dict) -> None:
+        """Check one run-log row."""
+        kind = row["kind"]
+        if kind == "mq.produce":
+            self._produce(row)
+        elif kind == "mq.consume":
+            self._pack_msgs.setdefault(row["vchannel"], []).append((int(row["msg_id"]), int(row["ts"]), int(row["seq"])))
+        elif kind == "mq.pack":
+            self._pack(row)
+        elif kind == "proxy.report":
+            reported = self._reported.setdefault(row["node"], {})
+            seq = int(row["seq"])
+            reported[""] = (int(row["ts"]), seq)
+            for ch, value in detail_dict(row["detail"]).get("channels", {}).items():
+                reported[ch] = (int(value), seq)
+        elif kind == "proxy.enqueue":
+            reported = self._reported.get(row["node"], {})
+            last = reported.get(row["channel"]) or reported.get("")
+            if last is not None and last[0] >= int(row["ts"]):
+                task = str(detail_dict(row["detail"]).get("task"))
+                self._late[(row["node"], task)] = (int(row["seq"]), last[1], last[0])
+
+    def _produce(self, row: dict) -> None:
+        ch, seq, node = row["channel"], int(row["seq"]), row["node"]
+        if row["msg_type"] == "TimeTick":
+            tick = int(row["tick_ts"])
+            prev = self._tick.get(ch)
+            if prev is not None and tick < prev[0]:
+                self._add("tick-monotonic", (prev[1], seq),
+                          f"Let event {prev[1]} be {prev[2]} writing time tick {ts_text(prev[0])} to {ch}, and event "
+                          f"{seq} be {node} writing {ts_text(tick)} to it later. Then the watermark went back, "
+                          f"because the later round's minimum over all sessions was below the earlier one.")
+            if prev is None or tick > prev[0]:
+                self._tick[ch] = (tick, seq, node)
+            return
+        if row["msg_type"] not in _DML:
+            return
+        end_ts = int(row["end_ts"])
+        vch = row["vchannel"]
+        if vch is not None:
+            self._pending.setdefault(vch, {})[int(row["msg_id"])] = (end_ts, seq)
+            heapq.heappush(self._due.setdefault(vch, []), (end_ts, int(row["msg_id"])))
+        tick = self._tick.get(ch)
+        if tick is not None and end_ts <= tick[0]:
+            task = str(detail_dict(row["detail"]).get("task"))
+            late = self._late.get((node, task))
+            if late is not None:
+                why = (f"its task entered {node}'s queue statistics at event {late[0]}, after {node} had reported "
+                       f"{ts_text(late[2])} for {ch} at event {late[1]}: the timestamp was allocated before the task "
+                       f"was counted, so the report passed a task that was not finished")
+            else:
+                why = f"the minimum rootcoord took over the sessions' reports for {ch} passed {node}'s unfinished task"
+            self._add("watermark", (tick[1], seq) if late is None else (late[1], late[0], tick[1], seq),
+                      f"Let event {tick[1]} be {tick[2]} writing time tick {ts_text(tick[0])} to {ch}, and event "
+                      f"{seq} be {node} writing an {row['msg_type']} with ts {ts_text(end_ts)} to {ch} later. Then a "
+                      f"consumer that trusted the tick has already delivered everything up to it without this "
+                      f"message, because {why}.")
+
+    def _pack(self, row: dict) -> None:
+        vch, seq, node = row["vchannel"], int(row["seq"]), row["node"]
+        begin, end = int(row["begin_ts"]), int(row["end_ts"])
+        prev = self._pack_end.get(vch)
+        if prev is not None and begin != prev[0]:
+            self._add("pack-exact", (prev[1], seq),
+                      f"Let events {prev[1]} and {seq} be consecutive packs of {vch} at {node}. Then the second "
+                      f"begins at {ts_text(begin)}, not where the first ended ({ts_text(prev[0])}), because the "
+                      f"stream skipped or repeated an interval.")
+        self._pack_end[vch] = (end, seq)
+        pending = self._pending.setdefault(vch, {})
+        for msg_id, ts, cseq in self._pack_msgs.pop(vch, []):
+            produced = pending.pop(msg_id, None)
+            self._missed.discard((vch, msg_id))
+            if produced is None:
+                self._add("pack-exact", (cseq,),
+                          f"Let event {cseq} be {node} receiving message {msg_id} of {vch}. Then it received a "
+                          f"message that was not waiting to be delivered, because it was delivered before (or never "
+                          f"written): a pack must hold each message once.")
+            elif not begin < ts <= end:
+                self._add("pack-exact", (produced[1], cseq),
+                          f"Let event {produced[1]} be the write of message {msg_id} (ts {ts_text(ts)}) to {vch}, and "
+                          f"event {cseq} its delivery in the pack ({ts_text(begin)}, {ts_text(end)}]. Then it came "
+                          f"in a pack whose interval does not hold it, because it was written after a time tick had "
+                          f"closed its interval.")
+        due = self._due.get(vch, [])
+        while due and due[0][0] <= end:
+            end_ts, msg_id = heapq.heappop(due)
+            if msg_id in pending and (vch, msg_id) not in self._missed:
+                self._missed.add((vch, msg_id))  # still pending: its late delivery is reported when it comes
+                produce_seq = pending[msg_id][1]
+                self._add("pack-exact", (produce_seq, seq),
+                          f"Let event {produce_seq} be the write of message {msg_id} (ts {ts_text(end_ts)}) to {vch}, "
+                          f"and event {seq} the pack ({ts_text(begin)}, {ts_text(end)}] of {vch} at {node}. Then the "
+                          f"pack that should hold the message does not, because the message was not in the pchannel "
+                          f"when the tick that closed the pack was.")
+
+    def close(self) -> None:
+        """Nothing to release (the sink protocol)."""
+
+    def result(self) -> list[Violation]:
+        """Violations grouped by invariant, in log order within each."""
+        order = {name: i for i, name in enumerate(INVARIANTS)}
+        return sorted(self.violations, key=lambda v: (order[v.invariant], v.seqs))
+
+
+def check_timetick(events, limit: int = 20) -> list[Violation]:
+    """All TimeTick violations in a run log DataFrame (at most ``limit`` per invariant)."""
+    checker = TimeTickChecker(limit)
+    for row in events.sort_values("seq", kind="stable").to_dict("records"):
+        checker.write({k: (None if _null(v) else v) for k, v in row.items()})
+    return checker.result()
+
+
+def _null(value) -> bool:
+    try:
+        return value is None or bool(value != value) or str(value) == "<NA>"
+    except (TypeError, ValueError):
+        return False

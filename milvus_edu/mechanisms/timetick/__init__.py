@@ -1,0 +1,28 @@
+"""The TimeTick mechanism: proxies' pchannel statistics and reports, rootcoord's timetick sync, time tick
+messages in pchannels, and tt-aligned consumption through dispatchers.
+
+Components: :mod:`milvus_edu.proxy`, :mod:`milvus_edu.rootcoord` (``timeticksync``, DDL minimum),
+:mod:`milvus_edu.mq`; checker: :mod:`milvus_edu.check.timetick`. This package holds the simulated
+nodes, scenarios, kinds, narration and summary, and registers them.
+"""
+
+from __future__ import annotations
+
+from ...check.timetick import TimeTickChecker
+from ...registry import Mechanism, register
+from . import summary
+from .kinds import KINDS
+from .narrate import DESCRIBE
+from .scenarios import SCENARIOS
+
+MECHANISM = register(Mechanism(
+    name="timetick",
+    title="TimeTick and message streams",
+    kinds=KINDS,
+    scenarios=SCENARIOS,
+    checker=TimeTickChecker,
+    summary=summary.TimeTickSummary,
+    describe=DESCRIBE,
+    key_events=summary.KeyEvents,
+    report=summary.report,
+))

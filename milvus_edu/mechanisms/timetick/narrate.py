@@ -1,0 +1,82 @@
+"""The TimeTick mechanism's events in words (one function per kind, registered as ``describe``)."""
+
+from __future__ import annotations
+
+from ...narrate import detail_of, ts_text, value
+
+
+def _stats(row) -> str:
+    lo, hi = value(row, "min_ts"), value(row, "max_ts")
+    if lo is None:
+        return "no task is left on it"
+    return f"its statistics are now min {ts_text(lo)}, max {ts_text(hi)}"
+
+
+def _enqueue(row) -> str:
+    return (f"{value(row, 'node')} enqueues task {detail_of(row).get('task')} with ts {ts_text(value(row, 'ts'))}: "
+            f"{value(row, 'count')} row(s) for {value(row, 'channel')}; {_stats(row)}.")
+
+
+def _finish(row) -> str:
+    return (f"{value(row, 'node')} finishes task {detail_of(row).get('task')} (ts {ts_text(value(row, 'ts'))}) on "
+            f"{value(row, 'channel')}; {_stats(row)}.")
+
+
+def _tick(row) -> str:
+    reported = detail_of(row).get("reported", {})
+    listed = ", ".join(f"{ch.rsplit('_', 1)[-1]}: {ts_text(v)}" for ch, v in sorted(reported.items()))
+    busy = f"busy pchannels {listed}" if listed else "no pchannel has an unfinished task"
+    return f"{value(row, 'node')}'s ticker takes ts {ts_text(value(row, 'ts'))}; {busy}."
+
+
+def _report(row) -> str:
+    channels = detail_of(row).get("channels", {})
+    listed = ", ".join(f"{ch} {ts_text(v)}" for ch, v in sorted(channels.items()))
+    rest = f"; {listed}" if listed else ""
+    return (f"{value(row, 'node')} reports to {value(row, 'peer')}: default {ts_text(value(row, 'ts'))}{rest}.")
+
+
+def _update(row) -> str:
+    peer, err = value(row, "peer"), value(row, "error")
+    if err:
+        return f"{value(row, 'node')} rejects the report of {peer}: {err}."
+    who = "its own DDL minimum" if peer == "ddl" else f"the report of {peer}"
+    detail = detail_of(row)
+    if detail.get("sent"):
+        tail = "every session has now reported, so a round of time ticks goes out"
+    else:
+        waiting = detail.get("waiting_for")
+        tail = f"still waiting for {', '.join(waiting)}" if waiting else "still waiting for other sessions"
+    return f"{value(row, 'node')} takes {who} (default {ts_text(value(row, 'ts'))}); {tail}."
+
+
+def _produce(row) -> str:
+    node, ch, mtype = value(row, "node"), value(row, "channel"), value(row, "msg_type")
+    if mtype == "TimeTick":
+        who = detail_of(row).get("min_from")
+        why = f" (the minimum came from {who})" if who else ""
+        return (f"{node} writes time tick {ts_text(value(row, 'tick_ts'))} to {ch} as message "
+                f"{value(row, 'msg_id')}{why}: nothing at or below it may follow.")
+    return (f"{node} writes {mtype} message {value(row, 'msg_id')} ({value(row, 'count')} row(s), ts "
+            f"{ts_text(value(row, 'end_ts'))}) to {ch} for {value(row, 'vchannel')}.")
+
+
+def _pack(row) -> str:
+    return (f"{value(row, 'node')} receives the pack ({ts_text(value(row, 'begin_ts'))}, "
+            f"{ts_text(value(row, 'end_ts'))}] of {value(row, 'vchannel')}: {value(row, 'count')} message(s).")
+
+
+DESCRIBE = {
+    "proxy.enqueue": _enqueue,
+    "proxy.finish": _finish,
+    "proxy.tick": _tick,
+    "proxy.report": _report,
+    "rootcoord.timetick_update": _update,
+    "rootcoord.session_add": lambda r: f"{value(r, 'node')}'s timetick sync now waits for {value(r, 'peer')}'s reports.",
+    "rootcoord.session_del": lambda r: f"{value(r, 'node')}'s timetick sync stops waiting for {value(r, 'peer')} "
+                                       "(its session is gone).",
+    "mq.produce": _produce,
+    "mq.pack": _pack,
+    "mq.consume": lambda r: f"{value(r, 'node')} delivers message {value(r, 'msg_id')} (ts {ts_text(value(r, 'ts'))}) "
+                            f"of {value(r, 'vchannel')}.",
+}

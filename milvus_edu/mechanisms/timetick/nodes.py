@@ -1,0 +1,452 @@
+"""Simulated processes of the TimeTick mechanism: proxies, rootcoord's timetick sync, pchannel consumers.
+
+The Go goroutines become SimPy processes that call the pure components:
+
+* a proxy's DML request path (``dmTaskQueue.Enqueue`` under ``statsLock``, then ``processTask``:
+  execute, produce, ``PopActiveTask``) -> :meth:`ProxyNode.insert`;
+* the proxy's ``channelsTimeTicker.tickLoop`` (every ``proxy.timeTickInterval / 2``) and
+  ``sendChannelsTimeTickLoop`` (every ``proxy.timeTickInterval``) -> :meth:`ProxyNode.tick_loop`,
+  :meth:`ProxyNode.report_loop`;
+* rootcoord's ``UpdateChannelTimeTick`` RPC, ``startTimeTickLoop`` (the DDL minimum every 200 ms) and
+  ``timetickSync.startWatch`` (a round of time ticks whenever every session has reported) ->
+  :class:`RootCoordTimeTick`;
+* a DataNode/QueryNode-side dispatcher per pchannel (``msgdispatcher``) -> :class:`ConsumerNode`.
+
+The statistics lock is a SimPy resource: a timestamp allocation is an RPC that takes simulated time,
+and the lock must be held across it (the seed's six steps show why); the ticker's statistics read
+waits for it too, as ``getPChanStatsInfo`` takes ``statsLock`` in Go. The bug switch
+``allocate_outside_enqueue_lock`` allocates before taking it.
+
+Simplification: proxies discover rootcoord once, at start; the TimeTick scenarios have no rootcoord failover.
+Simplification: a DML task's execution is one random delay, then one produce per vchannel it writes to.
+Simplification: the DDL source's allocations never wait for a logical overflow; one that would is an error, and the DDL minimum keeps its last value.
+"""
+
+from __future__ import annotations
+
+import simpy
+
+from ...config import MS
+from ...mq import Broker, Dispatcher, InsertMsg, SubscriptionPosition, TimeTickMsg, hash_pk_2_channels
+from ...mq.names import to_physical_channel
+from ...proto import ChannelTimeTickMsg
+from ...proxy import ChannelsTimeTicker, DmlTask, DmTaskQueue, channels_time_tick_msg
+from ...rootcoord import DdlTsLockManager, Scheduler, TimetickSync, send_min_ddl_ts_as_tt, update_channel_time_tick
+from ...sim.kernel import NodeClock, RPCError, Simulation, blocking
+from ...sim.nodes import RootCoordNode
+from ...tso import TSOError
+
+PROXY_SESSION_PREFIX = "by-dev/meta/session/proxy-"
+
+
+class Collection:
+    """A collection as the DML path sees it: its id, partition, and shards (vchannels) in order."""
+
+    def __init__(self, collection_id: int, vchannels: list[str], partition_id: int | None = None):
+        self.id = collection_id
+        self.vchannels = list(vchannels)
+        self.partition_id = partition_id if partition_id is not None else collection_id * 10 + 1
+
+    def segment_of(self, vchannel: str) -> int:
+        """The growing segment a vchannel's rows go to (one per shard here)."""
+        return self.id * 1000 + self.vchannels.index(vchannel)
+
+
+class ProxyNode:
+    """One proxy: DML tasks through the locked enqueue, the channels ticker and the report loop.
+
+    ``task_ms``: mean of the exponential execution time of a DML task (before its messages are
+    produced), so tasks finish out of timestamp order. ``rootcoord_extra_ms``: extra one-way delay on
+    this proxy's link to rootcoord (a slow link).
+    """
+
+    def __init__(self, sim: Simulation, name: str, server_id: int, rootcoord: RootCoordNode, broker: Broker,
+                 task_ms: float = 4.0, rootcoord_extra_ms: float = 0.0):
+        self.sim = sim
+        self.name = name
+        self.server_id = server_id
+        self.rootcoord = rootcoord
+        self.broker = broker
+        self.task_ms = task_ms
+        self.rootcoord_extra_ms = rootcoord_extra_ms
+        self.alive = True
+        self.reports_stalled_until = 0.0
+        #: ``(probability, extra_ms)``: how often an AllocTimestamp answer is held up, and by how much.
+        self.alloc_hiccup: tuple[float, float] = (0.0, 0.0)
+        self.rng = sim.rng(name)
+        self._fresh_state()
+
+    def _fresh_state(self) -> None:
+        params = self.sim.config.timetick
+        self.queue = DmTaskQueue(params)
+        self.lock = simpy.Resource(self.sim.env, capacity=1)  # statsLock
+        self.ticker: ChannelsTimeTicker | None = None
+        self.lease: int | None = None
+
+    # ------------------------------------------------------------------------------ lifecycle
+
+    def start(self) -> None:
+        """Register the proxy's session and start its loops."""
+        env = self.sim.env
+        ttl = self.sim.config.tso.session_ttl_ns
+        self.lease = self.sim.kv.grant(ttl)
+        self.sim.kv.save(f"{PROXY_SESSION_PREFIX}{self.server_id}", self.name.encode(), lease=self.lease)
+        env.process(self._keep_alive(self.lease))
+        env.process(self._start_ticker())
+
+    def _keep_alive(self, lease: int):
+        env, ttl = self.sim.env, self.sim.config.tso.session_ttl_ns
+        while self.alive and self.lease == lease:
+            yield env.timeout(ttl / 3 / MS)
+            if self.alive and self.lease == lease:
+                self.sim.kv.keep_alive(lease, ttl)
+
+    def kill(self) -> None:
+        """Crash: stop at once; in-flight tasks are lost, the session lease runs out on its own."""
+        self.alive = False
+        self.sim.recorder.emit("fault.kill", self.name, detail={"server_id": self.server_id})
+
+    def restart(self, server_id: int) -> None:
+        """Start again after a kill, with a new server id and a new session (Milvus gives a restarted
+        proxy a new ``ServerID``); the old session stays until its lease runs out."""
+        self.server_id = server_id
+        self.alive = True
+        self._fresh_state()
+        self.sim.recorder.emit("fault.restart", self.name, detail={"server_id": server_id})
+        self.start()
+
+    def stall_reports(self, duration_ms: float) -> None:
+        """The report loop hangs for ``duration_ms`` (Milvus issue #34392's symptom): no
+        UpdateChannelTimeTick leaves this proxy, so rootcoord's gate waits for it."""
+        self.reports_stalled_until = self.sim.env.now + duration_ms
+        self.sim.recorder.emit("fault.stall", self.name, detail={"loop": "sendChannelsTimeTickLoop",
+                                                                 "duration_ms": duration_ms})
+
+    # ------------------------------------------------------------------------------ RPC helpers
+
+    def _alloc_one(self):
+        """``tsoAllocator.AllocOne``: an AllocTimestamp RPC to rootcoord (the FIRST ts of a batch of 1)."""
+        if self.rootcoord_extra_ms:
+            yield self.sim.env.timeout(self.rootcoord_extra_ms)
+        rc = self.rootcoord
+        ts, _count = yield from self.sim.call(self.name, rc.name, lambda: rc.handle_alloc_timestamp(1, self.name))
+        prob, extra_ms = self.alloc_hiccup
+        if prob and self.rng.random() < prob:
+            yield self.sim.env.timeout(extra_ms)
+        return ts
+
+    # ------------------------------------------------------------------------------ DML path
+
+    def insert(self, collection: Collection, pks: list[int]):
+        """One insert request: enqueue (allocate + statistics under the lock), execute, produce, pop."""
+        env, rec = self.sim.env, self.sim.recorder
+        shards = hash_pk_2_channels(pks, collection.vchannels)
+        rows: dict[str, list[int]] = {}
+        for pk, shard in zip(pks, shards):
+            rows.setdefault(collection.vchannels[shard], []).append(pk)
+        pchannels = tuple(sorted({to_physical_channel(v) for v in rows}))
+        task = DmlTask(pchannels=pchannels, rows=len(pks))
+        queue = self.queue
+        try:
+            if self.sim.config.switches.allocate_outside_enqueue_lock:
+                ts = yield from self._alloc_one()
+                with self.lock.request() as held:
+                    yield held
+                    if not self.alive or queue is not self.queue:
+                        return
+                    queue.enqueue(task, ts)
+            else:
+                with self.lock.request() as held:
+                    yield held
+                    ts = yield from self._alloc_one()
+                    if not self.alive or queue is not self.queue:
+                        return
+                    queue.enqueue(task, ts)
+        except RPCError:
+            return
+        for ch, stat in self._stats_rows(pchannels):
+            per_ch = sum(len(v) for vch, v in rows.items() if to_physical_channel(vch) == ch)
+            rec.emit("proxy.enqueue", self.name, ts=ts, count=per_ch, channel=ch, min_ts=stat[0], max_ts=stat[1],
+                     detail={"task": ts})
+        queue.pop_unissued_task()
+        queue.add_active_task(task)
+        yield env.timeout(self.rng.expovariate(1.0 / self.task_ms) if self.task_ms > 0 else 0.0)
+        for vch in sorted(rows):
+            if not self.alive or queue is not self.queue:
+                return
+            pks_v = rows[vch]
+            msg = InsertMsg(shard_name=vch, collection_id=collection.id, partition_id=collection.partition_id,
+                            segment_id=collection.segment_of(vch), pks=tuple(pks_v), timestamps=(ts,) * len(pks_v),
+                            msg_id=ts, source_id=self.server_id)
+            yield env.timeout(self.sim.one_way(self.name))
+            ch = to_physical_channel(vch)
+            msg_id = self.broker.produce(ch, msg)
+            rec.emit("mq.produce", self.name, ts=ts, channel=ch, vchannel=vch, msg_id=msg_id, msg_type="Insert",
+                     begin_ts=ts, end_ts=ts, count=len(pks_v), detail={"task": ts})
+            yield env.timeout(self.sim.one_way("mq"))
+        if not self.alive or queue is not self.queue:
+            return
+        queue.pop_active_task(task.id)
+        for ch, stat in self._stats_rows(pchannels):
+            rec.emit("proxy.finish", self.name, ts=ts, channel=ch, min_ts=stat[0], max_ts=stat[1], detail={"task": ts})
+
+    def _stats_rows(self, pchannels):
+        info = self.queue.get_pchan_stats_info()
+        for ch in pchannels:
+            stat = info.get(ch)
+            yield ch, ((stat.min_ts, stat.max_ts) if stat is not None else (None, None))
+
+    # ------------------------------------------------------------------------------ ticker and reports
+
+    def _start_ticker(self):
+        """``channelsTimeTickerImpl.start`` then its ``tickLoop`` and the proxy's ``sendChannelsTimeTickLoop``."""
+        env = self.sim.env
+        queue = self.queue
+        while self.alive and queue is self.queue:
+            try:
+                first = yield from self._alloc_one()
+                break
+            except RPCError:
+                yield env.timeout(self.sim.config.timetick.ticker_interval_ns / MS)
+        else:
+            return
+        ticker = ChannelsTimeTicker(lambda: first, queue.get_pchan_statistics, self.sim.config.timetick)
+        ticker.start()
+        self.ticker = ticker
+        env.process(self.tick_loop(ticker, queue))
+        env.process(self.report_loop(ticker, queue))
+
+    def tick_loop(self, ticker: ChannelsTimeTicker, queue: DmTaskQueue):
+        """``tickLoop``: every 100 ms allocate ``now``, read the statistics under the lock, ``tick``."""
+        env = self.sim.env
+        period = self.sim.config.timetick.ticker_interval_ns / MS
+        while True:
+            yield env.timeout(period)
+            if not self.alive or queue is not self.queue:
+                return
+            try:
+                now = yield from self._alloc_one()
+            except RPCError:
+                continue
+            with self.lock.request() as held:
+                yield held
+                stats = queue.get_pchan_statistics()
+            if not self.alive or queue is not self.queue:
+                return
+            ticker.tick_with(now, stats)
+            reported, default = ticker.get_min_ts_statistics()
+            self.sim.recorder.emit("proxy.tick", self.name, ts=now, tick_ts=ticker.min_timestamp,
+                                   detail={"reported": reported, "currents": dict(ticker.currents)})
+
+    def report_loop(self, ticker: ChannelsTimeTicker, queue: DmTaskQueue):
+        """``sendChannelsTimeTickLoop``: every 200 ms send the ticker's values to rootcoord."""
+        env = self.sim.env
+        period = self.sim.config.timetick.time_tick_interval_ns / MS
+        while True:
+            yield env.timeout(period)
+            if not self.alive or queue is not self.queue:
+                return
+            if env.now < self.reports_stalled_until:
+                continue
+            msg = channels_time_tick_msg(ticker, self.server_id)
+            if msg is None:
+                continue
+            rc = self.rootcoord
+            self.sim.recorder.emit("proxy.report", self.name, ts=msg.default_timestamp, count=len(msg.channel_names),
+                                   peer=rc.name, detail={"channels": dict(zip(msg.channel_names, msg.timestamps))})
+            if self.rootcoord_extra_ms:
+                yield env.timeout(self.rootcoord_extra_ms)
+            tt = rc_timetick(rc)
+            try:
+                yield from self.sim.call(self.name, rc.name, lambda: tt.handle_update_channel_time_tick(msg, self.name))
+            except RPCError:
+                continue
+
+
+def rc_timetick(rc: RootCoordNode) -> "RootCoordTimeTick":
+    """The timetick sync that runs on rootcoord ``rc``."""
+    return rc.timetick
+
+
+def _generate_now(allocator, count: int) -> int:
+    """``GenerateTSO`` when it needs no wait (the DDL source cannot sleep inside the tick loop here)."""
+    steps = allocator.generate_tso_steps(count)
+    try:
+        next(steps)
+    except StopIteration as done:
+        return done.value
+    steps.close()
+    raise TSOError("GenerateTSO would have to wait for the next tsLoop update")
+
+
+class RootCoordTimeTick:
+    """Rootcoord's side of TimeTick on one rootcoord node: the sync, the DDL loop and the watch round."""
+
+    def __init__(self, sim: Simulation, rootcoord: RootCoordNode, broker: Broker, pchannels: list[str]):
+        self.sim = sim
+        self.rc = rootcoord
+        self.broker = broker
+        self.pchannels = list(pchannels)
+        self.sync = TimetickSync(source_id=rootcoord.session.server_id)
+        self.ddl_lock = DdlTsLockManager(self._generate_tso)
+        self.scheduler = Scheduler(self._generate_tso)
+        self.names: dict[int, str] = {-1: "ddl"}
+        self._wake = sim.env.event()
+        rootcoord.timetick = self
+
+    def _generate_tso(self, count: int) -> int:
+        allocator = getattr(self.rc.core, "tso_allocator", None)
+        if allocator is None or not self.rc.serving:
+            raise TSOError("rootcoord is not serving")
+        return _generate_now(allocator, count)
+
+    def start(self) -> None:
+        """Wait until this rootcoord serves, then start the sync's loops."""
+        self.sim.env.process(self._run())
+
+    def _run(self):
+        env, p = self.sim.env, self.sim.config.timetick
+        while not self.rc.serving:
+            if not self.rc.alive:
+                return
+            yield env.timeout(self.sim.config.tso.update_timestamp_step_ns / MS)
+        ids = []
+        for key, value in self.sim.kv.load_with_prefix(PROXY_SESSION_PREFIX):
+            sid = int(key[len(PROXY_SESSION_PREFIX):])
+            self.names[sid] = value.decode()
+            ids.append(sid)
+        self.sync.init_sessions(ids)
+        for sid in ids:
+            self.sim.recorder.emit("rootcoord.session_add", self.rc.name, peer=self.names[sid])
+        self.sim.kv.watch(PROXY_SESSION_PREFIX, self._on_proxy_session)
+        env.process(self._watch())
+        period = p.time_tick_interval_ns / MS
+        while self.rc.alive:
+            yield env.timeout(period)
+            if not self.rc.alive:
+                return
+            self._ddl_tick()
+
+    def _on_proxy_session(self, event: str, key: str) -> None:
+        sid = int(key[len(PROXY_SESSION_PREFIX):])
+        if event == "put":
+            try:
+                self.names[sid] = self.sim.kv.load(key).decode()
+            except Exception:
+                self.names.setdefault(sid, f"proxy#{sid}")
+            self.sync.add_session(sid)
+            self.sim.recorder.emit("rootcoord.session_add", self.rc.name, peer=self.names[sid])
+        elif event == "delete":
+            self.sync.del_session(sid)
+            self.sim.recorder.emit("rootcoord.session_del", self.rc.name, peer=self.names.get(sid, str(sid)))
+            self._kick()
+
+    def _ddl_tick(self) -> None:
+        """``sendMinDdlTsAsTt`` after the scheduler's periodic sync task moved the DDL minimum on."""
+        p = self.sim.config.timetick
+        try:
+            self.scheduler.update_latest_tso_as_min_ddl_ts()
+            task = self.scheduler.next_task()
+            if task is not None:
+                self.scheduler.execute(task)
+        except TSOError:
+            pass
+        out = send_min_ddl_ts_as_tt(self.sync, self.pchannels, self.ddl_lock, self.scheduler,
+                                    healthy=self.rc.serving, tt_msg_enabled=p.tt_msg_enabled)
+        if out.sent_ts is None:
+            return
+        self._record_update("ddl", out.sent_ts, bool(out.update is not None and out.update.sent), out.error)
+
+    def _record_update(self, peer: str, default_ts: int, sent: bool, error: str | None) -> None:
+        waiting = [self.names.get(s, str(s)) for s in self.sync.idle_sessions()] if not sent else []
+        self.sim.recorder.emit("rootcoord.timetick_update", self.rc.name, ts=default_ts, peer=peer, error=error,
+                               detail={"sent": sent, "waiting_for": sorted(waiting)} if not error else None)
+        if sent:
+            self._kick()
+
+    def _kick(self) -> None:
+        if not self._wake.triggered:
+            self._wake.succeed()
+
+    def handle_update_channel_time_tick(self, msg: ChannelTimeTickMsg, peer: str):
+        """The ``UpdateChannelTimeTick`` RPC handler (runs on rootcoord; answers at once)."""
+        yield from ()  # an RPC handler is a generator; this one takes no simulated time
+        sent_before = self.sync.snapshots_sent + self.sync.snapshots_dropped
+        status = update_channel_time_tick(self.rc.serving, self.sync, msg)
+        sent = self.sync.snapshots_sent + self.sync.snapshots_dropped > sent_before
+        self._record_update(peer, msg.default_timestamp, sent, None if status.ok else status.reason)
+        return status
+
+    def _watch(self):
+        """``startWatch``: whenever a snapshot is pending, write one time tick into every pchannel."""
+        env = self.sim.env
+        while self.rc.alive:
+            yield self._wake
+            self._wake = env.event()
+            while self.sync.pending is not None:
+                snapshot = self.sync.pending
+                round_ = self.sync.watch_round() or []
+                for ch, ts in round_:
+                    source = _min_source(snapshot, ch, ts)
+                    yield env.timeout(self.sim.one_way(self.rc.name))
+                    if not self.rc.alive:
+                        return
+                    msg_id = self.broker.produce(ch, TimeTickMsg(timestamp=ts, source_id=self.sync.source_id))
+                    self.sim.recorder.emit("mq.produce", self.rc.name, ts=ts, channel=ch, msg_id=msg_id,
+                                           msg_type="TimeTick", begin_ts=ts, end_ts=ts, tick_ts=ts,
+                                           detail={"min_from": self.names.get(source, str(source))})
+                    self.sync.on_time_tick_sent(ch, ts)
+
+
+def _min_source(snapshot, ch: str, ts: int):
+    """Which session's value (or the DDL source, -1) gave the round's minimum ``ts`` on ``ch``."""
+    for source in sorted(snapshot, key=lambda s: (s != -1, s)):
+        msg = snapshot[source]
+        if msg is not None and msg.get_timetick(ch) == ts:
+            return source
+    return -1
+
+
+class ConsumerNode:
+    """A dispatcher on one pchannel with one target per vchannel; packs go to the run log."""
+
+    def __init__(self, sim: Simulation, name: str, broker: Broker, pchannel: str, vchannels: list[str]):
+        self.sim = sim
+        self.name = name
+        self.pchannel = pchannel
+        self.clock = NodeClock(sim.env)
+        self.dispatcher = Dispatcher(broker, pchannel, sub_pos=SubscriptionPosition.EARLIEST,
+                                     now_ns=self.clock.now_ns, params=sim.config.mq)
+        for v in vchannels:
+            self.dispatcher.add_target(v)
+        self.alive = True
+        self._wake = sim.env.event()
+        broker.watch(pchannel, lambda ch, msg_id: self._kick())
+
+    def _kick(self) -> None:
+        if not self._wake.triggered:
+            self._wake.succeed()
+
+    def start(self) -> None:
+        """Start consuming."""
+        self.sim.env.process(self.run())
+
+    def run(self):
+        """Wake on every append to the pchannel, then take every complete pack."""
+        env, rec = self.sim.env, self.sim.recorder
+        while self.alive:
+            yield self._wake
+            self._wake = env.event()
+            yield env.timeout(self.sim.one_way("mq"))
+            for packs in self.dispatcher.poll_all():
+                for vch in sorted(packs):
+                    pack = packs[vch]
+                    for m in pack.msgs:
+                        if m.msg_type in ("Insert", "Delete"):
+                            rec.emit("mq.consume", self.name, ts=m.end_ts(), channel=self.pchannel, vchannel=vch,
+                                     msg_id=m.position.msg_id, msg_type=m.msg_type, tick_ts=pack.end_ts)
+                    end = pack.end_positions[0] if pack.end_positions else None
+                    rec.emit("mq.pack", self.name, channel=self.pchannel, vchannel=vch,
+                             msg_id=end.msg_id if end is not None else None, begin_ts=pack.begin_ts,
+                             end_ts=pack.end_ts, tick_ts=pack.end_ts,
+                             count=sum(1 for m in pack.msgs if m.msg_type in ("Insert", "Delete")))

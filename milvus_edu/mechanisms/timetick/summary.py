@@ -1,0 +1,121 @@
+"""The TimeTick mechanism's part of a run's summary, its CLI report line and its key events."""
+
+from __future__ import annotations
+
+from ...narrate import detail_dict
+
+
+class TimeTickSummary:
+    """Counts messages, ticks, rounds and packs while a run is recorded (memory per pchannel)."""
+
+    def __init__(self):
+        self.dml = 0
+        self.out_of_order = 0
+        self.ticks = 0
+        self.repeated_ticks = 0
+        self._last_tick: dict[str, int] = {}
+        self.rounds = 0
+        self.packs = 0
+        self.consumed = 0
+        self.reports = 0
+        self._max_dml: dict[str, int] = {}
+        self._last_tick_t: dict[str, float] = {}
+        self.longest_gap: tuple[float, str | None] = (0.0, None)
+
+    def write(self, row: dict) -> None:
+        """Account for one row."""
+        kind = row["kind"]
+        if kind == "mq.produce":
+            ch = row["channel"]
+            if row["msg_type"] == "TimeTick":
+                self.ticks += 1
+                if self._last_tick.get(ch) == row["tick_ts"]:
+                    self.repeated_ticks += 1
+                self._last_tick[ch] = row["tick_ts"]
+                last = self._last_tick_t.get(ch)
+                if last is not None and row["t_ms"] - last > self.longest_gap[0]:
+                    self.longest_gap = (row["t_ms"] - last, ch)
+                self._last_tick_t[ch] = row["t_ms"]
+            elif row["msg_type"] in ("Insert", "Delete"):
+                self.dml += 1
+                ts = row["end_ts"]
+                if ts < self._max_dml.get(ch, 0):
+                    self.out_of_order += 1
+                else:
+                    self._max_dml[ch] = ts
+        elif kind == "rootcoord.timetick_update":
+            if detail_dict(row["detail"]).get("sent"):
+                self.rounds += 1
+        elif kind == "mq.pack":
+            self.packs += 1
+        elif kind == "mq.consume":
+            self.consumed += 1
+        elif kind == "proxy.report":
+            self.reports += 1
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+    def sections(self, counts: dict) -> dict:
+        """The ``timetick`` section of ``summary.json``."""
+        gap, ch = self.longest_gap
+        return {"timetick": {
+            "pchannels": sorted(set(self._last_tick_t) | set(self._max_dml)),
+            "dml_messages": self.dml,
+            "out_of_order_messages": self.out_of_order,
+            "proxy_reports": self.reports,
+            "tick_rounds": self.rounds,
+            "time_ticks": self.ticks,
+            "repeated_ticks": self.repeated_ticks,
+            "packs": self.packs,
+            "messages_consumed": self.consumed,
+            "longest_tick_gap_ms": round(gap, 3),
+            "longest_tick_gap_channel": ch,
+        }}
+
+
+def report(summary: dict) -> list[str]:
+    """The TimeTick line in the CLI's report of a run."""
+    t = summary.get("timetick")
+    if not t:
+        return []
+    return [f"{t['dml_messages']:,} DML messages on {len(t['pchannels'])} pchannels "
+            f"({t['out_of_order_messages']:,} written out of timestamp order), {t['time_ticks']:,} time ticks in "
+            f"{t['tick_rounds']:,} rounds, {t['packs']:,} packs consumed; longest gap between two ticks "
+            f"{t['longest_tick_gap_ms'] / 1000:g} s"]
+
+
+class KeyEvents:
+    """Which TimeTick events ``milvus-edu timeline`` prints by default: session changes, the first message, the
+    first tick and the first pack of each pchannel, and every tick after a gap of more than a second."""
+
+    def __init__(self):
+        self.first_tick: set[str] = set()
+        self.first_pack: set[str] = set()
+        self.first_dml = False
+        self.last_tick_t: dict[str, float] = {}
+
+    def show(self, row: dict) -> bool:
+        """Whether ``row`` is a key event (call once per row, in order)."""
+        kind = row["kind"]
+        if kind in ("rootcoord.session_add", "rootcoord.session_del"):
+            return True
+        if kind == "mq.produce" and row["msg_type"] == "TimeTick":
+            ch = row["channel"]
+            gap = row["t_ms"] - self.last_tick_t.get(ch, row["t_ms"])
+            self.last_tick_t[ch] = row["t_ms"]
+            if ch not in self.first_tick:
+                self.first_tick.add(ch)
+                return True
+            return gap > 1000.0
+        if kind == "mq.produce" and not self.first_dml:
+            self.first_dml = True
+            return True
+        if kind == "mq.pack" and row["vchannel"] not in self.first_pack:
+            self.first_pack.add(row["vchannel"])
+            return True
+        return False
+
+    def notes(self) -> list[str]:
+        """Nothing to add after the timeline."""
+        return []
