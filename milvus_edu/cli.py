@@ -159,9 +159,15 @@ def _report(result) -> None:
 
 
 def _cmd_simulate(args) -> int:
+    from .registry import get_scenario
+
     result = _run(args.scenario, args.seed, args.duration, args.out, args.force, args.switch)
     _report(result)
     if not result.summary["checks"]["ok"] and not result.summary["switches"]:
+        gap = get_scenario(args.scenario).gap
+        if gap:
+            print(f"(expected: this scenario shows a gap in Milvus itself: {gap})")
+            return 0
         return 1  # a violation without a bug switch is a model bug worth a non-zero status
     return 0
 

@@ -7,14 +7,26 @@ show why the rule exists; they are off by default and recorded in every run's me
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 
 MS = 1_000_000  # nanoseconds per millisecond
 S = 1000 * MS
 
 
+class _Positive:
+    """Mixin: every int field of a parameter group must be positive (intervals, sizes, counts)."""
+
+    def __post_init__(self):
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, bool) or not isinstance(value, int):
+                continue
+            if value <= 0:
+                raise ValueError(f"{type(self).__name__}.{f.name} must be positive, got {value}")
+
+
 @dataclass(frozen=True)
-class TSOParams:
+class TSOParams(_Positive):
     """Constants of ``internal/tso`` and the rootcoord/session code around it (all in nanoseconds)."""
 
     update_timestamp_step_ns: int = 50 * MS  # tso.UpdateTimestampStep (tsLoop period, overflow retry sleep)
@@ -26,13 +38,12 @@ class TSOParams:
     not_initialised_sleep_ns: int = 200 * MS  # GenerateTSO sleep when TSO is not initialised
     limit_max_logic: bool = True  # GlobalTSOAllocator.LimitMaxLogic
     session_ttl_ns: int = 60 * S  # common.session.ttl (2.5 default: 60 s)
-    session_keepalive_ns: int = 20 * S  # etcd clientv3 KeepAlive sends every TTL/3
     standby_retry_ns: int = 100 * MS  # ProcessActiveStandBy retry after an etcd error
     lease_check_ns: int = 500 * MS  # etcd lessor: expired leases are revoked every 500 ms
 
 
 @dataclass(frozen=True)
-class TimeTickParams:
+class TimeTickParams(_Positive):
     """Constants of the proxy DML queue, the proxy ticker and rootcoord's timetick sync (times in ns)."""
 
     time_tick_interval_ns: int = 200 * MS  # proxy.timeTickInterval (proxy report loop, rootcoord DDL tick loop)
@@ -53,7 +64,7 @@ class TimeTickParams:
 
 
 @dataclass(frozen=True)
-class MQParams:
+class MQParams(_Positive):
     """Message-stream constants (``pkg/mq/msgstream``), times in ns."""
 
     enable_pursuit_mode: bool = True  # mq.enablePursuitMode
@@ -109,3 +120,45 @@ class Config:
     def to_dict(self) -> dict:
         """A JSON-ready dict (recorded in run metadata)."""
         return asdict(self)
+
+    def with_params(self, params: dict[str, object]) -> "Config":
+        """A copy with parameters overridden by dotted name, e.g. ``{"timetick.time_tick_interval_ns": 100_000_000}``.
+
+        Values may be strings (from the command line): they are converted to the field's type.
+        ``ValueError`` for an unknown group or name (naming the valid ones), a value of the wrong type,
+        or a value out of range (every interval, size and count must be positive).
+        """
+        groups = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "switches"}
+        changes: dict[str, dict[str, object]] = {}
+        for dotted, raw in params.items():
+            group, _, name = str(dotted).partition(".")
+            if group not in groups or not name:
+                raise ValueError(f"unknown parameter {dotted!r}; parameters are <group>.<name> with group one of "
+                                 f"{', '.join(sorted(groups))}")
+            known = {f.name: f for f in fields(groups[group])}
+            if name not in known:
+                raise ValueError(f"unknown parameter {dotted!r}; {group} has {', '.join(sorted(known))}")
+            changes.setdefault(group, {})[name] = _convert(dotted, getattr(groups[group], name), raw)
+        updated = {g: replace(groups[g], **c) for g, c in changes.items()}
+        return replace(self, **updated)
+
+
+def _convert(dotted: str, current, raw):
+    """``raw`` as the type of ``current`` (bool, int or str); ``ValueError`` naming the parameter."""
+    if isinstance(current, bool):
+        if isinstance(raw, bool):
+            return raw
+        text = str(raw).strip().lower()
+        if text in ("true", "1", "yes", "on"):
+            return True
+        if text in ("false", "0", "no", "off"):
+            return False
+        raise ValueError(f"parameter {dotted} takes true or false, got {raw!r}")
+    if isinstance(current, int):
+        if isinstance(raw, bool):
+            raise ValueError(f"parameter {dotted} takes a whole number, got {raw!r}")
+        try:
+            return int(str(raw).replace("_", ""))
+        except ValueError:
+            raise ValueError(f"parameter {dotted} takes a whole number, got {raw!r}") from None
+    return str(raw)

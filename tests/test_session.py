@@ -56,7 +56,7 @@ def test_standby_wins_after_active_lease_expires(kv, clock):
     assert s1.try_activate()
     assert not s2.try_activate()
     clock.advance(TTL // 2)
-    s2.keep_alive()  # only the standby keeps its lease alive: the active has crashed
+    s2.keep_alive_once()  # only the standby keeps its lease alive: the active has crashed
     clock.advance(TTL // 2 - 1)
     assert current_active(kv, ACTIVE_KEY) == "rootcoord-1"  # 1 ns before the TTL runs out
     assert not s2.try_activate()
@@ -66,7 +66,7 @@ def test_standby_wins_after_active_lease_expires(kv, clock):
     assert s2.try_activate()
     assert current_active(kv, ACTIVE_KEY) == "rootcoord-2"
     with pytest.raises(LeaseNotFoundError):
-        s1.keep_alive()  # the crashed node's lease is gone for good
+        s1.keep_alive_once()  # the crashed node's lease is gone for good
 
 
 def test_standby_watch_sees_active_key_deleted_on_expiry(kv, clock):
@@ -75,10 +75,10 @@ def test_standby_watch_sees_active_key_deleted_on_expiry(kv, clock):
     events = []
     kv.watch(s2.active_key, lambda ev, key: events.append((ev, key)) if key == s2.active_key else None)
     clock.advance(TTL // 2)
-    s2.keep_alive()
+    s2.keep_alive_once()
     assert events == []
     clock.advance(TTL // 2)
-    s2.keep_alive()  # touching the KV runs the expiry sweep
+    s2.keep_alive_once()  # touching the KV runs the expiry sweep
     assert events == [("delete", ACTIVE_KEY)]
 
 
@@ -87,8 +87,8 @@ def test_keep_alive_prevents_expiry(kv, clock):
     assert s1.try_activate()
     for _ in range(10):  # 10 minutes of keep-alives every TTL/3
         clock.advance(TTL // 3)
-        s1.keep_alive()
-        s2.keep_alive()
+        s1.keep_alive_once()
+        s2.keep_alive_once()
     assert current_active(kv, ACTIVE_KEY) == "rootcoord-1"
     assert not s2.try_activate()
     assert kv.lease_expiry_ns(s1.lease_id) == clock.t + TTL

@@ -16,7 +16,7 @@ jumps = st.lists(st.tuples(st.floats(100, 20_000), st.integers(0, 2), st.floats(
 def _run(seed, offsets, drifts, kill_at, jump_list, drop, counts):
     sink = MemorySink()
     # A short session TTL so that chains of failovers fit in the run.
-    params = TSOParams(session_ttl_ns=3 * S, session_keepalive_ns=1 * S)
+    params = TSOParams(session_ttl_ns=3 * S)
     sim = Simulation(seed, Recorder("prop", sinks=[sink]), Config(tso=params),
                      NetworkParams(drop_prob=drop, timeout_ms=200))
     rcs = []

@@ -1,50 +1,110 @@
-"""Simulated processes: rootcoord instances (session, standby watch, ``tsLoop``) and TSO clients.
+"""Simulated processes: rootcoord instances (session, keep-alive, liveness, ``tsLoop``) and TSO clients.
 
 The Go goroutines become SimPy processes that call the pure components:
 
-* ``Session.ProcessActiveStandBy`` -> :meth:`RootCoordNode.run` (register, claim or watch, activate);
-* the etcd keep-alive goroutine -> :meth:`RootCoordNode.keep_alive_loop` (every TTL/3);
+* ``Core.Register`` with ``Session.ProcessActiveStandBy`` -> :meth:`RootCoordNode.run` (register,
+  claim or watch, activate; a failed activation panics the process);
+* etcd clientv3's ``sendKeepAliveLoop`` (every 500 ms, send what is overdue) and ``deadlineLoop``
+  (every second) -> :meth:`RootCoordNode.keep_alive_loop` and :meth:`RootCoordNode.deadline_loop`;
+* ``Session.processKeepAliveResponse`` after the keep-alive channel closes ->
+  :meth:`RootCoordNode.process_keep_alive_response`;
+* ``Session.LivenessCheck`` with rootcoord's ``os.Exit(1)`` callback -> the watch on the ACTIVE key
+  started by :meth:`RootCoordNode.start_liveness_check`;
 * ``Core.tsLoop`` -> :meth:`RootCoordNode.ts_loop` (every ``UpdateTimestampStep``);
 * ``Core.AllocTimestamp`` served over a simulated RPC -> :meth:`RootCoordNode.handle_alloc_timestamp`;
 * a client (a proxy, the SDK) that allocates timestamps -> :class:`TSOClient`.
 
-A killed node stops at its next step: nothing is revoked, so its lease runs out on etcd's clock.
-Simplification: when a session's lease is lost, Milvus kills the process (``triggerKill``); here the
-node simply stops serving, which is what the cluster observes.
+Faults: :meth:`RootCoordNode.kill` (a crash: nothing is revoked, the lease runs out on etcd's clock)
+and :meth:`RootCoordNode.pause` (a long GC or VM pause: the node runs nothing until it resumes).
+:func:`build_tso_pause` is the scenario of a paused active rootcoord.
+
+Simplification: a paused node's work that fell due during the pause runs on resume in the order
+it fell due (SimPy's order); in Go those goroutines race, so this is one possible interleaving.
+Simplification: a request that reached a paused node is answered on resume even if its caller
+gave up (gRPC's cancellation is not propagated to the handler).
 """
 
 from __future__ import annotations
 
 from ..config import MS
 from ..rootcoord import Core
-from ..sessionutil import Session, active_key, current_active
-from ..storage.kv import KVError, LeaseNotFoundError
-from .kernel import NodeClock, RPCError, Simulation, blocking
+from ..sessionutil import (
+    DEADLINE_LOOP_PERIOD_NS,
+    RETRY_CONN_WAIT_NS,
+    Session,
+    active_key,
+    current_active,
+    retry_do_sleeps,
+)
+from ..storage.kv import KVError
+from .kernel import NodeClock, RPCError, Simulation
 
 
 class RootCoordNode:
-    """One rootcoord instance in active/standby mode."""
+    """One rootcoord instance in active/standby mode.
 
-    def __init__(self, sim: Simulation, name: str, server_id: int, clock: NodeClock):
+    ``kv`` is this node's connection to etcd (default: the cluster's KV); pass a
+    :class:`~milvus_edu.storage.kv.FaultyKV` to cut this node off from etcd for a while.
+    """
+
+    def __init__(self, sim: Simulation, name: str, server_id: int, clock: NodeClock, kv=None):
         self.sim = sim
         self.name = name
         self.clock = clock
+        self.kv = sim.kv if kv is None else kv
         self.alive = True
         self.serving = False
+        self.liveness_started = False
         cfg = sim.config
-        self.core = Core(sim.kv, clock.now_ns, name, cfg.tso, cfg.switches, sim.recorder)
-        self.session = Session(sim.kv, "rootcoord", server_id, name, cfg.tso, recorder=sim.recorder)
+        self.core = Core(self.kv, clock.now_ns, name, cfg.tso, cfg.switches, sim.recorder)
+        self.session = Session(self.kv, "rootcoord", server_id, name, cfg.tso, recorder=sim.recorder,
+                               now_ns=self._monotonic_ns)
+        self._resume = None  # a SimPy event while paused
+        self._cancel_watch = None
 
+    def _monotonic_ns(self) -> int:
+        # Go's lease timers read the monotonic clock: wall-clock jumps do not move it.
+        return int(round(self.sim.env.now * MS))
+
+    # ---- pausing ------------------------------------------------------------------------------
+    def _runnable(self):
+        """Wait while the node is paused (use as ``yield from self._runnable()``)."""
+        while self._resume is not None:
+            yield self._resume
+
+    def _steps(self, steps):
+        """Drive a component's step generator (yielded ns are sleeps), honouring pauses.
+
+        Returns the generator's result, or None when the node died meanwhile.
+        """
+        env = self.sim.env
+        try:
+            wait = next(steps)
+            while True:
+                yield env.timeout(wait / MS)
+                yield from self._runnable()
+                if not self.alive:
+                    steps.close()
+                    return None
+                wait = steps.send(None)
+        except StopIteration as stop:
+            return stop.value
+
+    # ---- life cycle ---------------------------------------------------------------------------
     def start(self) -> None:
         """Start the node's main process."""
         self.sim.env.process(self.run())
 
     def run(self):
-        """Register, then claim the ACTIVE key or wait as standby; when active, init TSO and serve."""
+        """``Core.Register``: register the session, claim the ACTIVE key or wait as standby, activate."""
         env, p = self.sim.env, self.sim.config.tso
-        self.session.register()
+        registered = yield from self._register()
+        if not registered:
+            return
         env.process(self.keep_alive_loop())
+        env.process(self.deadline_loop())
         while self.alive:
+            yield from self._runnable()
             try:
                 won = self.session.try_activate()
             except KVError:
@@ -52,66 +112,191 @@ class RootCoordNode:
                 continue
             if won:
                 break
-            deleted = env.event()
-
-            def on_change(event, key, deleted=deleted):
-                if event == "delete" and not deleted.triggered:
-                    deleted.succeed()
-
-            cancel = self.sim.kv.watch(self.session.active_key, on_change)
-            if not self.sim.kv.has(self.session.active_key) and not deleted.triggered:
-                deleted.succeed()
-            yield deleted
-            cancel()
+            yield from self._wait_for_active_key_deletion()
         if not self.alive:
             return
-        while self.alive:
-            try:
-                self.core.init_tso_allocator()
-                break
-            except KVError:
-                yield env.timeout(p.update_timestamp_step_ns / MS)
+        try:
+            self.core.init_tso_allocator()
+        except KVError as exc:
+            # activateFunc's error makes ProcessActiveStandBy return it, and Core.Register panics;
+            # the ACTIVE key stays under the dead process's lease until the TTL runs out.
+            self._exit(f"activation failed ({exc}); Core.Register panics", how="panic")
+            return
         self.serving = True
         env.process(self.ts_loop())
+        self.start_liveness_check()
 
+    def _register(self):
+        """``Session.Register``: ``registerService`` under ``retry.Do(Attempts(retryTimes))``, then panic."""
+        error = None
+        for sleep in retry_do_sleeps(self.session.retry_times):
+            yield from self._runnable()
+            if not self.alive:
+                return False
+            try:
+                self.session.register()
+                return True
+            except KVError as exc:
+                error = exc
+            yield self.sim.env.timeout(sleep / MS)
+        self._exit(f"session registration failed ({error}); Session.Register panics", how="panic")
+        return False
+
+    def _wait_for_active_key_deletion(self):
+        """The standby's watch on the ACTIVE key (from the revision of its failed transaction)."""
+        env, key = self.sim.env, self.session.active_key
+        deleted = env.event()
+
+        def on_change(event, changed):
+            if event == "delete" and changed == key and not deleted.triggered:
+                deleted.succeed()
+
+        cancel = self.kv.watch(key, on_change)
+        try:
+            gone = not self.kv.has(key)
+        except KVError:
+            gone = True  # cannot tell: go back and retry the transaction
+        if gone and not deleted.triggered:
+            deleted.succeed()
+        yield deleted
+        cancel()
+
+    # ---- the lease --------------------------------------------------------------------------
     def keep_alive_loop(self):
-        """etcd's keep-alive: renew the session lease every TTL/3; a lost lease ends service."""
-        env, p = self.sim.env, self.sim.config.tso
+        """etcd clientv3's ``sendKeepAliveLoop``: every 500 ms, send the keep-alive if it is overdue."""
+        env = self.sim.env
         while True:
-            yield env.timeout(p.session_keepalive_ns / MS)
+            yield from self._runnable()
+            if not self.alive:
+                return
+            ka = self.session.keep_alive
+            if ka.due(self._monotonic_ns()):
+                self.session.send_keep_alive()
+                if ka.closed:  # etcd answered TTL 0
+                    env.process(self.process_keep_alive_response())
+            yield env.timeout(RETRY_CONN_WAIT_NS / MS)
+
+    def deadline_loop(self):
+        """etcd clientv3's ``deadlineLoop``: every second, close a keep-alive with no answer for a TTL."""
+        env = self.sim.env
+        while True:
+            yield env.timeout(DEADLINE_LOOP_PERIOD_NS / MS)
+            yield from self._runnable()
+            if not self.alive:
+                return
+            if self.session.check_deadline():
+                env.process(self.process_keep_alive_response())
+
+    def process_keep_alive_response(self):
+        """``processKeepAliveResponse`` after the channel closed: ``KeepAliveOnce`` x3, else close ``liveCh``."""
+        renewed = yield from self._steps(self.session.process_keep_alive_response_steps())
+        if renewed is False:
+            self._on_live_ch_closed()
+
+    def start_liveness_check(self) -> None:
+        """``Session.LivenessCheck`` with rootcoord's callback (``os.Exit(1)``), started once active.
+
+        It ends the process when ``liveCh`` closes and watches the session key, which for rootcoord
+        is the ACTIVE key: a DELETE (the lease expired, or someone removed the key) exits too.
+        """
+        self.liveness_started = True
+        if not self.session.live:
+            self._exit(self.session.lost_reason or "its session is gone")
+            return
+        key = self.session.watched_key
+
+        def on_change(event, changed):
+            if event == "delete" and changed == key and self.alive:
+                self.sim.env.process(self._deliver_watched_key_deletion())
+
+        self._cancel_watch = self.kv.watch(key, on_change)
+
+    def _deliver_watched_key_deletion(self):
+        """The DELETE reaches the node over its watch stream: once it runs and can reach etcd again."""
+        while True:
+            yield from self._runnable()
             if not self.alive:
                 return
             try:
-                self.session.keep_alive()
-            except LeaseNotFoundError:
-                self.serving = False
-                self.alive = False
-                self.sim.recorder.emit("session.lost", self.name, detail={"reason": "own lease expired"})
-                return
+                self.kv.has(self.session.watched_key)
+                break
             except KVError:
-                continue
+                yield self.sim.env.timeout(RETRY_CONN_WAIT_NS / MS)
+        self.session.on_watched_key_deleted()
+        self._on_live_ch_closed()
 
+    def _on_live_ch_closed(self) -> None:
+        # Only an active rootcoord runs LivenessCheck; a standby whose liveCh closed keeps waiting
+        # (its expired lease makes every later claim of the ACTIVE key fail).
+        if self.liveness_started and self.alive:
+            self._exit(self.session.lost_reason or "its session is gone")
+
+    def _exit(self, reason: str, how: str = "os.Exit(1)") -> None:
+        """The process ends (``os.Exit`` or a panic): nothing is revoked."""
+        self.alive = False
+        self.serving = False
+        if self._cancel_watch is not None:
+            self._cancel_watch()
+            self._cancel_watch = None
+        self.sim.recorder.emit("session.exit", self.name,
+                               active=current_active(self.sim.kv, self.session.active_key),
+                               detail={"reason": reason, "how": how, "was_active": self.session.is_active})
+
+    # ---- serving ------------------------------------------------------------------------------
     def ts_loop(self):
         """``tsLoop``: ``UpdateTSO`` every 50 ms while alive."""
         env, p = self.sim.env, self.sim.config.tso
         while True:
             yield env.timeout(p.update_timestamp_step_ns / MS)
+            yield from self._runnable()
             if not self.alive:
                 return
             self.core.ts_loop_tick()
 
     def handle_alloc_timestamp(self, count: int, peer: str):
-        """The ``AllocTimestamp`` RPC handler (runs on this node)."""
+        """The ``AllocTimestamp`` RPC handler (runs on this node; a paused node answers when it resumes)."""
+        yield from self._runnable()
+        if not self.alive:
+            raise RPCError(f"{self.name} exited before answering")
         if not self.serving:
             raise RPCError(f"{self.name} is not the active rootcoord")
-        result = yield from blocking(self.sim.env, self.core.alloc_timestamp_steps(count, peer=peer))
+        result = yield from self._steps(self.core.alloc_timestamp_steps(count, peer=peer))
+        if result is None:
+            raise RPCError(f"{self.name} exited before answering")
         return result
 
+    # ---- faults -------------------------------------------------------------------------------
     def kill(self) -> None:
         """Crash: stop at once, revoke nothing."""
         self.alive = False
         self.serving = False
         self.sim.recorder.emit("fault.kill", self.name, detail={"was_active": self.session.is_active})
+
+    def pause(self, duration_ms: float) -> None:
+        """Freeze for ``duration_ms`` (a long GC or VM pause), then resume.
+
+        While paused the node runs nothing: no ``tsLoop``, no keep-alive, no RPC answers, no watch
+        events handled. Its wall clock keeps running, so it resumes unaware that time passed.
+        """
+        if not duration_ms > 0:
+            raise ValueError(f"pause duration must be positive, got {duration_ms!r} ms")
+        if not self.alive:
+            raise ValueError(f"cannot pause {self.name}: it is not running")
+        if self._resume is not None:
+            raise ValueError(f"{self.name} is already paused; resume it before pausing again")
+        env = self.sim.env
+        self._resume = env.event()
+        self.sim.recorder.emit("fault.pause", self.name,
+                               detail={"duration_ms": duration_ms, "was_active": self.session.is_active})
+
+        def resume_later():
+            yield env.timeout(duration_ms)
+            event, self._resume = self._resume, None
+            if self.alive:
+                self.sim.recorder.emit("fault.resume", self.name, detail={"paused_ms": duration_ms})
+            event.succeed()
+
+        env.process(resume_later())
 
     def jump_clock(self, delta_ms: float) -> None:
         """Step this node's wall clock."""
@@ -124,24 +309,51 @@ class TSOClient:
     """A client that asks the active rootcoord for ``count`` timestamps every ``interval_ms``.
 
     It finds the active rootcoord the way Milvus components do, by reading the ACTIVE session key,
-    and looks again after any error.
+    and looks again after any error. With ``deadline_ms`` each call gives up after that long
+    ("context deadline exceeded"), as a gRPC caller with a deadline does; without it a call to a
+    frozen node waits until the node answers.
     """
 
     def __init__(self, sim: Simulation, name: str, count: int = 1, interval_ms: float = 100.0,
-                 jitter_ms: float = 0.0, retry_ms: float = 500.0):
+                 jitter_ms: float = 0.0, retry_ms: float = 500.0, deadline_ms: float | None = None):
         if count < 1:
             raise ValueError("count must be at least 1")
+        if deadline_ms is not None and not deadline_ms > 0:
+            raise ValueError(f"deadline_ms must be positive or None, got {deadline_ms!r}")
         self.sim = sim
         self.name = name
         self.count = count
         self.interval_ms = interval_ms
         self.jitter_ms = jitter_ms
         self.retry_ms = retry_ms
+        self.deadline_ms = deadline_ms
         self.alive = True
 
     def start(self) -> None:
         """Start the client's request loop."""
         self.sim.env.process(self.run())
+
+    def _call(self, target: str):
+        node = self.sim.nodes[target]
+        call = self.sim.call(self.name, target, lambda: node.handle_alloc_timestamp(self.count, self.name))
+        if self.deadline_ms is None:
+            return (yield from call)
+
+        def guarded():
+            try:
+                return True, (yield from call)
+            except RPCError as exc:
+                return False, exc
+
+        env = self.sim.env
+        proc = env.process(guarded())
+        yield proc | env.timeout(self.deadline_ms)
+        if not proc.triggered:
+            raise RPCError("context deadline exceeded")
+        ok, value = proc.value
+        if not ok:
+            raise value
+        return value
 
     def run(self):
         """Request, wait for the answer, sleep, repeat."""
@@ -159,14 +371,43 @@ class TSOClient:
                     yield env.timeout(self.retry_ms)
                     continue
             rec.emit("client.request", self.name, count=self.count, peer=target)
-            node = self.sim.nodes[target]
             try:
-                first, count = yield from self.sim.call(
-                    self.name, target, lambda: node.handle_alloc_timestamp(self.count, self.name)
-                )
+                first, count = yield from self._call(target)
             except RPCError as exc:
                 rec.emit("client.error", self.name, peer=target, error=str(exc))
                 target = None
                 yield env.timeout(self.retry_ms)
                 continue
             rec.emit("client.recv", self.name, ts=first, count=count, peer=target)
+
+
+PAUSE_AT_MS = 30_000.0
+PAUSE_FOR_MS = 70_000.0
+
+
+def build_tso_pause(sim: Simulation) -> None:
+    """Scenario ``tso-pause``: the active rootcoord freezes past its TTL, the standby takes over, it resumes.
+
+    Two rootcoords on the same clock; two clients whose calls give up after 1 s. At 30 s
+    rootcoord-1 (active) freezes for 70 s, a long GC or VM pause: no keep-alive, no ``tsLoop``, no
+    answers. Its last keep-alive was answered at 20.5 s, so etcd expires its lease at 80.5 s and
+    deletes the ACTIVE key; rootcoord-2 claims it and starts from its own clock, past the saved
+    window. At 100 s rootcoord-1 resumes, unaware: its overdue ``tsLoop`` tick saves a window end
+    with a plain Save (no lease, no fencing) over rootcoord-2's, and it answers the calls that
+    queued up during the pause, before the DELETE on its watch of the ACTIVE key makes it exit.
+    Run it for 120 s.
+    """
+    rcs = []
+    for i in (1, 2):
+        node = RootCoordNode(sim, f"rootcoord-{i}", i, NodeClock(sim.env))
+        sim.add(node)
+        rcs.append(node)
+    clients = []
+    for i, (count, interval) in enumerate([(1, 100.0), (10, 250.0)]):
+        client = TSOClient(sim, f"client-{i}", count=count, interval_ms=interval, jitter_ms=interval / 5,
+                           deadline_ms=1000.0)
+        sim.add(client)
+        clients.append(client)
+    for node in rcs + clients:
+        node.start()
+    sim.at(PAUSE_AT_MS, lambda: rcs[0].pause(PAUSE_FOR_MS))

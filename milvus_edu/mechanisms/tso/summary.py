@@ -39,7 +39,7 @@ class TSOSummary:
                 self.last_recv_before_kill = row["t_ms"]
             elif self.first_recv_after_kill is None and row["t_ms"] > self.kill[1]:
                 self.first_recv_after_kill = row["t_ms"]
-        elif kind == "fault.kill" and self.kill is None:
+        elif kind in ("fault.kill", "fault.pause") and self.kill is None:
             self.kill = (row["node"], row["t_ms"])
         elif kind == "session.active" and self.kill is not None and self.new_active is None:
             self.new_active = (row["node"], row["t_ms"])
@@ -48,7 +48,7 @@ class TSOSummary:
         """Nothing to release."""
 
     def failover(self) -> dict | None:
-        """Who died when, who took over when, and the longest silence any client saw."""
+        """Who died (or froze) when, who took over when, and the longest silence any client saw."""
         if self.kill is None:
             return None
         gap = None
