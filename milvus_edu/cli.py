@@ -46,6 +46,13 @@ def _seed(text: str) -> int:
     return value
 
 
+def _pair(text: str) -> tuple[str, str]:
+    name, sep, value = text.partition("=")
+    if not sep or not name.strip():
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {text!r}")
+    return name.strip(), value.strip()
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (also used by the docs)."""
     from .config import BugSwitches
@@ -61,6 +68,11 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--force", action="store_true", help="replace the run files in an existing --out folder")
     sim.add_argument("--switch", action="append", default=[], metavar="NAME",
                      help=f"turn a bug switch on (repeatable): {', '.join(BugSwitches.names())}")
+    sim.add_argument("--option", action="append", default=[], metavar="NAME=VALUE", type=_pair,
+                     help="set one of the scenario's options (repeatable), e.g. proxies=3; "
+                          "`milvus-edu scenarios` lists them")
+    sim.add_argument("--param", action="append", default=[], metavar="GROUP.NAME=VALUE", type=_pair,
+                     help="override a Milvus parameter (repeatable), e.g. timetick.time_tick_interval_ns=100000000")
     sub.add_parser("scenarios", help="list scenarios with one-line descriptions")
     tl = sub.add_parser("timeline", help="print the key events of a run folder in words")
     tl.add_argument("run", help="run folder (or events.parquet / events.jsonl)")
@@ -110,6 +122,9 @@ def _cmd_scenarios(args) -> int:
     width = max(len(n) for n in catalogue)
     for name, spec in catalogue.items():
         print(f"{name:<{width}}  {spec.description} (default {spec.duration_s:g} s)")
+        if spec.options:
+            knobs = ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in spec.options.items())
+            print(f"{'':<{width}}  options: {knobs}")
     return 0
 
 
@@ -129,12 +144,12 @@ def _progress_printer():
     return show
 
 
-def _run(scenario, seed, duration, out, force, switches):
+def _run(scenario, seed, duration, out, force, switches, options=(), params=()):
     from .sim.run import RunFolderError, simulate
 
     try:
         return simulate(scenario, seed=seed, duration_s=duration, out_dir=out, force=force, switches=switches,
-                        keep_events=False, progress=_progress_printer())
+                        keep_events=False, progress=_progress_printer(), options=dict(options), params=dict(params))
     except (ValueError, RunFolderError) as exc:
         raise UserError(exc.args[0] if exc.args else str(exc)) from None
 
@@ -161,7 +176,7 @@ def _report(result) -> None:
 def _cmd_simulate(args) -> int:
     from .registry import get_scenario
 
-    result = _run(args.scenario, args.seed, args.duration, args.out, args.force, args.switch)
+    result = _run(args.scenario, args.seed, args.duration, args.out, args.force, args.switch, args.option, args.param)
     _report(result)
     if not result.summary["checks"]["ok"] and not result.summary["switches"]:
         gap = get_scenario(args.scenario).gap

@@ -139,7 +139,13 @@ class Config:
             if name not in known:
                 raise ValueError(f"unknown parameter {dotted!r}; {group} has {', '.join(sorted(known))}")
             changes.setdefault(group, {})[name] = _convert(dotted, getattr(groups[group], name), raw)
-        updated = {g: replace(groups[g], **c) for g, c in changes.items()}
+        updated = {}
+        for g, c in changes.items():
+            try:
+                updated[g] = replace(groups[g], **c)
+            except ValueError as exc:  # name the parameter as the user wrote it
+                bad = next(n for n in c if f".{n} " in str(exc))
+                raise ValueError(f"parameter {g}.{bad} must be positive, got {c[bad]}") from None
         return replace(self, **updated)
 
 

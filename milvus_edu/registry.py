@@ -30,7 +30,7 @@ _EMPTY: Mapping = MappingProxyType({})
 class Scenario:
     """A named, documented cluster set-up: who runs, with which clocks, which faults happen when.
 
-    ``build(sim)`` adds and starts nodes and schedules faults. ``mechanisms`` names the mechanisms
+    ``build(sim, **options)`` adds and starts nodes and schedules faults. ``mechanisms`` names the mechanisms
     the scenario exercises, the lesson's own first: their checkers run and their summary sections
     are written; the first one's lanes, panel and filmstrip are the stepper's defaults.
     ``gap``: see the field's note.
@@ -42,6 +42,9 @@ class Scenario:
     build: Callable
     story: str = ""
     mechanisms: tuple[str, ...] = ()
+    options: Mapping[str, object] = field(default_factory=dict)
+    """Knobs a user may turn (``milvus-edu simulate --option NAME=VALUE``), with their defaults; ``build``
+    receives them as keyword arguments and raises ``ValueError`` for a value it cannot use."""
     gap: str = ""
     """When the scenario shows a hole in Milvus itself (not a bug switch), one sentence saying so: its
     checkers may then fail with the faithful rules, and the CLI reports that as the lesson, not an error."""
@@ -191,3 +194,23 @@ def mechanisms_in(kinds) -> tuple[Mechanism, ...]:
     """The registered mechanisms that own at least one of ``kinds``, in registration order."""
     present = set(kinds)
     return tuple(m for m in _MECHANISMS.values() if any(k.name in present for k in m.kinds))
+
+
+def scenario_options(scenario: Scenario, given: Mapping[str, object] | None) -> dict[str, object]:
+    """The scenario's options with ``given`` applied, each converted to its default's type.
+
+    ``ValueError`` for an option the scenario does not have (naming those it has) or a value of the
+    wrong type.
+    """
+    out = dict(scenario.options)
+    for name, raw in (given or {}).items():
+        if name not in out:
+            have = ", ".join(sorted(out)) or "none"
+            raise ValueError(f"scenario {scenario.name} has no option {name!r}; its options: {have}")
+        default = out[name]
+        try:
+            out[name] = type(default)(raw) if not isinstance(default, bool) else str(raw).lower() in ("1", "true", "yes", "on")
+        except (TypeError, ValueError):
+            what = {int: "a whole number", float: "a number"}.get(type(default), type(default).__name__)
+            raise ValueError(f"option {name} takes {what}, got {raw!r}") from None
+    return out

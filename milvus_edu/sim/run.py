@@ -18,7 +18,7 @@ import pandas as pd
 from .. import __version__
 from ..config import BugSwitches, Config
 from ..events import SCHEMA_VERSION, JsonlSink, MemorySink, ParquetSink, Recorder, load_run, rows_to_frame
-from ..registry import get_scenario, scenario_mechanisms
+from ..registry import get_scenario, scenario_mechanisms, scenario_options
 from .kernel import NetworkParams, Simulation
 
 RUN_FILES = ("events.parquet", "events.jsonl", "summary.json")
@@ -88,6 +88,8 @@ def simulate(
     keep_events: bool = True,
     network: NetworkParams | None = None,
     progress: Callable[[float, float], None] | None = None,
+    params: dict[str, object] | None = None,
+    options: dict[str, object] | None = None,
 ) -> RunResult:
     """Simulate ``scenario`` with ``seed`` for ``duration_s`` simulated seconds (the scenario's default).
 
@@ -98,9 +100,12 @@ def simulate(
       summary read them as they pass.
     * ``switches``: bug switches to turn on, by name (one string or a list) or a :class:`BugSwitches`.
     * ``network``: latency and loss model; ``progress(done_s, total_s)`` is called as the run advances.
+    * ``params``: Milvus parameters by dotted name, e.g. ``{"timetick.time_tick_interval_ns": 100_000_000}``
+      (see :meth:`milvus_edu.config.Config.with_params`).
+    * ``options``: the scenario's own knobs, e.g. ``{"proxies": 3}`` (``Scenario.options`` lists them).
 
-    Raises ``ValueError`` for an unknown scenario or switch, a bad seed or duration, and
-    :class:`RunFolderError` for an unusable ``out_dir``.
+    Raises ``ValueError`` for an unknown scenario, switch, parameter or option, a value out of range,
+    a bad seed or duration, and :class:`RunFolderError` for an unusable ``out_dir``.
     """
     spec = get_scenario(scenario)
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
@@ -113,7 +118,8 @@ def simulate(
         sw = switches
     else:
         sw = BugSwitches.from_names([switches] if isinstance(switches, str) else list(switches or []))
-    config = Config(switches=sw)
+    config = Config(switches=sw).with_params(params or {})
+    opts = scenario_options(spec, options)
     run_id = f"{scenario}-s{seed}" + "".join(f"+{n}" for n in sw.enabled())
     out = prepare_out_dir(out_dir, force) if out_dir is not None else None
 
@@ -121,16 +127,20 @@ def simulate(
     mechs = scenario_mechanisms(spec)
     checkers = [m.checker() for m in mechs if m.checker is not None]
     summaries = [m.summary() for m in mechs if m.summary is not None]
-    sinks: list = ([memory] if keep_events else []) + checkers + summaries
-    meta = {"scenario": scenario, "seed": str(seed), "duration_s": repr(float(duration_s)),
-            "switches": ",".join(sw.enabled())}
-    if out is not None:
-        sinks += [ParquetSink(out / "events.parquet", metadata=meta), JsonlSink(out / "events.jsonl")]
-    recorder = Recorder(run_id, sinks=sinks)
+    recorder = Recorder(run_id, sinks=([memory] if keep_events else []) + checkers + summaries)
     sim = Simulation(seed, recorder, config, network)
-    recorder.emit("run.start", "sim", detail={"scenario": scenario, "seed": seed, "duration_s": duration_s,
-                                              "switches": sw.enabled(), "version": __version__})
-    spec.build(sim)
+    # Building emits nothing (processes start when the run does), so a bad option fails here,
+    # before any file of the run folder is opened.
+    spec.build(sim, **opts)
+    if out is not None:
+        meta = {"scenario": scenario, "seed": str(seed), "duration_s": repr(float(duration_s)),
+                "switches": ",".join(sw.enabled())}
+        recorder.sinks += [ParquetSink(out / "events.parquet", metadata=meta), JsonlSink(out / "events.jsonl")]
+    start = {"scenario": scenario, "seed": seed, "duration_s": duration_s, "switches": sw.enabled(),
+             "version": __version__}
+    if opts:
+        start["options"] = opts
+    recorder.emit("run.start", "sim", detail=start)
     total_ms = duration_s * 1000.0
     if progress is None:
         sim.run(total_ms)
@@ -143,6 +153,8 @@ def simulate(
     recorder.close()
 
     summary = _summary(spec, seed, duration_s, config, recorder, summaries, checkers, run_id)
+    if opts:
+        summary["options"] = opts
     if out is not None:
         with open(out / "summary.json", "w", encoding="utf-8") as fh:
             json.dump(summary, fh, indent=2, sort_keys=True)

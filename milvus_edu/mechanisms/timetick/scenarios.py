@@ -85,32 +85,39 @@ class Cluster:
             env.process(proxy.insert(collection, pks))
 
 
-def _basics(sim: Simulation) -> None:
-    Cluster(sim).start()
+OPTIONS = {"proxies": 2, "inserts_per_s": 1000.0, "task_ms": 4.0}
 
 
-def _proxy_stall(sim: Simulation) -> None:
-    cluster = Cluster(sim)
+def _basics(sim: Simulation, **options) -> None:
+    Cluster(sim, **options).start()
+
+
+def _proxy_stall(sim: Simulation, **options) -> None:
+    cluster = Cluster(sim, **options)
+    if len(cluster.proxies) < 2:
+        raise ValueError("timetick-proxy-stall needs at least 2 proxies (proxy-2 stalls)")
     cluster.start()
     sim.at(3_000.0, lambda: cluster.proxies[1].stall_reports(3_000.0))
 
 
-def _proxy_restart(sim: Simulation) -> None:
-    cluster = Cluster(sim, inserts_per_s=100.0)
+def _proxy_restart(sim: Simulation, **options) -> None:
+    cluster = Cluster(sim, **options)
+    if len(cluster.proxies) < 2:
+        raise ValueError("timetick-proxy-restart needs at least 2 proxies (proxy-2 restarts)")
     cluster.start()
     proxy = cluster.proxies[1]
     sim.at(2_000.0, proxy.kill)
     sim.at(5_000.0, lambda: proxy.restart(server_id=proxy.server_id + 100))
 
 
-def _slow_link(sim: Simulation) -> None:
-    cluster = Cluster(sim, inserts_per_s=40.0)
+def _slow_link(sim: Simulation, **options) -> None:
+    cluster = Cluster(sim, **options)
     cluster.proxies[0].rootcoord_extra_ms = 20.0
     cluster.start()
 
 
-def _unlocked_enqueue(sim: Simulation) -> None:
-    cluster = Cluster(sim, inserts_per_s=600.0)
+def _unlocked_enqueue(sim: Simulation, **options) -> None:
+    cluster = Cluster(sim, **options)
     # Now and then an AllocTimestamp answer to proxy-1 is held up (a retransmission): with the lock the
     # queue waits; without it, later tasks overtake the held one into the statistics.
     cluster.proxies[0].alloc_hiccup = (0.02, 300.0)
@@ -124,20 +131,21 @@ SCENARIOS = (
         "proxy-1 and proxy-2 take inserts concurrently, so messages reach each pchannel out of timestamp order. "
         "Every 200 ms each proxy reports its per-pchannel minimum; when all have reported, rootcoord writes the "
         "minimum as a time tick into every pchannel, and each pchannel's dispatcher hands out the pack of messages "
-        "up to the tick.", ("timetick", "tso"),
+        "up to the tick.", ("timetick", "tso"), options=OPTIONS,
     ),
     Scenario(
         "timetick-proxy-stall", "proxy-2's report loop hangs from 3 s to 6 s: ticks stop on every pchannel.", 8.0,
         _proxy_stall,
         "Milvus issue #34392's symptom: one proxy stops reporting, rootcoord's gate waits for every session, so no "
         "pchannel gets a tick for 3 s although writes go on; consumers receive nothing until the ticks resume.",
-        ("timetick", "tso"),
+        ("timetick", "tso"), options=OPTIONS,
     ),
     Scenario(
         "timetick-proxy-restart", "proxy-2 crashes at 2 s and restarts at 5 s; its old session blocks ticks.", 70.0,
         _proxy_restart,
         "The restarted proxy registers a new session, but rootcoord also waits for the old one until its 60 s "
         "lease runs out: ticks stop from the crash until about 62 s, then resume.", ("timetick", "tso"),
+        options={**OPTIONS, "inserts_per_s": 100.0},
     ),
     Scenario(
         "timetick-slow-link", "proxy-1's link to rootcoord is 20 ms slower each way: its inserts queue on the "
@@ -145,7 +153,7 @@ SCENARIOS = (
         _slow_link,
         "Every DML timestamp is one AllocTimestamp round trip made while holding the enqueue lock, so proxy-1 "
         "takes at most one insert per ~41 ms; its queue backs up, its reported minimum trails, and every round "
-        "of ticks waits for its late reports.", ("timetick", "tso"),
+        "of ticks waits for its late reports.", ("timetick", "tso"), options={**OPTIONS, "inserts_per_s": 40.0},
     ),
     Scenario(
         "timetick-unlocked-enqueue", "proxy-1's AllocTimestamp answers are sometimes held up 300 ms; run it with "
@@ -153,6 +161,6 @@ SCENARIOS = (
         _unlocked_enqueue,
         "The seed's six steps: with the switch, a task whose timestamp came back late enters the statistics after "
         "younger tasks were reported, so rootcoord writes a tick above it and its message arrives below the tick.",
-        ("timetick", "tso"),
+        ("timetick", "tso"), options={**OPTIONS, "inserts_per_s": 600.0},
     ),
 )

@@ -82,7 +82,7 @@ def report(summary: dict) -> list[str]:
     return [f"{t['dml_messages']:,} DML messages on {len(t['pchannels'])} pchannels "
             f"({t['out_of_order_messages']:,} written out of timestamp order), {t['time_ticks']:,} time ticks in "
             f"{t['tick_rounds']:,} rounds, {t['packs']:,} packs consumed; longest gap between two ticks "
-            f"{t['longest_tick_gap_ms'] / 1000:g} s"]
+            f"{t['longest_tick_gap_ms'] / 1000:.2f} s"]
 
 
 class KeyEvents:

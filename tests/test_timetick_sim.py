@@ -1,0 +1,228 @@
+"""The TimeTick mechanism end to end: scenarios, the watermark promise, the bug switch, determinism.
+
+Each scenario is run as a learner would (``milvus_edu.simulate``) and read back through the run log
+only; the checkers in :mod:`milvus_edu.check.timetick` decide, and these tests pin what they decide.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+import milvus_edu
+from milvus_edu.check.timetick import TimeTickChecker, check_timetick
+from milvus_edu.config import TSOParams
+from milvus_edu.registry import get_mechanism
+from milvus_edu.tsoutil import parse_hybrid_ts
+
+TIMETICK_SCENARIOS = [s.name for s in get_mechanism("timetick").scenarios]
+
+
+@pytest.fixture(scope="module")
+def basics():
+    return milvus_edu.simulate("timetick-basics", seed=1, duration_s=2.0)
+
+
+def _dml(ev):
+    return ev[(ev.kind == "mq.produce") & ev.msg_type.isin(["Insert", "Delete"])]
+
+
+def _ticks(ev):
+    return ev[(ev.kind == "mq.produce") & (ev.msg_type == "TimeTick")]
+
+
+def test_every_pchannel_gets_ticks_and_out_of_order_messages(basics):
+    ev = basics.events
+    ticks = _ticks(ev)
+    assert set(ticks.channel) == set(basics.summary["timetick"]["pchannels"]) and len(set(ticks.channel)) == 4
+    for ch, rows in _dml(ev).groupby("channel"):
+        ts = [int(t) for t in rows.end_ts]
+        assert any(b < a for a, b in zip(ts, ts[1:])), f"{ch}: concurrency should write out of timestamp order"
+    assert basics.summary["timetick"]["out_of_order_messages"] > 0
+    assert basics.summary["checks"]["ok"], basics.violations[:1]
+
+
+def test_no_message_is_written_at_or_below_a_tick_already_in_its_pchannel(basics):
+    """The watermark promise, checked directly on the log (not through the checker)."""
+    highest: dict[str, int] = {}
+    for row in basics.events.itertuples():
+        if row.kind != "mq.produce":
+            continue
+        if row.msg_type == "TimeTick":
+            highest[row.channel] = max(highest.get(row.channel, 0), int(row.tick_ts))
+        else:
+            assert int(row.end_ts) > highest.get(row.channel, 0)
+
+
+def test_ticks_never_go_back_and_trail_the_proxies_reports(basics):
+    ev = basics.events
+    for ch, rows in _ticks(ev).groupby("channel"):
+        values = [int(v) for v in rows.tick_ts]
+        assert values == sorted(values)
+    # Every tick is at most what each proxy reported for that pchannel before it (its listed value or default).
+    reported: dict[str, dict[str, int]] = {}
+    for row in ev.itertuples():
+        if row.kind == "proxy.report":
+            d = json.loads(row.detail)
+            reported[row.node] = {"": int(row.ts), **{c: int(v) for c, v in d["channels"].items()}}
+        elif row.kind == "mq.produce" and row.msg_type == "TimeTick":
+            for proxy, values in reported.items():
+                assert int(row.tick_ts) <= values.get(row.channel, values[""])
+
+
+def test_every_message_is_delivered_once_in_the_pack_of_its_interval(basics):
+    ev = basics.events
+    consumed = ev[ev.kind == "mq.consume"]
+    assert not consumed.duplicated(["vchannel", "msg_id"]).any()
+    packs = ev[ev.kind == "mq.pack"]
+    last_end = {}
+    for row in packs.itertuples():
+        if row.vchannel in last_end:
+            assert int(row.begin_ts) == last_end[row.vchannel]
+        last_end[row.vchannel] = int(row.end_ts)
+    dml = _dml(ev)
+    delivered = set(zip(consumed.vchannel, consumed.msg_id.astype(int)))
+    for row in dml.itertuples():
+        if int(row.end_ts) <= last_end.get(row.vchannel, 0):
+            assert (row.vchannel, int(row.msg_id)) in delivered
+    for row in consumed.itertuples():
+        assert int(row.ts) <= int(row.tick_ts)
+
+
+def test_proxy_statistics_min_is_the_oldest_unfinished_task(basics):
+    unfinished: dict[tuple[str, str], set[int]] = {}
+    for row in basics.events.itertuples():
+        if row.kind not in ("proxy.enqueue", "proxy.finish"):
+            continue
+        key = (row.node, row.channel)
+        pending = unfinished.setdefault(key, set())
+        (pending.add if row.kind == "proxy.enqueue" else pending.discard)(int(row.ts))
+        if pending:
+            assert int(row.min_ts) == min(pending)
+        else:
+            assert row.min_ts is None or str(row.min_ts) == "<NA>"
+
+
+def test_unlocked_enqueue_breaks_the_watermark_and_the_checker_explains_it():
+    run = milvus_edu.simulate("timetick-unlocked-enqueue", seed=1, switches=["allocate_outside_enqueue_lock"])
+    counts = run.summary["checks"]["violation_counts"]
+    assert counts["watermark"] > 0
+    first = next(v for v in run.violations if v["invariant"] == "watermark")
+    text = first["explanation"]
+    assert text.startswith("Let event ") and " Then " in text and "because its task entered proxy-" in text
+    assert "allocated before the task was counted" in text
+    seqs = first["seqs"]
+    ev = run.events.set_index("seq")
+    kinds = [ev.loc[s, "kind"] for s in seqs]
+    assert kinds == ["proxy.report", "proxy.enqueue", "mq.produce", "mq.produce"]
+    # the late message's ts is at or below the tick it came after
+    tick, late = ev.loc[seqs[2]], ev.loc[seqs[3]]
+    assert tick.msg_type == "TimeTick" and int(late.end_ts) <= int(tick.tick_ts)
+
+
+def test_same_scenario_without_the_switch_keeps_every_promise():
+    run = milvus_edu.simulate("timetick-unlocked-enqueue", seed=1)
+    assert run.summary["checks"]["ok"], run.violations[:1]
+
+
+def test_a_stalled_proxy_stops_every_pchannels_ticks_for_the_stall():
+    run = milvus_edu.simulate("timetick-proxy-stall", seed=1)
+    ev = run.events
+    stall = ev[ev.kind == "fault.stall"].iloc[0]
+    t0, t1 = float(stall.t_ms), float(stall.t_ms) + json.loads(stall.detail)["duration_ms"]
+    for ch, rows in _ticks(ev).groupby("channel"):
+        inside = rows[(rows.t_ms > t0 + 250) & (rows.t_ms < t1)]
+        assert inside.empty, f"{ch} got ticks while proxy-2 was not reporting"
+        assert (rows.t_ms > t1).any(), f"{ch} got no tick after the stall"
+    dml_during = _dml(ev)
+    assert ((dml_during.t_ms > t0 + 250) & (dml_during.t_ms < t1)).any()  # writes went on
+    assert 2900 <= run.summary["timetick"]["longest_tick_gap_ms"] <= 3500
+    assert run.summary["checks"]["ok"]
+
+
+def test_a_restarted_proxy_blocks_ticks_until_its_old_session_expires():
+    run = milvus_edu.simulate("timetick-proxy-restart", seed=1)
+    ev = run.events
+    dels = ev[ev.kind == "rootcoord.session_del"]
+    adds = ev[ev.kind == "rootcoord.session_add"]
+    assert len(adds) == 3 and len(dels) == 1  # two at start, the restarted proxy's new session; the old one expires
+    ttl_ms = TSOParams().session_ttl_ns / 1e6  # proxies' sessions have the same TTL (common.session.ttl)
+    # the lease was last renewed at most one keep-alive period (TTL/3) before the crash at 2 s
+    assert 2_000 + ttl_ms - ttl_ms / 3 - 1_000 <= float(dels.iloc[0].t_ms) <= 2_000 + ttl_ms + 1_000
+    ticks = _ticks(ev)
+    assert ticks[(ticks.t_ms > 2_500) & (ticks.t_ms < float(dels.iloc[0].t_ms))].empty
+    assert (ticks.t_ms > float(dels.iloc[0].t_ms)).any()
+    assert run.summary["checks"]["ok"]
+
+
+def test_checker_flags_a_tick_that_goes_back_and_a_lost_message():
+    def row(seq, kind, **kw):
+        base = {"seq": seq, "kind": kind, "node": "n", "t_ms": float(seq), "detail": None}
+        base.update(kw)
+        return base
+
+    c = TimeTickChecker()
+    ch, v = "by-dev-rootcoord-dml_0", "by-dev-rootcoord-dml_0_100v0"
+    c.write(row(0, "mq.produce", channel=ch, msg_type="TimeTick", tick_ts=100))
+    c.write(row(1, "mq.produce", channel=ch, msg_type="TimeTick", tick_ts=90))
+    c.write(row(2, "mq.produce", channel=ch, vchannel=v, msg_type="Insert", msg_id=3, end_ts=95))
+    c.write(row(3, "mq.pack", vchannel=v, begin_ts=0, end_ts=100))
+    counts = c.counts
+    assert counts == {"tick-monotonic": 1, "watermark": 1, "pack-exact": 1}
+
+
+def test_check_timetick_on_a_frame_equals_the_streaming_result(basics):
+    assert check_timetick(basics.events) == []
+    run = milvus_edu.simulate("timetick-unlocked-enqueue", seed=1, duration_s=2.0,
+                              switches=["allocate_outside_enqueue_lock"])
+    assert [v.to_dict() for v in check_timetick(run.events)] == [
+        v for v in run.violations if v["invariant"] in ("tick-monotonic", "watermark", "pack-exact")]
+
+
+@pytest.mark.parametrize("scenario", TIMETICK_SCENARIOS)
+def test_scenario_is_byte_identical_for_the_same_seed(tmp_path, scenario):
+    digests = []
+    for name in ("a", "b"):
+        milvus_edu.simulate(scenario, seed=3, duration_s=1.5, out_dir=tmp_path / name, keep_events=False)
+        digests.append({f: hashlib.sha256((tmp_path / name / f).read_bytes()).hexdigest()
+                        for f in ("events.parquet", "events.jsonl", "summary.json")})
+    assert digests[0] == digests[1]
+
+
+def test_timetick_run_does_not_depend_on_hash_seed(tmp_path):
+    code = ("import milvus_edu,sys; milvus_edu.simulate('timetick-basics', seed=5, duration_s=1, "
+            "out_dir=sys.argv[1], keep_events=False)")
+    for name, hashseed in (("a", "1"), ("b", "4242")):
+        subprocess.run([sys.executable, "-c", code, str(tmp_path / name)], check=True,
+                       env={**os.environ, "PYTHONHASHSEED": hashseed})
+    assert (tmp_path / "a" / "events.jsonl").read_bytes() == (tmp_path / "b" / "events.jsonl").read_bytes()
+
+
+def test_bad_options_and_parameters_are_refused_in_python():
+    with pytest.raises(ValueError, match="at least one proxy"):
+        milvus_edu.simulate("timetick-basics", options={"proxies": 0}, duration_s=0.5)
+    with pytest.raises(ValueError, match="no option 'pchannel'"):
+        milvus_edu.simulate("timetick-basics", options={"pchannel": 2}, duration_s=0.5)
+    with pytest.raises(ValueError, match="time_tick_interval_ns must be positive"):
+        milvus_edu.simulate("timetick-basics", params={"timetick.time_tick_interval_ns": -1}, duration_s=0.5)
+
+
+def test_more_proxies_option_adds_sessions_rootcoord_waits_for():
+    run = milvus_edu.simulate("timetick-basics", seed=2, duration_s=1.0, options={"proxies": 3})
+    ev = run.events
+    assert sorted(ev[ev.kind == "rootcoord.session_add"].peer) == ["proxy-1", "proxy-2", "proxy-3"]
+    assert run.summary["options"]["proxies"] == 3 and run.summary["checks"]["ok"]
+
+
+def test_tick_values_are_real_hybrid_timestamps_near_true_time(basics):
+    from milvus_edu.events import SIM_EPOCH_MS
+
+    for row in _ticks(basics.events).itertuples():
+        physical, _ = parse_hybrid_ts(int(row.tick_ts))
+        lag = SIM_EPOCH_MS + float(row.t_ms) - physical
+        assert 0 <= lag < 1000  # a tick trails true time, by less than a second here
