@@ -15,104 +15,15 @@ the mistake.
 
 from __future__ import annotations
 
-import math
-import numbers
 import re
-from dataclasses import dataclass
-from typing import Callable
 
 import pandas as pd
 
 from ..narrate import ts_text, wall_text
 from ..tsoutil import LOGICAL_BITS, compose_ts, parse_hybrid_ts
+from .feedback import Feedback, judge_integer, pending, right, wrong
 
 INVARIANT_NAMES = ("global-monotonic", "client-monotonic", "window")
-_FLOAT_EXACT = 1 << 53  # floats hold every integer below this, and lose low bits above it
-
-
-@dataclass(frozen=True, repr=False)
-class Feedback:
-    """The verdict on one answer: ``ok`` when right; ``answered`` is False while the answer is ``None``."""
-
-    ok: bool
-    message: str
-    answered: bool = True
-
-    def __bool__(self) -> bool:
-        return self.ok
-
-    def __str__(self) -> str:
-        if not self.answered:
-            return "⏳ Not answered yet: " + self.message
-        return ("✅ " if self.ok else "❌ ") + self.message
-
-    __repr__ = __str__
-
-    def _repr_markdown_(self) -> str:
-        return str(self)
-
-
-def _right(message: str) -> Feedback:
-    return Feedback(True, message)
-
-
-def _wrong(message: str) -> Feedback:
-    return Feedback(False, message)
-
-
-def _pending(what: str) -> Feedback:
-    return Feedback(False, f"replace `None` with {what}, then run the cell again.", answered=False)
-
-
-def _is_pandas_na(value) -> bool:
-    try:
-        return value is pd.NA or value is pd.NaT
-    except TypeError:  # pragma: no cover
-        return False
-
-
-def _judge_integer(answer, what: str, judge: Callable[[int], Feedback], *, timestamp: bool) -> Feedback:
-    """Turn ``answer`` into an int and ``judge`` it, or say precisely why it is not one.
-
-    ``timestamp``: the expected value is a hybrid timestamp (about 4.6e17), which a float cannot
-    hold exactly.
-    """
-    if answer is None:
-        return _pending(what)
-    if isinstance(answer, bool):
-        return _wrong(f"`{answer}` is a bool; expected {what}.")
-    if isinstance(answer, numbers.Integral):  # int, numpy integers
-        return judge(int(answer))
-    if _is_pandas_na(answer):
-        return _wrong("That value is missing (pandas `<NA>`): the row you picked has no `ts`. "
-                      f"Expected {what}.")
-    if isinstance(answer, str):
-        text = answer.strip().replace("_", "").replace(",", "")
-        if not re.fullmatch(r"[+-]?\d+", text):
-            return _wrong(f"`{answer!r}` is a string, not a number; expected {what}.")
-        verdict = judge(int(text))
-        if verdict.ok:
-            return _wrong(f"`{answer!r}` is a string. The value is right, but give it as an int, "
-                          f"without quotes: `{int(text)}`.")
-        return _wrong(f"`{answer!r}` is a string; give numbers without quotes. The value is not right "
-                      f"either: {verdict.message}")
-    if isinstance(answer, numbers.Real):  # float, numpy floats, Fraction, Decimal-like
-        value = float(answer)
-        if not math.isfinite(value) or not value.is_integer():
-            return _wrong(f"`{answer}` is not a whole number; expected {what}.")
-        if timestamp or abs(value) >= _FLOAT_EXACT:
-            return _wrong(f"`{answer}` is a float. A hybrid timestamp needs 64-bit integer arithmetic: a "
-                          f"float keeps only 53 bits, so the low bits (the logical part) get rounded away. "
-                          f"Use `<<`, `+` and `//` on ints (not `/`, `2.0**18` or `float`), or wrap a "
-                          f"value taken from a table in `int(...)`.")
-        verdict = judge(int(value))
-        if verdict.ok:
-            return _wrong(f"`{answer}` is a float. The value is right, but give it as an int: `{int(value)}`.")
-        return _wrong(f"`{answer}` is a float; expected an int. The value is not right either: {verdict.message}")
-    if isinstance(answer, (pd.Series, pd.DataFrame)):
-        return _wrong(f"That is a pandas {type(answer).__name__} ({len(answer)} row(s)), not one value. Pick one "
-                      f"value with `.iloc[0]` and wrap it in `int(...)`.")
-    return _wrong(f"Got a value of type {type(answer).__name__}; expected {what}.")
 
 
 # ---- Exercise 1 ---------------------------------------------------------------------------------
@@ -122,35 +33,35 @@ def check_compose(answer, physical_ms: int, logical: int) -> Feedback:
 
     def judge(value: int) -> Feedback:
         if value == want:
-            return _right(f"Right: ({physical_ms} << {LOGICAL_BITS}) + {logical} = {want}.")
+            return right(f"Right: ({physical_ms} << {LOGICAL_BITS}) + {logical} = {want}.")
         if value == physical_ms << (LOGICAL_BITS + logical):
-            return _wrong(f"Operator precedence: Python reads `physical << {LOGICAL_BITS} + logical` as "
+            return wrong(f"Operator precedence: Python reads `physical << {LOGICAL_BITS} + logical` as "
                           f"`physical << ({LOGICAL_BITS} + logical)`, because `+` binds tighter than `<<`, so "
                           f"you shifted by {LOGICAL_BITS + logical} bits. Use parentheses: "
                           f"`(physical << {LOGICAL_BITS}) + logical`.")
         if value == physical_ms << LOGICAL_BITS:
-            return _wrong(f"That is the physical part shifted, with logical 0: the logical part ({logical}) "
+            return wrong(f"That is the physical part shifted, with logical 0: the logical part ({logical}) "
                           f"is missing. Add it: `(physical << {LOGICAL_BITS}) + logical`.")
         for bits in (16, 17, 19, 20, 32):
             if value == (physical_ms << bits) + logical:
-                return _wrong(f"You shifted by {bits} bits; the logical part has {LOGICAL_BITS} bits, so shift "
+                return wrong(f"You shifted by {bits} bits; the logical part has {LOGICAL_BITS} bits, so shift "
                               f"the physical part left by {LOGICAL_BITS}.")
         if value == (logical << LOGICAL_BITS) + physical_ms:
-            return _wrong(f"Physical and logical are swapped: the physical part ({physical_ms} ms) goes in the "
+            return wrong(f"Physical and logical are swapped: the physical part ({physical_ms} ms) goes in the "
                           f"high bits, the logical counter ({logical}) in the low {LOGICAL_BITS} bits.")
         if value == physical_ms * 1000 + logical:
-            return _wrong(f"The physical part is shifted left by {LOGICAL_BITS} bits (multiplied by "
+            return wrong(f"The physical part is shifted left by {LOGICAL_BITS} bits (multiplied by "
                           f"2**{LOGICAL_BITS}), not multiplied by 1000.")
         if value == physical_ms * LOGICAL_BITS + logical:
-            return _wrong(f"`<< {LOGICAL_BITS}` multiplies by 2**{LOGICAL_BITS} = {1 << LOGICAL_BITS}, not by "
+            return wrong(f"`<< {LOGICAL_BITS}` multiplies by 2**{LOGICAL_BITS} = {1 << LOGICAL_BITS}, not by "
                           f"{LOGICAL_BITS}.")
         if value < 0:
-            return _wrong(f"{value} is negative; hybrid timestamps are unsigned 64-bit integers.")
+            return wrong(f"{value} is negative; hybrid timestamps are unsigned 64-bit integers.")
         p, l = parse_hybrid_ts(value)
-        return _wrong(f"Your number decodes to physical {p} ms and logical {l}; it should decode to physical "
+        return wrong(f"Your number decodes to physical {p} ms and logical {l}; it should decode to physical "
                       f"{physical_ms} ms and logical {logical}. Compute `(physical << {LOGICAL_BITS}) + logical`.")
 
-    return _judge_integer(answer, f"an int: the hybrid timestamp of physical {physical_ms} ms and logical "
+    return judge_integer(answer, f"an int: the hybrid timestamp of physical {physical_ms} ms and logical "
                                   f"{logical}", judge, timestamp=True)
 
 
@@ -159,7 +70,7 @@ def check_first_after_failover(answer, events: pd.DataFrame) -> Feedback:
     """Exercise: the first timestamp the new active rootcoord handed out."""
     actives = events[events["kind"] == "session.active"]
     if len(actives) < 2:
-        return _wrong("This run has no failover (fewer than two session.active events); use the "
+        return wrong("This run has no failover (fewer than two session.active events); use the "
                       "tso-failover scenario.")
     new = str(actives["node"].iloc[1])
     ok_rows = events["error"].isna()
@@ -179,30 +90,30 @@ def check_first_after_failover(answer, events: pd.DataFrame) -> Feedback:
 
     def judge(value: int) -> Feedback:
         if value == want:
-            return _right(f"Right: {new} started at {ts_text(want)}, above {ts_text(old_last)}, the last one "
+            return right(f"Right: {new} started at {ts_text(want)}, above {ts_text(old_last)}, the last one "
                           f"handed out before the crash." if old_last is not None else
                           f"Right: {new} started at {ts_text(want)}.")
         if value in old_firsts or value in old_lasts or value == old_last:
-            return _wrong(f"{ts_text(value)} came from the old active, not from {new}. Keep only the "
+            return wrong(f"{ts_text(value)} came from the old active, not from {new}. Keep only the "
                           f"rootcoord.alloc_timestamp events whose node is {new}.")
         if value in my_lasts and value not in my_firsts:
-            return _wrong(f"{ts_text(value)} is the ts of a tso.alloc event, which records the LAST timestamp "
+            return wrong(f"{ts_text(value)} is the ts of a tso.alloc event, which records the LAST timestamp "
                           f"of a batch (GenerateTSO's return value). Use rootcoord.alloc_timestamp: its ts is "
                           f"the FIRST of the batch, the one AllocTimestamp answers.")
         if value in my_firsts:
-            return _wrong(f"{ts_text(value)} is one of {new}'s, but not its first; take the earliest (the run "
+            return wrong(f"{ts_text(value)} is one of {new}'s, but not its first; take the earliest (the run "
                           f"log is in seq order, so `.iloc[0]`).")
         if init_physical is not None and value == compose_ts(init_physical, 0):
-            return _wrong(f"That is {new}'s window start with logical 0 (from tso.init). GenerateTSO adds the "
+            return wrong(f"That is {new}'s window start with logical 0 (from tso.init). GenerateTSO adds the "
                           f"count before it returns, so logical 0 is never handed out; look at the "
                           f"rootcoord.alloc_timestamp events instead.")
         if value in physicals:
-            return _wrong(f"{value} is a physical part in milliseconds ({wall_text(value)}), not a hybrid "
+            return wrong(f"{value} is a physical part in milliseconds ({wall_text(value)}), not a hybrid "
                           f"timestamp. Take the ts column.")
-        return _wrong(f"{value} is not a timestamp {new} handed out. Look at events of kind "
+        return wrong(f"{value} is not a timestamp {new} handed out. Look at events of kind "
                       f"rootcoord.alloc_timestamp from {new}, column ts.")
 
-    return _judge_integer(answer, f"an int: the first `ts` {new} handed out", judge, timestamp=True)
+    return judge_integer(answer, f"an int: the first `ts` {new} handed out", judge, timestamp=True)
 
 
 # ---- Exercise 3 ---------------------------------------------------------------------------------
@@ -214,30 +125,30 @@ def check_max_per_tick(answer) -> Feedback:
 
     def judge(value: int) -> Feedback:
         if value == want:
-            return _right("Right: logical values 1 .. 2^18-1. GenerateTSO adds the count before it returns, so "
+            return right("Right: logical values 1 .. 2^18-1. GenerateTSO adds the count before it returns, so "
                           "logical 0 is never handed out, and 2^18 is rejected while LimitMaxLogic is on.")
         if value == space:
-            return _wrong("Close, but 2^18 is one too many. Which logical value does the very first allocation on "
+            return wrong("Close, but 2^18 is one too many. Which logical value does the very first allocation on "
                           "a new physical value get? GenerateTSO adds the count first, then returns, so logical 0 "
                           "is never handed out.")
         if value in (space // 2, space // 2 - 1, space // 2 + 1):
-            return _wrong("The half-space rule (move physical on by 1 ms once more than half the logical space is "
+            return wrong("The half-space rule (move physical on by 1 ms once more than half the logical space is "
                           "used) only runs when tsLoop runs. Between two runs of tsLoop, GenerateTSO can go on "
                           "until the logical counter hits its limit.")
         if value in (50 * space, 50 * want, 50 * (space - 2)):
-            return _wrong("That counts 50 physical milliseconds. The physical part does not advance by itself "
+            return wrong("That counts 50 physical milliseconds. The physical part does not advance by itself "
                           "every millisecond: only tsLoop moves it on. Count the logical values of ONE physical "
                           "value.")
         if value == LOGICAL_BITS:
-            return _wrong(f"{LOGICAL_BITS} is the number of logical bits. How many different values do "
+            return wrong(f"{LOGICAL_BITS} is the number of logical bits. How many different values do "
                           f"{LOGICAL_BITS} bits hold, and which of them can GenerateTSO return?")
         if value == 1:
-            return _wrong("Many timestamps share one physical value: the logical counter in the low 18 bits tells "
+            return wrong("Many timestamps share one physical value: the logical counter in the low 18 bits tells "
                           "them apart.")
-        return _wrong(f"{value} is not it. Think of the {LOGICAL_BITS} logical bits of one physical value "
+        return wrong(f"{value} is not it. Think of the {LOGICAL_BITS} logical bits of one physical value "
                       f"(values 0 .. 2^{LOGICAL_BITS}-1) and of which of them GenerateTSO can hand out.")
 
-    return _judge_integer(answer, "an int: the number of timestamps", judge, timestamp=False)
+    return judge_integer(answer, "an int: the number of timestamps", judge, timestamp=False)
 
 
 # ---- Exercise 4 ---------------------------------------------------------------------------------
@@ -246,19 +157,19 @@ def check_broken_invariant(answer) -> Feedback:
     ``INVARIANT_NAMES``)."""
     names = ", ".join(f"'{n}'" for n in INVARIANT_NAMES)
     if answer is None:
-        return _pending(f"a string: one of {names}")
+        return pending(f"a string: one of {names}")
     if not isinstance(answer, str):
-        return _wrong(f"Got a value of type {type(answer).__name__}; answer with a string, one of {names}.")
+        return wrong(f"Got a value of type {type(answer).__name__}; answer with a string, one of {names}.")
     a = re.sub(r"[\s_]+", "-", answer.strip().strip("'\"`").lower())
     if a.replace("-", "") == "globalmonotonic":
-        return _right("Right: the new active starts at its own clock, 75 s behind, so its first timestamps are "
+        return right("Right: the new active starts at its own clock, 75 s behind, so its first timestamps are "
                       "below those already handed out.")
     if a == "window":
-        return _wrong("'window' holds here: the new active still saves a window ahead of its own physical part. "
+        return wrong("'window' holds here: the new active still saves a window ahead of its own physical part. "
                       "What goes wrong is the order across the two leaders.")
     if a.replace("-", "") == "clientmonotonic":
-        return _wrong("'client-monotonic' breaks too (each client sees time go back), but it follows from the "
+        return wrong("'client-monotonic' breaks too (each client sees time go back), but it follows from the "
                       "root one, which is about every timestamp handed out by any rootcoord.")
     if "skip" in a or "tso-" in a or "load" in a:
-        return _wrong(f"'{answer}' is the bug switch; name the invariant (checker) it breaks: one of {names}.")
-    return _wrong(f"'{answer}' is not an invariant name; answer with one of {names}.")
+        return wrong(f"'{answer}' is the bug switch; name the invariant (checker) it breaks: one of {names}.")
+    return wrong(f"'{answer}' is not an invariant name; answer with one of {names}.")

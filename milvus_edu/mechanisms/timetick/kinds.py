@@ -19,8 +19,9 @@ KINDS = (
          "the per-pchannel values, `count` how many pchannels it lists.",
          "ts count peer detail", "Proxy.sendChannelsTimeTickLoop"),
     kind("rootcoord.timetick_update", "Rootcoord took a report from `peer` (a proxy, or `ddl` for its own DDL "
-         "minimum): `ts` is its default; `detail.sent` says whether every session had now reported, so a round of "
-         "ticks went out.", "ts peer error detail", "timetickSync.updateTimeTick / sendToChannel"),
+         "minimum): `ts` is its default, `detail.channels` its per-pchannel values; `detail.sent` says whether "
+         "every session had now reported, so a round of ticks went out.", "ts peer error detail",
+         "timetickSync.updateTimeTick / sendToChannel"),
     kind("rootcoord.session_add", "Rootcoord's timetick sync started waiting for a proxy's reports.", "peer",
          "timetickSync.addSession"),
     kind("rootcoord.session_del", "Rootcoord's timetick sync stopped waiting for a proxy (its session is gone).",

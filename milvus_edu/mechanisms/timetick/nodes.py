@@ -357,10 +357,12 @@ class RootCoordTimeTick:
             return
         self._record_update("ddl", out.sent_ts, bool(out.update is not None and out.update.sent), out.error)
 
-    def _record_update(self, peer: str, default_ts: int, sent: bool, error: str | None) -> None:
+    def _record_update(self, peer: str, default_ts: int, sent: bool, error: str | None,
+                       channels: dict[str, int] | None = None) -> None:
         waiting = [self.names.get(s, str(s)) for s in self.sync.idle_sessions()] if not sent else []
+        detail = None if error else {"sent": sent, "waiting_for": sorted(waiting), "channels": channels or {}}
         self.sim.recorder.emit("rootcoord.timetick_update", self.rc.name, ts=default_ts, peer=peer, error=error,
-                               detail={"sent": sent, "waiting_for": sorted(waiting)} if not error else None)
+                               detail=detail)
         if sent:
             self._kick()
 
@@ -374,7 +376,8 @@ class RootCoordTimeTick:
         sent_before = self.sync.snapshots_sent + self.sync.snapshots_dropped
         status = update_channel_time_tick(self.rc.serving, self.sync, msg)
         sent = self.sync.snapshots_sent + self.sync.snapshots_dropped > sent_before
-        self._record_update(peer, msg.default_timestamp, sent, None if status.ok else status.reason)
+        self._record_update(peer, msg.default_timestamp, sent, None if status.ok else status.reason,
+                            dict(zip(msg.channel_names, msg.timestamps)))
         return status
 
     def _watch(self):

@@ -1,0 +1,107 @@
+"""What every lab's self-checks share: the :class:`Feedback` verdict and the judging of a number.
+
+A check returns a :class:`Feedback` that prints as one friendly paragraph and is truthy only when
+the answer is right, so a notebook cell can both show it and ``assert`` it. A lab ships every exercise
+as ``answer_N = None``; a check given ``None`` says "⏳ Not answered yet: ..." (a falsy Feedback,
+never an exception).
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pandas as pd
+
+_FLOAT_EXACT = 1 << 53  # floats hold every integer below this, and lose low bits above it
+
+
+@dataclass(frozen=True, repr=False)
+class Feedback:
+    """The verdict on one answer: ``ok`` when right; ``answered`` is False while the answer is ``None``."""
+
+    ok: bool
+    message: str
+    answered: bool = True
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+    def __str__(self) -> str:
+        if not self.answered:
+            return "⏳ Not answered yet: " + self.message
+        return ("✅ " if self.ok else "❌ ") + self.message
+
+    __repr__ = __str__
+
+    def _repr_markdown_(self) -> str:
+        return str(self)
+
+
+def right(message: str) -> Feedback:
+    """A right answer, with why it is right."""
+    return Feedback(True, message)
+
+
+def wrong(message: str) -> Feedback:
+    """A wrong answer, with a hint."""
+    return Feedback(False, message)
+
+
+def pending(what: str) -> Feedback:
+    """No answer yet: say what to put in place of ``None``."""
+    return Feedback(False, f"replace `None` with {what}, then run the cell again.", answered=False)
+
+
+def _is_pandas_na(value) -> bool:
+    try:
+        return value is pd.NA or value is pd.NaT
+    except TypeError:  # pragma: no cover
+        return False
+
+
+def judge_integer(answer, what: str, judge: Callable[[int], Feedback], *, timestamp: bool) -> Feedback:
+    """Turn ``answer`` into an int and ``judge`` it, or say precisely why it is not one.
+
+    ``timestamp``: the expected value is a hybrid timestamp (about 4.6e17), which a float cannot
+    hold exactly.
+    """
+    if answer is None:
+        return pending(what)
+    if isinstance(answer, bool):
+        return wrong(f"`{answer}` is a bool; expected {what}.")
+    if isinstance(answer, numbers.Integral):  # int, numpy integers
+        return judge(int(answer))
+    if _is_pandas_na(answer):
+        return wrong("That value is missing (pandas `<NA>`): the row you picked has no `ts`. "
+                      f"Expected {what}.")
+    if isinstance(answer, str):
+        text = answer.strip().replace("_", "").replace(",", "")
+        if not re.fullmatch(r"[+-]?\d+", text):
+            return wrong(f"`{answer!r}` is a string, not a number; expected {what}.")
+        verdict = judge(int(text))
+        if verdict.ok:
+            return wrong(f"`{answer!r}` is a string. The value is right, but give it as an int, "
+                          f"without quotes: `{int(text)}`.")
+        return wrong(f"`{answer!r}` is a string; give numbers without quotes. The value is not right "
+                      f"either: {verdict.message}")
+    if isinstance(answer, numbers.Real):  # float, numpy floats, Fraction, Decimal-like
+        value = float(answer)
+        if not math.isfinite(value) or not value.is_integer():
+            return wrong(f"`{answer}` is not a whole number; expected {what}.")
+        if timestamp or abs(value) >= _FLOAT_EXACT:
+            return wrong(f"`{answer}` is a float. A hybrid timestamp needs 64-bit integer arithmetic: a "
+                          f"float keeps only 53 bits, so the low bits (the logical part) get rounded away. "
+                          f"Use `<<`, `+` and `//` on ints (not `/`, `2.0**18` or `float`), or wrap a "
+                          f"value taken from a table in `int(...)`.")
+        verdict = judge(int(value))
+        if verdict.ok:
+            return wrong(f"`{answer}` is a float. The value is right, but give it as an int: `{int(value)}`.")
+        return wrong(f"`{answer}` is a float; expected an int. The value is not right either: {verdict.message}")
+    if isinstance(answer, (pd.Series, pd.DataFrame)):
+        return wrong(f"That is a pandas {type(answer).__name__} ({len(answer)} row(s)), not one value. Pick one "
+                      f"value with `.iloc[0]` and wrap it in `int(...)`.")
+    return wrong(f"Got a value of type {type(answer).__name__}; expected {what}.")
