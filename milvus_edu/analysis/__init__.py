@@ -16,6 +16,9 @@ from .session import (ENV_DRIVER_MEMORY, ENV_MASTER, SparkUnavailableError, chec
                       spark_conf, spark_session)
 from .tso import (ALLOCATION_COLUMNS, GAP_COLUMNS, SAVES_COLUMNS, allocations_per_window, allocations_per_window_pd,
                   failover_gaps, failover_gaps_pd, kv_saves_per_second, kv_saves_per_second_pd, to_pandas)
+from .timetick import ANALYSES as TIMETICK_ANALYSES
+from .timetick import (PACK_COLUMNS, REORDER_COLUMNS, TICK_LAG_COLUMNS, pack_sizes, pack_sizes_pd, produce_reorder,
+                       produce_reorder_pd, tick_lag, tick_lag_pd)
 
 __all__ = [
     "spark_session", "spark_conf", "check_spark_available", "java_version", "SparkUnavailableError",
@@ -24,4 +27,6 @@ __all__ = [
     "CORRUPT_COLUMN", "MALFORMED_COLUMNS",
     "allocations_per_window", "allocations_per_window_pd", "kv_saves_per_second", "kv_saves_per_second_pd",
     "failover_gaps", "failover_gaps_pd", "to_pandas", "ALLOCATION_COLUMNS", "SAVES_COLUMNS", "GAP_COLUMNS",
+    "tick_lag", "tick_lag_pd", "produce_reorder", "produce_reorder_pd", "pack_sizes", "pack_sizes_pd",
+    "TICK_LAG_COLUMNS", "REORDER_COLUMNS", "PACK_COLUMNS", "TIMETICK_ANALYSES",
 ]
