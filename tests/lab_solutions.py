@@ -16,6 +16,15 @@ SOLUTIONS: dict[str, dict[str, str]] = {
         "answer_3": "2**18 - 1",
         "answer_4": "'global-monotonic'",
     },
+    "02_timetick.ipynb": {
+        "answer_1": "int((lambda ts: (ts < ts.cummax().shift(fill_value=0)).sum())"
+                    "(dml[dml.channel == CH].end_ts.astype('int64')))",
+        "answer_2": "min(int(json.loads(r.detail)['channels'].get(CH, r.ts)) for r in "
+                    "events[(events.kind == 'rootcoord.timetick_update') & (events.seq <= ROUND)]"
+                    ".drop_duplicates('peer', keep='last').itertuples())",
+        "answer_3": "int(((dml.vchannel == pack.vchannel) & (dml.end_ts > pack.begin_ts) & (dml.end_ts <= pack.end_ts)).sum())",
+        "answer_4": "'watermark'",
+    },
 }
 
 _SHIPPED = r"^(?P<name>answer_\d+) = None\b.*$"

@@ -8,6 +8,7 @@ stepper's "step forward" button and checks that the state panel changed.  Screen
 * test_browser_harness_with_minimal_widget -- a tiny ipywidgets stand-in for the stepper, written
   to a temp notebook; proves the harness (server, widget rendering, clicks) works by itself.
 * test_tso_notebook_stepper -- the real thing: notebooks/01_tso.ipynb and its TimelineStepper.
+* test_timetick_notebook_stepper -- the same for lab 2, notebooks/02_timetick.ipynb.
 """
 
 from __future__ import annotations
@@ -81,4 +82,15 @@ def test_tso_notebook_stepper(request, tmp_path):
     assert "TimelineStepper" in (REPO_ROOT / TSO_NOTEBOOK).read_text(encoding="utf-8")
     lab_server = request.getfixturevalue("lab_server")
     result = _check_step(lab_server, TSO_NOTEBOOK, "stepper.png", tmp_path)
+    assert result.before.startswith("event 1 of ") and result.after.startswith("event 2 of ")
+
+
+TIMETICK_NOTEBOOK = "notebooks/02_timetick.ipynb"
+
+
+def test_timetick_notebook_stepper(request, tmp_path):
+    """notebooks/02_timetick.ipynb: run it in JupyterLab, step its TimelineStepper forward once."""
+    assert "TimelineStepper" in (REPO_ROOT / TIMETICK_NOTEBOOK).read_text(encoding="utf-8")
+    lab_server = request.getfixturevalue("lab_server")
+    result = _check_step(lab_server, TIMETICK_NOTEBOOK, "stepper-timetick.png", tmp_path)
     assert result.before.startswith("event 1 of ") and result.after.startswith("event 2 of ")

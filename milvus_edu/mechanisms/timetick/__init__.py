@@ -15,6 +15,12 @@ from .kinds import KINDS
 from .narrate import DESCRIBE
 from .scenarios import SCENARIOS
 
+def _analyses():
+    from ...analysis.timetick import ANALYSES
+
+    return dict(ANALYSES)
+
+
 MECHANISM = register(Mechanism(
     name="timetick",
     title="TimeTick and message streams",
@@ -25,4 +31,5 @@ MECHANISM = register(Mechanism(
     describe=DESCRIBE,
     key_events=summary.KeyEvents,
     report=summary.report,
+    analyses=_analyses,
 ))
