@@ -10,10 +10,16 @@ from __future__ import annotations
 
 from ...check.timetick import TimeTickChecker
 from ...registry import Mechanism, register
-from . import summary
+from . import panel, summary
 from .kinds import KINDS
 from .narrate import DESCRIBE
 from .scenarios import SCENARIOS
+
+def _lanes():
+    from .lanes import timetick_lanes
+
+    return timetick_lanes()
+
 
 def _analyses():
     from ...analysis.timetick import ANALYSES
@@ -31,5 +37,9 @@ MECHANISM = register(Mechanism(
     describe=DESCRIBE,
     key_events=summary.KeyEvents,
     report=summary.report,
+    lanes=_lanes,
+    panel=panel.TimeTickPanel,
+    film_steps=panel.film_steps,
+    marks=panel.MARKS,
     analyses=_analyses,
 ))

@@ -1,0 +1,444 @@
+"""The TimeTick mechanism's part of the stepper's state panel, and the events worth a filmstrip picture.
+
+:class:`TimeTickPanel` keeps, for every position ``i`` of the log, the state *after* event ``i``:
+
+* per pchannel: the last time tick written to it (value, simulated time) and how many DML messages
+  were written after it; how many messages so far arrived out of timestamp order or below a tick;
+* per proxy: its last report to rootcoord (default and the pchannels it listed), its pending tasks per
+  pchannel (``proxy.enqueue`` minus ``proxy.finish`` rows since it last started) and the last
+  pchannel statistics it recorded (``min_ts``, null when no task is left), whether it is killed or
+  its report loop is stalled;
+* rootcoord: its timetick sync's sessions and what its last ``rootcoord.timetick_update`` said
+  (whom it is still waiting for).
+
+Everything is computed in one vectorised pass over the events' own columns (forward-filled positions
+and running counts, a few integer arrays per pchannel and proxy), so :meth:`TimeTickPanel.state` is
+O(pchannels x proxies); no model logic is re-run. :func:`dml_messages` and :func:`time_ticks` are
+shared with the lanes (:mod:`.lanes`).
+"""
+
+from __future__ import annotations
+
+import html
+import re
+
+import numpy as np
+import pandas as pd
+
+from ...events.schema import SIM_EPOCH_MS
+from ...narrate import detail_dict, ts_text
+from ...registry import Mark
+
+#: ``msg_type`` values of DML messages (everything else in a pchannel is control: time ticks).
+DML_TYPES = ("Insert", "Delete")
+#: A proxy whose last report is at least this old (ms) is shown as silent (it reports every 200 ms).
+SILENT_MS = 1000.0
+#: Up to this many pictures (the filmstrip keeps the first four steps).
+FILM_PICTURES = 4
+#: Two pictures closer than this fraction of the run's simulated time are one too many.
+FILM_APART = 0.03
+
+
+def natural(name) -> list:
+    """Sort key that puts ``dml_2`` before ``dml_10``."""
+    return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", str(name))]
+
+
+def short_channel(name) -> str:
+    """``by-dev-rootcoord-dml_3`` -> ``dml_3``; a vchannel keeps its suffix (``dml_3_100v3``)."""
+    text = str(name)
+    m = re.search(r"(dml_\d+.*)$", text)
+    return m.group(1) if m else text
+
+
+def texts(frame: pd.DataFrame, name: str) -> np.ndarray:
+    """Column ``name`` as an object array of ``str`` (``""`` for nulls)."""
+    return frame[name].astype("string").fillna("").to_numpy(dtype=object)
+
+
+def ints(frame: pd.DataFrame, name: str) -> tuple[np.ndarray, np.ndarray]:
+    """Column ``name`` as exact ``int64`` values (0 for nulls) and the mask of non-null rows.
+
+    Hybrid timestamps need all 64 bits: through ``float`` two messages one logical step apart would
+    compare equal.
+    """
+    col = frame[name]
+    valid = col.notna().to_numpy()
+    if not valid.any():
+        return np.zeros(len(col), dtype=np.int64), valid
+    return col.astype("Int64").to_numpy(dtype=np.int64, na_value=0), valid
+
+
+def base_ms(frame: pd.DataFrame) -> int:
+    """Run start on the wall clock, for hybrid timestamps' physical parts: the first clock reading minus
+    its simulated time, or :data:`~milvus_edu.events.SIM_EPOCH_MS` when no event carries a clock."""
+    clocks = frame["clock_ms"]
+    has = clocks.notna().to_numpy()
+    if not has.any():
+        return SIM_EPOCH_MS
+    i = int(np.argmax(has))
+    return int(clocks.iloc[i]) - int(round(float(frame["t_ms"].iloc[i])))
+
+
+def pchannels_of(frame: pd.DataFrame) -> list[str]:
+    """The pchannels a run wrote to or queued tasks for, in natural order."""
+    kinds = frame["kind"].astype(str)
+    mask = (kinds.isin(["mq.produce", "proxy.enqueue", "proxy.finish", "mq.pack"]).to_numpy()
+            & frame["channel"].notna().to_numpy())
+    return sorted({str(c) for c in frame.loc[mask, "channel"]}, key=natural)
+
+
+def proxies_of(frame: pd.DataFrame) -> list[str]:
+    """The proxies (nodes of ``proxy.*`` events), in natural order."""
+    mask = frame["kind"].astype(str).str.startswith("proxy.").to_numpy()
+    return sorted({str(n) for n in frame.loc[mask, "node"]}, key=natural)
+
+
+def time_ticks(frame: pd.DataFrame) -> pd.DataFrame:
+    """Every time tick written to a pchannel: ``pos`` (row position), ``t_ms``, ``channel``, ``tick_ts``
+    (``int64``) and ``min_from`` (the session whose report was the minimum, ``""`` when not recorded)."""
+    kinds = frame["kind"].astype(str).to_numpy()
+    mtype = texts(frame, "msg_type")
+    tick, has_tick = ints(frame, "tick_ts")
+    ts, _ = ints(frame, "ts")
+    mask = (kinds == "mq.produce") & (mtype == "TimeTick")
+    pos = np.flatnonzero(mask)
+    details = frame["detail"].to_numpy(dtype=object, na_value=None)[pos]
+    return pd.DataFrame({
+        "pos": pos,
+        "t_ms": frame["t_ms"].to_numpy(dtype=float, na_value=np.nan)[pos],
+        "channel": texts(frame, "channel")[pos],
+        "tick_ts": np.where(has_tick[pos], tick[pos], ts[pos]),
+        "min_from": [str(detail_dict(d).get("min_from", "")) for d in details],
+    })
+
+
+def dml_messages(frame: pd.DataFrame) -> pd.DataFrame:
+    """Every DML message written to a pchannel, with how it relates to what the pchannel already holds.
+
+    Columns: ``pos`` (row position), ``t_ms``, ``channel``, ``vchannel``, ``node`` (the writer),
+    ``end_ts`` (``int64``); ``highest`` (the highest ``end_ts`` written to the pchannel before it, -1 for
+    the first); ``out_of_order`` (``end_ts < highest``: a younger message is already in the pchannel);
+    ``tick`` (the highest time tick written to the pchannel before it, -1 before the first tick) and
+    ``below_tick`` (``end_ts <= tick``: the watermark promise is broken, which only the
+    ``allocate_outside_enqueue_lock`` bug switch makes happen).
+    """
+    kinds = frame["kind"].astype(str).to_numpy()
+    mtype = texts(frame, "msg_type")
+    channel = texts(frame, "channel")
+    end, has_end = ints(frame, "end_ts")
+    ts, _ = ints(frame, "ts")
+    mask = (kinds == "mq.produce") & np.isin(mtype, DML_TYPES)
+    pos = np.flatnonzero(mask)
+    end_ts = np.where(has_end[pos], end[pos], ts[pos])
+    ch = channel[pos]
+    highest = np.full(len(pos), -1, dtype=np.int64)
+    tick_before = np.full(len(pos), -1, dtype=np.int64)
+    ticks = time_ticks(frame)
+    for c in np.unique(ch):
+        sel = np.flatnonzero(ch == c)
+        e = end_ts[sel]
+        if len(e) > 1:
+            highest[sel[1:]] = np.maximum.accumulate(e)[:-1]
+        tk = ticks[ticks["channel"] == c]
+        if len(tk):
+            tpos = tk["pos"].to_numpy()
+            tval = np.maximum.accumulate(tk["tick_ts"].to_numpy(dtype=np.int64))
+            k = np.searchsorted(tpos, pos[sel], side="left") - 1
+            tick_before[sel] = np.where(k >= 0, tval[np.maximum(k, 0)], -1)
+    return pd.DataFrame({
+        "pos": pos,
+        "t_ms": frame["t_ms"].to_numpy(dtype=float, na_value=np.nan)[pos],
+        "channel": ch,
+        "vchannel": texts(frame, "vchannel")[pos],
+        "node": texts(frame, "node")[pos],
+        "end_ts": end_ts,
+        "highest": highest,
+        "out_of_order": (highest >= 0) & (end_ts < highest),
+        "tick": tick_before,
+        "below_tick": (tick_before >= 0) & (end_ts <= tick_before),
+    })
+
+
+def _last_pos(mask: np.ndarray) -> np.ndarray:
+    """For every position, the last position at or before it where ``mask`` holds (-1 before the first)."""
+    return np.maximum.accumulate(np.where(mask, np.arange(len(mask), dtype=np.int32), np.int32(-1)))
+
+
+def _running(mask: np.ndarray) -> np.ndarray:
+    return np.cumsum(mask, dtype=np.int32)
+
+
+class TimeTickPanel:
+    """Per-event TimeTick state of one run log (see the module docstring); lookups by position are cheap."""
+
+    def __init__(self, index):
+        self.index = index
+        self._precompute()
+
+    def _precompute(self) -> None:
+        frame = self.index.frame
+        kinds = frame["kind"].astype(str).to_numpy()
+        node = texts(frame, "node")
+        channel = texts(frame, "channel")
+        self.pchannels = pchannels_of(frame)
+        self.proxies = proxies_of(frame)
+        self._ts, _ = ints(frame, "ts")
+        self._min_ts, self._has_min = ints(frame, "min_ts")
+        self._tick_ts, _ = ints(frame, "tick_ts")
+        msgs = dml_messages(frame)
+        n = len(frame)
+        flags = {name: np.zeros(n, dtype=bool) for name in ("dml", "out_of_order", "below_tick")}
+        flags["dml"][msgs["pos"].to_numpy()] = True
+        flags["out_of_order"][msgs["pos"].to_numpy()] = msgs["out_of_order"].to_numpy()
+        flags["below_tick"][msgs["pos"].to_numpy()] = msgs["below_tick"].to_numpy()
+        is_tick = np.zeros(n, dtype=bool)
+        is_tick[time_ticks(frame)["pos"].to_numpy()] = True
+        # Per pchannel: last tick position, running counts of DML messages, out-of-order ones, broken promises.
+        self._chan: dict[str, dict[str, np.ndarray]] = {}
+        for c in self.pchannels:
+            on = channel == c
+            self._chan[c] = {
+                "tick": _last_pos(is_tick & on),
+                "dml": _running(flags["dml"] & on),
+                "out_of_order": _running(flags["out_of_order"] & on),
+                "below_tick": _running(flags["below_tick"] & on),
+            }
+        # Per proxy: last report, last (re)start, kills, stalls; per pchannel enqueues, finishes, statistics.
+        t_ms = self.index.t_ms
+        self._proxy: dict[str, dict] = {}
+        for p in self.proxies:
+            mine = node == p
+            killed = mine & (kinds == "fault.kill")
+            restarted = mine & (kinds == "fault.restart")
+            stall = mine & (kinds == "fault.stall")
+            stall_until = np.full(n, np.nan)
+            for i in np.flatnonzero(stall):
+                stall_until[i] = t_ms[i] + float(detail_dict(frame["detail"].iat[i]).get("duration_ms", 0.0))
+            enq = mine & (kinds == "proxy.enqueue")
+            fin = mine & (kinds == "proxy.finish")
+            self._proxy[p] = {
+                "report": _last_pos(mine & (kinds == "proxy.report")),
+                "start": _last_pos(killed | restarted),
+                "kill": _last_pos(killed),
+                "stall": _last_pos(stall),
+                "stall_until": stall_until,
+                "channels": {c: {"enqueued": _running(enq & (channel == c)), "finished": _running(fin & (channel == c)),
+                                 "stats": _last_pos((enq | fin) & (channel == c))} for c in self.pchannels},
+            }
+        # Rootcoord: its last timetick_update, and its sessions (a multiset: a restarted proxy keeps its name).
+        self._update = _last_pos(kinds == "rootcoord.timetick_update")
+        change = np.flatnonzero(np.isin(kinds, ["rootcoord.session_add", "rootcoord.session_del"]))
+        peers = texts(frame, "peer")
+        sessions: dict[str, int] = {}
+        self._sessions: list[tuple[str, ...]] = []
+        for i in change:
+            p = peers[i]
+            sessions[p] = sessions.get(p, 0) + (1 if kinds[i] == "rootcoord.session_add" else -1)
+            if sessions[p] <= 0:
+                del sessions[p]
+            self._sessions.append(tuple(q for q in sorted(sessions, key=natural) for _ in range(sessions[q])))
+        self._session_change = np.searchsorted(change, np.arange(n), side="right").astype(np.int32) - 1
+
+    # -------------------------------------------------------------------------------------- state
+
+    def _pchannel_state(self, c: str, i: int) -> dict:
+        a = self._chan[c]
+        k = int(a["tick"][i])
+        dml = int(a["dml"][i])
+        return {
+            "pchannel": c,
+            "last_tick": int(self._tick_ts[k]) if k >= 0 else None,
+            "last_tick_text": ts_text(self._tick_ts[k]) if k >= 0 else None,
+            "last_tick_t_ms": float(self.index.t_ms[k]) if k >= 0 else None,
+            "last_tick_index": k if k >= 0 else None,
+            "dml_after_tick": dml - (int(a["dml"][k]) if k >= 0 else 0),
+            "dml_total": dml,
+            "out_of_order": int(a["out_of_order"][i]),
+            "below_tick": int(a["below_tick"][i]),
+        }
+
+    def _proxy_state(self, p: str, i: int) -> dict:
+        a = self._proxy[p]
+        t_now = float(self.index.t_ms[i])
+        r, s, kill = int(a["report"][i]), int(a["start"][i]), int(a["kill"][i])
+        report = None
+        if r >= 0:
+            channels = detail_dict(self.index.cols["detail"][r]).get("channels", {})
+            report = {
+                "default": int(self._ts[r]),
+                "default_text": ts_text(self._ts[r]),
+                "channels": {str(ch): int(v) for ch, v in sorted(channels.items(), key=lambda kv: natural(kv[0]))},
+                "t_ms": float(self.index.t_ms[r]),
+                "index": r,
+                "age_ms": t_now - float(self.index.t_ms[r]),
+            }
+        pending, min_ts = {}, {}
+        for c, ca in a["channels"].items():
+            enq, fin = int(ca["enqueued"][i]), int(ca["finished"][i])
+            if s >= 0:  # a (re)start begins with an empty queue: count from there
+                enq -= int(ca["enqueued"][s])
+                fin -= int(ca["finished"][s])
+            pending[c] = max(enq - fin, 0)
+            k = int(ca["stats"][i])
+            min_ts[c] = int(self._min_ts[k]) if k > s and self._has_min[k] else None
+        st = int(a["stall"][i])
+        until = float(a["stall_until"][st]) if st >= 0 else None
+        return {
+            "proxy": p,
+            "last_report": report,
+            "pending": pending,
+            "min_ts": min_ts,
+            "killed": kill >= 0 and kill == s,
+            "stalled_until_ms": until if until is not None and t_now < until else None,
+        }
+
+    def _rootcoord_state(self, i: int) -> dict:
+        u = int(self._update[i])
+        k = int(self._session_change[i])
+        out = {"sessions": list(self._sessions[k]) if k >= 0 else [], "waiting_for": None, "sent": None,
+               "last_update_peer": None, "last_update_t_ms": None, "last_update_error": None}
+        if u >= 0:
+            d = detail_dict(self.index.cols["detail"][u])
+            out.update({
+                "waiting_for": [str(w) for w in d.get("waiting_for", [])],
+                "sent": bool(d.get("sent", False)),
+                "last_update_peer": self.index.cols["peer"][u],
+                "last_update_t_ms": float(self.index.t_ms[u]),
+                "last_update_error": self.index.cols["error"][u],
+            })
+        return out
+
+    def state(self, i: int) -> dict:
+        """The TimeTick keys of the stepper's ``state()`` at position ``i``: ``pchannels`` (one dict per
+        pchannel), ``proxies`` (one dict per proxy) and ``rootcoord`` (sessions, whom it waits for)."""
+        return {
+            "pchannels": [self._pchannel_state(c, i) for c in self.pchannels],
+            "proxies": [self._proxy_state(p, i) for p in self.proxies],
+            "rootcoord": self._rootcoord_state(i),
+        }
+
+    # -------------------------------------------------------------------------------------- rows
+
+    @staticmethod
+    def _pchannel_line(c: dict) -> str:
+        esc = html.escape
+        name = f"<b>{esc(short_channel(c['pchannel']))}</b>"
+        if c["last_tick"] is None:
+            text = f"{name} no tick yet"
+        else:
+            text = (f"{name} tick <code>{esc(c['last_tick_text'])}</code> at {c['last_tick_t_ms'] / 1000:.3f} s")
+        after = c["dml_after_tick"]
+        text += f"; {after:,} message{'s' if after != 1 else ''} after it"
+        if c["below_tick"]:
+            text += f" <span style='color:#b3261e'>&middot; {c['below_tick']:,} below a tick</span>"
+        return text
+
+    @staticmethod
+    def _proxy_line(p: dict) -> str:
+        esc = html.escape
+        text = f"<b>{esc(p['proxy'])}</b> "
+        r = p["last_report"]
+        if r is None:
+            text += "no report yet"
+        else:
+            listed = ", ".join(esc(short_channel(ch)) for ch in r["channels"]) or "none"
+            text += (f"reported <code>{esc(r['default_text'])}</code> at {r['t_ms'] / 1000:.3f} s "
+                     f"(pchannels listed: {listed})")
+            if r["age_ms"] >= SILENT_MS:
+                text += f" <span style='color:#b3261e'>silent for {r['age_ms'] / 1000:.1f} s</span>"
+        pending = ", ".join(f"{esc(short_channel(c))} {k}" for c, k in p["pending"].items())
+        if pending:
+            text += f"<br>&nbsp;&nbsp;pending tasks: {pending}"
+        if p["killed"]:
+            text += " <span style='color:#a33'>(killed)</span>"
+        elif p["stalled_until_ms"] is not None:
+            text += (f" <span style='color:#a33'>(report loop stalled until "
+                     f"{p['stalled_until_ms'] / 1000:.3f} s)</span>")
+        return text
+
+    @staticmethod
+    def _rootcoord_line(r: dict) -> str:
+        esc = html.escape
+        counts: dict[str, int] = {}
+        for name in r["sessions"]:
+            counts[name] = counts.get(name, 0) + 1
+        # A restarted proxy registers a new session under its old name while the old one still counts.
+        sessions = ", ".join(esc(name) + (f" (&times;{k})" if k > 1 else "") for name, k in counts.items()) or "none"
+        if r["waiting_for"] is None:
+            return f"sessions {sessions}; no report taken yet"
+        if r["last_update_error"]:
+            state = f"<span style='color:#b3261e'>rejected {esc(str(r['last_update_peer']))}: " \
+                    f"{esc(str(r['last_update_error']))}</span>"
+        elif r["waiting_for"]:
+            state = f"<b>waiting for {esc(', '.join(r['waiting_for']))}</b>"
+        elif r["sent"]:
+            state = "every session reported: ticks sent"
+        else:
+            state = "not waiting"
+        return f"{state} (last from {esc(str(r['last_update_peer']))} at {r['last_update_t_ms'] / 1000:.3f} s); " \
+               f"sessions {sessions}"
+
+    def rows(self, s: dict) -> list[tuple[str, str]]:
+        """The panel's TimeTick rows as ``(label, html)`` for the state ``s`` at the cursor."""
+        return [
+            ("last ticks", "<br>".join(self._pchannel_line(c) for c in s["pchannels"]) or "<i>no pchannels</i>"),
+            ("proxies", "<br>".join(self._proxy_line(p) for p in s["proxies"]) or "<i>no proxies</i>"),
+            ("rootcoord", self._rootcoord_line(s["rootcoord"])),
+        ]
+
+
+# ------------------------------------------------------------------------------------------ film
+
+
+def film_steps(index) -> list[int]:
+    """Up to four events worth a picture, in log order. Candidates, the first kept first: the first DML
+    message written below a tick (bug switch), the first tick written after a fault (the watermark
+    resuming after a stall or a dead session), the first round of ticks above a DML message (every
+    pchannel has one), the first pack with messages, the most out-of-order message; a candidate
+    within :data:`FILM_APART` of the run from one kept is dropped."""
+    frame = index.frame
+    msgs = dml_messages(frame)
+    ticks = time_ticks(frame)
+    picks: list[int] = []
+    below = msgs.loc[msgs["below_tick"], "pos"]
+    if len(below):
+        picks.append(int(below.iloc[0]))
+    faults = frame.index[frame["kind"].astype(str).isin(["fault.stall", "fault.kill"]).to_numpy()]
+    if len(faults):
+        after = ticks.loc[ticks["pos"] > faults[0], "pos"]
+        picks.append(int(after.iloc[0]) if len(after) else int(faults[0]))
+    if len(msgs) and len(ticks):
+        first = int(msgs["pos"].iloc[0])
+        later = ticks[ticks["pos"] > first].groupby("channel")["pos"].min()
+        if len(later):
+            picks.append(int(later.max()))
+    kinds = frame["kind"].astype(str).to_numpy()
+    count, has = ints(frame, "count")
+    packs = np.flatnonzero((kinds == "mq.pack") & has & (count > 0))
+    if len(packs):
+        picks.append(int(packs[0]))
+    ooo = msgs[msgs["out_of_order"]]
+    if len(ooo):
+        gap = (ooo["highest"] - ooo["end_ts"]).to_numpy()
+        picks.append(int(ooo["pos"].iloc[int(np.argmax(gap))]))
+    # A picture within a few percent of the run from one already kept would look the same.
+    t = index.t_ms
+    near = FILM_APART * (float(np.nanmax(t)) - float(np.nanmin(t)))
+    out: list[int] = []
+    for p in picks:
+        if len(out) < FILM_PICTURES and all(abs(t[p] - t[q]) > near for q in out):
+            out.append(p)
+    return sorted(out)
+
+
+def _stall_label(row, detail):
+    return f"{row['node']} report loop stalls {float(detail.get('duration_ms', 0)) / 1000:g} s"
+
+
+#: How the events lane marks the TimeTick faults and session changes (kinds no other mechanism marks).
+MARKS = {
+    "fault.stall": Mark("#8c564b", "-", _stall_label),
+    "fault.restart": Mark("#2ca02c", "-", lambda row, d: f"{row['node']} restarts"),
+    "rootcoord.session_del": Mark("0.45", ":", lambda row, d: "a proxy session expires"),
+}
