@@ -5,6 +5,7 @@ the cached background is restored, the cursor artists are blitted and the pictur
 and assigned to the ``ipywidgets.Image`` (what goes to the front end). Prints figures; asserts nothing.
 
     python benchmarks/bench_stepper.py [--steps 300] [--duration-s 400]
+    python benchmarks/bench_stepper.py --scenario timetick-basics --duration-s 9   # about 100,000 events
 """
 
 from __future__ import annotations
