@@ -6,7 +6,8 @@ The book never copies a table by hand when the package already holds it:
     The run-log columns, from :data:`milvus_edu.events.schema.FIELDS`.
 ``milvus-edu-event-kinds``
     Every event kind, its meaning, the columns it fills and the Go function it comes from, from
-    :data:`milvus_edu.events.schema.EVENT_KINDS`.
+    :data:`milvus_edu.events.schema.EVENT_KINDS`: one table of the kinds every run may hold, then
+    one per registered mechanism (:func:`milvus_edu.registry.mechanisms`), in the schema's order.
 ``milvus-edu-bug-switches``
     The bug switches of :class:`milvus_edu.config.BugSwitches` with their docstrings.
 ``milvus-edu-api``
@@ -44,9 +45,11 @@ def _literal(text: str) -> nodes.paragraph:
 
 
 def _table(directive: SphinxDirective, headers: list[str], rows: list[list], widths: list[int],
-           classes: list[str]) -> nodes.table:
+           classes: list[str], title: str | None = None) -> nodes.table:
     """A docutils table; each cell is a node, a list of nodes, or a string parsed as inline markup."""
     table = nodes.table(classes=classes)
+    if title:
+        table += nodes.title("", "", *_inline(directive, title))
     group = nodes.tgroup(cols=len(headers))
     table += group
     for w in widths:
@@ -90,27 +93,43 @@ class FieldsTable(SphinxDirective):
 
 
 class EventKindsTable(SphinxDirective):
-    """Table of every event kind (``milvus_edu.events.schema.EVENT_KINDS``), in the schema's order."""
+    """Tables of every event kind (``milvus_edu.events.schema.EVENT_KINDS``), grouped by owner.
+
+    The first table holds the kinds no mechanism owns (the run, faults, the network); then one table
+    per registered mechanism. Within and across the tables the schema's order is kept, which is
+    checked: a kind of no group, or groups out of the schema's order, is an error.
+    """
 
     has_content = False
 
+    def _row(self, kind) -> list:
+        cols_par = nodes.paragraph()
+        for i, col in enumerate(kind.fields):
+            if i:
+                cols_par += nodes.Text(" ")
+            cols_par += nodes.literal(col, col)
+        go = "–" if kind.go in ("", "-") else kind.go
+        go_par = nodes.paragraph("", "", nodes.literal(go, go)) if go != "–" else nodes.paragraph("", go)
+        return [_literal(kind.name), kind.doc, cols_par, go_par]
+
     def run(self):
+        from milvus_edu import registry
         from milvus_edu.events import schema
 
         self.env.note_dependency(schema.__file__)
-        rows = []
-        for kind in schema.EVENT_KINDS.values():
-            cols = [nodes.literal(c, c) for c in kind.fields]
-            cols_par = nodes.paragraph()
-            for i, lit in enumerate(cols):
-                if i:
-                    cols_par += nodes.Text(" ")
-                cols_par += lit
-            go = "–" if kind.go in ("", "-") else kind.go
-            rows.append([_literal(kind.name), kind.doc, cols_par, nodes.paragraph("", "", nodes.literal(go, go))
-                         if go != "–" else nodes.paragraph("", go)])
-        return [_table(self, ["kind", "meaning", "columns it fills", "Milvus function"], rows, [18, 42, 24, 16],
-                       ["milvus-edu-event-kinds"])]
+        self.env.note_dependency(registry.__file__)
+        owned = {k.name: m for m in registry.mechanisms() for k in m.kinds}
+        common = [k for k in schema.EVENT_KINDS if k not in owned]
+        groups = [("Every run: the run itself, faults and the network", common)]
+        groups += [(f"{m.title} (mechanism `{m.name}`)", [k.name for k in m.kinds]) for m in registry.mechanisms()]
+        if [k for _, names in groups for k in names] != list(schema.EVENT_KINDS):
+            raise self.error("event kinds are not grouped in the schema's order; register mechanisms' kinds in order")
+        headers = ["kind", "meaning", "columns it fills", "Milvus function"]
+        return [
+            _table(self, headers, [self._row(schema.EVENT_KINDS[k]) for k in names], [18, 42, 24, 16],
+                   ["milvus-edu-event-kinds"], title=title)
+            for title, names in groups if names
+        ]
 
 
 # ---- bug switches ---------------------------------------------------------------------------

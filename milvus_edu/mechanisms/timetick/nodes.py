@@ -126,14 +126,22 @@ class ProxyNode:
 
     def _alloc_one(self):
         """``tsoAllocator.AllocOne``: an AllocTimestamp RPC to rootcoord (the FIRST ts of a batch of 1)."""
-        if self.rootcoord_extra_ms:
-            yield self.sim.env.timeout(self.rootcoord_extra_ms)
         rc = self.rootcoord
-        ts, _count = yield from self.sim.call(self.name, rc.name, lambda: rc.handle_alloc_timestamp(1, self.name))
+        ts, _count = yield from self._call_rootcoord(lambda: rc.handle_alloc_timestamp(1, self.name))
         prob, extra_ms = self.alloc_hiccup
         if prob and self.rng.random() < prob:
             yield self.sim.env.timeout(extra_ms)
         return ts
+
+    def _call_rootcoord(self, handler):
+        """An RPC to rootcoord over this proxy's link: ``rootcoord_extra_ms`` more on each leg."""
+        extra = self.rootcoord_extra_ms
+        if extra:
+            yield self.sim.env.timeout(extra)
+        result = yield from self.sim.call(self.name, self.rootcoord.name, handler)
+        if extra:
+            yield self.sim.env.timeout(extra)
+        return result
 
     # ------------------------------------------------------------------------------ DML path
 
@@ -254,11 +262,9 @@ class ProxyNode:
             rc = self.rootcoord
             self.sim.recorder.emit("proxy.report", self.name, ts=msg.default_timestamp, count=len(msg.channel_names),
                                    peer=rc.name, detail={"channels": dict(zip(msg.channel_names, msg.timestamps))})
-            if self.rootcoord_extra_ms:
-                yield env.timeout(self.rootcoord_extra_ms)
             tt = rc_timetick(rc)
             try:
-                yield from self.sim.call(self.name, rc.name, lambda: tt.handle_update_channel_time_tick(msg, self.name))
+                yield from self._call_rootcoord(lambda: tt.handle_update_channel_time_tick(msg, self.name))
             except RPCError:
                 continue
 

@@ -14,7 +14,7 @@
 Everything is computed in one vectorised pass over the events' own columns (forward-filled positions
 and running counts, a few integer arrays per pchannel and proxy), so :meth:`TimeTickPanel.state` is
 O(pchannels x proxies); no model logic is re-run. :func:`dml_messages` and :func:`time_ticks` are
-shared with the lanes (:mod:`.lanes`).
+shared with the lanes (:mod:`milvus_edu.mechanisms.timetick.lanes`).
 """
 
 from __future__ import annotations
