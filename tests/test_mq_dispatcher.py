@@ -108,6 +108,18 @@ def test_dml_for_a_vchannel_without_target_is_dropped():
     assert packs[v0].msgs == ()
 
 
+def test_dml_with_an_empty_shard_name_goes_to_every_target():
+    """``groupingMsgs`` routes by ``vchannel == ""``, not by type: an Insert/Delete without a
+    ShardName takes the broadcast branch with an empty collection id, which every name contains."""
+    d = new_dispatcher(Broker())
+    v1, v2 = (get_virtual_channel(PCHANNEL, c, 0) for c in (100, 200))
+    d.add_target(v1)
+    d.add_target(v2)
+    msgs = (insert("", 5, msg_id=1), delete("", 6, msg_id=2))
+    packs = d.grouping_msgs(pack_of(*msgs))
+    assert packs[v1].msgs == msgs and packs[v2].msgs == msgs
+
+
 def test_ddl_goes_to_every_target_whose_name_contains_the_collection_id():
     """``strings.Contains(vchannel, collectionID)``: a substring match, so collection 1's DDL also
     reaches collection 10's vchannel (and anything with a '1' in its name). Real ids are 18 digits."""

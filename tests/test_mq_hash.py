@@ -232,6 +232,12 @@ def test_collection_id_with_leading_zero_is_read_as_octal():
     assert get_collection_id_from_vchannel(f"p_0_{2**63}v0") == -1
 
 
+def test_collection_id_digits_are_ascii_only():
+    """Go's RE2 ``\\d`` matches ASCII 0-9 only, so other Unicode digits give no collection id (-1)."""
+    assert get_collection_id_from_vchannel("p_0_\u0661\u0662v0") == -1
+    assert get_collection_id_from_vchannel("p_0_12v\u0663") == -1
+
+
 @given(st.integers(0, 2**63 - 1), st.integers(0, 15), st.integers(0, 7))
 def test_vchannel_round_trips_to_its_pchannel_and_collection(collection_id, shard, idx):
     """``GetVirtualChannel`` then ``ToPhysicalChannel``/``GetCollectionIDFromVChannel`` recover both parts."""

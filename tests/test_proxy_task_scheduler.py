@@ -391,7 +391,7 @@ def test_finishing_out_of_order_keeps_min_at_the_oldest_unfinished_task():
     "make, message",
     [
         (lambda: DmTaskQueue(stats="tree"), "stats='tree' is unknown"),
-        (lambda: DmTaskQueue(params=TimeTickParams(max_task_num=-1)), "max_task_num must be >= 0"),
+        (lambda: DmTaskQueue().set_max_task_num(-1), "max_task_num must be >= 0"),
         (lambda: DmlTask(kind="upsert"), "kind 'upsert' is unknown"),
         (lambda: DmlTask(rows=-1), "rows must be >= 0"),
     ],

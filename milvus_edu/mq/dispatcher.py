@@ -151,11 +151,12 @@ class Dispatcher:
         Insert/Delete go to the target named by their ``shard_name`` (dropped if none);
         Create/DropCollection and Create/DropPartition go to every target whose name *contains*
         the collection id as a substring (Go's ``strings.Contains``). Any other type has no
-        collection id, and every name contains the empty string, so it goes to every target.
+        collection id, and every name contains the empty string, so it goes to every target; so
+        does an Insert/Delete with an empty ``shard_name`` (Go branches on the name, not the type).
         """
         grouped: dict[str, list[TsMsg]] = {vchannel: [] for vchannel in self._targets}
         for msg in pack.msgs:
-            if msg.msg_type in (MsgType.INSERT, MsgType.DELETE):
+            if msg.msg_type in (MsgType.INSERT, MsgType.DELETE) and msg.shard_name:
                 if msg.shard_name in grouped:
                     grouped[msg.shard_name].append(msg)
                 continue

@@ -184,7 +184,7 @@ class MqTtMsgStream:
                 raise SeekError("when msgID's length equal to 0, please use AsConsumer interface")
             consumer = self._consumers.get(pos.channel_name)
             if consumer is None:
-                raise SeekError(f"please subcribe the channel, channel name ={pos.channel_name}")
+                raise SeekError(f"failed to seek, error please subcribe the channel, channel name ={pos.channel_name}")
             upper = self.broker.next_msg_id(pos.channel_name)
             if not FIRST_MSG_ID <= pos.msg_id <= upper:
                 raise SeekError(

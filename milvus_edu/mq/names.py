@@ -18,7 +18,8 @@ import re
 from ..config import TimeTickParams
 
 _PULSAR_PARTITION_KEYWORD = "-partition-"
-_VCHANNEL_COLLECTION_RE = re.compile(r".*_(\d+)v\d+")
+# re.ASCII: Go's RE2 ``\d`` is 0-9 only, Python's would also match other Unicode digits.
+_VCHANNEL_COLLECTION_RE = re.compile(r".*_(\d+)v\d+", re.ASCII)
 _INT64_MAX = (1 << 63) - 1
 
 
