@@ -10,6 +10,13 @@
    previous one ended and holds exactly the DML messages of its interval ``(begin_ts, end_ts]``:
    nothing lost, nothing twice, nothing from an earlier interval.
 
+These are the model's contract. In Milvus 2.5 they hold while timestamps are allocated under the
+enqueue lock, the TSO is monotonic, and every proxy that writes DML is a registered session for its
+tasks' whole lifetime. Three windows in 2.5 break the last condition and are not modelled: a proxy
+that takes writes before rootcoord's watch has added its session (rounds pass its in-flight tasks), a
+proxy whose session expired but that has not exited yet, and an MQ send that times out after the
+task's statistics were popped but lands later.
+
 A violation is explained as "Let ... Then ... because ...", naming its events by ``seq``. For a broken
 watermark the checker also looks for the cause the seed describes: the message's task entered its
 proxy's queue statistics *after* that proxy had already reported a value at or above its timestamp.
@@ -66,9 +73,9 @@ class TimeTickChecker:
         elif kind == "mq.pack":
             self._pack(row)
         elif kind == "proxy.report":
-            reported = self._reported.setdefault(row["node"], {})
+            # rootcoord keeps only a proxy's latest report: unlisted pchannels fall back to its default
             seq = int(row["seq"])
-            reported[""] = (int(row["ts"]), seq)
+            reported = self._reported[row["node"]] = {"": (int(row["ts"]), seq)}
             for ch, value in detail_dict(row["detail"]).get("channels", {}).items():
                 reported[ch] = (int(value), seq)
         elif kind == "proxy.enqueue":

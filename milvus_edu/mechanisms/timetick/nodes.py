@@ -37,6 +37,27 @@ from ...sim.nodes import RootCoordNode
 from ...tso import TSOError
 
 PROXY_SESSION_PREFIX = "by-dev/meta/session/proxy-"
+READER, WRITER = 0, 1  # statsLock priorities: RLock (statistics reads) before Lock (enqueue, pop)
+
+
+class Ticker:
+    """``time.NewTicker(period)``: fires on a fixed grid from its start; a tick missed while the loop
+    body ran is delivered at once (the channel buffers one), then the grid goes on."""
+
+    def __init__(self, env: simpy.Environment, period_ms: float):
+        self.env = env
+        self.period = period_ms
+        self.start = env.now
+        self.n = 0
+
+    def next(self) -> simpy.Timeout:
+        """The event of the next tick."""
+        self.n += 1
+        due = self.start + self.n * self.period
+        if due < self.env.now:
+            self.n = int((self.env.now - self.start) // self.period)
+            return self.env.timeout(0)
+        return self.env.timeout(due - self.env.now)
 
 
 class Collection:
@@ -79,9 +100,12 @@ class ProxyNode:
     def _fresh_state(self) -> None:
         params = self.sim.config.timetick
         self.queue = DmTaskQueue(params)
-        self.lock = simpy.Resource(self.sim.env, capacity=1)  # statsLock
+        # statsLock is an RWMutex in Go: a reader waits only for the writer holding it, not for writers queued
+        # behind; a PriorityResource with readers first gives that order.
+        self.lock = simpy.PriorityResource(self.sim.env, capacity=1)
         self.ticker: ChannelsTimeTicker | None = None
         self.lease: int | None = None
+        self.next_msg_id = 0  # Base.MsgID of this proxy's messages (unique per message, as setMsgID gives)
 
     # ------------------------------------------------------------------------------ lifecycle
 
@@ -146,25 +170,29 @@ class ProxyNode:
     # ------------------------------------------------------------------------------ DML path
 
     def insert(self, collection: Collection, pks: list[int]):
-        """One insert request: enqueue (allocate + statistics under the lock), execute, produce, pop."""
+        """One insert request: enqueue (allocate + statistics under the lock), execute, produce, pop.
+
+        Like ``insertTask.setChannels``, the task counts on *every* pchannel of its collection, whichever
+        its rows hash to: a proxy's minimum for a pchannel holds back on any write to the collection.
+        """
         env, rec = self.sim.env, self.sim.recorder
         shards = hash_pk_2_channels(pks, collection.vchannels)
         rows: dict[str, list[int]] = {}
         for pk, shard in zip(pks, shards):
             rows.setdefault(collection.vchannels[shard], []).append(pk)
-        pchannels = tuple(sorted({to_physical_channel(v) for v in rows}))
+        pchannels = tuple(sorted({to_physical_channel(v) for v in collection.vchannels}))
         task = DmlTask(pchannels=pchannels, rows=len(pks))
         queue = self.queue
         try:
             if self.sim.config.switches.allocate_outside_enqueue_lock:
                 ts = yield from self._alloc_one()
-                with self.lock.request() as held:
+                with self.lock.request(priority=WRITER) as held:
                     yield held
                     if not self.alive or queue is not self.queue:
                         return
                     queue.enqueue(task, ts)
             else:
-                with self.lock.request() as held:
+                with self.lock.request(priority=WRITER) as held:
                     yield held
                     ts = yield from self._alloc_one()
                     if not self.alive or queue is not self.queue:
@@ -179,24 +207,35 @@ class ProxyNode:
         queue.pop_unissued_task()
         queue.add_active_task(task)
         yield env.timeout(self.rng.expovariate(1.0 / self.task_ms) if self.task_ms > 0 else 0.0)
-        for vch in sorted(rows):
-            if not self.alive or queue is not self.queue:
-                return
-            pks_v = rows[vch]
-            msg = InsertMsg(shard_name=vch, collection_id=collection.id, partition_id=collection.partition_id,
-                            segment_id=collection.segment_of(vch), pks=tuple(pks_v), timestamps=(ts,) * len(pks_v),
-                            msg_id=ts, source_id=self.server_id)
-            yield env.timeout(self.sim.one_way(self.name))
-            ch = to_physical_channel(vch)
-            msg_id = self.broker.produce(ch, msg)
-            rec.emit("mq.produce", self.name, ts=ts, channel=ch, vchannel=vch, msg_id=msg_id, msg_type="Insert",
-                     begin_ts=ts, end_ts=ts, count=len(pks_v), detail={"task": ts})
-            yield env.timeout(self.sim.one_way("mq"))
         if not self.alive or queue is not self.queue:
             return
-        queue.pop_active_task(task.id)
+        # msgstream.Produce sends every channel's pack at once and waits for all of them.
+        yield env.all_of([env.process(self._produce(collection, vch, rows[vch], ts, queue)) for vch in sorted(rows)])
+        if not self.alive or queue is not self.queue:
+            return
+        with self.lock.request(priority=WRITER) as held:  # PopActiveTask takes statsLock
+            yield held
+            if not self.alive or queue is not self.queue:
+                return
+            queue.pop_active_task(task.id)
         for ch, stat in self._stats_rows(pchannels):
             rec.emit("proxy.finish", self.name, ts=ts, channel=ch, min_ts=stat[0], max_ts=stat[1], detail={"task": ts})
+
+    def _produce(self, collection: Collection, vch: str, pks_v: list[int], ts: int, queue: DmTaskQueue):
+        """Send one vchannel's ``InsertMsg`` to its pchannel and wait for the broker's answer."""
+        env = self.sim.env
+        self.next_msg_id += 1
+        msg = InsertMsg(shard_name=vch, collection_id=collection.id, partition_id=collection.partition_id,
+                        segment_id=collection.segment_of(vch), pks=tuple(pks_v), timestamps=(ts,) * len(pks_v),
+                        msg_id=self.server_id * 10**12 + self.next_msg_id, source_id=self.server_id)
+        yield env.timeout(self.sim.one_way(self.name))
+        if not self.alive or queue is not self.queue:
+            return
+        ch = to_physical_channel(vch)
+        msg_id = self.broker.produce(ch, msg)
+        self.sim.recorder.emit("mq.produce", self.name, ts=ts, channel=ch, vchannel=vch, msg_id=msg_id,
+                               msg_type="Insert", begin_ts=ts, end_ts=ts, count=len(pks_v), detail={"task": ts})
+        yield env.timeout(self.sim.one_way("mq"))
 
     def _stats_rows(self, pchannels):
         info = self.queue.get_pchan_stats_info()
@@ -227,16 +266,16 @@ class ProxyNode:
     def tick_loop(self, ticker: ChannelsTimeTicker, queue: DmTaskQueue):
         """``tickLoop``: every 100 ms allocate ``now``, read the statistics under the lock, ``tick``."""
         env = self.sim.env
-        period = self.sim.config.timetick.ticker_interval_ns / MS
+        ticker_clock = Ticker(env, self.sim.config.timetick.ticker_interval_ns / MS)
         while True:
-            yield env.timeout(period)
+            yield ticker_clock.next()
             if not self.alive or queue is not self.queue:
                 return
             try:
                 now = yield from self._alloc_one()
             except RPCError:
                 continue
-            with self.lock.request() as held:
+            with self.lock.request(priority=READER) as held:
                 yield held
                 stats = queue.get_pchan_statistics()
             if not self.alive or queue is not self.queue:
@@ -249,9 +288,9 @@ class ProxyNode:
     def report_loop(self, ticker: ChannelsTimeTicker, queue: DmTaskQueue):
         """``sendChannelsTimeTickLoop``: every 200 ms send the ticker's values to rootcoord."""
         env = self.sim.env
-        period = self.sim.config.timetick.time_tick_interval_ns / MS
+        report_clock = Ticker(env, self.sim.config.timetick.time_tick_interval_ns / MS)
         while True:
-            yield env.timeout(period)
+            yield report_clock.next()
             if not self.alive or queue is not self.queue:
                 return
             if env.now < self.reports_stalled_until:
@@ -326,9 +365,9 @@ class RootCoordTimeTick:
             self.sim.recorder.emit("rootcoord.session_add", self.rc.name, peer=self.names[sid])
         self.sim.kv.watch(PROXY_SESSION_PREFIX, self._on_proxy_session)
         env.process(self._watch())
-        period = p.time_tick_interval_ns / MS
+        ddl_clock = Ticker(env, p.time_tick_interval_ns / MS)
         while self.rc.alive:
-            yield env.timeout(period)
+            yield ddl_clock.next()
             if not self.rc.alive:
                 return
             self._ddl_tick()
@@ -395,16 +434,23 @@ class RootCoordTimeTick:
             while self.sync.pending is not None:
                 snapshot = self.sync.pending
                 round_ = self.sync.watch_round() or []
-                for ch, ts in round_:
-                    source = _min_source(snapshot, ch, ts)
-                    yield env.timeout(self.sim.one_way(self.rc.name))
-                    if not self.rc.alive:
-                        return
-                    msg_id = self.broker.produce(ch, TimeTickMsg(timestamp=ts, source_id=self.sync.source_id))
-                    self.sim.recorder.emit("mq.produce", self.rc.name, ts=ts, channel=ch, msg_id=msg_id,
-                                           msg_type="TimeTick", begin_ts=ts, end_ts=ts, tick_ts=ts,
-                                           detail={"min_from": self.names.get(source, str(source))})
-                    self.sync.on_time_tick_sent(ch, ts)
+                # one goroutine per pchannel, and the round waits for all of them
+                yield env.all_of([env.process(self._send_tick(snapshot, ch, ts)) for ch, ts in round_])
+                if not self.rc.alive:
+                    return
+
+    def _send_tick(self, snapshot, ch: str, ts: int):
+        """``sendTimeTickToChannel`` for one pchannel, then ``syncedTtHistogram.update``."""
+        env = self.sim.env
+        source = _min_source(snapshot, ch, ts)
+        yield env.timeout(self.sim.one_way(self.rc.name))
+        if not self.rc.alive:
+            return
+        msg_id = self.broker.produce(ch, TimeTickMsg(timestamp=ts, source_id=self.sync.source_id))
+        self.sim.recorder.emit("mq.produce", self.rc.name, ts=ts, channel=ch, msg_id=msg_id, msg_type="TimeTick",
+                               begin_ts=ts, end_ts=ts, tick_ts=ts, detail={"min_from": self.names.get(source, str(source))})
+        self.sync.on_time_tick_sent(ch, ts)
+        yield env.timeout(self.sim.one_way("mq"))
 
 
 def _min_source(snapshot, ch: str, ts: int):
