@@ -30,13 +30,13 @@ from __future__ import annotations
 import heapq
 
 from ..narrate import detail_dict, ts_text
-from .violation import Violation
+from .violation import StreamingChecker, Violation
 
 INVARIANTS = ("tick-monotonic", "watermark", "pack-exact")
 _DML = ("Insert", "Delete")
 
 
-class TimeTickChecker:
+class TimeTickChecker(StreamingChecker):
     """Streaming check of the three TimeTick invariants; keeps at most ``limit`` violations per invariant."""
 
     invariants = INVARIANTS
@@ -45,9 +45,7 @@ class TimeTickChecker:
                "pack held exactly its interval's messages")
 
     def __init__(self, limit: int = 20):
-        self.limit = limit
-        self.violations: list[Violation] = []
-        self.counts = {name: 0 for name in INVARIANTS}
+        super().__init__(limit)
         self._tick: dict[str, tuple[int, int, str]] = {}  # pchannel -> (highest tick, its seq, writer)
         # proxy -> pchannel -> (reported value, seq); "" holds the report's default for unlisted pchannels.
         self._reported: dict[str, dict[str, tuple[int, int]]] = {}
@@ -57,11 +55,6 @@ class TimeTickChecker:
         self._pack_end: dict[str, tuple[int, int]] = {}  # vchannel -> (last pack's end_ts, its seq)
         self._pack_msgs: dict[str, list[tuple[int, int, int]]] = {}  # vchannel -> consumed (msg_id, ts, seq) awaiting their pack
         self._missed: set[tuple[str, int]] = set()  # (vchannel, msg_id) already reported missing from its pack
-
-    def _add(self, invariant: str, seqs: tuple[int, ...], text: str) -> None:
-        if self.counts[invariant] < self.limit:
-            self.violations.append(Violation(invariant, seqs, text))
-        self.counts[invariant] += 1
 
     def write(self, row: dict) -> None:
         """Check one run-log row."""
@@ -157,14 +150,6 @@ class TimeTickChecker:
                           f"and event {seq} the pack ({ts_text(begin)}, {ts_text(end)}] of {vch} at {node}. Then the "
                           f"pack that should hold the message does not, because the message was not in the pchannel "
                           f"when the tick that closed the pack was.")
-
-    def close(self) -> None:
-        """Nothing to release (the sink protocol)."""
-
-    def result(self) -> list[Violation]:
-        """Violations grouped by invariant, in log order within each."""
-        order = {name: i for i, name in enumerate(INVARIANTS)}
-        return sorted(self.violations, key=lambda v: (order[v.invariant], v.seqs))
 
 
 def check_timetick(events, limit: int = 20) -> list[Violation]:

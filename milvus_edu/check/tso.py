@@ -17,7 +17,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ..narrate import ts_text
-from .violation import Violation
+from .violation import StreamingChecker, Violation
 
 
 def _present(value) -> bool:
@@ -27,7 +27,7 @@ def _present(value) -> bool:
 INVARIANTS = ("global-monotonic", "client-monotonic", "window")
 
 
-class TSOChecker:
+class TSOChecker(StreamingChecker):
     """Streaming check of the three TSO invariants; keeps at most ``limit`` violations per invariant."""
 
     invariants = INVARIANTS
@@ -35,16 +35,9 @@ class TSOChecker:
     promise = "every timestamp handed out is strictly greater than every earlier one, and none passed the saved window"
 
     def __init__(self, limit: int = 20):
-        self.limit = limit
-        self.violations: list[Violation] = []
-        self.counts = {name: 0 for name in INVARIANTS}
+        super().__init__(limit)
         self._high: tuple[int, int, str] | None = None  # (last ts handed out, its seq, node)
         self._client_last: dict[str, tuple[int, int]] = {}
-
-    def _add(self, invariant: str, seqs: tuple[int, ...], text: str) -> None:
-        if self.counts[invariant] < self.limit:
-            self.violations.append(Violation(invariant, seqs, text))
-        self.counts[invariant] += 1
 
     def write(self, row: dict) -> None:
         """Check one run-log row."""
@@ -79,14 +72,6 @@ class TSOChecker:
                       f"allocated at or past the saved window end {int(row['window_end_ms'])} ms, because the "
                       f"window was not re-saved before the physical part reached it; a failover now could resume "
                       f"below these timestamps.")
-
-    def close(self) -> None:
-        """Nothing to release (the sink protocol)."""
-
-    def result(self) -> list[Violation]:
-        """Violations grouped by invariant, in log order within each."""
-        order = {"global-monotonic": 0, "client-monotonic": 1, "window": 2}
-        return sorted(self.violations, key=lambda v: (order[v.invariant], v.seqs))
 
 
 def check_tso(events: pd.DataFrame, limit: int = 20) -> list[Violation]:

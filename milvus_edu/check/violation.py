@@ -1,4 +1,4 @@
-"""A broken invariant, as every checker reports it."""
+"""A broken invariant, as every checker reports it, and the base of the streaming checkers."""
 
 from __future__ import annotations
 
@@ -16,3 +16,33 @@ class Violation:
     def to_dict(self) -> dict:
         """A JSON-ready dict."""
         return {"invariant": self.invariant, "seqs": list(self.seqs), "explanation": self.explanation}
+
+
+class StreamingChecker:
+    """What every mechanism's checker shares: counting and keeping violations, and the sink protocol.
+
+    A subclass sets :attr:`invariants` (names, in report order) and :attr:`promise` (what passing
+    means, in one sentence) and implements ``write(row)``, calling :meth:`_add` for each violation.
+    """
+
+    invariants: tuple[str, ...] = ()
+    promise: str = ""
+
+    def __init__(self, limit: int = 20):
+        self.limit = limit
+        self.violations: list[Violation] = []
+        self.counts = {name: 0 for name in self.invariants}
+
+    def _add(self, invariant: str, seqs: tuple[int, ...], text: str) -> None:
+        """Count a violation; keep it while fewer than ``limit`` of its invariant are kept."""
+        if self.counts[invariant] < self.limit:
+            self.violations.append(Violation(invariant, seqs, text))
+        self.counts[invariant] += 1
+
+    def close(self) -> None:
+        """Nothing to release (the sink protocol)."""
+
+    def result(self) -> list[Violation]:
+        """Violations grouped by invariant (in :attr:`invariants` order), in log order within each."""
+        order = {name: i for i, name in enumerate(self.invariants)}
+        return sorted(self.violations, key=lambda v: (order[v.invariant], v.seqs))

@@ -39,7 +39,7 @@ from ..narrate import detail_dict
 from ..registry import Mark, marks
 
 __all__ = [
-    "Lane", "EventsLane", "Track", "node_colors", "natural", "num", "compact", "cursor_dot", "move_dot", "move_all",
+    "Lane", "EventsLane", "Track", "node_colors", "natural", "num", "compact", "cursor_dot", "move_dot", "move_all", "move_rings",
     "rasterize_if_big", "renderer_of", "NO_DATA", "CORE_MARKS",
 ]
 
@@ -126,6 +126,18 @@ def move_all(tracks, cursor: int) -> list:
     for track, dot in tracks:
         move_dot(dot, track, cursor)
     return [dot for _, dot in tracks]
+
+
+def move_rings(dots: Line2D, tracks, cursor: int) -> list:
+    """Put one marker of ``dots`` on each track's point at ``cursor`` (tracks with none yet get none)."""
+    xs, ys = [], []
+    for track in tracks:
+        k = track.at(cursor)
+        if k >= 0:
+            xs.append(track.x[k])
+            ys.append(track.y[k])
+    dots.set_data(xs, ys)
+    return [dots]
 
 
 def rasterize_if_big(artist, n: int) -> None:

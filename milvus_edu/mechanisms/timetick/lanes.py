@@ -17,7 +17,8 @@ from matplotlib.ticker import FuncFormatter
 
 from ...narrate import detail_dict
 from ...tsoutil import LOGICAL_BITS
-from ...viz.lanes import NO_DATA, EventsLane, Lane, Track, cursor_dot, move_all, node_colors, num, rasterize_if_big
+from ...viz.lanes import (NO_DATA, EventsLane, Lane, Track, cursor_dot, move_all, move_rings, node_colors, num,
+                          rasterize_if_big)
 from .panel import (SILENT_MS, base_ms, dml_messages, ints, natural, pchannels_of, proxies_of, short_channel, texts,
                     time_ticks)
 
@@ -339,16 +340,7 @@ class PackLane(Lane):
         _legend(ax)
 
     def update(self, cursor_index, t_ms):
-        if self.dots is None:
-            return ()
-        xs, ys = [], []
-        for track in self.tracks:
-            k = track.at(cursor_index)
-            if k >= 0:
-                xs.append(track.x[k])
-                ys.append(track.y[k])
-        self.dots.set_data(xs, ys)
-        return (self.dots,)
+        return () if self.dots is None else move_rings(self.dots, self.tracks, cursor_index)
 
 
 def timetick_lanes(pchannels: int = PCHANNEL_LANES) -> list[Lane]:

@@ -11,8 +11,8 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter
 
 from ...viz.data import clock_base_ms
-from ...viz.lanes import (NO_DATA, EventsLane, Lane, Track, compact, cursor_dot, move_all, move_dot, natural, node_colors, num,
-                          rasterize_if_big, renderer_of)
+from ...viz.lanes import (NO_DATA, EventsLane, Lane, Track, compact, cursor_dot, move_all, move_dot, move_rings, natural,
+                          node_colors, num, rasterize_if_big, renderer_of)
 
 #: Kinds whose rows carry a rootcoord's TSO state (``physical_ms``/``logical`` after the event).
 TSO_STATE_KINDS = ("tso.init", "tso.update", "tso.alloc", "tso.set", "tso.reset")
@@ -225,16 +225,7 @@ class ClientLane(Lane):
         ax.set_ylabel(self.name)
 
     def update(self, cursor_index, t_ms):
-        if self.dots is None:
-            return ()
-        xs, ys = [], []
-        for track in self.tracks:
-            k = track.at(cursor_index)
-            if k >= 0:
-                xs.append(track.x[k])
-                ys.append(track.y[k])
-        self.dots.set_data(xs, ys)
-        return (self.dots,)
+        return () if self.dots is None else move_rings(self.dots, self.tracks, cursor_index)
 
 
 def tso_lanes() -> list[Lane]:
