@@ -40,7 +40,12 @@ def wall_text(unix_ms) -> str:
 
 
 def ts_text(ts) -> str:
-    """A hybrid timestamp as ``<physical as wall_text>+<logical>``, e.g. ``00:00:12.001+3``."""
+    """A hybrid timestamp as ``<physical as wall_text>+<logical>``, e.g. ``00:00:12.001+3``.
+
+    Timestamp 0 means "nothing yet" in Milvus (a stream's first pack begins there): it reads ``0 (start)``.
+    """
+    if int(ts) == 0:
+        return "0 (start)"
     physical, logical = parse_hybrid_ts(int(ts))
     return f"{wall_text(physical)}+{logical}"
 

@@ -44,12 +44,18 @@ def check_out_of_order(answer, events: pd.DataFrame, channel: str) -> Feedback:
     """Exercise: how many DML messages were written to ``channel`` below a timestamp already written there."""
     want, swaps = out_of_order_count(events, channel)
     total = len(_dml(events).loc[lambda f: f["channel"] == channel])
+    as_float = _dml(events).loc[lambda f: f["channel"] == channel, "end_ts"].astype("int64").astype("float64")
+    rounded = int((as_float < as_float.cummax().shift(1)).sum())
     everywhere = sum(out_of_order_count(events, ch)[0] for ch in _dml(events)["channel"].dropna().unique())
 
     def judge(value: int) -> Feedback:
         if value == want:
             return right(f"Right: {want:,} of the {total:,} messages on {channel} came after a message with a larger "
                          f"timestamp. Nothing in the pchannel is sorted: only the time ticks make it safe to read.")
+        if value == rounded and rounded != want:
+            return wrong("Your logic is right, but the numbers went through float64 (pandas' `shift` does that to "
+                         "int64), which rounds a hybrid timestamp's low bits - its logical part - away. Compare with "
+                         "`ts.cummax()` without `shift`, or keep int64 with `shift(fill_value=0)`.")
         if value == swaps:
             return wrong("That counts messages below the one just before them. A message is out of order when it "
                          "is below ANY message written before it on the pchannel: keep a running maximum.")
@@ -95,6 +101,9 @@ def check_round_tick(answer, events: pd.DataFrame, round_seq: int, channel: str)
     values = round_values(events, round_seq, channel)
     if want is None:
         return wrong("This run has no tick after that round; run the cells above again.")
+    if isinstance(answer, str) and answer.strip() == ts_text(want):
+        return wrong(f"That is the right value, printed as text. Give it as the int it stands for: {want}.")
+    defaults = _defaults(events, round_seq)
 
     def judge(value: int) -> Feedback:
         if value == want:
@@ -104,6 +113,10 @@ def check_round_tick(answer, events: pd.DataFrame, round_seq: int, channel: str)
         if value == max(values.values(), default=None):
             return wrong("That is the largest value. A tick is a promise for every writer, so it must wait for "
                          "the slowest: take the minimum over all sessions.")
+        listed_over = [k for k, v in defaults.items() if v == value and values.get(k) != value]
+        if listed_over:
+            return wrong(f"That is {listed_over[0]}'s default, but {listed_over[0]} listed {channel} with its own "
+                         "value: a listed value wins over the default for that pchannel.")
         if value in values.values():
             name = next(k for k, v in values.items() if v == value)
             return wrong(f"That is {name}'s value, but not the smallest one. Take the minimum over every session "
@@ -118,6 +131,12 @@ def check_round_tick(answer, events: pd.DataFrame, round_seq: int, channel: str)
     return judge_integer(answer, "an int: a hybrid timestamp", judge, timestamp=True)
 
 
+def _defaults(events: pd.DataFrame, round_seq: int) -> dict[str, int]:
+    """Every session's default in the latest report rootcoord took from it up to ``round_seq``."""
+    updates = events[(events["kind"] == "rootcoord.timetick_update") & (events["seq"] <= round_seq)]
+    return {row.peer: int(row.ts) for row in updates.itertuples() if not _is_na(row.ts)}
+
+
 # ---- Exercise 3 ---------------------------------------------------------------------------------
 def check_pack_count(answer, events: pd.DataFrame, pack_seq: int) -> Feedback:
     """Exercise: how many DML messages the pack at ``pack_seq`` (an ``mq.pack`` row) holds, from the writes."""
@@ -129,6 +148,9 @@ def check_pack_count(answer, events: pd.DataFrame, pack_seq: int) -> Feedback:
     on_pch = int(((dml["channel"] == pack["channel"]) & (dml["end_ts"] > begin) & (dml["end_ts"] <= end)).sum())
     closed = int(((in_vch["end_ts"] >= begin) & (in_vch["end_ts"] <= end)).sum())
     open_end = int(((in_vch["end_ts"] > begin) & (in_vch["end_ts"] < end)).sum())
+    packs = events[(events["kind"] == "mq.pack") & (events["vchannel"] == vch) & (events["seq"] < pack_seq)]
+    since = float(packs["t_ms"].iloc[-1]) if len(packs) else 0.0
+    by_arrival = int(((in_vch["t_ms"] > since) & (in_vch["t_ms"] <= float(pack["t_ms"]))).sum())
 
     def judge(value: int) -> Feedback:
         if value == want:
@@ -137,12 +159,16 @@ def check_pack_count(answer, events: pd.DataFrame, pack_seq: int) -> Feedback:
         if value == on_pch and on_pch != want:
             return wrong(f"That counts the whole pchannel {pack['channel']}. The dispatcher splits it: this pack is "
                          f"only {vch}'s messages.")
+        if value == by_arrival and by_arrival != want:
+            return wrong("That counts the messages that arrived between the two packs. A pack is cut by timestamp, "
+                         "not by arrival: a message that arrived early waits for its interval, a late one was in an "
+                         "earlier pack's interval already.")
         if value == closed and closed != want:
             return wrong("The interval is open at its start: a message at begin_ts belonged to the previous pack.")
         if value == open_end and open_end != want:
             return wrong("The interval includes its end: a message at exactly the tick is in this pack (EndTs <= tt).")
-        return wrong(f"{value:,} is not it. Count the mq.produce rows with vchannel {vch} and begin_ts < end_ts <= "
-                     "the pack's end_ts.")
+        return wrong(f"{value:,} is not it. Count the mq.produce rows with vchannel {vch} whose end_ts is above the "
+                     "pack's begin_ts and at most the pack's end_ts (pack.begin_ts < row.end_ts <= pack.end_ts).")
 
     return judge_integer(answer, "an int: a number of messages", judge, timestamp=False)
 

@@ -121,8 +121,6 @@ def simulate(
     config = Config(switches=sw).with_params(params or {})
     opts = scenario_options(spec, options)
     run_id = f"{scenario}-s{seed}" + "".join(f"+{n}" for n in sw.enabled())
-    out = prepare_out_dir(out_dir, force) if out_dir is not None else None
-
     memory = MemorySink()
     mechs = scenario_mechanisms(spec)
     checkers = [m.checker() for m in mechs if m.checker is not None]
@@ -130,8 +128,9 @@ def simulate(
     recorder = Recorder(run_id, sinks=([memory] if keep_events else []) + checkers + summaries)
     sim = Simulation(seed, recorder, config, network)
     # Building emits nothing (processes start when the run does), so a bad option fails here,
-    # before any file of the run folder is opened.
+    # before the run folder is even created.
     spec.build(sim, **opts)
+    out = prepare_out_dir(out_dir, force) if out_dir is not None else None
     if out is not None:
         meta = {"scenario": scenario, "seed": str(seed), "duration_s": repr(float(duration_s)),
                 "switches": ",".join(sw.enabled())}

@@ -214,9 +214,12 @@ class BlitRenderer:
 
 
 def filmstrip(index, lane_templates, steps, caption, panel_in=6.3, lane_unit_in=0.9, dpi=100,
-              columns=2) -> Figure:
+              columns=2, window_s: float | None = None) -> Figure:
     """A figure with one panel per step, ``columns`` panels a row: every lane (a fresh copy per
     panel) at that step, the step's ``caption(i)`` above it, one shared legend on top.
+
+    ``window_s``: each panel shows that many seconds around its step (as the stepper's pages do)
+    instead of the whole run.
 
     Sizes are in inches at ``dpi``, with :data:`FILM_RC` fonts (nothing under 9 pt), so the PNG reads
     at 100 %. Cursor artists are drawn normally (not animated), so the same figure saves to PNG and
@@ -247,9 +250,13 @@ def filmstrip(index, lane_templates, steps, caption, panel_in=6.3, lane_unit_in=
             spec = fig.add_gridspec(1, 1, left=x0 / width, right=(x0 + panel_in) / width,
                                     top=top / height, bottom=(top - lanes_in) / height)[0, 0]
             lanes = [copy.deepcopy(l) for l in lane_templates]
-            axes, cursors = build_column(fig, spec, lanes, index.frame, xlim, show_xlabel=(k + ncols >= n),
-                                         ylabels=(col == 0))
             t_ms = float(index.t_ms[i])
+            panel_xlim = xlim
+            if window_s:
+                lo = min(max(xlim[0], t_ms / 1000.0 - window_s / 2), max(xlim[0], xlim[1] - window_s))
+                panel_xlim = (lo, lo + window_s)
+            axes, cursors = build_column(fig, spec, lanes, index.frame, panel_xlim, show_xlabel=(k + ncols >= n),
+                                         ylabels=(col == 0))
             move_cursors(cursors, axes, t_ms / 1000.0)
             for lane in lanes:
                 lane.update(i, t_ms)

@@ -236,7 +236,8 @@ class TimelineStepper:
     def to_static(self, path, steps=None) -> list[Path]:
         """Write ``path.png`` and ``path.svg``: a filmstrip of ``steps`` (default :meth:`interesting_steps`).
 
-        ``path`` may end in ``.png`` or have no suffix. Returns the written paths.
+        ``path`` may end in ``.png`` or have no suffix. With ``window_s``, each picture shows that many
+        seconds around its step. Returns the written paths.
         """
         p = Path(os.fspath(path))
         if p.suffix.lower() in (".png", ".svg"):
@@ -252,7 +253,7 @@ class TimelineStepper:
             s = self.index.state(i)
             return f"event {i + 1:,} · t = {s['sim_time_ms'] / 1000:.3f} s · {s['event']}"
 
-        fig = filmstrip(self.index, templates, steps, caption)
+        fig = filmstrip(self.index, templates, steps, caption, window_s=self._renderer.window_s)
         p.parent.mkdir(parents=True, exist_ok=True)
         out = [p.with_name(p.name + ".png"), p.with_name(p.name + ".svg")]
         with matplotlib.rc_context(FILM_RC):

@@ -26,9 +26,9 @@ class Cluster:
     def __init__(self, sim: Simulation, proxies: int = 2, inserts_per_s: float = 1000.0, task_ms: float = 4.0,
                  pchannels: int = PCHANNELS):
         if proxies < 1:
-            raise ValueError(f"a TimeTick cluster needs at least one proxy, got {proxies}")
+            raise ValueError(f"a TimeTick cluster needs at least one proxy, got {proxies}; use proxies=1 or more")
         if inserts_per_s < 0:
-            raise ValueError(f"inserts per second must not be negative, got {inserts_per_s}")
+            raise ValueError(f"inserts per second must not be negative, got {inserts_per_s}; use inserts_per_s=0 or more")
         self.sim = sim
         self.inserts_per_s = inserts_per_s
         self.rootcoord = RootCoordNode(sim, "rootcoord-1", 1, NodeClock(sim.env))

@@ -87,12 +87,16 @@ def report(summary: dict) -> list[str]:
 
 class KeyEvents:
     """Which TimeTick events ``milvus-edu timeline`` prints by default: session changes, the first message, the
-    first tick and the first pack of each pchannel, and every tick after a gap of more than a second."""
+    first tick, the first out-of-order write and the first round that went out, the first pack with messages of
+    each vchannel, and every tick after a gap of more than a second."""
 
     def __init__(self):
         self.first_tick: set[str] = set()
         self.first_pack: set[str] = set()
         self.first_dml = False
+        self.first_late = False
+        self.first_round = False
+        self.max_dml: dict[str, int] = {}
         self.last_tick_t: dict[str, float] = {}
 
     def show(self, row: dict) -> bool:
@@ -108,10 +112,19 @@ class KeyEvents:
                 self.first_tick.add(ch)
                 return True
             return gap > 1000.0
-        if kind == "mq.produce" and not self.first_dml:
-            self.first_dml = True
+        if kind == "mq.produce":
+            ch, ts = row["channel"], row["end_ts"]
+            late = ts is not None and ts < self.max_dml.get(ch, 0)
+            self.max_dml[ch] = max(self.max_dml.get(ch, 0), ts or 0)
+            if not self.first_dml or (late and not self.first_late):
+                self.first_dml = True
+                self.first_late = self.first_late or late
+                return True
+            return False
+        if kind == "rootcoord.timetick_update" and not self.first_round and '"sent":true' in str(row["detail"]):
+            self.first_round = True
             return True
-        if kind == "mq.pack" and row["vchannel"] not in self.first_pack:
+        if kind == "mq.pack" and row["count"] and row["vchannel"] not in self.first_pack:
             self.first_pack.add(row["vchannel"])
             return True
         return False
