@@ -230,8 +230,8 @@ def test_stall_silences_every_pchannel_for_about_three_seconds(results, summarie
     for run_id, rows in lag.groupby("run_id"):
         assert rows["max_gap_ms"].max() == pytest.approx(summaries[run_id]["longest_tick_gap_ms"], abs=1e-3)
         assert rows["ticks"].sum() == summaries[run_id]["time_ticks"]
-    # the ticks that were held back trail true time further
-    assert (stall["max_lag_ms"].to_numpy() > basics.groupby("channel")["max_lag_ms"].max().to_numpy()).all()
+    # no tick was written while proxy-2 was silent, so the ticks written trail true time no further than usual
+    assert (stall["ticks"] < 8 / 5 * basics.groupby("channel")["ticks"].max().to_numpy()).all()
 
 
 @pytest.mark.spark
