@@ -1,0 +1,115 @@
+"""Simulator throughput: logged events per wall second, against bare SimPy's timeout rate.
+
+For each scenario, runs ``simulate(scenario, out_dir=<tmp>, keep_events=False)`` as the CLI does
+(``events.parquet``, ``events.jsonl`` and ``summary.json`` written, checkers and summaries on) and
+divides the events logged by the wall time of the whole call. It also times the same run kept in
+memory only (no folder), and in the same process a loop of bare ``env.timeout(1)`` in a few SimPy
+processes, the yardstick the target is stated against: at least 200,000 events/s and at least 1/8 of
+bare SimPy's timeout rate.
+
+Prints figures only (no assertions). Run from the repo root:
+``python benchmarks/bench_sim.py [--scenarios tso-basics timetick-basics] [--duration 60] [--repeat 3]``.
+A scenario that is not registered is skipped with a note. ``--profile`` prints the top of a cProfile
+of one written run per scenario instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import pstats
+import tempfile
+import time
+from pathlib import Path
+
+import simpy
+
+import milvus_edu
+from milvus_edu.registry import scenarios
+
+TARGET_EVENTS_PER_S = 200_000
+TARGET_RATIO = 1 / 8
+
+
+def bare_simpy_rate(processes: int = 4, timeouts: int = 1_000_000) -> float:
+    """Timeouts per wall second of ``processes`` SimPy processes each looping on ``env.timeout(1)``."""
+    env = simpy.Environment()
+    each = timeouts // processes
+
+    def loop():
+        for _ in range(each):
+            yield env.timeout(1)
+
+    for _ in range(processes):
+        env.process(loop())
+    start = time.perf_counter()
+    env.run()
+    return each * processes / (time.perf_counter() - start)
+
+
+def timed_run(scenario: str, seed: int, duration_s: float, write: bool) -> tuple[int, float]:
+    """(events logged, wall seconds) of one ``simulate`` call; ``write`` puts the run folder in a temp dir."""
+    with tempfile.TemporaryDirectory(prefix="bench-sim-") as tmp:
+        out = Path(tmp) / "run" if write else None
+        start = time.perf_counter()
+        result = milvus_edu.simulate(scenario, seed=seed, duration_s=duration_s, out_dir=out,
+                                     keep_events=not write)
+        wall = time.perf_counter() - start
+    return result.summary["events"], wall
+
+
+def best_rate(scenario: str, seed: int, duration_s: float, write: bool, repeat: int) -> tuple[int, float]:
+    """(events, best events/s) over ``repeat`` runs (the least disturbed by the rest of the machine)."""
+    runs = [timed_run(scenario, seed, duration_s, write) for _ in range(repeat)]
+    events = runs[0][0]
+    return events, max(events / wall for _, wall in runs)
+
+
+def profile(scenario: str, seed: int, duration_s: float, top: int) -> None:
+    """Print the ``top`` functions by own time and by cumulative time of one written run."""
+    prof = cProfile.Profile()
+    prof.enable()
+    timed_run(scenario, seed, duration_s, write=True)
+    prof.disable()
+    stats = pstats.Stats(prof)
+    stats.sort_stats("tottime").print_stats(top)
+    stats.sort_stats("cumulative").print_stats(top)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--scenarios", nargs="+", default=["tso-basics", "timetick-basics"])
+    parser.add_argument("--duration", type=float, default=60.0, help="simulated seconds per run (default 60)")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--repeat", type=int, default=3, help="runs per measurement; the best counts (default 3)")
+    parser.add_argument("--profile", action="store_true", help="profile one written run per scenario instead")
+    parser.add_argument("--top", type=int, default=25, help="rows of the profile to print (default 25)")
+    args = parser.parse_args()
+
+    known = scenarios()
+    todo = []
+    for name in args.scenarios:
+        if name in known:
+            todo.append(name)
+        else:
+            print(f"note: scenario {name} is not registered yet; skipped")
+    if args.profile:
+        for name in todo:
+            print(f"== profile of {name}, {args.duration:g} simulated s, run folder written")
+            profile(name, args.seed, args.duration, args.top)
+        return
+
+    bare = max(bare_simpy_rate() for _ in range(args.repeat))
+    print(f"bare SimPy: {bare:,.0f} timeouts/s (target ratio 1/8 -> {bare * TARGET_RATIO:,.0f} events/s)")
+    for name in todo:
+        events, written = best_rate(name, args.seed, args.duration, True, args.repeat)
+        _, memory = best_rate(name, args.seed, args.duration, False, args.repeat)
+        ok = written >= TARGET_EVENTS_PER_S and written >= bare * TARGET_RATIO
+        print(f"{name}: {events:,} events in {args.duration:g} simulated s; "
+              f"folder written {written:,.0f} events/s (ratio 1/{bare / written:.1f}); "
+              f"in memory only {memory:,.0f} events/s (ratio 1/{bare / memory:.1f}); "
+              f"target {'met' if ok else 'NOT met'}")
+
+
+if __name__ == "__main__":
+    main()
