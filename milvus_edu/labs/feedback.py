@@ -105,3 +105,17 @@ def judge_integer(answer, what: str, judge: Callable[[int], Feedback], *, timest
         return wrong(f"That is a pandas {type(answer).__name__} ({len(answer)} row(s)), not one value. Pick one "
                       f"value with `.iloc[0]` and wrap it in `int(...)`.")
     return wrong(f"Got a value of type {type(answer).__name__}; expected {what}.")
+
+
+def name_answer(answer, names) -> tuple[str | None, Feedback | None]:
+    """An answer that should be one of ``names`` (an invariant's name, say), normalised for comparing.
+
+    Returns ``(normalised, None)`` — lower case, spaces and underscores as ``-``, quotes stripped — or
+    ``(None, feedback)`` when there is no answer yet or it is not a string.
+    """
+    listed = ", ".join(f"'{n}'" for n in names)
+    if answer is None:
+        return None, pending(f"a string: one of {listed}")
+    if not isinstance(answer, str):
+        return None, wrong(f"Got a value of type {type(answer).__name__}; answer with a string, one of {listed}.")
+    return re.sub(r"[\s_]+", "-", answer.strip().strip("'\"`").lower()), None

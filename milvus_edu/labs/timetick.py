@@ -9,12 +9,11 @@ sessions, counting a whole pchannel instead of one vchannel) get a message namin
 from __future__ import annotations
 
 import json
-import re
 
 import pandas as pd
 
 from ..narrate import ts_text
-from .feedback import Feedback, judge_integer, pending, right, wrong
+from .feedback import Feedback, judge_integer, name_answer, right, wrong
 
 INVARIANT_NAMES = ("tick-monotonic", "watermark", "pack-exact")
 _DML = ("Insert", "Delete")
@@ -177,11 +176,9 @@ def check_pack_count(answer, events: pd.DataFrame, pack_seq: int) -> Feedback:
 def check_root_invariant(answer) -> Feedback:
     """Exercise: which invariant ``allocate_outside_enqueue_lock`` breaks at its root."""
     names = ", ".join(f"'{n}'" for n in INVARIANT_NAMES)
-    if answer is None:
-        return pending(f"a string: one of {names}")
-    if not isinstance(answer, str):
-        return wrong(f"Got a value of type {type(answer).__name__}; answer with a string, one of {names}.")
-    a = re.sub(r"[\s_]+", "-", answer.strip().strip("'\"`").lower())
+    a, verdict = name_answer(answer, INVARIANT_NAMES)
+    if verdict is not None:
+        return verdict
     if a == "watermark":
         return right("Right: a proxy reported a minimum above a task it had not counted yet, rootcoord wrote that as "
                      "a tick, and the task's message came after the tick. The packs go wrong only because of it.")

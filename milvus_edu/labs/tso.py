@@ -15,13 +15,12 @@ the mistake.
 
 from __future__ import annotations
 
-import re
 
 import pandas as pd
 
 from ..narrate import ts_text, wall_text
 from ..tsoutil import LOGICAL_BITS, compose_ts, parse_hybrid_ts
-from .feedback import Feedback, judge_integer, pending, right, wrong
+from .feedback import Feedback, judge_integer, name_answer, right, wrong
 
 INVARIANT_NAMES = ("global-monotonic", "client-monotonic", "window")
 
@@ -156,11 +155,9 @@ def check_broken_invariant(answer) -> Feedback:
     """Exercise: which checker catches ``tso_skip_load_on_init`` in tso-failover (a name from
     ``INVARIANT_NAMES``)."""
     names = ", ".join(f"'{n}'" for n in INVARIANT_NAMES)
-    if answer is None:
-        return pending(f"a string: one of {names}")
-    if not isinstance(answer, str):
-        return wrong(f"Got a value of type {type(answer).__name__}; answer with a string, one of {names}.")
-    a = re.sub(r"[\s_]+", "-", answer.strip().strip("'\"`").lower())
+    a, verdict = name_answer(answer, INVARIANT_NAMES)
+    if verdict is not None:
+        return verdict
     if a.replace("-", "") == "globalmonotonic":
         return right("Right: the new active starts at its own clock, 75 s behind, so its first timestamps are "
                       "below those already handed out.")
