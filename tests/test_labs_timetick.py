@@ -1,0 +1,52 @@
+"""Lab 2's self-checks judge against the run log: right answers pass, typical wrong ones get their hint."""
+
+from __future__ import annotations
+
+import pytest
+
+import milvus_edu
+from milvus_edu.labs.timetick import (check_out_of_order, check_pack_count, check_root_invariant, check_round_tick,
+                                      out_of_order_count, round_tick, round_values)
+from milvus_edu.narrate import ts_text
+
+CH = "by-dev-rootcoord-dml_0"
+
+
+@pytest.fixture(scope="module")
+def events():
+    return milvus_edu.simulate("timetick-basics", seed=4, duration_s=1.5).events
+
+
+def test_out_of_order_right_swaps_and_float_pitfall(events):
+    late, swaps = out_of_order_count(events, CH)
+    assert late > 0 and late != swaps
+    assert check_out_of_order(late, events, CH)
+    assert "running maximum" in str(check_out_of_order(swaps, events, CH))
+    assert "Not answered yet" in str(check_out_of_order(None, events, CH))
+    assert not check_out_of_order(str(late), events, CH)  # a string is refused even when its value is right
+
+
+def test_round_tick_is_the_minimum_over_every_session(events):
+    updates = events[(events.kind == "rootcoord.timetick_update") & events.detail.str.contains('"sent":true')]
+    seq = int(updates.iloc[2].seq)
+    values = round_values(events, seq, CH)
+    assert "ddl" in values and len(values) == 3
+    assert round_tick(events, seq, CH) == min(values.values())
+    assert check_round_tick(min(values.values()), events, seq, CH)
+    assert "minimum" in str(check_round_tick(max(values.values()), events, seq, CH))
+    text = check_round_tick(ts_text(min(values.values())), events, seq, CH)
+    assert not text and "as the int" in str(text)
+
+
+def test_pack_count_and_the_by_arrival_mistake(events):
+    pack = events[(events.kind == "mq.pack") & (events["count"] > 0)].iloc[2]
+    assert check_pack_count(int(pack["count"]), events, int(pack.seq))
+    assert not check_pack_count(int(pack["count"]) + 1, events, int(pack.seq))
+
+
+def test_root_invariant_names():
+    assert check_root_invariant("Watermark")
+    assert "consequence" in str(check_root_invariant("pack_exact"))
+    assert "bug switch" in str(check_root_invariant("allocate_outside_enqueue_lock"))
+    assert "Not answered yet" in str(check_root_invariant(None))
+    assert not check_root_invariant(7)
