@@ -25,12 +25,15 @@ def _present(value) -> bool:
 
 
 INVARIANTS = ("global-monotonic", "client-monotonic", "window")
+_KINDS = frozenset({"rootcoord.alloc_timestamp", "client.recv", "tso.alloc"})
 
 
 class TSOChecker(StreamingChecker):
     """Streaming check of the three TSO invariants; keeps at most ``limit`` violations per invariant."""
 
     invariants = INVARIANTS
+    #: The only kinds it reads (the recorder hands it no others).
+    kinds = _KINDS
     #: What passing means, in one sentence (the CLI's report).
     promise = "every timestamp handed out is strictly greater than every earlier one, and none passed the saved window"
 
@@ -42,11 +45,13 @@ class TSOChecker(StreamingChecker):
     def write(self, row: dict) -> None:
         """Check one run-log row."""
         kind = row["kind"]
-        if kind not in ("rootcoord.alloc_timestamp", "client.recv", "tso.alloc"):
+        if kind not in _KINDS:
             return
-        if _present(row.get("error")) or not _present(row.get("ts")):
+        # A recorder's row has None for a null; a DataFrame's has NA or NaN, hence _present.
+        error, ts = row.get("error"), row.get("ts")
+        if (error is not None and _present(error)) or ts is None or not _present(ts):
             return
-        seq, node, ts = int(row["seq"]), row["node"], int(row["ts"])
+        seq, node, ts = int(row["seq"]), row["node"], int(ts)
         if kind == "rootcoord.alloc_timestamp":
             last = ts + int(row["count"]) - 1
             high = self._high
@@ -66,7 +71,7 @@ class TSOChecker(StreamingChecker):
                           f"{ts_text(ts)} after {ts_text(prev[0])}, because the second answer came from "
                           f"{row.get('peer')}, whose timestamps were not above the first's.")
             self._client_last[node] = (ts, seq)
-        elif _present(row.get("window_end_ms")) and int(row["physical_ms"]) >= int(row["window_end_ms"]):
+        elif (end := row.get("window_end_ms")) is not None and _present(end) and int(row["physical_ms"]) >= int(end):
             self._add("window", (seq,),
                       f"Let event {seq} be {node} allocating on physical {int(row['physical_ms'])} ms. Then it "
                       f"allocated at or past the saved window end {int(row['window_end_ms'])} ms, because the "

@@ -41,8 +41,9 @@ class NodeClock:
 
     def now_ns(self) -> int:
         """The clock reading in Unix nanoseconds."""
-        true_ns = int(round(self.env.now * MS))
-        return EPOCH_NS + self.offset_ns + true_ns + int(round(true_ns * self.drift_ppm / 1e6))
+        true_ns = round(self.env.now * MS)
+        drift_ns = round(true_ns * self.drift_ppm / 1e6) if self.drift_ppm else 0
+        return EPOCH_NS + self.offset_ns + true_ns + drift_ns
 
     def now_ms(self) -> int:
         """The clock reading in Unix milliseconds."""
@@ -85,7 +86,8 @@ class Simulation:
         self.seed = seed
         self.env = simpy.Environment()
         self.recorder = recorder
-        recorder.now_ms = lambda: self.env.now
+        env = self.env
+        recorder.now_ms = lambda: env.now
         self.config = config or Config()
         self.net = network or NetworkParams()
         # etcd runs on true time: leases are measured on its clock.
@@ -94,12 +96,20 @@ class Simulation:
         self.kv.watch("by-dev/meta/session/", self._on_session_key)
         self.nodes: dict[str, object] = {}
         self._rngs: dict[str, random.Random] = {}
+        self._net_rngs: dict[str, random.Random] = {}  # src -> rng("net/<src>"), looked up on every RPC leg
 
     def rng(self, name: str) -> random.Random:
         """The random stream of one component (created on first use)."""
-        if name not in self._rngs:
-            self._rngs[name] = random.Random(f"{self.seed}/{name}")
-        return self._rngs[name]
+        rng = self._rngs.get(name)
+        if rng is None:
+            rng = self._rngs[name] = random.Random(f"{self.seed}/{name}")
+        return rng
+
+    def _net_rng(self, src: str) -> random.Random:
+        rng = self._net_rngs.get(src)
+        if rng is None:
+            rng = self._net_rngs[src] = self.rng(f"net/{src}")
+        return rng
 
     def add(self, node) -> None:
         """Register a node under its name."""
@@ -109,7 +119,7 @@ class Simulation:
 
     def one_way(self, src: str) -> float:
         """One network leg's latency from ``src``, drawn from ``src``'s own stream."""
-        rng = self.rng(f"net/{src}")
+        rng = self._net_rng(src)
         return self.net.latency_ms + (rng.expovariate(1.0 / self.net.jitter_ms) if self.net.jitter_ms > 0 else 0.0)
 
     def call(self, src: str, dst: str, handler: Callable[[], Generator]):
@@ -118,7 +128,7 @@ class Simulation:
         Raises :class:`RPCError` when the request is lost (after the caller's timeout), when ``dst``
         is dead (connection refused), or when the handler raises.
         """
-        rng = self.rng(f"net/{src}")
+        rng = self._net_rng(src)
         if self.net.drop_prob > 0 and rng.random() < self.net.drop_prob:
             self.recorder.emit("rpc.drop", src, peer=dst, detail={"leg": "request"})
             yield self.env.timeout(self.net.timeout_ms)

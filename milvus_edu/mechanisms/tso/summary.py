@@ -13,6 +13,10 @@ class TSOSummary:
     :meth:`sections` gives the ``tso`` and ``failover`` parts of ``summary.json``.
     """
 
+    #: The only kinds it reads (the recorder hands it no others).
+    kinds = frozenset({"rootcoord.alloc_timestamp", "client.recv", "fault.kill", "fault.pause", "session.keepalive",
+                       "session.active"})
+
     def __init__(self):
         self.allocations = 0
         self.handed_out = 0

@@ -1,0 +1,231 @@
+"""The recorder's fast path equals its readable one.
+
+The file sinks encode the recorder's rows a batch and a column at a time (:class:`RowBatch`,
+``write_batch``); ``json_line`` and ``arrow_table`` are the row-by-row definitions. These tests run
+real scenarios through both paths and compare rows, tables and file bytes, and pin the pieces the
+fast path relies on (float texts, the once-built JSON encoders, validation of each new layout).
+"""
+
+import json
+import math
+import struct
+
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import milvus_edu  # noqa: F401  (registers the mechanisms' kinds and scenarios)
+from milvus_edu.config import BugSwitches, Config
+from milvus_edu.events import JsonlSink, MemorySink, ParquetSink, Recorder, arrow_schema
+from milvus_edu.events.recorder import RowBatch, arrow_table, encode_detail, float_texts, json_line
+from milvus_edu.registry import get_scenario, scenario_options
+from milvus_edu.sim.kernel import Simulation
+
+#: (scenario, switches, simulated ms): failover, clock jumps, a bug switch, the TimeTick mechanism.
+RUNS = [
+    ("tso-basics", [], 10_000.0),
+    ("tso-failover", [], 80_000.0),
+    ("tso-failover", ["tso_skip_load_on_init"], 80_000.0),
+    ("tso-clock-skew", [], 20_000.0),
+    ("timetick-basics", [], 2_000.0),
+]
+
+
+class BatchGrabber:
+    """A batch sink that keeps every batch it is handed."""
+
+    def __init__(self):
+        self.batches: list[RowBatch] = []
+
+    def write_batch(self, batch: RowBatch) -> None:
+        self.batches.append(batch)
+
+    def write(self, row: dict) -> None:
+        raise AssertionError("a batch sink is never handed single rows")
+
+    def close(self) -> None:
+        pass
+
+
+class RowByRow:
+    """Hides a file sink's ``write_batch``, so the recorder hands it rows one at a time (the readable path)."""
+
+    def __init__(self, sink):
+        self.write = sink.write
+        self.close = sink.close
+
+
+def _run(scenario: str, switches: list[str], until_ms: float, sinks: list, batch_rows: int = 1000) -> Recorder:
+    spec = get_scenario(scenario)
+    recorder = Recorder(f"{scenario}-s3", sinks=sinks, batch_rows=batch_rows)
+    sim = Simulation(3, recorder, Config(switches=BugSwitches.from_names(switches)))
+    spec.build(sim, **scenario_options(spec, None))
+    recorder.emit("run.start", "sim", detail={"scenario": scenario})
+    sim.run(until_ms)
+    recorder.emit("run.end", "sim", detail={"events": recorder.seq + 1})
+    recorder.close()
+    return recorder
+
+
+@pytest.mark.parametrize("scenario,switches,until_ms", RUNS)
+def test_batches_hold_the_rows_in_order_and_encode_them_as_the_row_by_row_definitions(scenario, switches, until_ms):
+    memory, grabber = MemorySink(), BatchGrabber()
+    _run(scenario, switches, until_ms, [memory, grabber])
+    assert [row for batch in grabber.batches for row in batch.rows()] == memory.rows
+    schema = arrow_schema()
+    for batch in grabber.batches:
+        rows = batch.rows()
+        assert batch.json_lines() == "".join(json_line(row) + "\n" for row in rows)
+        assert batch.table().equals(arrow_table(rows, schema))
+    assert len(grabber.batches) > 1  # several batches, the last one short
+
+
+@pytest.mark.parametrize("scenario,switches,until_ms", RUNS)
+def test_file_sinks_write_the_same_bytes_by_batch_as_row_by_row(tmp_path, scenario, switches, until_ms):
+    fast, slow = tmp_path / "fast", tmp_path / "slow"
+    fast.mkdir()
+    slow.mkdir()
+    # Recorder batches of 1000 rows, Parquet row groups of 8192 and of 300: groups cut across batches.
+    _run(scenario, switches, until_ms, [
+        ParquetSink(fast / "a.parquet"), ParquetSink(fast / "b.parquet", batch_rows=300), JsonlSink(fast / "e.jsonl"),
+    ])
+    _run(scenario, switches, until_ms, [
+        RowByRow(ParquetSink(slow / "a.parquet")), RowByRow(ParquetSink(slow / "b.parquet", batch_rows=300)),
+        RowByRow(JsonlSink(slow / "e.jsonl")),
+    ])
+    for name in ("a.parquet", "b.parquet", "e.jsonl"):
+        assert (fast / name).read_bytes() == (slow / name).read_bytes(), name
+
+
+def test_recorder_batch_size_does_not_change_the_files(tmp_path):
+    for batch_rows in (1, 777, 8192):
+        out = tmp_path / str(batch_rows)
+        out.mkdir()
+        _run("tso-basics", [], 5_000.0, [ParquetSink(out / "e.parquet"), JsonlSink(out / "e.jsonl")], batch_rows)
+    for name in ("e.parquet", "e.jsonl"):
+        assert len({(tmp_path / str(b) / name).read_bytes() for b in (1, 777, 8192)}) == 1, name
+
+
+def _batch_of(emits: list[tuple[str, str, dict]]) -> RowBatch:
+    grabber = BatchGrabber()
+    recorder = Recorder("odd-values", sinks=[grabber], batch_rows=len(emits))
+    for kind, node, fields in emits:
+        recorder.emit(kind, node, **fields)
+    recorder.close()
+    (batch,) = grabber.batches
+    return batch
+
+
+def test_json_lines_equal_json_line_for_values_the_column_cut_cannot_handle():
+    """Lists and objects of several items, non-ASCII and control characters, bools, floats and ints
+    beyond 64 bits in columns, and a node of None: each line still equals ``json_line``."""
+    alloc = dict(count=1, physical_ms=5, logical=1, window_end_ms=9, clock_ms=5)
+    batch = _batch_of([
+        ("tso.alloc", "rootcoord-1", {"ts": 1, **alloc}),
+        ("tso.alloc", "rootcoord-1", {"ts": [1, 2], **alloc}),
+        ("tso.alloc", "rootcoord-2", {"ts": {"a": 1, "b": [2, 3]}, **alloc}),
+        ("rpc.drop", "client-\u00e9", {"peer": "tab\there\nnew \u2028 \x7f \"q\" \\", "detail": {"z": "\u00fc"}}),
+        ("rpc.drop", None, {"peer": None, "detail": None}),
+        ("tso.alloc", "rootcoord-1", {"ts": True, **{**alloc, "count": 2.5, "logical": 1 << 70}}),
+        ("tso.alloc", "rootcoord-1", {"ts": float("nan"), **{**alloc, "count": -0.0, "logical": 1e-7}}),
+    ])
+    assert batch.json_lines() == "".join(json_line(row) + "\n" for row in batch.rows())
+
+
+def test_json_lines_fall_back_when_run_id_is_null():
+    grabber = BatchGrabber()
+    recorder = Recorder(None, sinks=[grabber])
+    recorder.emit("rpc.drop", "client-0", peer="rootcoord-1")
+    recorder.close()
+    (batch,) = grabber.batches
+    assert batch.json_lines() == json_line(batch.rows()[0]) + "\n" == '{"seq":0,"t_ms":0.0,"node":"client-0",' \
+        '"kind":"rpc.drop","peer":"rootcoord-1"}\n'
+
+
+_SPECIAL_FLOATS = [0.0, -0.0, 1e-4, 0.00009999999999999999, 1e16, 9999999999999998.0, 1e15, 5e-324, 50.0, -123.0,
+                   59.724530622290985, float("inf"), float("-inf"), float("nan"), 12345678901.5, 1.7976931348623157e308]
+
+
+def test_float_texts_equal_pythons_json_on_special_and_spread_floats():
+    spread = [struct.unpack("d", struct.pack("Q", (i * 0x9E3779B97F4A7C15) % (1 << 64)))[0] for i in range(20_000)]
+    spread += [i / 7 for i in range(20_000)] + [i * 1e9 / 3 for i in range(5_000)] + [i / 1e7 for i in range(5_000)]
+    values = _SPECIAL_FLOATS + spread
+    assert float_texts(values) == [json.dumps(v) for v in values]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.floats(allow_nan=True, allow_infinity=True), min_size=1, max_size=50))
+def test_float_texts_equal_pythons_json_on_any_floats(values):
+    assert float_texts(values) == [json.dumps(v) for v in values]
+
+
+def test_encode_detail_equals_json_dumps_and_recovers_after_an_error():
+    detail = {"b": [1.5, None, "\u00e9"], "a": {"y": float("nan"), "x": True}, "c": 1 << 80}
+    assert encode_detail(detail) == json.dumps(detail, sort_keys=True, separators=(",", ":"))
+    loop: dict = {}
+    loop["self"] = loop
+    with pytest.raises(ValueError, match="Circular reference"):
+        encode_detail(loop)
+    with pytest.raises(TypeError, match="not JSON serializable"):
+        encode_detail({"x": object()})
+    assert encode_detail(detail) == json.dumps(detail, sort_keys=True, separators=(",", ":"))
+
+
+def test_every_new_layout_is_validated_and_a_bad_one_raises_every_time():
+    recorder = Recorder("r")
+    recorder.emit("tso.save", "rootcoord-1", window_end_ms=5, clock_ms=1)
+    for _ in range(2):  # a rejected layout is not remembered as checked
+        with pytest.raises(ValueError, match="does not carry"):
+            recorder.emit("tso.save", "rootcoord-1", window_end_ms=5, ts=1)
+        with pytest.raises(ValueError, match="unknown event kind"):
+            recorder.emit("tso.teleport", "rootcoord-1")
+    with pytest.raises(ValueError, match="does not carry"):  # same columns, other order: a new layout
+        recorder.emit("tso.save", "rootcoord-1", ts=1, window_end_ms=5)
+    assert recorder.seq == 1
+
+
+def test_sinks_get_only_the_kinds_they_declare_and_rows_emitted_after_they_came():
+    class Picky(MemorySink):
+        kinds = frozenset({"tso.save"})
+
+    picky, everything, grabber = Picky(), MemorySink(), BatchGrabber()
+    recorder = Recorder("r", sinks=[picky])
+    recorder.emit("tso.save", "rootcoord-1", window_end_ms=5, clock_ms=1)
+    recorder.sinks += [everything, grabber]
+    recorder.emit("rpc.drop", "client-0", peer="rootcoord-1")
+    recorder.emit("tso.save", "rootcoord-1", window_end_ms=6, clock_ms=2)
+    recorder.close()
+    assert [row["seq"] for row in picky.rows] == [0, 2]
+    assert [row["seq"] for row in everything.rows] == [1, 2]
+    assert [row["seq"] for batch in grabber.batches for row in batch.rows()] == [1, 2]
+
+
+def test_emit_returns_the_full_row_it_handed_to_the_sinks():
+    memory = MemorySink()
+    recorder = Recorder("r", now_ms=lambda: 2, sinks=[memory])
+    row = recorder.emit("tso.save", "rootcoord-1", window_end_ms=5, clock_ms=1, seq=99)  # stamped columns win
+    assert row is memory.rows[0]
+    assert list(row) == list(arrow_schema().names)
+    assert (row["seq"], row["t_ms"], row["window_end_ms"], row["ts"]) == (0, 2.0, 5, None)
+    assert isinstance(row["t_ms"], float) and not math.isnan(row["t_ms"])
+
+
+def test_parquet_sink_mixing_single_rows_and_batches_keeps_order_and_group_sizes(tmp_path):
+    rows = MemorySink()
+    grabber = BatchGrabber()
+    _run("tso-basics", [], 3_000.0, [rows, grabber], batch_rows=50)
+    path = tmp_path / "mixed.parquet"
+    sink = ParquetSink(path, batch_rows=64)
+    batches = grabber.batches
+    for i, batch in enumerate(batches):
+        if i % 2:
+            sink.write_batch(batch)
+        else:
+            for row in batch.rows():
+                sink.write(row)
+    sink.close()
+    table = pq.read_table(path, schema=arrow_schema())
+    assert table.equals(arrow_table(rows.rows, arrow_schema()))
+    meta = pq.ParquetFile(path).metadata
+    assert [meta.row_group(i).num_rows for i in range(meta.num_row_groups - 1)] == [64] * (meta.num_row_groups - 1)
