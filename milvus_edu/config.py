@@ -14,12 +14,12 @@ S = 1000 * MS
 
 
 class _Positive:
-    """Mixin: every int field of a parameter group must be positive (intervals, sizes, counts)."""
+    """Mixin: every number field of a parameter group must be positive (intervals, sizes, counts, ratios)."""
 
     def __post_init__(self):
         for f in fields(self):
             value = getattr(self, f.name)
-            if isinstance(value, bool) or not isinstance(value, int):
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
                 continue
             if value <= 0:
                 raise ValueError(f"{type(self).__name__}.{f.name} must be positive, got {value}")
@@ -75,6 +75,32 @@ class MQParams(_Positive):
 
 
 @dataclass(frozen=True)
+class DataNodeParams(_Positive):
+    """Constants of the DataNode's flowgraph, write buffer, sync manager and checkpoint updater (times in ns)."""
+
+    update_channel_checkpoint_interval_ns: int = 60 * S  # dataNode.channel.updateChannelCheckpointInterval
+    channel_checkpoint_update_tick_ns: int = 10 * S  # dataNode.channel.channelCheckpointUpdateTickInSeconds
+    max_channel_checkpoints_per_rpc: int = 128  # dataNode.channel.maxChannelCheckpointsPerPRC (sic)
+    update_channel_checkpoint_max_parallel: int = 10  # dataNode.channel.updateChannelCheckpointMaxParallel
+    update_channel_checkpoint_rpc_timeout_ns: int = 20 * S  # dataNode.channel.updateChannelCheckpointRPCTimeout
+    sync_period_ns: int = 600 * S  # dataNode.segment.syncPeriod (stale buffer; plus a jitter below 10 %)
+    insert_buf_size: int = 16777216  # dataNode.segment.insertBufSize (bytes)
+    delete_buf_bytes: int = 16777216  # dataNode.segment.deleteBufBytes
+    binlog_max_size: int = 67108864  # dataNode.segment.binlog.maxsize
+    force_sync_enable: bool = True  # dataNode.memory.forceSyncEnable
+    force_sync_segment_num: int = 1  # dataNode.memory.forceSyncSegmentNum
+    memory_check_interval_ns: int = 3000 * MS  # dataNode.memory.checkInterval
+    force_sync_watermark: float = 0.5  # dataNode.memory.forceSyncWatermark (0.2 in standalone mode)
+    flowgraph_max_queue_length: int = 16  # dataNode.dataSync.flowGraph.maxQueueLength
+    max_parallel_sync_mgr_tasks: int = 256  # dataNode.dataSync.maxParallelSyncMgrTasks
+    skip_mode_enable: bool = True  # dataNode.dataSync.skipMode.enable
+    skip_mode_skip_num: int = 4  # dataNode.dataSync.skipMode.skipNum
+    skip_mode_cold_time_ns: int = 60 * S  # dataNode.dataSync.skipMode.coldTime
+    skip_bf_stats_load: bool = True  # dataNode.skip.BFStatsLoad
+    timetick_interval_ns: int = 500 * MS  # dataNode.timetick.interval (segment statistics to DataCoord)
+
+
+@dataclass(frozen=True)
 class BugSwitches:
     """Named wrong rules a learner may switch on. Each is caught by a checker in ``milvus_edu.check``."""
 
@@ -115,6 +141,7 @@ class Config:
     tso: TSOParams = field(default_factory=TSOParams)
     timetick: TimeTickParams = field(default_factory=TimeTickParams)
     mq: MQParams = field(default_factory=MQParams)
+    datanode: DataNodeParams = field(default_factory=DataNodeParams)
     switches: BugSwitches = field(default_factory=BugSwitches)
 
     def to_dict(self) -> dict:
@@ -160,6 +187,11 @@ def _convert(dotted: str, current, raw):
         if text in ("false", "0", "no", "off"):
             return False
         raise ValueError(f"parameter {dotted} takes true or false, got {raw!r}")
+    if isinstance(current, float):
+        try:
+            return float(str(raw).replace("_", ""))
+        except ValueError:
+            raise ValueError(f"parameter {dotted} takes a number, got {raw!r}") from None
     if isinstance(current, int):
         if isinstance(raw, bool):
             raise ValueError(f"parameter {dotted} takes a whole number, got {raw!r}")

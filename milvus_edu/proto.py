@@ -58,3 +58,103 @@ class ChannelTimeTickMsg:
     channel_names: tuple[str, ...] = field(default_factory=tuple)
     timestamps: tuple[int, ...] = field(default_factory=tuple)
     default_timestamp: int = 0
+
+
+class SegmentState:
+    """``commonpb.SegmentState``: a segment's life, as strings so run logs stay readable."""
+
+    NOT_EXIST = "NotExist"
+    GROWING = "Growing"
+    SEALED = "Sealed"
+    FLUSHED = "Flushed"
+    FLUSHING = "Flushing"
+    DROPPED = "Dropped"
+
+
+class SegmentLevel:
+    """``datapb.SegmentLevel``: L0 holds only deletes of a partition; L1 is a normal segment."""
+
+    L0 = "L0"
+    L1 = "L1"
+
+
+@dataclass(frozen=True)
+class Binlog:
+    """``datapb.Binlog``: one file written by a sync (``log_path`` empty once DataCoord stored the id)."""
+
+    entries_num: int
+    timestamp_from: int
+    timestamp_to: int
+    log_path: str = ""
+    log_size: int = 0
+    log_id: int = 0
+    memory_size: int = 0
+
+
+@dataclass(frozen=True)
+class FieldBinlog:
+    """``datapb.FieldBinlog``: the binlogs of one field (for delta logs, field id 0 of the pk)."""
+
+    field_id: int
+    binlogs: tuple[Binlog, ...] = field(default_factory=tuple)
+
+
+@dataclass(frozen=True)
+class SegmentInfo:
+    """``datapb.SegmentInfo``: DataCoord's record of a segment (the fields the models read).
+
+    ``start_position`` is where the segment's first row was consumed; ``dml_position`` is the
+    checkpoint of its last sync (``SaveBinlogPaths``' ``CheckPoints``): rows at or before its
+    timestamp are in the binlogs.
+    """
+
+    id: int
+    collection_id: int
+    partition_id: int
+    insert_channel: str
+    num_of_rows: int = 0
+    state: str = SegmentState.GROWING
+    level: str = SegmentLevel.L1
+    start_position: MsgPosition | None = None
+    dml_position: MsgPosition | None = None
+    binlogs: tuple[FieldBinlog, ...] = field(default_factory=tuple)
+    statslogs: tuple[FieldBinlog, ...] = field(default_factory=tuple)
+    deltalogs: tuple[FieldBinlog, ...] = field(default_factory=tuple)
+    dropped_at: int = 0
+    is_importing: bool = False
+
+
+@dataclass(frozen=True)
+class CheckPoint:
+    """``datapb.CheckPoint``: a segment's consumed position as of a sync, with its row count."""
+
+    segment_id: int
+    position: MsgPosition | None
+    num_of_rows: int
+
+
+@dataclass(frozen=True)
+class SegmentStartPosition:
+    """``datapb.SegmentStartPosition``: where a segment started, reported once by the DataNode."""
+
+    segment_id: int
+    start_position: MsgPosition
+
+
+@dataclass(frozen=True)
+class SaveBinlogPathsRequest:
+    """``datapb.SaveBinlogPathsRequest``: what a sync reports to DataCoord (``brokerMetaWriter.UpdateSync``)."""
+
+    segment_id: int
+    collection_id: int
+    partition_id: int
+    channel: str
+    field2_binlog_paths: tuple[FieldBinlog, ...] = field(default_factory=tuple)
+    field2_statslog_paths: tuple[FieldBinlog, ...] = field(default_factory=tuple)
+    deltalogs: tuple[FieldBinlog, ...] = field(default_factory=tuple)
+    check_points: tuple[CheckPoint, ...] = field(default_factory=tuple)
+    start_positions: tuple[SegmentStartPosition, ...] = field(default_factory=tuple)
+    flushed: bool = False
+    dropped: bool = False
+    seg_level: str = SegmentLevel.L1
+    source_id: int = 0
