@@ -1,0 +1,1 @@
+"""Sync manager: SyncTask, per-segment serial execution, the meta writer, binlog serialisation (``internal/flushcommon/syncmgr``)."""
