@@ -1,0 +1,42 @@
+"""The effect driver: results are sent back, failures are thrown in where the effect was asked."""
+
+import pytest
+
+from milvus_edu.effects import drive
+
+
+def _steps():
+    first = yield "alloc"
+    try:
+        yield "save"
+    except RuntimeError as exc:
+        return (first, f"recovered from {exc}")
+    return (first, "saved")
+
+
+def test_results_are_sent_back_in_order():
+    asked = []
+
+    def handle(effect):
+        asked.append(effect)
+        return 7 if effect == "alloc" else None
+
+    assert drive(_steps(), handle) == (7, "saved")
+    assert asked == ["alloc", "save"]
+
+
+def test_a_failure_is_raised_at_the_step_that_asked():
+    def handle(effect):
+        if effect == "save":
+            raise RuntimeError("rpc down")
+        return 1
+
+    assert drive(_steps(), handle) == (1, "recovered from rpc down")
+
+
+def test_an_uncaught_failure_reaches_the_caller():
+    def handle(effect):
+        raise ValueError("no ids")
+
+    with pytest.raises(ValueError, match="no ids"):
+        drive(_steps(), handle)
