@@ -1,0 +1,204 @@
+"""The DataNode flowgraph nodes: input skip mode, ddNode's drops and recovery filter.
+
+Ports of ``internal/flushcommon/pipeline/flow_graph_dd_node_test.go`` and
+``internal/util/flowgraph/input_node_test.go`` (Milvus 2.5). The ttNode and writeNode are tested with
+the real write buffer and checkpoint updater in ``test_datanode_flow.py``.
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, strategies as st
+
+from milvus_edu.config import DataNodeParams, S
+from milvus_edu.datanode.pipeline import DDNode, InputNode, MsgStreamMsg
+from milvus_edu.mq.msg import DeleteMsg, DropCollectionMsg, DropPartitionMsg, InsertMsg, MsgPack, TimeTickMsg
+from milvus_edu.proto import MsgPosition, SegmentInfo
+
+CHANNEL = "by-dev-rootcoord-dml_0_1v0"
+OTHER_CHANNEL = "by-dev-rootcoord-dml_0_1v1"
+
+
+def insert(segment_id: int, ts: int, channel: str = CHANNEL, collection_id: int = 1) -> InsertMsg:
+    """``getInsertMsg`` / ``getInsertMsgWithChannel``: one row of ``segment_id`` at ``ts``."""
+    return InsertMsg(shard_name=channel, collection_id=collection_id, partition_id=10, segment_id=segment_id,
+                     pks=(ts,), timestamps=(ts,))
+
+
+def segment(segment_id: int, dml_ts: int) -> SegmentInfo:
+    """``getSegmentInfo``: a segment whose DmlPosition is at ``dml_ts``."""
+    return SegmentInfo(segment_id, 1, 10, CHANNEL, dml_position=MsgPosition(CHANNEL, 1, dml_ts))
+
+
+def dd(dropped=(), sealed=(), growing=(), **kw) -> DDNode:
+    return DDNode(1, CHANNEL, dropped, sealed, growing, **kw)
+
+
+FILTER_CASES = [
+    ("test dropped segments true", [100], [], [], insert(100, 10000), True),
+    ("test dropped segments true 2", [100, 101, 102], [], [], insert(102, 10000), True),
+    ("test sealed segments msgTs <= segmentTs true", [], [segment(200, 50000), segment(300, 50000)], [],
+     insert(200, 10000), True),
+    ("test sealed segments msgTs == segmentTs true", [], [segment(200, 50000), segment(300, 50000)], [],
+     insert(200, 50000), True),
+    ("test sealed segments msgTs > segmentTs false", [], [segment(200, 50000), segment(300, 50000)], [],
+     insert(222, 70000), False),
+    ("test growing segments msgTs <= segmentTs true", [], [], [segment(200, 50000), segment(300, 50000)],
+     insert(200, 10000), True),
+    ("test growing segments msgTs > segmentTs false", [], [], [segment(200, 50000), segment(300, 50000)],
+     insert(200, 70000), False),
+    ("test not exist", [], [segment(500, 50000), segment(400, 50000)], [segment(200, 50000), segment(300, 50000)],
+     insert(111, 70000), False),
+    ("test insert msg with different channelName", [100], [], [], insert(100, 10000, OTHER_CHANNEL), True),
+]
+
+
+@pytest.mark.parametrize("description,dropped,sealed,growing,msg,expected", FILTER_CASES,
+                         ids=[c[0] for c in FILTER_CASES])
+def test_filter_segment_insert_messages(description, dropped, sealed, growing, msg, expected):
+    """Ports ``TestFlowGraph_DDNode_filterMessages`` (table cases)."""
+    assert dd(dropped, sealed, growing).try_to_filter_segment_insert_messages(msg) is expected
+
+
+@pytest.mark.parametrize("sealed,msg,filtered,remained", [
+    ([segment(100, 50000), segment(101, 50000)], insert(100, 10000), True, True),
+    ([segment(100, 50000), segment(101, 50000)], insert(100, 50000), True, True),
+    ([segment(100, 70000), segment(101, 50000)], insert(300, 60000), False, False),
+], ids=["msgTs<segTs", "msgTs==segTs", "msgTs>segTs"])
+def test_sealed_segments_are_pruned_by_any_newer_message(sealed, msg, filtered, remained):
+    """Ports ``Test delete segment from sealed segments``: a newer message of *another* segment prunes too (quirk 10)."""
+    node = dd(sealed=sealed)
+    assert node.try_to_filter_segment_insert_messages(msg) is filtered
+    assert len(node.sealed_seg_info) == (2 if remained else 1)
+    assert (msg.segment_id in node.sealed_seg_info) is remained
+
+
+@pytest.mark.parametrize("msg,filtered,remained", [
+    (insert(100, 10000), True, True),
+    (insert(100, 50000), True, True),
+    (insert(100, 60000), False, False),
+], ids=["msgTs<segTs", "msgTs==segTs", "msgTs>segTs"])
+def test_growing_segment_filter_ends_at_its_first_newer_message(msg, filtered, remained):
+    """Ports ``Test delete segment from growing segments``."""
+    node = dd(growing=[segment(100, 50000), segment(101, 50000)])
+    assert node.try_to_filter_segment_insert_messages(msg) is filtered
+    assert len(node.growing_seg_info) == (2 if remained else 1)
+    assert (100 in node.growing_seg_info) is remained
+
+
+@pytest.mark.parametrize("segment_id,expected", [(1, True), (2, True), (3, True), (4, False)])
+def test_is_dropped(segment_id, expected):
+    """Ports ``TestFlowGraph_DDNode_isDropped``."""
+    assert dd(dropped=[1, 2, 3]).try_to_filter_segment_insert_messages(insert(segment_id, 5)) is expected
+
+
+def test_no_dropped_segments_filters_nothing():
+    """Ports the last ``isDropped`` case: no dropped segments."""
+    assert dd().try_to_filter_segment_insert_messages(insert(5, 5)) is False
+
+
+def _stream(*msgs) -> MsgStreamMsg:
+    return MsgStreamMsg(tuple(msgs), 0, 0, (MsgPosition(CHANNEL, 1, 0),), (MsgPosition(CHANNEL, 2, 9),))
+
+
+@pytest.mark.parametrize("msg_collection,drop", [(1, True), (2, False)])
+def test_drop_collection_enters_drop_mode_only_for_own_collection(msg_collection, drop):
+    """Ports ``Test DDNode Operate DropCollection Msg``; after a drop nothing flows any more."""
+    node = dd()
+    out = node.operate(_stream(DropCollectionMsg(timestamp=5, collection_id=msg_collection)))
+    assert out is not None and out.drop_collection is drop
+    assert node.drop_mode is drop
+    after = node.operate(_stream(insert(7, 8)))
+    assert (after is None) is drop
+
+
+@pytest.mark.parametrize("msg_collection,expected", [(1, (101,)), (2, ())])
+def test_drop_partition_is_forwarded_for_own_collection(msg_collection, expected):
+    """Ports ``Test DDNode Operate DropPartition Msg``."""
+    out = dd().operate(_stream(DropPartitionMsg(timestamp=5, collection_id=msg_collection, partition_id=101)))
+    assert out.drop_partitions == expected
+
+
+@pytest.mark.parametrize("msg_collection,expected", [(1, 1), (2, 0)])
+def test_delete_of_other_collection_is_dropped(msg_collection, expected):
+    """Ports ``Test DDNode Operate Delete Msg``; deletes are never filtered by segment."""
+    msg = DeleteMsg(shard_name=CHANNEL, collection_id=msg_collection, partition_id=10, pks=(1,), timestamps=(4000,))
+    out = dd(sealed=[segment(100, 9999)]).operate(_stream(msg))
+    assert len(out.delete_messages) == expected
+
+
+def test_operate_keeps_positions_and_reports_what_it_filtered():
+    """The recovery filter's victims are reported (for the run log), the rest flows with the pack's positions."""
+    node = dd(growing=[segment(100, 50000)])
+    old, new = insert(100, 40000), insert(100, 60000)
+    out = node.operate(_stream(old, new, insert(7, 1, collection_id=2)))
+    assert out.insert_messages == (new,)
+    assert node.filtered == [old]
+    assert out.start_positions[0].msg_id == 1 and out.end_positions[0].timestamp == 9
+
+
+def test_close_message_passes_positions_even_in_drop_mode():
+    """``ddNode.Operate``: a close message is forwarded before the drop-mode check."""
+    node = dd()
+    node.operate(_stream(DropCollectionMsg(timestamp=5, collection_id=1)))
+    out = node.operate(MsgStreamMsg((), 1, 9, (MsgPosition(CHANNEL, 1, 1),), (MsgPosition(CHANNEL, 3, 9),), True))
+    assert out.is_close and out.end_positions[0].msg_id == 3
+
+
+def test_skip_recovery_filter_switch_lets_flushed_rows_through():
+    """Bug switch ``skip_recovery_filter``: an insert at or before the segment's DmlPosition is buffered again."""
+    node = dd(sealed=[segment(200, 50000)], skip_recovery_filter=True)
+    assert node.try_to_filter_segment_insert_messages(insert(200, 10000)) is False
+    assert node.try_to_filter_segment_insert_messages(insert(200, 10000, OTHER_CHANNEL)) is True
+
+
+@given(st.lists(st.tuples(st.integers(1, 4), st.integers(1, 100)), max_size=40),
+       st.dictionaries(st.integers(1, 4), st.integers(1, 100), max_size=4))
+def test_filter_never_drops_a_row_newer_than_its_segment_checkpoint(msgs, growing_ts):
+    """Property: whatever the order, an insert newer than its segment's DmlPosition is never filtered."""
+    node = dd(growing=[segment(s, ts) for s, ts in growing_ts.items()])
+    for seg, ts in msgs:
+        dropped = node.try_to_filter_segment_insert_messages(insert(seg, ts))
+        if ts > growing_ts.get(seg, 0):
+            assert not dropped
+
+
+def _tick_pack(ts: int) -> MsgPack:
+    return MsgPack(ts - 1, ts, (TimeTickMsg(timestamp=ts),))
+
+
+def test_input_node_skip_mode():
+    """Ports ``Test_InputNodeSkipMode`` (coldTime 3 s, skipNum 1), with the node's clock injected."""
+    now = [0]
+    params = DataNodeParams(skip_mode_cold_time_ns=3 * S, skip_mode_skip_num=1)
+    node = InputNode(params, lambda: now[0])
+    out = [node.operate(_tick_pack(1))]
+    assert out[-1] is not None and node.skip_mode is False
+    now[0] += 3001
+    out.append(node.operate(_tick_pack(2)))
+    assert out[-1] is not None and node.skip_mode is True
+    out.append(node.operate(_tick_pack(3)))
+    assert out[-1] is None and node.skip_mode is True
+    out.append(node.operate(_tick_pack(4)))
+    assert out[-1] is not None and node.skip_mode is True
+    assert sum(o is not None for o in out) == 3
+    woke = node.operate(MsgPack(4, 5, (insert(1, 5),)))
+    assert woke is not None and node.skip_mode is False and node.skip_count == 0
+
+
+def test_input_node_never_skips_a_dispatcher_tick_pack():
+    """Quirk: the dispatcher's tick packs carry no message, so skip mode never engages on that path."""
+    now = [0]
+    node = InputNode(DataNodeParams(), lambda: now[0])
+    now[0] += 3_600_000
+    outs = [node.operate(MsgPack(i, i + 1)) for i in range(20)]
+    assert all(o is not None for o in outs) and node.skip_mode is False
+
+
+def test_input_node_close_carries_the_last_positions():
+    """``InputNode.Operate`` on a closed input: a close message with the last pack's positions."""
+    node = InputNode(DataNodeParams(), lambda: 0)
+    assert node.operate(None).end_positions == ()
+    node.operate(MsgPack(3, 9, (), (MsgPosition(CHANNEL, 1, 3),), (MsgPosition(CHANNEL, 2, 9),)))
+    closed = node.operate(None)
+    assert closed.is_close and closed.end_positions[0].msg_id == 2 and closed.timestamp_max == 9
