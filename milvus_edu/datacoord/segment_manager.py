@@ -13,9 +13,9 @@ What Milvus's segment allocation does that this does not (one line each for the 
   ``segAssignmentExpiration`` 2 s) and counts them against the segment's capacity until they expire.
 * Simplification: no seal policies - Go seals by size, lifetime, idle time, binlog count and per
   channel (``tryToSealSegment`` on every DataNode time tick); here only ``Flush`` seals.
-* Simplification: no flush policy - ``GetFlushableSegments`` and the ``FlushSegments`` call to the
-  DataNode that moves sealed segments on are left out, as is ``CleanZeroSealedSegmentsOfChannel``
-  (it drops empty sealed segments whose allocations expired, which are not tracked here).
+* Simplification: ``GetFlushableSegments`` runs no ``tryToSealSegment`` first (no seal policies) and
+  ``CleanZeroSealedSegmentsOfChannel`` is left out (it drops empty sealed segments whose allocations
+  expired, which are not tracked here).
 * Simplification: segment ids come from an injected function (Go: an ``AllocID`` RPC to RootCoord).
 """
 
@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
+from ..config import S
 from ..merr import wrap_err_collection_not_found
 from ..proto import SegmentInfo, SegmentLevel, SegmentState
 from .meta import Meta, is_segment_healthy
@@ -35,11 +36,14 @@ class SegmentManager:
     (Go ranges over hash sets).
     """
 
-    def __init__(self, meta: Meta, alloc_id: Callable[[], int]):
+    def __init__(self, meta: Meta, alloc_id: Callable[[], int], flush_interval_ns: int = 2 * S):
         self.meta = meta
         self._alloc_id = alloc_id
         self._growing: dict[str, set[int]] = {}
         self._sealed: dict[str, set[int]] = {}
+        self.flush_interval_ns = flush_interval_ns  # dataCoord.segmentFlushInterval (2 s)
+        # SegmentInfo.lastFlushTime: in memory only, the zero time at start (so the first ask is due).
+        self._last_flush_ns: dict[int, int] = {}
         self.load_segments_from_meta()
 
     def load_segments_from_meta(self) -> None:
@@ -116,6 +120,31 @@ class SegmentManager:
     def _healthy_in_state(self, segment_id: int, state: str) -> bool:
         segment = self.meta.get_segment(segment_id)
         return is_segment_healthy(segment) and segment.state == state
+
+    def get_flushable_segments(self, channel: str, ts: int, now_ns: int) -> list[int]:
+        """``GetFlushableSegments``: the channel's sealed segments that ``flushPolicyL1`` lets go, ascending.
+
+        ``flushPolicyL1``: Sealed, not L0, at least ``segmentFlushInterval`` since DataCoord last asked a
+        DataNode to flush it (``now_ns`` is DataCoord's clock), its last allocation expired by ``ts``
+        (always here: no allocations), rows counted (``NumOfRows != 0``: a sealed segment whose rows
+        never reached a binlog is not flushable yet), not importing.
+        """
+        result = []
+        for segment_id in sorted(self._sealed.get(channel, ())):
+            info = self.meta.get_healthy_segment(segment_id)
+            if info is None:
+                continue
+            last = self._last_flush_ns.get(segment_id)
+            if (info.state == SegmentState.SEALED and info.level != SegmentLevel.L0
+                    and (last is None or now_ns - last >= self.flush_interval_ns)
+                    and info.num_of_rows != 0 and not info.is_importing):
+                result.append(segment_id)
+        return result
+
+    def set_last_flush_time(self, segment_ids: Iterable[int], now_ns: int) -> None:
+        """``setLastFlushTime``: remember when DataCoord last asked for these segments' flush."""
+        for segment_id in segment_ids:
+            self._last_flush_ns[segment_id] = now_ns
 
     def drop_segment(self, channel: str, segment_id: int) -> None:
         """``DropSegment``: stop tracking a segment (it was flushed or dropped); meta is not touched."""

@@ -314,6 +314,35 @@ class Server:
         self.meta.update_segments_info(*operators)
         return self.meta.get_segment(req.segment_id)
 
+    def post_flush(self, segment_id: int) -> SegmentInfo:
+        """``postFlush``: a segment reported flushed (Flushing) becomes Flushed.
+
+        Go runs it from ``flushCh`` after a ``SaveBinlogPaths`` with ``Flushed`` set; the index and
+        compaction notifications that follow are not modelled. An unknown or unhealthy segment is
+        ``SegmentNotFound`` ("might be a faked segment").
+        """
+        if self.meta.get_healthy_segment(segment_id) is None:
+            raise wrap_err_segment_not_found(segment_id, msg="segment not found, might be a faked segment, ignore post flush")
+        self.meta.update_segments_info(update_status_operator(segment_id, SegmentState.FLUSHED))
+        return self.meta.get_segment(segment_id)
+
+    def handle_data_node_tt_msg(self, channel: str, ts: int, source_id: int) -> list[SegmentInfo]:
+        """``handleDataNodeTtMsg``: a DataNode's time tick for ``channel``; returns the segments to flush.
+
+        A report from a node that does not watch the channel is ignored. Otherwise the channel's
+        flushable sealed segments (:meth:`SegmentManager.get_flushable_segments`) are stamped with
+        DataCoord's clock and returned: the caller sends them to ``source_id`` as ``FlushSegments``
+        (a failure there is fine, the next time tick after ``segmentFlushInterval`` asks again).
+        """
+        self._check_healthy()
+        if not self.channel_manager.match(source_id, channel):
+            return []
+        now = self.meta.now_ns()
+        ids = self.segment_manager.get_flushable_segments(channel, ts, now)
+        infos = [info for info in (self.meta.get_healthy_segment(i) for i in ids) if info is not None]
+        self.segment_manager.set_last_flush_time([i.id for i in infos], now)
+        return infos
+
     def update_channel_checkpoint(self, node_id: int, vchannel: str | None = None, position: MsgPosition | None = None,
                                   positions: Iterable[MsgPosition | None] = ()) -> list[MsgPosition]:
         """``UpdateChannelCheckpoint``: returns the positions actually saved.
