@@ -1,0 +1,153 @@
+"""The flush checker on hand-written run-log rows: each invariant passes on a good story and fails on a bad one."""
+
+from __future__ import annotations
+
+import json
+
+from milvus_edu.check.flush import FlushChecker
+
+V = "by-dev-rootcoord-dml_0_100v0"
+
+
+class Log:
+    """Rows with increasing seq and time, fed to a fresh checker."""
+
+    def __init__(self):
+        self.checker = FlushChecker()
+        self.seq = 0
+
+    def row(self, kind, node="datanode-1", t_ms=None, **fields):
+        detail = fields.pop("detail", None)
+        row = {"kind": kind, "seq": self.seq, "t_ms": float(self.seq if t_ms is None else t_ms), "node": node,
+               "error": None, "segment": None, "vchannel": None, "ts": None, "msg_type": None, "detail": None,
+               "count": None, "end_ts": None, "tick_ts": None}
+        row.update(fields)
+        if detail is not None:
+            row["detail"] = json.dumps(detail, sort_keys=True)
+        self.seq += 1
+        self.checker.write(row)
+        return row
+
+    def insert(self, segment, ts, count=1):
+        return self.row("mq.produce", node="proxy-1", msg_type="Insert", segment=segment, vchannel=V, end_ts=ts,
+                        count=count)
+
+    def saved(self, segment, ts):
+        return self.row("datacoord.save_binlog_paths", node="datacoord-1", segment=segment, vchannel=V, ts=ts)
+
+    def cp(self, ts, saved=True):
+        return self.row("datacoord.channel_cp", node="datacoord-1", vchannel=V, ts=ts, detail={"saved": saved})
+
+    def invariants(self):
+        return [v.invariant for v in self.checker.result()]
+
+
+def test_checkpoint_below_unflushed_rows_is_safe():
+    log = Log()
+    log.insert(7, 100)
+    log.cp(99)
+    log.saved(7, 150)
+    log.cp(150)
+    assert log.invariants() == []
+
+
+def test_checkpoint_reaching_an_unflushed_row_is_a_violation():
+    log = Log()
+    produced = log.insert(7, 100, count=3)
+    stored = log.cp(100)
+    violations = log.checker.result()
+    assert [v.invariant for v in violations] == ["checkpoint-safe"]
+    assert violations[0].seqs == (produced["seq"], stored["seq"])
+    text = violations[0].explanation
+    assert text.startswith("Let event 1 be the insert of 3 row(s)") and "Then" in text and "because" in text
+    assert "no sync of segment 7 had been stored yet" in text
+
+
+def test_a_sync_makes_rows_up_to_its_position_durable_only():
+    log = Log()
+    log.insert(7, 100)
+    log.insert(7, 200)
+    log.saved(7, 150)
+    log.cp(150)
+    assert log.invariants() == []
+    log.cp(200)
+    assert log.invariants() == ["checkpoint-safe"]
+
+
+def test_ignored_checkpoint_does_not_count():
+    log = Log()
+    log.insert(7, 100)
+    log.cp(120, saved=False)
+    assert log.invariants() == []
+
+
+def test_checkpoint_going_back_is_a_violation():
+    log = Log()
+    log.cp(200)
+    log.cp(100)
+    assert log.invariants() == ["checkpoint-monotonic"]
+
+
+def test_flush_reset_needs_a_checkpoint_strictly_past_flush_ts():
+    log = Log()
+    log.row("datanode.flush_ts", vchannel=V, ts=500, tick_ts=501, detail={"set": False, "checkpoint": 501})
+    assert log.invariants() == []
+    log.row("datanode.flush_ts", vchannel=V, ts=500, tick_ts=500, detail={"set": False, "checkpoint": 500})
+    assert log.invariants() == ["flush-complete"]
+
+
+def test_failed_checkpoint_update_must_be_sent_again_by_the_next_tick():
+    good, bad = Log(), Log()
+    for log in (good, bad):
+        log.row("datanode.cp_rpc", t_ms=0, error="boom", detail={"positions": {V: 300}, "tick_ms": 10, "timeout_ms": 5})
+    good.row("datanode.cp_rpc", t_ms=10, detail={"positions": {V: 300}, "tick_ms": 10, "timeout_ms": 5})
+    good.row("run.end", node="sim", t_ms=100)
+    bad.row("datanode.cp_rpc", t_ms=10, detail={"positions": {}, "tick_ms": 10, "timeout_ms": 5})
+    bad.row("run.end", node="sim", t_ms=100)
+    assert good.invariants() == []
+    assert bad.invariants() == ["checkpoint-retried"]
+
+
+def test_a_crash_excuses_a_pending_retry():
+    log = Log()
+    log.row("datanode.cp_rpc", t_ms=0, error="boom", detail={"positions": {V: 300}, "tick_ms": 10, "timeout_ms": 5})
+    log.row("fault.kill", t_ms=1)
+    log.row("run.end", node="sim", t_ms=100)
+    assert log.invariants() == []
+
+
+def _audit_story(audit_pks_by_segment, deleted=()):
+    log = Log()
+    log.row("client.insert", node="client-0", ts=1, count=3, detail={"pks": [1, 2, 3]})
+    log.row("client.delete", node="client-0", ts=2, count=1, detail={"pks": [2]})
+    for seg, pks in audit_pks_by_segment.items():
+        log.row("storage.audit", node="audit", segment=seg, vchannel=V, count=len(pks),
+                detail={"pks": pks, "deleted": list(deleted) if seg == 9 else []})
+    log.row("run.end", node="sim")
+    return log
+
+
+def test_audit_holding_every_row_once_passes():
+    assert _audit_story({7: [1, 3], 8: [2], 9: []}, deleted=[2]).invariants() == []
+
+
+def test_audit_missing_a_row_or_a_delete_fails():
+    log = _audit_story({7: [1], 9: []})
+    texts = [v.explanation for v in log.checker.result()]
+    assert log.invariants() == ["durable"] * 3
+    assert any("primary key 2" in t and "lost" in t for t in texts)
+    assert any("delete of primary key 2" in t for t in texts)
+
+
+def test_audit_with_a_duplicate_names_key_and_segments():
+    log = _audit_story({7: [1, 2, 3], 8: [3], 9: []}, deleted=[2])
+    (violation,) = log.checker.result()
+    assert violation.invariant == "durable"
+    assert "primary key 3" in violation.explanation and "segment 7, segment 8" in violation.explanation
+
+
+def test_no_audit_no_durability_verdict():
+    log = Log()
+    log.row("client.insert", node="client-0", ts=1, count=1, detail={"pks": [1]})
+    log.row("run.end", node="sim")
+    assert log.invariants() == [] and not log.checker.audited
