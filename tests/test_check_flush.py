@@ -96,21 +96,36 @@ def test_flush_reset_needs_a_checkpoint_strictly_past_flush_ts():
     assert log.invariants() == ["flush-complete"]
 
 
+def _rpc(log, sent, positions, error=None):
+    return log.row("datanode.cp_rpc", t_ms=sent + 1, error=error,
+                   detail={"positions": positions, "tick_ms": 10, "timeout_ms": 5, "sent_ms": sent})
+
+
 def test_failed_checkpoint_update_must_be_sent_again_by_the_next_tick():
-    good, bad = Log(), Log()
-    for log in (good, bad):
-        log.row("datanode.cp_rpc", t_ms=0, error="boom", detail={"positions": {V: 300}, "tick_ms": 10, "timeout_ms": 5})
-    good.row("datanode.cp_rpc", t_ms=10, detail={"positions": {V: 300}, "tick_ms": 10, "timeout_ms": 5})
+    good, bad, late = Log(), Log(), Log()
+    for log in (good, bad, late):
+        _rpc(log, 0, {V: 300}, error="boom")
+    _rpc(good, 10, {V: 300}, error="boom again")  # retried (and failed again): still a retry
+    _rpc(good, 20, {V: 300})
     good.row("run.end", node="sim", t_ms=100)
-    bad.row("datanode.cp_rpc", t_ms=10, detail={"positions": {}, "tick_ms": 10, "timeout_ms": 5})
+    _rpc(bad, 10, {})
     bad.row("run.end", node="sim", t_ms=100)
+    _rpc(late, 30, {V: 300})  # sent two ticks later: the first tick skipped it
     assert good.invariants() == []
     assert bad.invariants() == ["checkpoint-retried"]
+    assert late.invariants() == ["checkpoint-retried"]
+
+
+def test_a_retry_still_in_flight_at_the_end_is_not_judged():
+    log = Log()
+    _rpc(log, 0, {V: 300}, error="boom")
+    log.row("run.end", node="sim", t_ms=14)  # deadline 11 ms, but a retry may take one timeout (5 ms) to answer
+    assert log.invariants() == []
 
 
 def test_a_crash_excuses_a_pending_retry():
     log = Log()
-    log.row("datanode.cp_rpc", t_ms=0, error="boom", detail={"positions": {V: 300}, "tick_ms": 10, "timeout_ms": 5})
+    _rpc(log, 0, {V: 300}, error="boom")
     log.row("fault.kill", t_ms=1)
     log.row("run.end", node="sim", t_ms=100)
     assert log.invariants() == []

@@ -10,9 +10,10 @@
 3. **A flush completes only past its ts** (``flush-complete``) - a DataNode clears a channel's ``flushTs``
    only when the stored checkpoint is strictly after it (``NotifyCheckpointUpdated``'s ``>``).
 4. **A failed checkpoint update is retried** (``checkpoint-retried``) - when an update RPC carrying a
-   vchannel's checkpoint fails, the updater's next tick sends that channel again with a checkpoint at
-   least as new (the task stays in the updater until DataCoord stored it: Go has no other retry), unless
-   the DataNode died meanwhile.
+   vchannel's checkpoint fails, an RPC sent by the updater's next tick (at most one tick period after the
+   failed one was sent) carries that channel again with a checkpoint at least as new - whether or not
+   that retry succeeds (the task stays in the updater until DataCoord stored it: Go has no other retry),
+   unless the DataNode died meanwhile.
 5. **Durability** (``durable``) - at the final audit (every segment flushed and its binlogs read back
    from the object store), the binlogs of the segments DataCoord knows hold every acknowledged insert
    exactly once, and every acknowledged delete at least once (replaying a delete is harmless, so Milvus
@@ -63,6 +64,7 @@ class FlushChecker(StreamingChecker):
         self._audited = False
         # (node, vchannel) -> (failed ts, failure seq, deadline ms): a failed update awaiting its retry
         self._retry_due: dict[tuple[str, str], tuple[int, int, float]] = {}
+        self._rpc_timeout_ms = 0.0
 
     def write(self, row: dict) -> None:
         """Check one run-log row."""
@@ -100,7 +102,8 @@ class FlushChecker(StreamingChecker):
                 self._audit.setdefault(pk, []).append((int(row["segment"]), int(row["seq"])))
             self._audit_deleted.update(detail.get("deleted", []))
         elif kind == "run.end":
-            self._expire_retries(float(row["t_ms"]))
+            # a retry sent just before the end may not have answered yet: allow it one RPC timeout
+            self._expire_retries(float(row["t_ms"]) - self._rpc_timeout_ms)
             if self._audited:
                 self._judge_audit(int(row["seq"]))
 
@@ -141,29 +144,32 @@ class FlushChecker(StreamingChecker):
                       f"checkpoint passed data that was still only in memory.")
 
     def _expire_retries(self, now: float, node: str | None = None) -> None:
-        """Report failed updates whose retry deadline passed (``node``: only that node's)."""
+        """Report failed updates not sent again by their deadline, as of an RPC sent at ``now`` (``node``: its own)."""
         for key, (ts, fail_seq, deadline) in list(self._retry_due.items()):
             if (node is None or key[0] == node) and now > deadline:
                 del self._retry_due[key]
                 self._add("checkpoint-retried", (fail_seq,),
-                          f"Let event {_n(fail_seq)} be {node}'s failed update of {key[1]}'s checkpoint to "
+                          f"Let event {_n(fail_seq)} be {key[0]}'s failed update of {key[1]}'s checkpoint to "
                           f"{ts_text(ts)}. Then the updater's next tick did not send {key[1]} again, because the "
                           f"failed task was dropped instead of staying in the updater until DataCoord stored it.")
 
     def _cp_rpc(self, row: dict) -> None:
-        node, seq, now = row["node"], int(row["seq"]), float(row["t_ms"])
+        """An update RPC (recorded when it ended): it retries what it carries; a failure is due again next tick."""
+        node, seq = row["node"], int(row["seq"])
         detail = detail_dict(row["detail"])
-        self._expire_retries(now, node)
+        sent = float(detail.get("sent_ms", row["t_ms"]))
+        self._rpc_timeout_ms = max(self._rpc_timeout_ms, float(detail.get("timeout_ms", 0.0)))
+        self._expire_retries(sent, node)
         positions = detail.get("positions", {})
-        if row.get("error") is not None:
-            deadline = now + float(detail.get("tick_ms", 10_000)) + float(detail.get("timeout_ms", 20_000))
-            for vch, ts in positions.items():
-                self._retry_due.setdefault((node, vch), (int(ts), seq, deadline))
-            return
         for vch, ts in positions.items():
             due = self._retry_due.get((node, vch))
             if due is not None and int(ts) >= due[0]:
                 del self._retry_due[(node, vch)]
+        if row.get("error") is not None:
+            # the next tick comes at most one period after this RPC was sent (1 ms of slack for ordering)
+            deadline = sent + float(detail.get("tick_ms", 10_000)) + 1.0
+            for vch, ts in positions.items():
+                self._retry_due.setdefault((node, vch), (int(ts), seq, deadline))
 
     def _flush_reset(self, row: dict, detail: dict) -> None:
         flush_ts, cp_ts, seq = int(row["ts"]), int(detail.get("checkpoint", row.get("tick_ts") or 0)), int(row["seq"])
