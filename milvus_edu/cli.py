@@ -93,7 +93,8 @@ def _free_demo_dir() -> Path:
     return Path(f"milvus-edu-demo-{n}")
 
 
-LEGEND = ("times: the first column is simulated time since the run started; clock values such as "
+LEGEND = ("events are numbered from 1, as in the stepper and the checks; times: the column after the number is "
+          "simulated time since the run started; clock values such as "
           "00:00:12.001+3 are a hybrid timestamp's physical part (wall clock, since the run's time zero, "
           "negative before it) + its logical counter")
 
@@ -109,7 +110,7 @@ def _print_timeline(events, key_only: bool = True, out=None) -> None:
         # Every filter sees every row: they count what they skip.
         votes = [f.show(row) for f in filters]
         if not key_only or str(row["kind"]).startswith("fault.") or any(votes):
-            print(f"  {row['t_ms'] / 1000:9.3f} s  {describe(row)}", file=out)
+            print(f"  event {int(row['seq']) + 1:<7,} {row['t_ms'] / 1000:9.3f} s  {describe(row)}", file=out)
     for f in filters:
         for note in f.notes():
             print(f"  {note}", file=out)

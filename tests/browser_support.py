@@ -51,6 +51,10 @@ STATE_CLASS = "milvus-edu-state"
 STEP_TOOLTIP = "step forward"
 STEP_TEXT = "Step ▶"
 
+# The screen of the issue: a 1280 x 800 laptop, JupyterLab's default layout with the file browser open.
+VIEWPORT = {"width": 1280, "height": 800}
+BUSY_SECONDS = 12  # how long the test keeps the kernel busy while it clicks
+
 SERVER_START_TIMEOUT = 60.0  # s until /api/status answers
 KERNEL_IDLE_TIMEOUT = 60.0  # s until the notebook's kernel is idle after opening it
 RUN_ALL_TIMEOUT = 90.0  # s for Run All Cells to finish
@@ -389,6 +393,20 @@ class StepResult:
     after: str
     screenshot: Path
     seconds: float
+    #: Clicks on "Step ▶" while the kernel ran another cell: the panel's text after each, whether that
+    #: cell was still running then ("busy"), and how long the panel took to change (ms, in the page).
+    busy_panels: list[str] = field(default_factory=list)
+    busy_status: list[str] = field(default_factory=list)
+    busy_ms: list[float] = field(default_factory=list)
+    #: The slider's value and the event number the panel shows after the clicks.
+    slider_value: int | None = None
+    panel_number: int | None = None
+    #: Boxes in the viewport (x, y, width, height) of the panel and the lanes' picture, and the viewport.
+    panel_box: dict | None = None
+    plot_box: dict | None = None
+    controls_box: dict | None = None
+    viewport: dict | None = None
+    screen: Path | None = None
 
 
 def launch_chromium(playwright, user_data_dir: Path):
@@ -398,7 +416,7 @@ def launch_chromium(playwright, user_data_dir: Path):
         executable_path=CHROMIUM,
         headless=True,
         args=CHROMIUM_ARGS,
-        viewport={"width": 1400, "height": 1000},
+        viewport=VIEWPORT,
         timeout=60_000,
     )
 
@@ -492,10 +510,74 @@ def _state_text(stepper) -> str:
     return stepper.locator(f".{STATE_CLASS}").first.inner_text().strip()
 
 
+_CLICK_AND_TIME_JS = """([root, before]) => new Promise((resolve) => {
+    const panel = root.querySelector('.%s');
+    const button = root.querySelector('button[title="%s"]');
+    const t0 = performance.now();
+    const done = () => resolve([panel.innerText.trim(), performance.now() - t0]);
+    const obs = new MutationObserver(() => { if (panel.innerText.trim() !== before) { obs.disconnect(); done(); } });
+    obs.observe(panel, {childList: true, subtree: true, characterData: true});
+    button.click();
+    setTimeout(() => { obs.disconnect(); done(); }, 3000);
+})""" % (STATE_CLASS, STEP_TOOLTIP)
+
+# Another cell's work: the kernel sleeps; window.__mesBusy says whether that execution is still running.
+_BUSY_JS = """(seconds) => {
+    const k = window.jupyterapp.shell.currentWidget.sessionContext.session.kernel;
+    window.__mesBusy = true;
+    const future = k.requestExecute({code: `import time\ntime.sleep(${seconds})`, store_history: false});
+    future.done.then(() => { window.__mesBusy = false; }, () => { window.__mesBusy = false; });
+}"""
+
+
+def _click_while_busy(page, stepper, result: StepResult) -> None:
+    """Keep the kernel busy with another cell's work, click "Step ▶" three times and check that the
+    panel moved after every click while the kernel was still busy."""
+    page.evaluate(_BUSY_JS, BUSY_SECONDS)
+    _wait_for(lambda: _kernel_status(page) == "busy", 10, "the kernel to be busy")
+    root = stepper.element_handle()
+    for _ in range(3):
+        before = _state_text(stepper)
+        text, ms = page.evaluate(_CLICK_AND_TIME_JS, [root, before])
+        result.busy_panels.append(text)
+        result.busy_ms.append(float(ms))
+        result.busy_status.append("busy" if page.evaluate("() => window.__mesBusy") else "done")
+    result.slider_value = int(page.evaluate("(r) => r.querySelector('input[type=range]').value", root))
+    m = re.match(r"event ([\d,]+) of", result.busy_panels[-1])
+    result.panel_number = int(m.group(1).replace(",", "")) if m else None
+    _wait_kernel_idle(page, BUSY_SECONDS + 30)
+
+
+def _box(locator) -> dict:
+    box = locator.bounding_box()
+    if box is None:
+        raise BrowserCheckFailed(f"{locator} has no box: it is not displayed")
+    return box
+
+
+def _check_layout(page, stepper, result: StepResult, screen: Path) -> None:
+    """With the file browser open, scroll the stepper to the top of the notebook and take a screenshot
+    of the whole 1280 x 800 screen; record where the panel, the picture and the controls are."""
+    page.evaluate("() => window.jupyterapp.shell.activateById('filebrowser')")
+    page.wait_for_timeout(400)
+    if not page.locator(".jp-FileBrowser").first.is_visible():
+        raise BrowserCheckFailed("JupyterLab's file browser is not open: the layout check needs the default layout")
+    stepper.evaluate("(e) => e.scrollIntoView({block: 'start'})")
+    page.wait_for_timeout(400)
+    result.panel_box = _box(stepper.locator(f".{STATE_CLASS}").first)
+    result.plot_box = _box(stepper.locator(".mes-plot").first)
+    result.controls_box = _box(stepper.locator(".mes-controls").first)
+    result.viewport = dict(page.viewport_size)
+    page.screenshot(path=str(screen))
+    result.screen = screen
+
+
 def run_notebook_and_step(server: JupyterLabServer, rel_path: str, screenshot: Path,
-                          user_data_dir: Path) -> StepResult:
+                          user_data_dir: Path, stepper_checks: bool = True) -> StepResult:
     """Open ``rel_path`` (relative to the server's root_dir) in JupyterLab, Run All Cells, click
-    the stepper's "step forward" button and return the state panel text before/after.
+    the stepper's "step forward" button and return the state panel text before/after. With
+    ``stepper_checks`` (the real stepper, not the harness stand-in) also click while the kernel is
+    busy (:func:`_click_while_busy`) and check the layout at 1280 x 800 (:func:`_check_layout`).
 
     Raises BrowserCheckFailed (an AssertionError) with the JupyterLab log tail and the browser
     console on any failure; a screenshot of the whole page is saved next to ``screenshot`` then.
@@ -563,7 +645,11 @@ def run_notebook_and_step(server: JupyterLabServer, rel_path: str, screenshot: P
                 if news:
                     raise BrowserCheckFailed(f"news/update toast is showing despite the settings: {news}")
                 stepper.screenshot(path=str(screenshot))
-                return StepResult(before, after, screenshot, time.monotonic() - t0)
+                result = StepResult(before, after, screenshot, time.monotonic() - t0)
+                if stepper_checks:  # the real stepper (not the harness stand-in): busy kernel and layout
+                    _click_while_busy(page, stepper, result)
+                    _check_layout(page, stepper, result, screenshot.with_name(screenshot.stem + "-1280x800.png"))
+                return result
             except (BrowserCheckFailed, PlaywrightError) as exc:
                 failure_png = screenshot.with_name(screenshot.stem + "-failure.png")
                 try:

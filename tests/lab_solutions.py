@@ -12,7 +12,8 @@ import re
 SOLUTIONS: dict[str, dict[str, str]] = {
     "01_tso.ipynb": {
         "answer_1": "(1767225601000 << 18) + 42",
-        "answer_2": "int(events[(events.kind == 'rootcoord.alloc_timestamp') & (events.node == new_active)].ts.iloc[0])",
+        "answer_2": "int(events[(events.kind == 'rootcoord.alloc_timestamp') & (events.node == new_active)"
+                    " & (events.peer == 'client-1')].ts.iloc[0])",
         "answer_3": "2**18 - 1",
         "answer_4": "'global-monotonic'",
     },

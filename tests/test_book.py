@@ -320,3 +320,24 @@ def test_tso_chapter_is_executed_with_the_filmstrip_and_plots(built_book):
     assert len(images) >= 2, images  # the static filmstrip (widgets cannot run here) and the window plot
     for src in images:
         assert (built_book["html"] / src).is_file() and (built_book["html"] / src).stat().st_size > 10_000
+
+
+@pytest.mark.book
+@pytest.mark.slow
+def test_tso_chapter_reads_right_on_the_static_page(built_book):
+    """What the book reader sees: the stepper's text names the filmstrip, the filmstrip fits the page
+    column (one moment a row, so its 9 pt text stays 9 pt), the checker's explanation is wrapped, and
+    no Spark warning shows as an error box."""
+    from PIL import Image
+
+    page = _page(built_book["html"], "tso.html")
+    assert "On the book\u2019s static page" in html.unescape(page) or "On the book's static page" in html.unescape(page)
+    assert 'class="output stderr"' not in page, "a cell wrote to stderr (Spark's start-up warnings?)"
+    sizes = [Image.open(built_book["html"] / src).size
+             for src in re.findall(r'<img[^>]+src="([^"]+\.png)"', page)]
+    film = [(w, h) for w, h in sizes if h > 2 * w]
+    assert film and all(w <= 690 for w, _h in film), sizes
+    blocks = [html.unescape(re.sub(r"<[^>]+>", "", b)) for b in re.findall(r"<pre[^>]*>(.*?)</pre>", page, re.S)]
+    shown = [b for b in blocks if "Let event" in b and "checks ok" in b]
+    assert shown, "the Break it output is missing"
+    assert all(len(line) <= 100 for b in shown for line in b.splitlines()), shown

@@ -3,7 +3,11 @@
 The suite starts its own JupyterLab on 127.0.0.1 (free port, random token, isolated settings with
 the news/update toast off) serving a *temporary copy* of notebooks/, opens a notebook, runs all
 cells (JupyterLab's notebook:run-all-cells command, the one behind Run > Run All Cells), clicks the
-stepper's "step forward" button and checks that the state panel changed.  Screenshots go to test-output/browser/.  See tests/browser_support.py.
+stepper's "step forward" button and checks that the state panel changed; then keeps the kernel busy
+with another cell, clicks "Step ▶" three times and checks the panel moved each time (the stepper runs
+in the browser), that the slider and the panel name the same event, and that at 1280 x 800 with the
+file browser open the controls, the lanes and the panel are all in the screen.  Screenshots (the
+stepper, and the whole screen: ``*-1280x800.png``) go to test-output/browser/.  See tests/browser_support.py.
 
 * test_browser_harness_with_minimal_widget -- a tiny ipywidgets stand-in for the stepper, written
   to a temp notebook; proves the harness (server, widget rendering, clicks) works by itself.
@@ -57,11 +61,12 @@ def lab_server(tmp_path_factory):
         server.stop()
 
 
-def _check_step(server: JupyterLabServer, rel_path: str, png_name: str, tmp_path: Path):
+def _check_step(server: JupyterLabServer, rel_path: str, png_name: str, tmp_path: Path, stepper_checks=True):
     png = OUTPUT_DIR / png_name
     png.unlink(missing_ok=True)
     png.with_name(png.stem + "-failure.png").unlink(missing_ok=True)  # stale one from an earlier run
-    result = run_notebook_and_step(server, rel_path, png, user_data_dir=tmp_path / "chromium-profile")
+    result = run_notebook_and_step(server, rel_path, png, user_data_dir=tmp_path / "chromium-profile",
+                                   stepper_checks=stepper_checks)
     print(f"\n{rel_path}: state {result.before!r} -> {result.after!r} "
           f"in {result.seconds:.1f}s; screenshot {result.screenshot}")
     assert result.after != result.before
@@ -70,9 +75,29 @@ def _check_step(server: JupyterLabServer, rel_path: str, png_name: str, tmp_path
     return result
 
 
+def _check_stepper_answers_while_busy_and_fits(result) -> None:
+    """The panel moved on every click while the kernel ran another cell; the slider and the panel name
+    the same event; at 1280 x 800 with the file browser open the controls, the picture and the panel
+    are in the screen."""
+    print(f"  while busy: {result.busy_status} in {[round(ms) for ms in result.busy_ms]} ms; "
+          f"slider {result.slider_value}, panel {result.panel_number}; panel box {result.panel_box}; "
+          f"screen {result.screen}")
+    assert result.busy_status == ["busy"] * 3, "the kernel was not busy during the clicks"
+    assert len(set([result.after] + result.busy_panels)) == 4, "the panel did not move on every click"
+    assert all(ms < 1000 for ms in result.busy_ms), result.busy_ms
+    assert result.slider_value == result.panel_number == 5  # event 2, then three more clicks
+    w, h = result.viewport["width"], result.viewport["height"]
+    assert (w, h) == (1280, 800)
+    for name, box in (("panel", result.panel_box), ("picture", result.plot_box), ("controls", result.controls_box)):
+        assert box["x"] >= 0 and box["y"] >= 0, (name, box)
+        assert box["x"] + box["width"] <= w and box["y"] + box["height"] <= h, (name, box)
+    assert result.screen.is_file() and result.screen.stat().st_size > 0
+
+
 def test_browser_harness_with_minimal_widget(lab_server, tmp_path):
     """The harness itself: a minimal stand-in stepper renders as DOM and reacts to the click."""
-    result = _check_step(lab_server, "harness/minimal_stepper.ipynb", "harness_stepper.png", tmp_path)
+    result = _check_step(lab_server, "harness/minimal_stepper.ipynb", "harness_stepper.png", tmp_path,
+                         stepper_checks=False)
     assert "step 0" in result.before
     assert "step 1" in result.after
 
@@ -83,6 +108,7 @@ def test_tso_notebook_stepper(request, tmp_path):
     lab_server = request.getfixturevalue("lab_server")
     result = _check_step(lab_server, TSO_NOTEBOOK, "stepper.png", tmp_path)
     assert result.before.startswith("event 1 of ") and result.after.startswith("event 2 of ")
+    _check_stepper_answers_while_busy_and_fits(result)
 
 
 TIMETICK_NOTEBOOK = "notebooks/02_timetick.ipynb"
@@ -94,3 +120,4 @@ def test_timetick_notebook_stepper(request, tmp_path):
     lab_server = request.getfixturevalue("lab_server")
     result = _check_step(lab_server, TIMETICK_NOTEBOOK, "stepper-timetick.png", tmp_path)
     assert result.before.startswith("event 1 of ") and result.after.startswith("event 2 of ")
+    _check_stepper_answers_while_busy_and_fits(result)

@@ -57,8 +57,11 @@ def facts(failover):
     tso = ev[(ev.kind == "tso.alloc") & (ev.node == "rootcoord-2")]
     batch = tso[tso["count"] > 1].iloc[0]
     init = ev[(ev.kind == "tso.init") & (ev.node == "rootcoord-2")].iloc[0]
+    c1 = new[new.peer == "client-1"]
     return {
-        "first": int(new.ts.iloc[0]), "second": int(new.ts.iloc[1]),
+        "first": int(c1.ts.iloc[0]), "second": int(c1.ts.iloc[1]),
+        "first_batch_last": int(c1.ts.iloc[0] + c1["count"].iloc[0] - 1),
+        "first_any_client": int(new.ts.iloc[0]), "first_any_client_peer": str(new.peer.iloc[0]),
         "old_first": int(old.ts.iloc[0]), "old_last_batch": int(old.ts.iloc[-1]),
         "old_last": int(old.ts.iloc[-1] + old["count"].iloc[-1] - 1),
         "new_batch_last": int(batch.ts), "init_physical": int(init.physical_ms),
@@ -129,9 +132,25 @@ def test_compose_wrong_types(answer, phrase):
 def test_first_after_failover_right(failover, facts):
     fb = right(check_first_after_failover(facts["first"], failover), "rootcoord-2", ts_text(facts["first"]),
                ts_text(facts["old_last"]))
-    allocs = failover[(failover.kind == "rootcoord.alloc_timestamp") & (failover.node == "rootcoord-2")]
+    allocs = failover[(failover.kind == "rootcoord.alloc_timestamp") & (failover.node == "rootcoord-2")
+                      & (failover.peer == "client-1")]
     assert bool(check_first_after_failover(allocs.ts.iloc[0], failover))  # numpy int64 straight from pandas
     assert fb
+
+
+def test_first_after_failover_batch_has_a_first_and_a_last(failover, facts):
+    """The question is about client-1, whose batches hold 10 timestamps: first and last differ."""
+    assert facts["first_batch_last"] == facts["first"] + 9
+    tso = failover[(failover.kind == "tso.alloc") & (failover.node == "rootcoord-2")]
+    assert facts["first_batch_last"] in set(tso.ts.astype(int))
+    wrong(check_first_after_failover(facts["first_batch_last"], failover), "LAST", "first batch", "tso.alloc",
+          "FIRST", "rootcoord.alloc_timestamp")
+
+
+def test_first_after_failover_another_clients_timestamp(failover, facts):
+    assert facts["first_any_client"] != facts["first"]
+    wrong(check_first_after_failover(facts["first_any_client"], failover), facts["first_any_client_peer"],
+          "peer is client-1")
 
 
 def test_first_after_failover_none_waits(failover):
@@ -150,7 +169,7 @@ def test_first_after_failover_tso_alloc_is_the_last_of_a_batch(failover, facts):
 
 
 def test_first_after_failover_not_the_first(failover, facts):
-    wrong(check_first_after_failover(facts["second"], failover), "not its first", ".iloc[0]")
+    wrong(check_first_after_failover(facts["second"], failover), "not in its first batch", ".iloc[0]")
 
 
 def test_first_after_failover_window_start_has_logical_zero(failover, facts):
@@ -166,7 +185,7 @@ def test_first_after_failover_wrong_forms(failover, facts):
     wrong(check_first_after_failover(str(facts["first"]), failover), "string", "value is right")
     wrong(check_first_after_failover(float(facts["first"]), failover), "float", "int(...)")
     wrong(check_first_after_failover(pd.Series([facts["first"]]), failover), "Series", ".iloc[0]")
-    wrong(check_first_after_failover(12345, failover), "not a timestamp rootcoord-2 handed out")
+    wrong(check_first_after_failover(12345, failover), "not a timestamp rootcoord-2 handed out to client-1")
 
 
 def test_first_after_failover_needs_a_failover():

@@ -58,14 +58,15 @@ def test_accepts_run_result():
 
 
 def test_step_forward_back_goto_change_state_and_panel(st):
-    html0, state0 = st.state_html.value, st.state()
+    html0, state0 = st.panel_html, st.state()
     assert st.step_forward() == 1 and st.cursor == 1
     assert st.state() != state0 and st.state()["index"] == 1
-    assert st.state_html.value != html0
-    assert "<b>event 2</b> of " in st.state_html.value  # counted from 1 for people
-    assert st.state()["event"] in st.state_html.value.replace("&#x27;", "'")
-    assert st.step_back() == 0 and st.state_html.value == html0
-    assert st.goto(500) == 500 and st.slider.value == 500 and st.state()["seq"] == 500
+    assert st.panel_html != html0
+    assert "<b>event 2</b> of " in st.panel_html  # counted from 1 for people
+    assert st.state()["event"] in st.panel_html.replace("&#x27;", "'")
+    assert st.step_back() == 0 and st.panel_html == html0
+    assert st.goto(500) == 500 and st.view.cursor == 500 and st.state()["seq"] == 500
+    assert st.event_number == 501 and "<b>event 501</b> of " in st.panel_html
 
 
 def test_jump_to_next(st, failover_events):
@@ -76,10 +77,10 @@ def test_jump_to_next(st, failover_events):
     assert st.state()["window_end_ms"] == int(failover_events["window_end_ms"].iloc[saves[1]])
     kill = _positions(failover_events, "fault.kill")[0]
     assert st.jump_to_next("fault.kill") == kill
-    before = st.state_html.value
+    before = st.panel_html
     assert st.jump_to_next("fault.kill") is None  # only one kill
-    assert st.cursor == kill and st.state_html.value == before
-    assert "no fault.kill" in st.message.value
+    assert st.cursor == kill and st.panel_html == before
+    assert "no fault.kill" in st.view.message
     assert st.jump_to_next("no.such.kind") is None and st.cursor == kill
 
 
@@ -101,10 +102,10 @@ def test_second_session_active_names_rootcoord_2(st, failover_events):
     s = st.state()
     assert s["active"] == "rootcoord-2" and s["node"] == "rootcoord-2"
     assert "rootcoord-1" in s["killed"]
-    assert "active rootcoord</td><td><b>rootcoord-2</b>" in st.state_html.value
+    assert "active rootcoord</td><td><b>rootcoord-2</b>" in st.panel_html
     # Between the kill and the lease expiry the killed node still holds the key; then nobody does.
     st.goto(_positions(failover_events, "fault.kill")[0])
-    assert st.state()["active"] == "rootcoord-1" and "killed" in st.state_html.value
+    assert st.state()["active"] == "rootcoord-1" and "killed" in st.panel_html
     st.goto(actives[1] - 1)
     assert st.state()["active"] is None
 
@@ -119,42 +120,60 @@ def test_last_ts_is_end_of_latest_alloc_batch(st, failover_events):
 # ------------------------------------------------------------------------------------ widgets
 
 
-def _find(widget, cls):
-    out = [widget] if isinstance(widget, cls) else []
-    for child in getattr(widget, "children", ()):
-        out += _find(child, cls)
-    return out
+def test_widget_is_one_browser_side_view_with_the_run_sent_once(st, failover_events):
+    """The controls run in the browser: it holds every event's time and kind, the background, and the
+    panel and cursor drawing of a window of events around the cursor."""
+    import json
 
+    import numpy as np
 
-def test_widget_tree_and_controls(st, failover_events):
-    root = st.widget
-    assert isinstance(root, widgets.VBox) and "milvus-edu-stepper" in root._dom_classes
-    buttons = {b.description: b for b in _find(root, widgets.Button)}
-    fwd = buttons["Step ▶"]
-    assert fwd.tooltip == "step forward" and buttons["◀ Step"].tooltip == "step back"
-    panels = [h for h in _find(root, widgets.HTML) if "milvus-edu-state" in h._dom_classes]
-    assert panels == [st.state_html]
-    assert _find(root, widgets.Play) and _find(root, widgets.IntSlider) and _find(root, widgets.Image)
-    assert st.slider.max == len(failover_events) - 1
+    from milvus_edu.viz.frontend import StepperView
 
-    before = st.state_html.value
-    fwd.click()
-    assert st.cursor == 1 and st.state_html.value != before
-    buttons["◀ Step"].click()
-    assert st.cursor == 0
-    st.slider.value = 42  # scrubbing
-    assert st.cursor == 42 and st.play.value == 42
-    st.play.value = 50  # a Play tick from the front end
-    assert st.cursor == 50 and st.slider.value == 50
-    st.kind_dropdown.value = "session.active"
-    buttons["Jump ▶"].click()
-    assert st.state()["kind"] == "session.active" and st.cursor > 50
-
-    assert set(st.kind_dropdown.options) == set(failover_events["kind"].astype(str))
-    st.speed.value = "100 events/s"
-    assert st.play.interval * 10 <= 1000 * st.play.step + 1e-9
+    view = st.widget
+    assert isinstance(view, StepperView) and isinstance(view, widgets.DOMWidget)
+    assert "milvus-edu-stepper" in view._dom_classes
+    n = len(failover_events)
+    assert view.n == n
+    times = np.frombuffer(view.times, dtype="<f4")
+    assert len(times) == n and np.allclose(times, failover_events["t_ms"].to_numpy(dtype=float) / 1000, atol=1e-3)
+    codes = np.frombuffer(view.kind_codes, dtype="<u2")
+    assert [view.kind_names[c] for c in codes] == list(failover_events["kind"].astype(str))
+    assert set(view.kind_names) == set(failover_events["kind"].astype(str))
+    assert view.backgrounds["0"].startswith(PNG_MAGIC)
+    geo = view.geometry
+    assert len(geo["axes"]) == len(st.lanes) and geo["width"] > 0 and geo["height"] > 0
+    win = json.loads(view.window)
+    assert win["start"] == 0 and win["end"] == min(n, view.margin)  # short: the browser asks for more at once
+    assert "".join(win["frags"][k] for k in win["panel"][0]) == st.panel_html
+    st._on_view_msg(view, {"type": "want", "cursor": 0}, [])
+    win = json.loads(view.window)
+    assert win["start"] == 0 and win["end"] == min(n, 512)
+    assert all(op[0] in "LTRC" for op in win["ops"])
     bundle = st._repr_mimebundle_()
-    assert "application/vnd.jupyter.widget-view+json" in bundle
+    data = bundle[0] if isinstance(bundle, tuple) else bundle  # (data, metadata), as IPython accepts
+    assert "application/vnd.jupyter.widget-view+json" in data
+
+
+def test_front_end_cursor_moves_the_kernel_side_cursor_cheaply(st):
+    view = st.widget
+    window = view.window
+    view.cursor = 42  # a click in the browser, synced to the kernel
+    assert st.cursor == 42 and st.event_number == 43 and st.state()["number"] == 43
+    assert view.window == window  # no work in the kernel for a step inside the window
+    view.cursor = 1500  # the browser went far: it asks for the window around where it is
+    st._on_view_msg(view, {"type": "want", "cursor": 1500}, [])
+    import json
+    win = json.loads(view.window)
+    assert win["start"] <= 1500 < win["end"]
+    assert "".join(win["frags"][k] for k in win["panel"][1500 - win["start"]]) == st.panel_html
+
+
+def test_jump_and_goto_move_the_browser_cursor(st, failover_events):
+    st.widget.jump_kind = "session.active"
+    j = st.jump_to_next("session.active")
+    assert st.widget.cursor == j and st.state()["kind"] == "session.active"
+    assert st.goto_event(1009) == 1008 and st.widget.cursor == 1008
+    assert st.panel_html.count("<b>event 1,009</b> of ") == 1
 
 
 def test_image_changes_with_cursor(st):
@@ -164,12 +183,19 @@ def test_image_changes_with_cursor(st):
 
 
 def test_paged_window(failover_events):
+    import json
+
     st = TimelineStepper(failover_events, window_s=20)
-    redraws = st._renderer.redraws
+    assert set(st.widget.backgrounds) == {"0"}
     st.goto(_positions(failover_events, "session.active")[1])
-    assert st._renderer.redraws == redraws + 1
+    win = json.loads(st.widget.window)
+    pages = {str(p) for p in win["page"]}
+    assert "3" in pages and set(st.widget.backgrounds) == pages  # 60 s is on the fourth page of 20 s
+    redraws = st._renderer.redraws
     st.step_forward()
-    assert st._renderer.redraws == redraws + 1  # same page: background reused
+    assert st.png.startswith(PNG_MAGIC)
+    st.step_forward()
+    assert st._renderer.redraws <= redraws + 1  # same page: its background drawn at most once more
 
 
 # ------------------------------------------------------------------------------------ lanes
@@ -198,11 +224,14 @@ def test_custom_lane_gets_setup_and_update(failover_events):
     st = TimelineStepper(failover_events, lanes=tso_lanes() + [lane])
     assert lane.setups == [len(failover_events)]
     assert lane.dot.get_animated()  # blitted, not part of the cached background
-    n = len(lane.updates)
     st.goto(709)
-    assert lane.updates[n:] == [(709, float(failover_events["t_ms"].iloc[709]))]
+    assert lane.updates[-1] == (709, float(failover_events["t_ms"].iloc[709]))
     st.step_forward()
     assert lane.updates[-1][0] == 710
+    # The browser's window holds the lane's cursor drawing for every event around the cursor.
+    import json
+    win = json.loads(st.widget.window)
+    assert {u[0] for u in lane.updates} >= set(range(win["start"], win["end"]))
 
 
 def test_custom_lane_alone_and_in_static_export(tmp_path, failover_events):
@@ -253,12 +282,12 @@ def test_non_tso_log_gives_empty_but_working_view(tmp_path, failover_events):
     st = TimelineStepper(other)
     assert len(st) == 4
     assert st.state()["active"] is None and st.state()["last_ts"] is None
-    assert "nothing saved yet" in st.state_html.value
+    assert "nothing saved yet" in st.panel_html
     assert st.step_forward() == 1
-    assert "datanode-1: datanode.flush" in st.state_html.value  # unknown kinds still narrate
+    assert "datanode-1: datanode.flush" in st.panel_html  # unknown kinds still narrate
     assert st.step_forward() == 2 and st.state()["kind"] == "run.end"
     assert st.jump_to_next("tso.alloc") is None
-    assert "datanode.flush" in st.kind_dropdown.options
+    assert "datanode.flush" in st.widget.kind_names
     paths = st.to_static(tmp_path / "empty")
     assert paths[0].read_bytes().startswith(PNG_MAGIC)
 
@@ -269,7 +298,7 @@ def test_non_tso_log_gives_empty_but_working_view(tmp_path, failover_events):
 def _panel_text(st) -> str:
     import html as _html
     import re as _re
-    return _html.unescape(_re.sub(r"<[^>]+>", "", st.state_html.value.replace("<br>", "\n")))
+    return _html.unescape(_re.sub(r"<[^>]+>", "", st.panel_html.replace("<br>", "\n")))
 
 
 def test_panel_shows_rootcoord_2_clock_behind_its_physical_part_after_failover(st, failover_events):
@@ -316,7 +345,7 @@ def test_clock_readings_are_the_last_known_per_rootcoord(st, failover_events):
         carries = pd.notna(clock.iloc[i])
         assert (st.state()["clock"] is not None) == bool(carries)
     st.goto(0)
-    assert st.state()["clocks"] == [] and "no clock reading yet" in st.state_html.value
+    assert st.state()["clocks"] == [] and "no clock reading yet" in st.panel_html
     # Between rootcoord-2's save and its init it has a clock reading but no physical part yet.
     st.goto(_positions(failover_events, "tso.init")[1] - 1)
     assert "rootcoord-2 clock -00:00:15.000 (no TSO physical part yet)" in _panel_text(st)
@@ -403,7 +432,7 @@ def test_physical_lane_labels_the_clock_gap_at_the_cursor(st, failover_events):
     assert not any(gap.get_visible() for *_rest, gap in lane.clocks)  # clock == physical: nothing to say
 
 
-def test_filmstrip_is_a_grid_with_readable_text(tmp_path, st):
+def test_filmstrip_is_one_picture_a_row_with_readable_text_at_page_width(tmp_path, st):
     from matplotlib.text import Text
     from PIL import Image
 
@@ -418,8 +447,10 @@ def test_filmstrip_is_a_grid_with_readable_text(tmp_path, st):
     assert fig.dpi >= 96
     tops = sorted({round(ax.get_position().y1, 3) for ax in fig.axes if ax.get_ylabel() == "physical (s)"})
     lefts = sorted({round(ax.get_position().x0, 3) for ax in fig.axes if "physical" in str(ax.get_ylabel())})
-    assert len(tops) == 2 and len(lefts) == 1  # 2 x 2: y labels on the left column only
+    assert len(tops) == len(steps) == 4 and len(lefts) == 1  # one picture a row, for a book page
     png, svg = st.to_static(tmp_path / "grid")
     w, h = Image.open(png).size
-    assert w <= 1600 and h <= 1400 and w * 0.6 < h  # not a 2255 x 850 strip any more
+    assert w <= 690 and h > w  # a ~690 px book column shows it at 100 %: 9 pt text stays 9 pt
+    two = st.to_static(tmp_path / "two", columns=2)
+    assert Image.open(two[0]).size[0] > 1.5 * w
     assert png.stat().st_size < 400_000 and svg.stat().st_size < 2_000_000

@@ -6,8 +6,12 @@
   ``spark://host:7077`` master for users who outgrow one machine);
 * driver memory ``1g`` unless the argument or ``MILVUS_EDU_SPARK_DRIVER_MEMORY`` says otherwise
   (Binder gives a notebook about 2 GB in all);
-* no Spark UI, no console progress bars, log level WARN, bound to the loopback interface, session
-  time zone UTC, 8 shuffle partitions (run logs are small; 200 tiny tasks would be slower).
+* no Spark UI, no console progress bars, bound to the loopback interface, session time zone UTC,
+  8 shuffle partitions (run logs are small; 200 tiny tasks would be slower);
+* quiet from the first line: a log4j2 configuration (:data:`LOG4J2_PROPERTIES`, level ERROR) is
+  given to the driver JVM when it starts, and the JVM's own stderr (its start-up notices, e.g.
+  ``WARNING: Using incubator modules``) goes to a log file (:func:`jvm_log_path`), so no warning box
+  appears in JupyterLab or the book. Spark's errors still reach Python as exceptions.
 
 pyspark is an optional extra (``pip install 'milvus-edu[spark]'``), so it is imported inside the
 functions, never at module import. A missing pyspark or a missing/too old Java raises
@@ -16,17 +20,63 @@ functions, never at module import. A missing pyspark or a missing/too old Java r
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
 import subprocess
+import sys
+import tempfile
 import warnings
+from pathlib import Path
 
 ENV_MASTER = "MILVUS_EDU_SPARK_MASTER"
 ENV_DRIVER_MEMORY = "MILVUS_EDU_SPARK_DRIVER_MEMORY"
 DEFAULT_MASTER = "local[*]"
 DEFAULT_DRIVER_MEMORY = "1g"
 SHUFFLE_PARTITIONS = 8
+
+
+#: Spark's log4j2 configuration: errors only, on the JVM's stderr (which goes to :func:`jvm_log_path`).
+LOG4J2_PROPERTIES = """\
+status = error
+rootLogger.level = error
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n%ex
+"""
+
+
+def log4j2_config_path() -> Path:
+    """The file holding :data:`LOG4J2_PROPERTIES` (written to the temp directory when missing or stale)."""
+    path = Path(tempfile.gettempdir()) / "milvus-edu-spark-log4j2.properties"
+    if not path.is_file() or path.read_text() != LOG4J2_PROPERTIES:
+        path.write_text(LOG4J2_PROPERTIES)
+    return path
+
+
+def jvm_log_path() -> Path:
+    """Where the driver JVM's stderr goes (one file per Python process)."""
+    return Path(tempfile.gettempdir()) / f"milvus-edu-spark-{os.getpid()}.log"
+
+
+@contextlib.contextmanager
+def _stderr_to(path: Path):
+    """Point file descriptor 2 at ``path`` while the JVM is started, so the JVM inherits the file as
+    its stderr for good; this process gets its own stderr back afterwards."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with open(path, "ab") as log:
+        os.dup2(log.fileno(), 2)
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 class SparkUnavailableError(RuntimeError):
@@ -57,6 +107,7 @@ def spark_conf(master: str | None = None, driver_memory: str | None = None,
         "spark.sql.shuffle.partitions": str(SHUFFLE_PARTITIONS),
         "spark.sql.session.timeZone": "UTC",
         "spark.sql.execution.arrow.pyspark.enabled": "true",
+        "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{log4j2_config_path()}",
     }
 
 
@@ -130,11 +181,12 @@ def spark_session(master: str | None = None, driver_memory: str | None = None, a
     for key, value in conf.items():
         builder = builder.config(key, value)
     try:
-        spark = builder.getOrCreate()
+        with _stderr_to(jvm_log_path()):
+            spark = builder.getOrCreate()
     except Exception as exc:  # pyspark raises PySparkRuntimeError / RuntimeError when the JVM dies
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise SparkUnavailableError(f"Spark did not start ({first})") from exc
-    spark.sparkContext.setLogLevel("WARN")
+        raise SparkUnavailableError(f"Spark did not start ({first}); the JVM's messages are in "
+                                    f"{jvm_log_path()}") from exc
     running = spark.sparkContext.master
     if running != conf["spark.master"]:
         warnings.warn(f"a Spark session with master {running!r} is already running in this process; "

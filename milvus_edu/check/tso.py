@@ -57,8 +57,8 @@ class TSOChecker(StreamingChecker):
             high = self._high
             if high is not None and ts <= high[0]:
                 self._add("global-monotonic", (high[1], seq),
-                          f"Let event {high[1]} be {high[2]} handing out up to {ts_text(high[0])}, and event "
-                          f"{seq} be {node} handing out from {ts_text(ts)} later. Then a later timestamp is not "
+                          f"Let event {high[1] + 1:,} be {high[2]} handing out up to {ts_text(high[0])}, and event "
+                          f"{seq + 1:,} be {node} handing out from {ts_text(ts)} later. Then a later timestamp is not "
                           f"greater than an earlier one, because {node}'s window did not start past everything "
                           f"already handed out.")
             if high is None or last > high[0]:
@@ -67,13 +67,13 @@ class TSOChecker(StreamingChecker):
             prev = self._client_last.get(node)
             if prev is not None and ts <= prev[0]:
                 self._add("client-monotonic", (prev[1], seq),
-                          f"Let events {prev[1]} and {seq} be answers to {node}. Then {node} received "
+                          f"Let events {prev[1] + 1:,} and {seq + 1:,} be answers to {node}. Then {node} received "
                           f"{ts_text(ts)} after {ts_text(prev[0])}, because the second answer came from "
                           f"{row.get('peer')}, whose timestamps were not above the first's.")
             self._client_last[node] = (ts, seq)
         elif (end := row.get("window_end_ms")) is not None and _present(end) and int(row["physical_ms"]) >= int(end):
             self._add("window", (seq,),
-                      f"Let event {seq} be {node} allocating on physical {int(row['physical_ms'])} ms. Then it "
+                      f"Let event {seq + 1:,} be {node} allocating on physical {int(row['physical_ms'])} ms. Then it "
                       f"allocated at or past the saved window end {int(row['window_end_ms'])} ms, because the "
                       f"window was not re-saved before the physical part reached it; a failover now could resume "
                       f"below these timestamps.")

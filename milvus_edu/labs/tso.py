@@ -65,8 +65,13 @@ def check_compose(answer, physical_ms: int, logical: int) -> Feedback:
 
 
 # ---- Exercise 2 ---------------------------------------------------------------------------------
-def check_first_after_failover(answer, events: pd.DataFrame) -> Feedback:
-    """Exercise: the first timestamp the new active rootcoord handed out."""
+def check_first_after_failover(answer, events: pd.DataFrame, client: str = "client-1") -> Feedback:
+    """Exercise: the first timestamp of the first batch ``client`` got from the new active rootcoord.
+
+    ``client-1`` of ``tso-failover`` asks for 10 timestamps at a time, so the first of a batch
+    (``rootcoord.alloc_timestamp``'s ``ts``, what AllocTimestamp answers) and the last (``tso.alloc``'s
+    ``ts``, what GenerateTSO returns) differ, and the check tells them apart.
+    """
     actives = events[events["kind"] == "session.active"]
     if len(actives) < 2:
         return wrong("This run has no failover (fewer than two session.active events); use the "
@@ -75,10 +80,18 @@ def check_first_after_failover(answer, events: pd.DataFrame) -> Feedback:
     ok_rows = events["error"].isna()
     allocs = events[(events["kind"] == "rootcoord.alloc_timestamp") & ok_rows]
     mine = allocs[allocs["node"] == new]
+    theirs = mine[mine["peer"] == client]
+    if not len(theirs):
+        return wrong(f"{client} got no timestamp from {new} in this run; use the tso-failover scenario, "
+                      f"where client-1 asks for 10 timestamps at a time.")
     old = allocs[allocs["node"] != new]
-    want = int(mine["ts"].iloc[0])
+    want = int(theirs["ts"].iloc[0])
+    batch = int(theirs["count"].iloc[0])
+    want_last = want + batch - 1
     old_last = int(old["ts"].iloc[-1] + old["count"].iloc[-1] - 1) if len(old) else None
     my_firsts = {int(x) for x in mine["ts"]}
+    their_firsts = {int(x) for x in theirs["ts"]}
+    other_firsts = {int(t): str(p) for t, p in zip(mine["ts"], mine["peer"]) if p != client}
     old_firsts = {int(x) for x in old["ts"]}
     tso_allocs = events[(events["kind"] == "tso.alloc") & ok_rows]
     my_lasts = {int(x) for x in tso_allocs[tso_allocs["node"] == new]["ts"]}
@@ -89,19 +102,27 @@ def check_first_after_failover(answer, events: pd.DataFrame) -> Feedback:
 
     def judge(value: int) -> Feedback:
         if value == want:
-            return right(f"Right: {new} started at {ts_text(want)}, above {ts_text(old_last)}, the last one "
+            return right(f"Right: {client}'s first batch from {new} ran from {ts_text(want)} to "
+                          f"{ts_text(want_last)} ({batch} timestamps), above {ts_text(old_last)}, the last one "
                           f"handed out before the crash." if old_last is not None else
-                          f"Right: {new} started at {ts_text(want)}.")
+                          f"Right: {client}'s first batch from {new} started at {ts_text(want)}.")
         if value in old_firsts or value in old_lasts or value == old_last:
             return wrong(f"{ts_text(value)} came from the old active, not from {new}. Keep only the "
                           f"rootcoord.alloc_timestamp events whose node is {new}.")
+        if value == want_last:
+            return wrong(f"{ts_text(value)} is the LAST timestamp of {client}'s first batch ({batch} "
+                          f"timestamps): it is the ts of the tso.alloc event, GenerateTSO's return value. The "
+                          f"FIRST of the batch is what AllocTimestamp answers: the ts of rootcoord.alloc_timestamp.")
         if value in my_lasts and value not in my_firsts:
             return wrong(f"{ts_text(value)} is the ts of a tso.alloc event, which records the LAST timestamp "
                           f"of a batch (GenerateTSO's return value). Use rootcoord.alloc_timestamp: its ts is "
                           f"the FIRST of the batch, the one AllocTimestamp answers.")
-        if value in my_firsts:
-            return wrong(f"{ts_text(value)} is one of {new}'s, but not its first; take the earliest (the run "
-                          f"log is in seq order, so `.iloc[0]`).")
+        if value in other_firsts:
+            return wrong(f"{ts_text(value)} is one of {new}'s, but it went to {other_firsts[value]}; keep only "
+                          f"the events whose peer is {client}.")
+        if value in their_firsts:
+            return wrong(f"{ts_text(value)} went to {client} from {new}, but not in its first batch; take the "
+                          f"earliest (the run log is in seq order, so `.iloc[0]`).")
         if init_physical is not None and value == compose_ts(init_physical, 0):
             return wrong(f"That is {new}'s window start with logical 0 (from tso.init). GenerateTSO adds the "
                           f"count before it returns, so logical 0 is never handed out; look at the "
@@ -109,10 +130,11 @@ def check_first_after_failover(answer, events: pd.DataFrame) -> Feedback:
         if value in physicals:
             return wrong(f"{value} is a physical part in milliseconds ({wall_text(value)}), not a hybrid "
                           f"timestamp. Take the ts column.")
-        return wrong(f"{value} is not a timestamp {new} handed out. Look at events of kind "
-                      f"rootcoord.alloc_timestamp from {new}, column ts.")
+        return wrong(f"{value} is not a timestamp {new} handed out to {client}. Look at events of kind "
+                      f"rootcoord.alloc_timestamp from {new} whose peer is {client}, column ts.")
 
-    return judge_integer(answer, f"an int: the first `ts` {new} handed out", judge, timestamp=True)
+    return judge_integer(answer, f"an int: the first `ts` of {client}'s first batch from {new}", judge,
+                         timestamp=True)
 
 
 # ---- Exercise 3 ---------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Views of a run log: the timeline stepper (ipywidgets + matplotlib) and the lane protocol.
+"""Views of a run log: the timeline stepper (an anywidget front end over matplotlib lanes) and the lane protocol.
 
 Views read events only — a DataFrame in memory or a run folder on disk — never live objects, and
 never re-run model logic. See :class:`TimelineStepper` and :mod:`milvus_edu.viz.lanes`. Each

@@ -57,11 +57,16 @@ def as_frame(events_or_path) -> pd.DataFrame:
             "the run log has no events, so there is nothing to step through; "
             "simulate a scenario first, e.g. milvus_edu.simulate('tso-failover', seed=1)"
         )
-    frame = frame.copy()
+    # A shallow copy: the caller's frame is never changed, and a million-row log is not copied.
+    frame = frame.copy(deep=False)
     for name in FIELD_NAMES:
         if name not in frame.columns:
             frame[name] = pd.NA
-    return frame.sort_values("seq", kind="stable").reset_index(drop=True)
+    if not frame["seq"].is_monotonic_increasing:
+        frame = frame.sort_values("seq", kind="stable")
+    if not isinstance(frame.index, pd.RangeIndex) or frame.index.start != 0 or frame.index.step != 1:
+        frame = frame.reset_index(drop=True)
+    return frame
 
 
 def column(frame: pd.DataFrame, name: str) -> list:
@@ -108,16 +113,18 @@ class RunIndex:
     def __init__(self, frame: pd.DataFrame, mechanisms: tuple[Mechanism, ...] | None = None):
         self.frame = frame
         self.n = len(frame)
-        self.cols = {name: column(frame, name) for name in FIELD_NAMES if name in frame.columns}
+        #: Columns as lists by name, made on first use (a million-row log has two dozen columns).
+        self.cols = _Columns(frame)
         self.t_ms = frame["t_ms"].to_numpy(dtype=float, na_value=np.nan)
         self.kinds: list[str] = [str(k) for k in self.cols["kind"]]
         self.base_ms = clock_base_ms(frame)
         self.run_id = next((r for r in self.cols.get("run_id", []) if r), "")
 
-        positions: dict[str, list[int]] = {}
-        for i, k in enumerate(self.kinds):
-            positions.setdefault(k, []).append(i)
-        self.kind_positions = {k: np.asarray(v, dtype=np.int64) for k, v in positions.items()}
+        codes, names = pd.factorize(np.asarray(self.kinds, dtype=object))
+        order = np.argsort(codes, kind="stable")
+        bounds = np.searchsorted(codes[order], np.arange(len(names) + 1))
+        positions = {str(k): order[bounds[c]:bounds[c + 1]].astype(np.int64) for c, k in enumerate(names)}
+        self.kind_positions = positions
         known = [k for k in EVENT_KINDS if k in positions]
         self.kinds_present: list[str] = known + sorted(k for k in positions if k not in EVENT_KINDS)
         #: The mechanisms this view is about (the lesson's first); their panels fill the state panel.
@@ -126,7 +133,8 @@ class RunIndex:
 
     def row(self, i: int) -> dict:
         """Event ``i`` as a dict of the schema's columns (``None`` for nulls)."""
-        return {name: values[i] for name, values in self.cols.items()}
+        values = self.frame.iloc[i]
+        return {name: (None if _null(values[name]) else values[name]) for name in self.cols.names}
 
     def next_of_kind(self, kind: str, after: int) -> int | None:
         """Position of the first event of ``kind`` after position ``after``, or ``None``."""
@@ -160,6 +168,29 @@ class RunIndex:
         """Events worth a filmstrip picture, from the lesson's mechanism."""
         m = self.mechanisms[0] if self.mechanisms else None
         return list(m.film_steps(self)) if m is not None and m.film_steps is not None else []
+
+
+class _Columns(dict):
+    """``name -> column(frame, name)``, each made when first asked for."""
+
+    def __init__(self, frame: pd.DataFrame):
+        super().__init__()
+        self.frame = frame
+        self.names = [name for name in FIELD_NAMES if name in frame.columns]
+
+    def __missing__(self, name: str) -> list:
+        if name not in self.names:
+            raise KeyError(name)
+        values = self[name] = column(self.frame, name)
+        return values
+
+    def get(self, name: str, default=None):
+        """The column ``name`` as a list, or ``default`` when the log has no such column."""
+        return self[name] if name in self.names else default
+
+
+def _null(v) -> bool:
+    return v is None or v is pd.NA or (isinstance(v, float) and v != v)
 
 
 def _natural(name) -> list:

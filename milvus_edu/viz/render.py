@@ -9,7 +9,9 @@ touched, so an inline notebook backend keeps working.
 (``draw_artist``) and encodes the pixels as PNG. With ``window_s`` the x axis shows one page of that
 many seconds around the cursor and the background is redrawn only when the cursor changes page.
 
-:func:`filmstrip` lays the chosen steps out two panels a row, with fonts of at least 9 pt at 100 dpi.
+:func:`filmstrip` lays the chosen steps out one panel a row (a book page's width), with fonts of at
+least 9 pt at 100 dpi. The browser side of the stepper replays the cursor artists from
+:func:`artist_ops` over the background picture.
 Both move the lanes' legends out of the axes into one legend above the lanes (:func:`figure_legend`).
 """
 
@@ -22,8 +24,11 @@ import textwrap
 import matplotlib
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.collections import Collection
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 from matplotlib.patches import Rectangle
+from matplotlib.text import Text
 from PIL import Image
 
 #: rcParams of the stepper's figure (deterministic SVG ids, fonts sized for a ~800 px wide widget).
@@ -49,6 +54,85 @@ FILM_RC = {
     "legend.fontsize": 10,
 }
 _VEIL = dict(facecolor="white", edgecolor="none", alpha=0.62, zorder=5)
+_PAGE_CACHE = 64  # page pictures kept (PNG bytes); a paged run of many pages redraws the oldest again
+_NO_LINE = ("None", "none", "", " ")
+
+
+_HEX: dict = {}
+
+
+def _hex(color) -> str | None:
+    """A matplotlib colour as ``#rrggbbaa`` for a canvas, ``None`` for no colour (``"none"``)."""
+    if color is None or (isinstance(color, str) and color.lower() == "none"):
+        return None
+    key = color if isinstance(color, str) else tuple(np.ravel(color).tolist())
+    if key not in _HEX:
+        rgba = matplotlib.colors.to_rgba(color)
+        _HEX[key] = None if rgba[3] == 0 else matplotlib.colors.to_hex(rgba, keep_alpha=True)
+    return _HEX[key]
+
+
+def artist_ops(artists, height: float, dpi: float) -> list:
+    """Cursor artists as drawing operations a browser canvas replays: pixel coordinates with the
+    origin at the top left, sizes in pixels, colours as ``#rrggbbaa``.
+
+    * ``["L", points, line, marker, clip]``: a :class:`~matplotlib.lines.Line2D`; ``line`` is
+      ``[colour, width]`` or ``None``, ``marker`` ``[symbol, size, face, edge, edge width]`` or ``None``.
+    * ``["T", x, y, text, colour, size, weight, ha, va, background, clip]``: a
+      :class:`~matplotlib.text.Text` (``background``: its bbox's face colour or ``None``).
+    * ``["R", x0, y0, x1, y1, face, clip]``: a :class:`~matplotlib.patches.Rectangle`.
+    * ``["C", points, radius, faces, clip]``: the offsets of a collection (e.g. ``scatter``).
+
+    ``clip`` is ``[x0, y0, x1, y1]`` (the artist's clip box) or ``None``. Invisible artists give nothing.
+    """
+    pt = dpi / 72.0
+    ops = []
+
+    def r(v):
+        return round(float(v), 1)
+
+    for a in artists:
+        if not a.get_visible():
+            continue
+        clip = None
+        box = a.get_clip_box() if a.get_clip_on() else None
+        if box is not None:
+            clip = [r(box.x0), r(height - box.y1), r(box.x1), r(height - box.y0)]
+        if isinstance(a, Line2D):
+            xs, ys = a.get_data()
+            xy = a.get_transform().transform(np.column_stack([np.asarray(xs, dtype=float), np.asarray(ys, dtype=float)]))
+            pts = [[r(x), r(height - y)] for x, y in xy if np.isfinite(x) and np.isfinite(y)]
+            if not pts:
+                continue
+            line = None
+            if a.get_linestyle() not in _NO_LINE and len(pts) > 1:
+                line = [_hex(a.get_color()), r(a.get_linewidth() * pt)]
+            marker = None
+            if str(a.get_marker()) not in _NO_LINE:
+                face = None if a.get_fillstyle() == "none" else _hex(a.get_markerfacecolor())
+                marker = [str(a.get_marker()), r(a.get_markersize() * pt), face, _hex(a.get_markeredgecolor()),
+                          r(a.get_markeredgewidth() * pt)]
+            ops.append(["L", pts, line, marker, clip])
+        elif isinstance(a, Text):
+            text = a.get_text()
+            if not text:
+                continue
+            x, y = a.get_transform().transform(a.get_unitless_position())
+            patch = a.get_bbox_patch()
+            ops.append(["T", r(x), r(height - y), text, _hex(a.get_color()), r(a.get_fontsize() * pt),
+                        "bold" if a.get_fontweight() in ("bold", 700, "heavy") else "normal",
+                        a.get_horizontalalignment(), a.get_verticalalignment(),
+                        _hex(patch.get_facecolor()) if patch is not None else None, clip])
+        elif isinstance(a, Rectangle):
+            b = a.get_window_extent()
+            ops.append(["R", r(b.x0), r(height - b.y1), r(b.x1), r(height - b.y0), _hex(a.get_facecolor()), clip])
+        elif isinstance(a, Collection):
+            offsets = a.get_offset_transform().transform(np.asarray(a.get_offsets(), dtype=float).reshape(-1, 2))
+            sizes = a.get_sizes()
+            radius = r(np.sqrt(sizes[0]) * pt / 2.0) if len(sizes) else 3.0
+            faces = [_hex(c) for c in a.get_facecolors()] or [None]
+            ops.append(["C", [[r(x), r(height - y)] for x, y in offsets], radius, faces, clip])
+    return ops
 
 
 def x_limits(t_ms: np.ndarray) -> tuple[float, float]:
@@ -160,6 +244,7 @@ class BlitRenderer:
         self.page = None
         self.background = None
         self.redraws = 0
+        self._page_png: dict[int, bytes] = {}
 
     # The page (window_s) the cursor is on, and its x limits.
     def _page_for(self, t_s: float):
@@ -170,33 +255,85 @@ class BlitRenderer:
         start = lo + page * self.window_s
         return page, (start, start + self.window_s)
 
-    def _draw_background(self, xlim) -> None:
+    def page_of(self, i: int) -> tuple[int, tuple[float, float]]:
+        """The page event ``i`` is on and that page's x limits (page 0 is the whole run without ``window_s``)."""
+        return self._page_for(float(self.index.t_ms[i]) / 1000.0)
+
+    def _set_page(self, page: int, xlim) -> None:
+        """Show page ``page``: set every lane's x limits (lanes re-fit on ``xlim_changed``)."""
+        if page == self.page:
+            return
         with matplotlib.rc_context(RC):
             for ax in self.axes:
                 ax.set_xlim(*xlim)
+        self.page = page
+        self.background = None
+
+    def _draw_background(self) -> None:
+        with matplotlib.rc_context(RC):
             self.canvas.draw()
         self.background = self.canvas.copy_from_bbox(self.fig.bbox)
         self.redraws += 1
+        if len(self._page_png) >= _PAGE_CACHE:
+            self._page_png.pop(next(iter(self._page_png)))
+        self._page_png[self.page] = self.encode()
+
+    def background_png(self, page: int) -> bytes:
+        """PNG of page ``page`` without any cursor artist (what the browser puts under its overlay)."""
+        if page not in self._page_png:
+            xlim = self._page_for(self.full_xlim[0] + page * (self.window_s or 0.0))[1]
+            self._set_page(page, xlim)
+            self._draw_background()
+        return self._page_png[page]
 
     def render(self, cursor: int, t_ms: float) -> bytes:
         """PNG bytes of the figure with every cursor artist at event ``cursor``."""
         t_s = t_ms / 1000.0
-        page, xlim = self._page_for(t_s)
-        if self.background is None or page != self.page:
-            self.page = page
-            self._draw_background(xlim)
+        self._set_page(*self._page_for(t_s))
+        if self.background is None:
+            self._draw_background()
         self.canvas.restore_region(self.background)
         artists = move_cursors(self.cursors, self.axes, t_s)
-        for lane in self.lanes:
-            for artist in lane.update(cursor, t_ms) or ():
-                if not artist.get_animated():
-                    artist.set_animated(True)
-                artists.append(artist)
+        artists += self._lane_artists(cursor, t_ms)
         renderer = self.canvas.get_renderer()
         for artist in artists:
             if artist.get_visible():
                 artist.draw(renderer)
         return self.encode()
+
+    def _lane_artists(self, cursor: int, t_ms: float) -> list:
+        out = []
+        for lane in self.lanes:
+            for artist in lane.update(cursor, t_ms) or ():
+                if not artist.get_animated():
+                    artist.set_animated(True)
+                out.append(artist)
+        return out
+
+    def move_to(self, cursor: int) -> None:
+        """Put every lane's cursor artists at event ``cursor`` on its page (what ``lane.update`` does),
+        so the lanes' own state is that of the cursor."""
+        t_ms = float(self.index.t_ms[cursor])
+        self._set_page(*self._page_for(t_ms / 1000.0))
+        self._lane_artists(cursor, t_ms)
+
+    def overlay(self, cursor: int) -> list:
+        """The lanes' cursor artists at event ``cursor`` as drawing operations for the browser
+        (:func:`artist_ops`), on the page of that event."""
+        t_ms = float(self.index.t_ms[cursor])
+        self._set_page(*self._page_for(t_ms / 1000.0))
+        return artist_ops(self._lane_artists(cursor, t_ms), self.fig.bbox.height, self.fig.dpi)
+
+    def geometry(self) -> dict:
+        """What the browser needs to draw the time cursor itself: picture size, each lane's box in
+        pixels (top-left origin), the whole run's x limits and the page length (``None``: one page)."""
+        h = self.fig.bbox.height
+        boxes = []
+        for ax in self.axes:
+            b = ax.get_window_extent()
+            boxes.append([round(b.x0, 1), round(h - b.y1, 1), round(b.x1, 1), round(h - b.y0, 1)])
+        w, hh = self.size_px
+        return {"width": w, "height": hh, "axes": boxes, "xlim": list(self.full_xlim), "window_s": self.window_s}
 
     def encode(self) -> bytes:
         """The canvas pixels as PNG (RGB, fast zlib level)."""
@@ -213,8 +350,13 @@ class BlitRenderer:
         return int(w), int(h)
 
 
-def filmstrip(index, lane_templates, steps, caption, panel_in=6.3, lane_unit_in=0.9, dpi=100,
-              columns=2, window_s: float | None = None) -> Figure:
+#: Width in inches of one filmstrip panel: with its y labels the figure is 6.85 in, 685 px at 100 dpi,
+#: so a book page's ~690 px column shows it at full size and no text is under 9 pt there.
+FILM_PANEL_IN = 5.7
+
+
+def filmstrip(index, lane_templates, steps, caption, panel_in=FILM_PANEL_IN, lane_unit_in=0.9, dpi=100,
+              columns=1, window_s: float | None = None) -> Figure:
     """A figure with one panel per step, ``columns`` panels a row: every lane (a fresh copy per
     panel) at that step, the step's ``caption(i)`` above it, one shared legend on top.
 
@@ -265,5 +407,27 @@ def filmstrip(index, lane_templates, steps, caption, panel_in=6.3, lane_unit_in=
                 first_axes = axes
             else:
                 take_legends(axes)  # one legend for the whole strip
-        figure_legend(fig, first_axes, left / width, 1 - (legend_in - 0.1) / height)
+        _film_legend(fig, first_axes, legend_in)
     return fig
+
+
+def _film_legend(fig: Figure, axes, legend_in: float) -> None:
+    """The lanes' legends as one legend across the top of the filmstrip, in as many columns as fit its
+    width; the figure grows at the top when the rows need more than ``legend_in`` inches."""
+    handles, labels, ncol = take_legends(axes)
+    if not handles:
+        return
+    size = float(matplotlib.rcParams["legend.fontsize"])
+    width, height = fig.get_size_inches()
+    col_in = (2.0 + 1.0 + 0.56 * max(len(l) for l in labels)) * size / 72.0  # handle, spacing, text
+    ncol = max(1, min(ncol, len(labels), int((width - 0.2) // col_in)))
+    need = -(-len(labels) // ncol) * size * 1.45 / 72.0 + 0.15
+    if need > legend_in:
+        grown = height + need - legend_in
+        for ax in fig.axes:
+            p = ax.get_position()
+            ax.set_position([p.x0, p.y0 * height / grown, p.width, p.height * height / grown])
+        fig.set_size_inches(width, grown)
+        height = grown
+    fig.legend(handles, labels, loc="upper left", bbox_to_anchor=(0.1 / width, 1 - 0.06 / height), ncol=ncol,
+               frameon=False, borderaxespad=0.0, handlelength=2.0, columnspacing=1.0)

@@ -10,31 +10,45 @@
 
 Views read events only: the stepper takes a run log (a DataFrame in memory or a run folder/file on
 disk), precomputes the per-event state once (:class:`~milvus_edu.viz.data.RunIndex`) and draws lanes
-(:mod:`milvus_edu.viz.lanes`). Each step moves artists in place and blits them onto a cached
-background (:class:`~milvus_edu.viz.render.BlitRenderer`); the picture is sent to an
-``ipywidgets.Image``. Only ipywidgets and matplotlib are used, no JupyterLab extension.
+(:mod:`milvus_edu.viz.lanes`) once into a background picture (:class:`~milvus_edu.viz.render.BlitRenderer`).
+
+The controls, the time cursor and the state panel live in the browser
+(:class:`~milvus_edu.viz.frontend.StepperView`, an ``anywidget`` whose JavaScript ships in this
+package), so a click answers while the kernel runs another cell. Sent once: every event's time and
+kind, and the background. Sent per window of events around the cursor, and again when the browser
+nears its edge (served when the kernel is free): the panel's HTML and the lanes' cursor artists as
+drawing operations (:func:`~milvus_edu.viz.render.artist_ops`), each distinct piece once.
 """
 
 from __future__ import annotations
 
 import copy
 import html
+import json
 import os
 from pathlib import Path
 
-import ipywidgets as widgets
 import matplotlib
+import numpy as np
 
 from .data import RunIndex, as_frame
+from .frontend import StepperView
 from .lanes import EventsLane, Lane
 from .render import FILM_RC, BlitRenderer, filmstrip
 
-__all__ = ["TimelineStepper", "SPEEDS", "default_lanes"]
+__all__ = ["TimelineStepper", "SPEEDS", "default_lanes", "FIGSIZE", "WINDOW_BEFORE", "WINDOW_AFTER"]
 
-#: Play speeds: label -> events per second.
+#: Play speeds: label -> events per second (the browser plays; no kernel round trip per frame).
 SPEEDS = {"2 events/s": 2, "5 events/s": 5, "10 events/s": 10, "25 events/s": 25, "100 events/s": 100,
           "500 events/s": 500, "2000 events/s": 2000}
-_MIN_INTERVAL_MS = 100  # the kernel renders one picture per Play tick; do not ask for more than 10 a second
+#: Size of the lanes' picture in inches (at 90 dpi: 612 x 504 px), so that at 1280 x 800 with
+#: JupyterLab's file browser open the panel fits beside it and the lanes fit in the screen's height.
+FIGSIZE = (6.8, 5.6)
+#: Events before and after the cursor whose panel and cursor drawing the browser holds.
+WINDOW_BEFORE = 96
+WINDOW_AFTER = 416
+#: The browser asks for a new window when the cursor comes this close to an edge of the one it has.
+WINDOW_MARGIN = 48
 
 
 def default_lanes(index: RunIndex) -> list[Lane]:
@@ -52,12 +66,21 @@ class TimelineStepper:
     pages of that many seconds instead of the whole run (the background is redrawn only when the
     cursor changes page).
 
+    The controls run in the browser (:class:`~milvus_edu.viz.frontend.StepperView`): stepping,
+    scrubbing, Play and jumps answer at once even while the kernel is busy with another cell. The
+    browser holds every event's time and kind, and for a window of :data:`WINDOW_BEFORE` +
+    :data:`WINDOW_AFTER` events around the cursor the panel's text and the cursor drawing; it asks
+    the kernel for the next window before it runs out.
+
+    Events are numbered for people from 1: event ``n`` is the row with ``seq = n - 1`` (the slider,
+    the panel, the jump messages, the filmstrip and the checkers' explanations all use ``n``).
+
     A log with no events raises ``ValueError``; a log of no registered mechanism gives a working view
     with the events lane alone.
     """
 
     def __init__(self, events_or_path, lanes: list[Lane] | None = None, *, window_s: float | None = None,
-                 figsize=(9.0, 6.6), dpi: int = 90):
+                 figsize=FIGSIZE, dpi: int = 90):
         self.events = as_frame(events_or_path)
         self.index = RunIndex(self.events)
         self.lanes = list(default_lanes(self.index) if lanes is None else lanes)
@@ -73,89 +96,139 @@ class TimelineStepper:
             self._lane_templates = None
         self._renderer = BlitRenderer(self.index, self.lanes, figsize=figsize, dpi=dpi, window_s=window_s)
         self._cursor = 0
-        self._syncing = False
-        self._build_widgets()
-        self._show(0)
+        self._png_at: tuple[int, bytes] | None = None
+        self._window = (0, 0)
+        seqs = self.events["seq"].to_numpy()
+        self._seq_is_position = bool((seqs == np.arange(len(seqs))).all())
+        self.view = self._build_view()
+        # A short first window keeps the first draw quick: it ends within the margin, so the browser
+        # asks for a full one at once (served as soon as the kernel is free).
+        self._fill_window(0, size=WINDOW_MARGIN)
 
-    # ------------------------------------------------------------------------------------ widgets
+    # ------------------------------------------------------------------------------------ widget
 
-    def _build_widgets(self) -> None:
-        n = self.index.n
-        w, h = self._renderer.size_px
-        self.play = widgets.Play(value=0, min=0, max=n - 1, step=1, interval=100, description="Play",
-                                 tooltip="play / pause", show_repeat=False)
-        self.speed = widgets.Dropdown(options=list(SPEEDS), value="10 events/s", description="speed",
-                                      layout=widgets.Layout(width="190px"))
-        self.back_button = widgets.Button(description="◀ Step", tooltip="step back",
-                                          layout=widgets.Layout(width="80px"))
-        self.forward_button = widgets.Button(description="Step ▶", tooltip="step forward",
-                                             layout=widgets.Layout(width="80px"))
-        self.back_button.add_class("milvus-edu-step-back")
-        self.forward_button.add_class("milvus-edu-step-forward")
-        self.slider = widgets.IntSlider(value=0, min=0, max=n - 1, step=1, description="event",
-                                        continuous_update=True, layout=widgets.Layout(width="420px"))
-        kinds = self.index.kinds_present
-        film_kinds = [self.index.kinds[i] for i in self.index.film_steps()]
+    def _build_view(self) -> StepperView:
+        idx = self.index
+        kinds = idx.kinds_present
+        film_kinds = [idx.kinds[i] for i in idx.film_steps()]
         default = next((k for k in kinds if k.startswith("fault.")), None) or (film_kinds[1:] or film_kinds or kinds)[0]
-        self.kind_dropdown = widgets.Dropdown(options=kinds, value=default, description="next",
-                                              layout=widgets.Layout(width="260px"))
-        self.jump_button = widgets.Button(description="Jump ▶", tooltip="jump to next event of this kind",
-                                          layout=widgets.Layout(width="80px"))
-        self.message = widgets.HTML(value="")
-        self.image = widgets.Image(format="png", layout=widgets.Layout(width=f"{w}px", max_width="100%"))
-        self.state_html = widgets.HTML(layout=widgets.Layout(width="330px", min_width="260px"))
-        self.state_html.add_class("milvus-edu-state")
+        code = {k: c for c, k in enumerate(kinds)}
+        view = StepperView(
+            n=idx.n,
+            title=f"{idx.run_id or 'run'} · {idx.n:,} events",
+            times=(np.nan_to_num(idx.t_ms, nan=0.0) / 1000.0).astype("<f4").tobytes(),
+            kind_codes=np.asarray([code[k] for k in idx.kinds], dtype="<u2").tobytes(),
+            kind_names=kinds,
+            jump_kind=default,
+            speeds=[[label, per_s] for label, per_s in SPEEDS.items()],
+            speed="10 events/s",
+            geometry=self._renderer.geometry(),
+            margin=WINDOW_MARGIN,
+        )
+        view.add_class("milvus-edu-stepper")
+        view.observe(self._on_view_cursor, names="cursor")
+        view.on_msg(self._on_view_msg)
+        return view
 
-        widgets.link((self.play, "value"), (self.slider, "value"))
-        self.slider.observe(self._on_slider, names="value")
-        self.speed.observe(self._on_speed, names="value")
-        self.back_button.on_click(lambda _b: self.step_back())
-        self.forward_button.on_click(lambda _b: self.step_forward())
-        self.jump_button.on_click(lambda _b: self.jump_to_next(self.kind_dropdown.value))
-        self._on_speed({"new": self.speed.value})
+    @property
+    def widget(self) -> StepperView:
+        """The widget a notebook shows (the same as displaying the stepper itself)."""
+        return self.view
 
-        title = widgets.HTML(f"<b>{html.escape(self.index.run_id or 'run')}</b> &middot; {n:,} events")
-        controls = widgets.HBox([self.play, self.speed, self.back_button, self.forward_button, self.slider],
-                                layout=widgets.Layout(flex_flow="row wrap", align_items="center"))
-        jump = widgets.HBox([self.kind_dropdown, self.jump_button, self.message],
-                            layout=widgets.Layout(align_items="center"))
-        body = widgets.HBox([self.image, self.state_html], layout=widgets.Layout(flex_flow="row wrap"))
-        self.widget = widgets.VBox([title, controls, jump, body])
-        self.widget.add_class("milvus-edu-stepper")
+    def _on_view_cursor(self, change) -> None:
+        self._cursor = min(max(int(change["new"]), 0), self.index.n - 1)
 
-    def _on_slider(self, change) -> None:
-        if not self._syncing:
-            self.goto(change["new"])
-
-    def _on_speed(self, change) -> None:
-        per_s = SPEEDS[change["new"]]
-        interval = max(_MIN_INTERVAL_MS, int(1000 / per_s))
-        self.play.interval = interval
-        self.play.step = max(1, round(per_s * interval / 1000))
+    def _on_view_msg(self, _widget, content, _buffers) -> None:
+        # While the kernel was busy the browser may have asked several times: serve where it is now.
+        if isinstance(content, dict) and content.get("type") == "want":
+            self._fill_window(self._cursor, force=True)
 
     def _repr_mimebundle_(self, **kwargs):
-        return self.widget._repr_mimebundle_(**kwargs)
+        return self.view._repr_mimebundle_(**kwargs)
+
+    # ------------------------------------------------------------------------------------ window
+
+    def _fill_window(self, center: int, force: bool = False, size: int = WINDOW_BEFORE + WINDOW_AFTER) -> None:
+        """Send the browser the panel text and cursor drawing of ``size`` events around ``center``."""
+        n = self.index.n
+        lo, hi = self._window
+        if not force and lo <= center < hi and (center - lo >= WINDOW_MARGIN or lo == 0) and (
+                hi - center > WINDOW_MARGIN or hi == n):
+            return
+        before = min(WINDOW_BEFORE, size // 4)
+        start = max(0, center - before)
+        end = min(n, start + size)
+        start = max(0, end - size)
+        if (start, end) == self._window:
+            return
+        payload, pages = self.window_payload(start, end)
+        backgrounds = {str(p): self._renderer.background_png(p) for p in pages}
+        with self.view.hold_sync():
+            if set(backgrounds) != set(self.view.backgrounds):
+                self.view.backgrounds = backgrounds
+            self.view.window = payload
+        self._window = (start, end)
+
+    def window_payload(self, start: int, end: int) -> tuple[bytes, list[int]]:
+        """The browser's data for events ``start .. end-1`` as UTF-8 JSON, and the pages they are on.
+
+        Panel parts and drawing operations repeat from one event to the next, so each distinct one is
+        sent once (``frags``, ``ops``) and every event lists the ids of its own (``panel``, ``draw``).
+        """
+        frags: dict[str, int] = {}
+        ops: dict[str, int] = {}
+        panel, draw, page_of, xlims, times = [], [], [], {}, []
+        for i in range(start, end):
+            panel.append([frags.setdefault(part, len(frags)) for part in self._panel_parts(i)])
+            page, xlim = self._renderer.page_of(i)
+            xlims[str(page)] = [round(xlim[0], 6), round(xlim[1], 6)]
+            page_of.append(page)
+            times.append(round(float(self.index.t_ms[i]), 3))
+        for page in dict.fromkeys(page_of):  # page by page: lanes re-fit their y range on a new page
+            for k, i in enumerate(range(start, end)):
+                if page_of[k] == page:
+                    draw.append((k, [ops.setdefault(json.dumps(op, separators=(",", ":")), len(ops))
+                                     for op in self._renderer.overlay(i)]))
+        draw = [ids for _k, ids in sorted(draw)]
+        body = (f'{{"start":{start},"end":{end},"frags":{json.dumps(list(frags), separators=(",", ":"))},'
+                f'"panel":{json.dumps(panel, separators=(",", ":"))},"ops":[{",".join(ops)}],'
+                f'"draw":{json.dumps(draw, separators=(",", ":"))},"page":{json.dumps(page_of)},'
+                f'"xlims":{json.dumps(xlims)},"t_ms":{json.dumps(times)}}}')
+        return body.encode("utf-8"), sorted(set(page_of))
 
     # ------------------------------------------------------------------------------------ cursor
 
     @property
     def cursor(self) -> int:
-        """Index of the current event (0-based row in ``seq`` order)."""
+        """Index of the current event (0-based row in ``seq`` order; the learner reads ``cursor + 1``)."""
         return self._cursor
 
     @cursor.setter
     def cursor(self, value: int) -> None:
         self.goto(value)
 
+    @property
+    def event_number(self) -> int:
+        """The number of the event at the cursor as the slider and the panel show it (1-based)."""
+        return self._cursor + 1
+
     def __len__(self) -> int:
         return self.index.n
 
     def goto(self, i: int) -> int:
-        """Move to event ``i`` (clamped to the run) and return the cursor."""
+        """Move to event ``i`` (0-based position, clamped to the run) and return the cursor."""
         i = min(max(int(i), 0), self.index.n - 1)
-        if i != self._cursor:
-            self._show(i)
+        self._fill_window(i)
+        self._renderer.move_to(i)
+        self._cursor = i
+        self.view.message = ""
+        self.view.cursor = i
         return self._cursor
+
+    def goto_event(self, number: int) -> int:
+        """Move to event ``number`` as people count (1-based: the slider, the panel, the checkers'
+        "Let event ``number`` be ..."); returns the cursor (``number - 1``)."""
+        return self.goto(int(number) - 1)
 
     def step_forward(self) -> int:
         """One event on (stays on the last one); returns the cursor."""
@@ -169,54 +242,49 @@ class TimelineStepper:
         """Move to the next event of ``kind`` after the cursor; ``None`` (cursor unchanged) if none."""
         j = self.index.next_of_kind(kind, self._cursor)
         if j is None:
-            self.message.value = (f"<span style='color:#a33'>no {html.escape(str(kind))} after event "
-                                  f"{self._cursor}</span>")
+            self.view.message = f"no {kind} after event {self.event_number:,}"
             return None
         self.goto(j)
         return j
-
-    def _show(self, i: int) -> None:
-        self._cursor = i
-        self._syncing = True
-        try:
-            self.slider.value = i
-        finally:
-            self._syncing = False
-        self.message.value = ""
-        self.state_html.value = self._state_html(i)
-        self._png = self._renderer.render(i, float(self.index.t_ms[i]))
-        self.image.value = self._png
 
     # ------------------------------------------------------------------------------------ state
 
     def state(self) -> dict:
         """What the state panel shows: the state after the event at the cursor, and that event.
 
-        Keys: ``index``, ``events`` (count), ``seq``, ``sim_time_ms``, ``kind``, ``node``, ``event``
-        (the event in words), and the keys of the run's mechanism's panel (its ``state(i)``, e.g. the
-        active rootcoord, the saved window end and every node's clock for a TSO run).
+        Keys: ``index`` (0-based), ``number`` (1-based, what the learner reads), ``events`` (count),
+        ``seq``, ``sim_time_ms``, ``kind``, ``node``, ``event`` (the event in words), and the keys of
+        the run's mechanism's panel (its ``state(i)``, e.g. the active rootcoord, the saved window end
+        and every node's clock for a TSO run).
         """
-        return self.index.state(self._cursor)
+        return {**self.index.state(self._cursor), "number": self._cursor + 1}
 
-    def _state_html(self, i: int) -> str:
+    @property
+    def panel_html(self) -> str:
+        """The state panel's HTML at the cursor (what the browser shows beside the lanes)."""
+        return "".join(self._panel_parts(self._cursor))
+
+    def _panel_parts(self, i: int) -> list[str]:
         s = self.index.state(i)
         esc = html.escape
+        seq = "" if self._seq_is_position else f" &middot; seq {s['seq']}"
         rows = [("sim time", f"{s['sim_time_ms'] / 1000:.3f} s")] + self.index.panel_rows(s)
-        table = "".join(f"<tr><td style='color:#666;padding-right:8px;vertical-align:top'>{k}</td><td>{v}</td></tr>"
-                        for k, v in rows)
         return (
-            "<div style='font-size:13px;line-height:1.35'>"
-            f"<div><b>event {s['index'] + 1:,}</b> of {s['events']:,} &middot; seq {s['seq']} &middot; "
-            f"<code>{esc(s['kind'])}</code> &middot; {esc(str(s['node']))}</div>"
-            f"<div style='margin:6px 0;padding:6px;background:#f4f6fa;border-left:3px solid #4a78c2'>"
-            f"{esc(s['event'])}</div>"
-            f"<table style='border-collapse:collapse'>{table}</table></div>"
+            ["<div class='mes-panel-body'>",
+             f"<div class='mes-head'><b>event {i + 1:,}</b> of {s['events']:,}{seq} &middot; "
+             f"<code>{esc(s['kind'])}</code> &middot; {esc(str(s['node']))}</div>",
+             f"<div class='mes-event'>{esc(s['event'])}</div><table>"]
+            + [f"<tr><td class='mes-key'>{k}</td><td>{v}</td></tr>" for k, v in rows]
+            + ["</table></div>"]
         )
 
     @property
     def png(self) -> bytes:
-        """The picture at the cursor as PNG bytes (what the widget shows)."""
-        return self._png
+        """The picture at the cursor as PNG bytes: the page's background with the cursor drawn on it
+        (the browser composes the same from :meth:`window_payload`; drawn here on demand)."""
+        if self._png_at is None or self._png_at[0] != self._cursor:
+            self._png_at = (self._cursor, self._renderer.render(self._cursor, float(self.index.t_ms[self._cursor])))
+        return self._png_at[1]
 
     # ------------------------------------------------------------------------------------ export
 
@@ -233,10 +301,16 @@ class TimelineStepper:
                 picks.append(extra)
         return sorted(picks)
 
-    def to_static(self, path, steps=None) -> list[Path]:
+    def film_caption(self, i: int) -> str:
+        """The filmstrip's caption of event ``i`` (0-based): its number as people count, time, words."""
+        s = self.index.state(i)
+        return f"event {i + 1:,} · t = {s['sim_time_ms'] / 1000:.3f} s · {s['event']}"
+
+    def to_static(self, path, steps=None, columns: int = 1) -> list[Path]:
         """Write ``path.png`` and ``path.svg``: a filmstrip of ``steps`` (default :meth:`interesting_steps`).
 
-        ``path`` may end in ``.png`` or have no suffix. With ``window_s``, each picture shows that many
+        ``path`` may end in ``.png`` or have no suffix. One picture a row by default, sized for a book
+        page (``columns=2`` for a wide screen). With ``window_s``, each picture shows that many
         seconds around its step. Returns the written paths.
         """
         p = Path(os.fspath(path))
@@ -249,11 +323,7 @@ class TimelineStepper:
         if templates is None:
             raise TypeError("a lane could not be deep-copied before setup, so to_static cannot draw fresh copies")
 
-        def caption(i):
-            s = self.index.state(i)
-            return f"event {i + 1:,} · t = {s['sim_time_ms'] / 1000:.3f} s · {s['event']}"
-
-        fig = filmstrip(self.index, templates, steps, caption, window_s=self._renderer.window_s)
+        fig = filmstrip(self.index, templates, steps, self.film_caption, columns=columns, window_s=self._renderer.window_s)
         p.parent.mkdir(parents=True, exist_ok=True)
         out = [p.with_name(p.name + ".png"), p.with_name(p.name + ".svg")]
         with matplotlib.rc_context(FILM_RC):

@@ -1,7 +1,7 @@
 """The TSO's part of the stepper's state panel, and the events worth a filmstrip picture.
 
-:class:`TSOPanel` walks the log once and keeps, for every position ``i``, the state *after* event
-``i``: which rootcoord holds the ACTIVE key, the window end last saved in etcd, the last timestamp
+:class:`TSOPanel` reads the log once (vectorised: a run may hold a million events) and can give,
+for every position ``i`` in O(1), the state *after* event ``i``: which rootcoord holds the ACTIVE key, the window end last saved in etcd, the last timestamp
 handed out, and every rootcoord's last known clock reading next to its TSO physical part. Everything
 comes from the events' own columns; no model logic is re-run.
 """
@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import html
 import re
+
+import numpy as np
 
 from ...events.schema import SIM_EPOCH_MS
 from ...narrate import detail_dict, ts_text, wall_text
@@ -42,6 +44,20 @@ def _natural(name) -> list:
     return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", str(name))]
 
 
+def _ints(values: list) -> tuple[np.ndarray, np.ndarray]:
+    """A column (list with ``None`` for nulls) as ``int64`` values (0 for nulls) and a presence mask."""
+    has = np.fromiter((v is not None for v in values), dtype=bool, count=len(values))
+    out = np.zeros(len(values), dtype=np.int64)
+    if has.any():
+        out[has] = np.asarray([int(v) for v, h in zip(values, has) if h], dtype=np.int64)
+    return out, has
+
+
+def _last_pos(mask: np.ndarray) -> np.ndarray:
+    """For every position, the last position at or before it where ``mask`` holds (-1 before the first)."""
+    return np.maximum.accumulate(np.where(mask, np.arange(len(mask), dtype=np.int64), np.int64(-1)))
+
+
 class TSOPanel:
     """Per-event TSO state of one run log (see the module docstring); lookups by position are O(1)."""
 
@@ -50,62 +66,60 @@ class TSOPanel:
         self._precompute()
 
     def _precompute(self) -> None:
+        # Vectorised over the log (a run may hold a million events): per position, the position of
+        # the latest event that set each value; the few session events are walked one by one.
         ix = self.index
         c = ix.cols
         n = ix.n
-        active = None
-        active_key = ACTIVE_KEY
-        window_end = None
-        last_ts = last_ts_node = None
-        killed: tuple[str, ...] = ()
-        self.active: list = [None] * n
-        self.window_end_ms: list = [None] * n
-        self.last_ts: list = [None] * n
-        self.last_ts_node: list = [None] * n
-        self.killed: list = [()] * n
-        # Per node: (node, clock_ms, position of that reading, physical_ms or None), natural node order.
-        # The tuple is rebuilt only when a reading or a physical part changes, else shared with i - 1.
-        readings: dict[str, tuple] = {}
-        physical: dict[str, int] = {}
-        clocks: tuple = ()
-        self.clocks: list = [()] * n
-        clock_col, phys_col, node_col = c["clock_ms"], c["physical_ms"], c["node"]
-        for i, kind in enumerate(ix.kinds):
-            node = node_col[i]
-            changed = False
-            if phys_col[i] is not None and kind in PHYSICAL_KINDS:
-                physical[node] = int(phys_col[i])
-                changed = node in readings
-            if clock_col[i] is not None:
-                readings[node] = (int(clock_col[i]), i)
-                changed = True
-            if changed:
-                clocks = tuple((m, readings[m][0], readings[m][1], physical.get(m))
-                               for m in sorted(readings, key=_natural))
-            self.clocks[i] = clocks
+        kinds = np.asarray(ix.kinds, dtype=object)
+        node = np.asarray([str(x) for x in c["node"]], dtype=object)
+        clock, has_clock = _ints(c["clock_ms"])
+        phys, has_phys = _ints(c["physical_ms"])
+        self._clock, self._phys = clock, phys
+        is_phys = np.isin(kinds, list(PHYSICAL_KINDS)) & has_phys
+        readers = sorted({str(x) for x in node[has_clock]}, key=_natural)
+        self._readings = {m: _last_pos(has_clock & (node == m)) for m in readers}
+        self._physical = {m: _last_pos(is_phys & (node == m)) for m in readers}
+        end, has_end = _ints(c["window_end_ms"])
+        self._window_end = end
+        self._save = _last_pos((kinds == "tso.save") & has_end)
+        ts, has_ts = _ints(c["ts"])
+        self._ts = ts
+        self._alloc = _last_pos((kinds == "tso.alloc") & has_ts)
+        self._node = node
+        # Who holds the ACTIVE key and who was killed change only at these few events.
+        active, active_key, killed = None, ACTIVE_KEY, ()
+        changes, values = [], []
+        for i in np.flatnonzero(np.isin(kinds, ["session.active", "session.lost", "fault.kill", "session.exit"])):
+            kind = kinds[i]
             if kind == "session.active":
                 active = c["active"][i] or c["node"][i]
-                detail = detail_dict(c["detail"][i])
-                active_key = detail.get("key", active_key)
+                active_key = detail_dict(c["detail"][i]).get("key", active_key)
                 killed = tuple(k for k in killed if k != active)
             elif kind == "session.lost":
                 detail = detail_dict(c["detail"][i])
                 if detail.get("key") == active_key or (c["active"][i] is not None and c["active"][i] == active):
                     active = None
-            elif kind == "tso.save":
-                if c["window_end_ms"][i] is not None:
-                    window_end = int(c["window_end_ms"][i])
-            elif kind == "tso.alloc":
-                if c["ts"][i] is not None:
-                    last_ts, last_ts_node = int(c["ts"][i]), c["node"][i]
-            elif kind in ("fault.kill", "session.exit"):
-                if c["node"][i] not in killed:
-                    killed = killed + (c["node"][i],)
-            self.active[i] = active
-            self.window_end_ms[i] = window_end
-            self.last_ts[i] = last_ts
-            self.last_ts_node[i] = last_ts_node
-            self.killed[i] = killed
+            elif c["node"][i] not in killed:
+                killed = killed + (c["node"][i],)
+            changes.append(int(i))
+            values.append((active, killed))
+        self._changes = np.asarray(changes, dtype=np.int64)
+        self._values = values
+
+    def _session(self, i: int) -> tuple:
+        k = int(np.searchsorted(self._changes, i, side="right")) - 1
+        return self._values[k] if k >= 0 else (None, ())
+
+    def _clocks(self, i: int) -> list[tuple]:
+        """``(node, clock_ms, position of that reading, physical_ms or None)`` per node read by ``i``."""
+        out = []
+        for m, reads in self._readings.items():
+            k = int(reads[i])
+            if k >= 0:
+                p = int(self._physical[m][i])
+                out.append((m, int(self._clock[k]), k, int(self._phys[p]) if p >= 0 else None))
+        return out
 
     def clock_info(self, i: int, reading: tuple) -> dict:
         """One entry of ``state()["clocks"]`` from a ``(node, clock_ms, position, physical_ms)`` tuple."""
@@ -120,21 +134,25 @@ class TSOPanel:
             "read_index": pos,
             "read_t_ms": float(self.index.t_ms[pos]),
             "read_now": pos == i,
-            "killed": node in self.killed[i],
+            "killed": node in self._session(i)[1],
             "text": clock_text(node, clock_ms, physical_ms),
         }
 
     def state(self, i: int) -> dict:
         """The TSO keys of the stepper's ``state()`` at position ``i``."""
+        active, killed = self._session(i)
+        w, a = int(self._save[i]), int(self._alloc[i])
+        last_ts = int(self._ts[a]) if a >= 0 else None
+        clocks = self._clocks(i)
         return {
-            "active": self.active[i],
-            "killed": list(self.killed[i]),
-            "window_end_ms": self.window_end_ms[i],
-            "last_ts": self.last_ts[i],
-            "last_ts_text": ts_text(self.last_ts[i]) if self.last_ts[i] is not None else None,
-            "last_ts_node": self.last_ts_node[i],
-            "clock": next((self.clock_info(i, r) for r in self.clocks[i] if r[2] == i), None),
-            "clocks": [self.clock_info(i, r) for r in self.clocks[i]],
+            "active": active,
+            "killed": list(killed),
+            "window_end_ms": int(self._window_end[w]) if w >= 0 else None,
+            "last_ts": last_ts,
+            "last_ts_text": ts_text(last_ts) if last_ts is not None else None,
+            "last_ts_node": self._node[a] if a >= 0 else None,
+            "clock": next((self.clock_info(i, r) for r in clocks if r[2] == i), None),
+            "clocks": [self.clock_info(i, r) for r in clocks],
         }
 
     def _rel(self, ms) -> str:

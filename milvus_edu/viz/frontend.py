@@ -1,0 +1,48 @@
+"""The stepper's browser side: one ``anywidget`` whose JavaScript (``stepper.js``) runs the controls.
+
+Stepping, scrubbing, Play, ⏮ and jumps, the time cursor and the state panel all happen in the
+browser on data the kernel sent before, so they answer at once even while the kernel is busy with
+another cell. The kernel only hears where the cursor is (``cursor``) and, when the browser nears the
+edge of the events it holds, a ``{"type": "want"}`` message; it answers with a new ``window``
+(:meth:`~milvus_edu.viz.stepper.TimelineStepper.window_payload`) when it is free.
+
+The JavaScript and CSS are files of this package (no CDN, nothing fetched at run time).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import anywidget
+import traitlets
+
+_HERE = Path(__file__).parent
+
+
+class StepperView(anywidget.AnyWidget):
+    """The stepper's widget: controls, the lanes' picture with a cursor overlay, the state panel.
+
+    Synced state (all set by :class:`~milvus_edu.viz.stepper.TimelineStepper`): ``n`` events;
+    ``times`` (float32 seconds per event) and ``kind_codes`` (uint16 index into ``kind_names`` per
+    event), sent once; ``geometry`` (picture size and lane boxes in pixels); ``backgrounds`` (page
+    -> PNG without cursor); ``window`` (UTF-8 JSON: panel parts and cursor drawing of a range of
+    events); ``cursor`` (0-based, changed by either side); ``jump_kind``, ``speed``, ``message``.
+    """
+
+    _esm = _HERE / "stepper.js"
+    _css = _HERE / "stepper.css"
+
+    n = traitlets.Int(1).tag(sync=True)
+    title = traitlets.Unicode("").tag(sync=True)
+    times = traitlets.Bytes(b"").tag(sync=True)
+    kind_codes = traitlets.Bytes(b"").tag(sync=True)
+    kind_names = traitlets.List(traitlets.Unicode()).tag(sync=True)
+    geometry = traitlets.Dict().tag(sync=True)
+    backgrounds = traitlets.Dict().tag(sync=True)
+    window = traitlets.Bytes(b"").tag(sync=True)
+    margin = traitlets.Int(48).tag(sync=True)
+    cursor = traitlets.Int(0).tag(sync=True)
+    jump_kind = traitlets.Unicode("").tag(sync=True)
+    speeds = traitlets.List().tag(sync=True)
+    speed = traitlets.Unicode("").tag(sync=True)
+    message = traitlets.Unicode("").tag(sync=True)
