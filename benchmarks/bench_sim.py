@@ -5,7 +5,9 @@ For each scenario, runs ``simulate(scenario, out_dir=<tmp>, keep_events=False)``
 divides the events logged by the wall time of the whole call. It also times the same run kept in
 memory only (no folder), and in the same process a loop of bare ``env.timeout(1)`` in a few SimPy
 processes, the yardstick the target is stated against: at least 200,000 events/s and at least 1/8 of
-bare SimPy's timeout rate.
+bare SimPy's timeout rate. Each written run is timed right after its own bare-SimPy loop and the
+pair with the best ratio counts, so a machine whose load changes between runs still gives a fair
+ratio.
 
 Prints figures only (no assertions). Run from the repo root:
 ``python benchmarks/bench_sim.py [--scenarios tso-basics timetick-basics] [--duration S] [--repeat 2]``.
@@ -109,8 +111,12 @@ def main() -> None:
 
     for name in todo:
         duration = args.duration or DEFAULT_DURATION_S.get(name, 60.0)
-        bare = max(bare_simpy_rate() for _ in range(args.repeat))  # measured next to the runs it is compared with
-        events, written = best_rate(name, args.seed, duration, True, args.repeat)
+        pairs = []  # (bare SimPy rate, written events/s), each measured right before the other
+        for _ in range(args.repeat):
+            bare_rate = bare_simpy_rate()
+            events, wall = timed_run(name, args.seed, duration, write=True)
+            pairs.append((bare_rate, events / wall))
+        bare, written = max(pairs, key=lambda pair: pair[1] / pair[0])
         _, memory = best_rate(name, args.seed, duration, False, args.repeat)
         ok = written >= TARGET_EVENTS_PER_S and written >= bare * TARGET_RATIO
         print(f"{name}: {events:,} events in {duration:g} simulated s; bare SimPy {bare:,.0f} timeouts/s; "

@@ -14,6 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from milvus_edu.config import TimeTickParams
+from milvus_edu.mq.hash import _hash32_int64_unrolled
 from milvus_edu.mq import (
     chan_name_prefix,
     dml_channel_names,
@@ -146,6 +147,13 @@ def test_bad_hash_input_raises_value_error(call):
     """Inputs Go's types rule out (or that would divide by zero) are rejected with ValueError."""
     with pytest.raises(ValueError):
         call()
+
+
+@given(st.integers(min_value=-(1 << 63), max_value=(1 << 63) - 1))
+def test_unrolled_int64_hash_equals_the_readable_one(pk):
+    """The fast path ``HashPK2Channels`` takes for int keys gives ``Hash32Int64`` exactly."""
+    assert _hash32_int64_unrolled(pk) == hash32_int64(pk)
+    assert hash_pk_2_channels([pk], ["a", "b", "c"]) == [hash32_int64(pk) % 3]
 
 
 @given(st.binary(max_size=64))

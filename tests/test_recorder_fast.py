@@ -201,12 +201,19 @@ def test_sinks_get_only_the_kinds_they_declare_and_rows_emitted_after_they_came(
     assert [row["seq"] for batch in grabber.batches for row in batch.rows()] == [1, 2]
 
 
-def test_emit_returns_the_full_row_it_handed_to_the_sinks():
-    memory = MemorySink()
-    recorder = Recorder("r", now_ms=lambda: 2, sinks=[memory])
-    row = recorder.emit("tso.save", "rootcoord-1", window_end_ms=5, clock_ms=1, seq=99)  # stamped columns win
-    assert row is memory.rows[0]
+def test_row_sinks_get_the_full_row_and_batch_sinks_the_same_values():
+    memory, grabber = MemorySink(), BatchGrabber()
+    recorder = Recorder("r", now_ms=lambda: 2, sinks=[memory, grabber])
+    assert recorder.emit("tso.save", "rootcoord-1", window_end_ms=5, clock_ms=1, seq=99) is None  # stamped columns win
+    recorder.close()
+    (row,) = memory.rows
+    assert grabber.batches[0].rows() == [row]
     assert list(row) == list(arrow_schema().names)
+    recorder = Recorder("r", sinks=[memory, grabber])
+    recorder.emit("tso.save", "rootcoord-1", run_id="other", t_ms=9.0, window_end_ms=5)
+    recorder.close()
+    assert memory.rows[1]["run_id"] == grabber.batches[1].rows()[0]["run_id"] == "r"
+    assert memory.rows[1]["t_ms"] == grabber.batches[1].table()["t_ms"][0].as_py() == 0.0
     assert (row["seq"], row["t_ms"], row["window_end_ms"], row["ts"]) == (0, 2.0, 5, None)
     assert isinstance(row["t_ms"], float) and not math.isnan(row["t_ms"])
 

@@ -40,6 +40,8 @@ class TimeTickChecker(StreamingChecker):
     """Streaming check of the three TimeTick invariants; keeps at most ``limit`` violations per invariant."""
 
     invariants = INVARIANTS
+    #: The only kinds it reads (the recorder hands it no others).
+    kinds = frozenset({"mq.produce", "mq.consume", "mq.pack", "proxy.report", "proxy.enqueue"})
     #: What passing means, in one sentence (the CLI's report).
     promise = ("time ticks never went back on any pchannel, no message arrived below a tick already written, and every "
                "pack held exactly its interval's messages")
@@ -85,8 +87,8 @@ class TimeTickChecker(StreamingChecker):
             prev = self._tick.get(ch)
             if prev is not None and tick < prev[0]:
                 self._add("tick-monotonic", (prev[1], seq),
-                          f"Let event {prev[1]} be {prev[2]} writing time tick {ts_text(prev[0])} to {ch}, and event "
-                          f"{seq} be {node} writing {ts_text(tick)} to it later. Then the watermark went back, "
+                          f"Let event {prev[1] + 1:,} be {prev[2]} writing time tick {ts_text(prev[0])} to {ch}, and event "
+                          f"{seq + 1:,} be {node} writing {ts_text(tick)} to it later. Then the watermark went back, "
                           f"because the later round's minimum over all sessions was below the earlier one.")
             if prev is None or tick > prev[0]:
                 self._tick[ch] = (tick, seq, node)
@@ -103,14 +105,14 @@ class TimeTickChecker(StreamingChecker):
             task = str(detail_dict(row["detail"]).get("task"))
             late = self._late.get((node, task))
             if late is not None:
-                why = (f"its task entered {node}'s queue statistics at event {late[0]}, after {node} had reported "
-                       f"{ts_text(late[2])} for {ch} at event {late[1]}: the timestamp was allocated before the task "
+                why = (f"its task entered {node}'s queue statistics at event {late[0] + 1:,}, after {node} had reported "
+                       f"{ts_text(late[2])} for {ch} at event {late[1] + 1:,}: the timestamp was allocated before the task "
                        f"was counted, so the report passed a task that was not finished")
             else:
                 why = f"the minimum rootcoord took over the sessions' reports for {ch} passed {node}'s unfinished task"
             self._add("watermark", (tick[1], seq) if late is None else (late[1], late[0], tick[1], seq),
-                      f"Let event {tick[1]} be {tick[2]} writing time tick {ts_text(tick[0])} to {ch}, and event "
-                      f"{seq} be {node} writing an {row['msg_type']} with ts {ts_text(end_ts)} to {ch} later. Then a "
+                      f"Let event {tick[1] + 1:,} be {tick[2]} writing time tick {ts_text(tick[0])} to {ch}, and event "
+                      f"{seq + 1:,} be {node} writing an {row['msg_type']} with ts {ts_text(end_ts)} to {ch} later. Then a "
                       f"consumer that trusted the tick has already delivered everything up to it without this "
                       f"message, because {why}.")
 
@@ -120,7 +122,7 @@ class TimeTickChecker(StreamingChecker):
         prev = self._pack_end.get(vch)
         if prev is not None and begin != prev[0]:
             self._add("pack-exact", (prev[1], seq),
-                      f"Let events {prev[1]} and {seq} be consecutive packs of {vch} at {node}. Then the second "
+                      f"Let events {prev[1] + 1:,} and {seq + 1:,} be consecutive packs of {vch} at {node}. Then the second "
                       f"begins at {ts_text(begin)}, not where the first ended ({ts_text(prev[0])}), because the "
                       f"stream skipped or repeated an interval.")
         self._pack_end[vch] = (end, seq)
@@ -130,13 +132,13 @@ class TimeTickChecker(StreamingChecker):
             self._missed.discard((vch, msg_id))
             if produced is None:
                 self._add("pack-exact", (cseq,),
-                          f"Let event {cseq} be {node} receiving message {msg_id} of {vch}. Then it received a "
+                          f"Let event {cseq + 1:,} be {node} receiving message {msg_id} of {vch}. Then it received a "
                           f"message that was not waiting to be delivered, because it was delivered before (or never "
                           f"written): a pack must hold each message once.")
             elif not begin < ts <= end:
                 self._add("pack-exact", (produced[1], cseq),
-                          f"Let event {produced[1]} be the write of message {msg_id} (ts {ts_text(ts)}) to {vch}, and "
-                          f"event {cseq} its delivery in the pack ({ts_text(begin)}, {ts_text(end)}]. Then it came "
+                          f"Let event {produced[1] + 1:,} be the write of message {msg_id} (ts {ts_text(ts)}) to {vch}, and "
+                          f"event {cseq + 1:,} its delivery in the pack ({ts_text(begin)}, {ts_text(end)}]. Then it came "
                           f"in a pack whose interval does not hold it, because it was written after a time tick had "
                           f"closed its interval.")
         due = self._due.get(vch, [])
@@ -146,8 +148,8 @@ class TimeTickChecker(StreamingChecker):
                 self._missed.add((vch, msg_id))  # still pending: its late delivery is reported when it comes
                 produce_seq = pending[msg_id][1]
                 self._add("pack-exact", (produce_seq, seq),
-                          f"Let event {produce_seq} be the write of message {msg_id} (ts {ts_text(end_ts)}) to {vch}, "
-                          f"and event {seq} the pack ({ts_text(begin)}, {ts_text(end)}] of {vch} at {node}. Then the "
+                          f"Let event {produce_seq + 1:,} be the write of message {msg_id} (ts {ts_text(end_ts)}) to {vch}, "
+                          f"and event {seq + 1:,} the pack ({ts_text(begin)}, {ts_text(end)}] of {vch} at {node}. Then the "
                           f"pack that should hold the message does not, because the message was not in the pchannel "
                           f"when the tick that closed the pack was.")
 

@@ -22,11 +22,14 @@ class StreamingChecker:
     """What every mechanism's checker shares: counting and keeping violations, and the sink protocol.
 
     A subclass sets :attr:`invariants` (names, in report order) and :attr:`promise` (what passing
-    means, in one sentence) and implements ``write(row)``, calling :meth:`_add` for each violation.
+    means, in one sentence) and implements ``write(row)``, calling :meth:`_add` for each violation;
+    it may set :attr:`kinds`. The recorder feeds it by batch (:meth:`write_batch`).
     """
 
     invariants: tuple[str, ...] = ()
     promise: str = ""
+    #: The kinds ``write`` reads (None: all); the recorder hands the checker no others.
+    kinds: frozenset[str] | None = None
 
     def __init__(self, limit: int = 20):
         self.limit = limit
@@ -38,6 +41,12 @@ class StreamingChecker:
         if self.counts[invariant] < self.limit:
             self.violations.append(Violation(invariant, seqs, text))
         self.counts[invariant] += 1
+
+    def write_batch(self, batch) -> None:
+        """The recorder's fast path: the subclass's ``write`` of each row of ``batch`` (a ``RowBatch``) of
+        :attr:`kinds`, in order."""
+        for row in batch.rows(self.kinds):
+            self.write(row)
 
     def close(self) -> None:
         """Nothing to release (the sink protocol)."""

@@ -14,21 +14,24 @@ Sinks:
 * :class:`JsonlSink` writes one JSON object per line (:func:`json_line`), for reading by eye and ``grep``.
 
 A sink has ``write(row)`` and ``close()``; it may declare ``kinds`` (a set) to be given only rows of
-those kinds. Every sink gets the same dict, so no sink may change it. The file sinks also have a fast
-path, ``write_batch(batch)``: the recorder buffers their rows in a :class:`RowBatch` of
-:data:`BATCH_ROWS` rows and they encode it a column at a time, which is several times faster than
-encoding row by row and gives the same bytes (``tests/test_recorder_fast.py`` checks it on real runs).
+those kinds. Every sink gets the same dict, so no sink may change it. A sink may also have a fast
+path, ``write_batch(batch)``: the recorder then buffers its rows in a :class:`RowBatch` of
+:data:`BATCH_ROWS` rows, as tuples (no dict is built for a row no row sink wants, and a flat
+``detail`` dict is encoded with its batch, not one by one). The file sinks encode a batch with
+Arrow a column at a time: the Parquet table, and from it the JSON lines; the checkers and
+summaries read :meth:`RowBatch.rows` of their kinds. This is many times faster than encoding row by
+row and gives the same bytes (``tests/test_recorder_fast.py`` checks it on real runs).
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable, Sequence
 from json.encoder import c_make_encoder, encode_basestring_ascii
-from operator import itemgetter
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -62,23 +65,29 @@ def _encoder(sort_keys: bool, item_separator: str) -> Callable[[object], str]:
 #: ``detail`` given as a dict is stored as this JSON text: sorted keys, no spaces.
 encode_detail = _encoder(sort_keys=True, item_separator=",")
 _encode_json = _encoder(sort_keys=False, item_separator=",")
-#: A JSON array with one value per line. No value holds a raw newline (strings are escaped to ASCII),
-#: so cutting the array at its newlines gives the values back, unless a value is an array or an
-#: object of several items (then there are more newlines than values).
-_encode_column = _encoder(sort_keys=False, item_separator="\n")
 
 _SCHEMA = arrow_schema()
 #: A row with every column null, in schema order: each row starts as a copy of it.
 _EMPTY_ROW = dict.fromkeys(FIELD_NAMES)
 #: The columns the recorder stamps on every row.
 _STAMPED = ("run_id", "seq", "t_ms", "node", "kind")
-#: Rows the recorder buffers for the file sinks, and the default Parquet row group.
+#: The recorder buffers a row as the tuple ``(seq, t_ms, node, *the values emit was given)``.
+_SEQ, _T_MS, _NODE, _GIVEN = 0, 1, 2, 3
+#: Rows the recorder buffers for the batch sinks, and the default Parquet row group.
 BATCH_ROWS = 8192
+#: The value types of a ``detail`` dict that the recorder may encode later, with its batch.
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+_STR = frozenset({str})
+
+
+def _flat(detail: dict) -> bool:
+    """Whether ``detail`` is a plain dict of str keys and scalar values (a copy of it cannot change)."""
+    return type(detail) is dict and _SCALARS.issuperset(map(type, detail.values())) and _STR.issuperset(map(type, detail))
 
 
 def json_line(row: dict) -> str:
     """One line of ``events.jsonl`` (without the newline): columns in schema order, nulls omitted,
-    separators ``,`` and ``:``. This is the format's definition; :meth:`RowBatch.json_lines` is its fast form."""
+    separators ``,`` and ``:``. This is the format's definition; :meth:`RowBatch.json_bytes` is its fast form."""
     return _encode_json({name: row[name] for name in FIELD_NAMES if row[name] is not None})
 
 
@@ -91,143 +100,277 @@ class Layout:
     """One kind of event as one call site emits it: the kind and the names of the columns it passes.
 
     The recorder validates a layout once and buffers rows by layout, so it knows which columns a
-    group of rows may fill (:attr:`columns`, schema order) without looking at the rows.
+    group of rows may fill (:attr:`columns`, schema order) and where each sits in a buffered row
+    tuple (:attr:`positions`) without looking at the rows.
     """
 
-    __slots__ = ("kind", "columns", "has_detail", "template", "writers", "pending")
+    __slots__ = ("kind", "columns", "positions", "has_detail", "template", "writers", "pending", "pending_rows",
+                 "count")
 
     def __init__(self, kind: str, names: Iterable[str]):
+        names = tuple(names)
         given = set(names) | set(_STAMPED)
         self.kind = kind
         self.columns: tuple[str, ...] = tuple(name for name in FIELD_NAMES if name in given)
+        # A stamped column passed to emit as well keeps its stamp (setdefault), as in the row dict.
+        where = {"seq": _SEQ, "t_ms": _T_MS, "node": _NODE}
+        for i, name in enumerate(names):
+            where.setdefault(name, _GIVEN + i)
+        #: Column name -> index in the buffered tuple, for every column but ``run_id`` and ``kind``.
+        self.positions: dict[str, int] = {name: where[name] for name in self.columns if name not in ("run_id", "kind")}
         self.has_detail = "detail" in given
         #: Each row of this layout starts as a copy of it: every column null but ``kind``.
         self.template = {**_EMPTY_ROW, "kind": kind}
         #: ``write`` of every row sink that wants this kind (set by the recorder).
         self.writers: tuple[Callable[[dict], None], ...] = ()
-        #: This layout's rows in the recorder's current batch.
-        self.pending: list[dict] = []
+        #: This layout's rows in the recorder's current batch, as tuples.
+        self.pending: list[tuple] = []
+        #: The dicts built for the row sinks of those rows, when there are row sinks.
+        self.pending_rows: list[dict] = []
+        #: Rows emitted with this layout.
+        self.count = 0
+
+    def row(self, values: tuple, run_id: str | None) -> dict:
+        """The row dict of a buffered tuple."""
+        row = self.template.copy()
+        row["run_id"] = run_id
+        for name, i in self.positions.items():
+            row[name] = values[i]
+        return row
 
 
 class RowBatch:
     """Consecutive rows of a run, grouped by :class:`Layout`, for the file sinks to encode in bulk.
 
-    Every row of a group has the same possible columns, so a group is read a column at a time, and
-    only its own columns are read: :meth:`table` (Arrow, for Parquet) and :meth:`json_lines` work on
-    those columns and put the groups' rows back in ``seq`` order.
+    Every row of a group has the same possible columns, so a group is read a column at a time (one
+    ``zip`` of its tuples) and only its own columns are read. :meth:`table` turns each group's
+    columns into Arrow arrays and puts the rows back in ``seq`` order; :meth:`json_bytes` writes the
+    JSON lines from that table with Arrow's string kernels. Values Arrow does not infer as their
+    column's type (never in a simulator run) make both fall back to the row-by-row definitions.
+    A ``detail`` the recorder kept as a dict is encoded here, a group at a time (:func:`_detail_texts`).
     """
 
-    def __init__(self, groups: dict[Layout, list[dict]], first_seq: int, size: int):
+    def __init__(self, groups: dict[Layout, list[tuple]], first_seq: int, size: int, run_id: str | None = None,
+                 rows: dict[Layout, list[dict]] | None = None):
         self.groups = groups
         self.first_seq = first_seq
         self.size = size
-        self._columns: list[dict[str, tuple]] | None = None
+        self.run_id = run_id
         self._table: pa.Table | None = None
+        self._exact = True  # every value was inferred as its column's type, so the table holds it unchanged
+        self._details: dict[Layout, pa.Array] = {}
+        #: Row dicts of a group, built once: by the recorder for its row sinks, or here on demand.
+        self._rows: dict[Layout, list[dict]] = dict(rows or {})
 
-    def rows(self) -> list[dict]:
-        """The rows in ``seq`` order."""
-        ordered: list[dict] = [{}] * self.size
-        for rows in self.groups.values():
-            for row in rows:
-                ordered[row["seq"] - self.first_seq] = row
-        return ordered
+    def rows(self, kinds: Collection[str] | None = None) -> list[dict]:
+        """The rows in ``seq`` order; only those of ``kinds`` when it is given.
 
-    def _group_columns(self) -> list[dict[str, tuple]]:
-        """For each group, its columns: name -> the values of its rows (computed once)."""
-        if self._columns is None:
-            self._columns = [dict(zip(layout.columns, zip(*map(itemgetter(*layout.columns), rows))))
-                             for layout, rows in self.groups.items()]
-        return self._columns
+        A row's dict is built once, so every sink that asks for its kind gets the same dict.
+        """
+        ordered: list[dict | None] = [None] * self.size
+        first = self.first_seq
+        for layout, values in self.groups.items():
+            if kinds is None or layout.kind in kinds:
+                for value, row in zip(values, self._group_rows(layout)):
+                    ordered[value[_SEQ] - first] = row
+        return ordered if kinds is None else [row for row in ordered if row is not None]
+
+    def _group_rows(self, layout: Layout) -> list[dict]:
+        """The row dicts of a group (built once)."""
+        rows = self._rows.get(layout)
+        if rows is None:
+            run_id = self.run_id
+            rows = self._rows[layout] = [layout.row(value, run_id) for value in self.groups[layout]]
+            if layout.has_detail:
+                for row, text in zip(rows, self._detail(layout).to_pylist()):
+                    row["detail"] = text
+        return rows
+
+    def _detail(self, layout: Layout) -> pa.Array:
+        """The ``detail`` texts of a group (computed once)."""
+        texts = self._details.get(layout)
+        if texts is None:
+            index = layout.positions["detail"]
+            texts = self._details[layout] = _detail_texts([value[index] for value in self.groups[layout]])
+        return texts
+
+    def _typed(self, values: tuple, field: pa.Field) -> pa.Array:
+        """A group's column as an Arrow array of the field's type; notes when a value is not of that type."""
+        try:
+            array = pa.array(values)
+        except (pa.ArrowException, OverflowError, TypeError, ValueError):
+            array = None
+        if array is not None and array.type == field.type:
+            return array
+        if array is not None and array.type == pa.null():
+            return pa.nulls(len(values), field.type)
+        self._exact = False
+        return pa.array(values, field.type)
 
     def table(self) -> pa.Table:
         """``arrow_table(self.rows(), arrow_schema())``, computed a group at a time (and once)."""
         if self._table is None:
-            groups = self._group_columns()
-            order = pc.sort_indices(pa.concat_arrays([pa.array(group["seq"], pa.int64()) for group in groups]))
-            arrays = []
+            groups = []  # (layout, rows, column name -> Arrow array)
+            for layout, values in self.groups.items():
+                columns = list(zip(*values))
+                arrays = {name: self._detail(layout) if name == "detail" else self._typed(columns[i], _SCHEMA.field(name))
+                          for name, i in layout.positions.items()}
+                groups.append((layout, len(values), arrays))
+            order = pc.sort_indices(pa.concat_arrays([arrays["seq"] for _, _, arrays in groups]))
+            run_id = pa.scalar(self.run_id, pa.string())
+            out = []
             for field in _SCHEMA:
-                if not any(field.name in group for group in groups):
-                    arrays.append(pa.nulls(self.size, field.type))
+                if field.name == "run_id":
+                    out.append(pa.repeat(run_id, self.size))
                     continue
-                parts = [pa.array(group[field.name], field.type) if field.name in group
-                         else pa.nulls(len(group["seq"]), field.type) for group in groups]
-                arrays.append(pa.concat_arrays(parts).take(order))
-            self._table = pa.Table.from_arrays(arrays, schema=_SCHEMA)
+                parts = []
+                for layout, n, arrays in groups:
+                    if field.name == "kind":
+                        parts.append(pa.repeat(pa.scalar(layout.kind, pa.string()), n))
+                    else:
+                        array = arrays.get(field.name)
+                        parts.append(array if array is not None else pa.nulls(n, field.type))
+                if all(part.null_count == len(part) for part in parts):
+                    out.append(pa.nulls(self.size, field.type))
+                else:
+                    out.append(pa.concat_arrays(parts).take(order))
+            self._table = pa.Table.from_arrays(out, schema=_SCHEMA)
         return self._table
 
+    def json_bytes(self) -> memoryview | bytes:
+        """``"".join(json_line(row) + "\\n" for row in self.rows())`` as ASCII bytes, computed by Arrow.
+
+        Each column of :meth:`table` becomes the JSON text of its values prefixed with
+        ``,"name":`` (null where the value is null); a line joins its row's pieces, skipping nulls, and
+        its first ``,`` becomes ``{``.
+        """
+        try:
+            table = self.table()
+        except (pa.ArrowException, OverflowError, TypeError, ValueError):
+            table = None  # a value Arrow cannot hold in its column: the JSON line still writes it
+        if table is None or not self._exact:
+            return "".join(json_line(row) + "\n" for row in self.rows()).encode("ascii")
+        pieces = []
+        for field, column in zip(_SCHEMA, table.itercolumns()):
+            if column.null_count == len(column):
+                continue
+            pieces.append(_json_pieces(column.combine_chunks(), "," + _encode_json(field.name) + ":"))
+        lines = pc.binary_join_element_wise(*pieces, "}\n", "", null_handling="skip")
+        lines = pc.binary_replace_slice(lines, 0, 1, "{")
+        offsets = np.frombuffer(lines.buffers()[1], np.int32, len(lines) + 1, lines.offset * 4)
+        return memoryview(lines.buffers()[2])[offsets[0]:offsets[-1]]
+
     def json_lines(self) -> str:
-        """``"".join(json_line(row) + "\\n" for row in self.rows())``, computed a group at a time."""
-        groups = self._group_columns()
-        times = float_texts([t for group in groups for t in group["t_ms"]])
-        ordered = [""] * self.size
-        start = 0
-        for rows, columns in zip(self.groups.values(), groups):
-            seqs = columns["seq"]
-            lines = _group_json_lines(rows, columns, times[start:start + len(seqs)])
-            start += len(seqs)
-            for seq, line in zip(seqs, lines):
-                ordered[seq - self.first_seq] = line
-        return "".join(ordered)
+        """``"".join(json_line(row) + "\\n" for row in self.rows())`` (:meth:`json_bytes` as text)."""
+        return bytes(self.json_bytes()).decode("ascii")
 
 
-def _group_json_lines(rows: list[dict], columns: dict[str, tuple], times: list[str]) -> list[str]:
-    """``[json_line(row) + "\\n" for row in rows]`` for one group, given its columns (schema order)
-    and the JSON texts of its ``t_ms`` values.
+def _json_pieces(array: pa.Array, key: str) -> pa.Array:
+    """``key`` + the JSON text of every value of a run-log column (int64, float64 or string); nulls stay null."""
+    if array.type == pa.int64():
+        return pc.binary_replace_slice(pc.cast(array, pa.string()), 0, 0, key)
+    if array.type == pa.float64():  # t_ms: several events share a time, and formatting is the dear part
+        encoded = pc.dictionary_encode(array)
+        return pc.binary_replace_slice(float_text_array(encoded.dictionary), 0, 0, key).take(encoded.indices)
+    return _string_pieces(array, key)
 
-    Each column becomes a list of ``,"name":value`` pieces: one JSON array per column
-    (:data:`_encode_column`, a value per line) cut at its newlines, with the pieces of nulls emptied;
-    a text column holding one value throughout becomes one piece repeated. A line is the join of its
-    row's pieces. Falls back to :func:`json_line` when a column cannot be cut or the line's first
-    piece would be null in some rows.
+
+def _string_pieces(array: pa.Array, key: str) -> pa.Array:
+    """``key`` + ``_encode_json`` of every string, computed once per distinct value (a column repeats
+    a few names): Arrow escapes the printable-ASCII ones (only ``\\`` and ``"`` need it), Python the rest."""
+    encoded = pc.dictionary_encode(array)
+    values = encoded.dictionary
+    escaped = pc.replace_substring(pc.replace_substring(values, "\\", "\\\\"), '"', '\\"')
+    texts = pc.binary_join_element_wise(key + '"', escaped, '"', "")
+    printable = pc.ascii_is_printable(values)  # false for "" too, which Python then writes as '""'
+    if not pc.all(printable).as_py():
+        texts = pa.array([text if ok else key + _encode_json(value)
+                          for value, ok, text in zip(values.to_pylist(), printable.to_pylist(), texts.to_pylist())],
+                         pa.string())
+    return texts.take(encoded.indices)
+
+
+def _detail_texts(values: Sequence[dict | str | None]) -> pa.Array:
+    """``encode_detail`` of every dict of a group's ``detail`` column (a text is kept, None stays null).
+
+    When every value is a flat dict (:func:`_flat`) with the same keys, Arrow infers them as one
+    struct array, and each key's values are written by Arrow as in :func:`_json_pieces`; the texts
+    are joined with the keys in sorted order. Otherwise each dict is encoded by Python.
     """
-    n = len(rows)
-    pieces: list[list[str]] = []
-    for name, column in columns.items():
-        nulls = column.count(None)
-        if nulls == n:
-            continue
-        if nulls and not pieces:
-            return [json_line(row) + "\n" for row in rows]
-        key = ("," if pieces else "{") + _encode_json(name) + ":"
-        if name == "t_ms":
-            pieces.append(list(map(key.__add__, times)))
-            continue
-        if type(column[0]) is str and column.count(column[0]) == n:
-            pieces.append([key + _encode_json(column[0])] * n)
-            continue
-        encoded = _encode_column(column)[1:-1]
-        if encoded.count("\n") != n - 1:
-            return [json_line(row) + "\n" for row in rows]
-        keyed = ("\n" + encoded).replace("\n", "\n" + key)
-        if nulls:
-            keyed = keyed.replace("\n" + key + "null", "\n")
-        pieces.append(keyed.split("\n")[1:])
-    pieces.append(["}\n"] * n)
-    return list(map("".join, zip(*pieces)))
+    texts = None
+    try:
+        structs = pa.array(values)
+    except (pa.ArrowException, OverflowError, TypeError, ValueError):
+        structs = None  # mixed dicts and texts, or an int beyond 64 bits
+    if structs is not None and structs.type in (pa.string(), pa.null()):
+        return structs.cast(pa.string())
+    if structs is not None and pa.types.is_struct(structs.type):
+        texts = _struct_texts(structs, values)
+    if texts is None:
+        texts = pa.array([encode_detail(v) if isinstance(v, dict) else v for v in values], pa.string())
+    return texts
 
 
+def _struct_texts(structs: pa.StructArray, values: Sequence[dict | None]) -> pa.Array | None:
+    """The JSON objects of a struct array inferred from ``values`` (flat dicts), or None if Arrow
+    cannot write them exactly: a dict lacking a key others have, a float key holding an int too, a
+    type other than int64, float64, string, bool or null."""
+    names = [field.name for field in structs.type]
+    if not names or any(len(v) != len(names) for v in values if v is not None):
+        return None
+    pieces = []
+    for i, name in enumerate(sorted(names)):
+        child = structs.field(name)
+        key = ("," if i else "{") + _encode_json(name) + ":"
+        if child.type == pa.bool_():
+            text = pc.binary_replace_slice(pc.if_else(child, "true", "false"), 0, 0, key)
+        elif child.type == pa.null():
+            text = pa.nulls(len(child), pa.string())
+        elif child.type == pa.float64() and not all(
+                type(v[name]) is float for v in values if v is not None and v[name] is not None):
+            return None
+        elif child.type in (pa.int64(), pa.float64(), pa.string()):
+            text = _json_pieces(child, key)
+        else:
+            return None
+        pieces.append(pc.fill_null(text, key + "null") if text.null_count else text)
+    texts = pc.binary_replace_slice(pc.binary_join_element_wise(*pieces, ""), _END, _END, "}")
+    return pc.if_else(structs.is_valid(), texts, None) if structs.null_count else texts
+
+
+#: A slice start past the end of any string: replacing there appends.
+_END = 1 << 62
 #: Where Python writes a float in positional notation (``float.__repr__``): zero, and 1e-4 <= |x| < 1e16.
 _POSITIONAL = (1e-4, 1e16)
 
 
-def float_texts(values: list[float]) -> list[str]:
-    """``[_encode_json(v) for v in values]`` for floats, computed mostly by Arrow.
+def float_text_array(array: pa.Array) -> pa.Array:
+    """``_encode_json`` of every value of a float64 array (nulls stay null), computed mostly by Arrow.
 
     Formatting a float is the dearest step of writing JSON in Python. Arrow's cast to string gives
     the same shortest round-trip digits as Python but lays them out differently: no ``.0`` after a
     whole number, and an exponent in other places. So where Python writes positional notation,
-    Arrow's text is kept if it is positional too (``.0`` added to a whole number); every other value
-    is formatted by Python. ``tests/test_recorder_fast.py`` checks this against Python on many floats.
+    Arrow's text is kept if it is positional too (no ``e``; ``.0`` added to a whole number); every
+    other value is formatted by Python. ``tests/test_recorder_fast.py`` checks this against Python
+    on many floats.
     """
-    array = pa.array(values, pa.float64())
     arrow = pc.cast(array, pa.string())
     size = pc.abs(array)
     positional = pc.and_(pc.less(size, _POSITIONAL[1]),
                          pc.or_(pc.equal(size, 0.0), pc.greater_equal(size, _POSITIONAL[0])))
-    fraction = pc.and_(positional, pc.match_substring_regex(arrow, r"\A-?[0-9]+\.[0-9]+\z"))
-    whole = pc.and_(positional, pc.match_substring_regex(arrow, r"\A-?[0-9]+\z"))
-    texts = pc.if_else(fraction, arrow, pc.if_else(whole, pc.binary_join_element_wise(arrow, ".0", ""), None))
-    return [_encode_json(value) if text is None else text for value, text in zip(values, texts.to_pylist())]
+    plain = pc.and_(positional, pc.invert(pc.match_substring(arrow, "e")))
+    whole = pc.invert(pc.match_substring(arrow, "."))
+    texts = pc.if_else(whole, pc.binary_replace_slice(arrow, _END, _END, ".0"), arrow)
+    if pc.all(plain).as_py() is not False:
+        return texts
+    texts = pc.if_else(plain, texts, None)
+    return pa.array([_encode_json(value) if text is None and value is not None else text
+                     for value, text in zip(array.to_pylist(), texts.to_pylist())], pa.string())
+
+
+def float_texts(values: list[float]) -> list[str]:
+    """``[_encode_json(v) for v in values]`` for floats (:func:`float_text_array` on a list)."""
+    return float_text_array(pa.array(values, pa.float64())).to_pylist()
 
 
 class MemorySink:
@@ -312,15 +455,15 @@ class JsonlSink:
     def __init__(self, path: str | os.PathLike):
         self.path = Path(path)
         self._tmp = self.path.with_name(self.path.name + ".partial")
-        self._fh = open(self._tmp, "w", encoding="utf-8")
+        self._fh = open(self._tmp, "wb")  # the lines are ASCII: non-ASCII characters are escaped
 
     def write(self, row: dict) -> None:
         """Write one line."""
-        self._fh.write(json_line(row) + "\n")
+        self._fh.write((json_line(row) + "\n").encode("ascii"))
 
     def write_batch(self, batch: RowBatch) -> None:
         """Write a batch of rows (the recorder's fast path), one line each."""
-        self._fh.write(batch.json_lines())
+        self._fh.write(batch.json_bytes())
 
     def close(self) -> None:
         """Flush and move the file into place."""
@@ -336,6 +479,10 @@ class Recorder:
     the first time it is emitted. Sinks with ``write_batch`` get rows in batches of ``batch_rows``
     (and the rest on :meth:`close`); the others get each row as it is emitted. Sinks may be added
     to :attr:`sinks` (append, ``+=``) while recording; a sink sees the rows emitted after it came.
+
+    :meth:`emit` runs for every event of a run, so it does the least it can: a row dict is built only
+    when some row sink wants the kind; the batch sinks get the row as a tuple. A flat ``detail`` dict
+    (:func:`_flat`) of a row no row sink wants is kept (a copy) and encoded with its batch.
     """
 
     def __init__(self, run_id: str, now_ms: Callable[[], float] = lambda: 0.0, sinks: Iterable = (),
@@ -346,45 +493,52 @@ class Recorder:
         self.now_ms = now_ms
         self.sinks = list(sinks)
         self.seq = 0
-        self.counts: dict[str, int] = {}
         self._layouts: dict[tuple[str, ...], Layout] = {}
         # The sinks list and its length when the sinks were last sorted into row and batch sinks.
-        self._routed_for: tuple[list, int] = ([], 0)
+        self._routed_list: list = []
+        self._routed_len = 0
         self._row_sinks: list = []
         self._batch_sinks: list = []
         self._batched = 0  # rows waiting in the layouts' pending lists
         self.batch_rows = batch_rows
 
-    def emit(self, kind: str, node: str, **fields) -> dict:
-        """Record one event and return the row."""
-        key = (kind, *fields)
-        layout = self._layouts.get(key)
+    def emit(self, kind: str, node: str, **fields) -> None:
+        """Record one event (it returns nothing: a row dict is built only for the row sinks that want one)."""
+        layout = self._layouts.get((kind, *fields))
         if layout is None:
             validate_kind(kind, fields)
-            layout = self._layouts[key] = Layout(kind, fields)
+            layout = self._layouts[(kind, *fields)] = Layout(kind, fields)
             self._give_writers(layout)
-        sinks, length = self._routed_for
-        if self.sinks is not sinks or len(sinks) != length:
+        if self.sinks is not self._routed_list or len(self.sinks) != self._routed_len:
             self._route()
         if layout.has_detail and isinstance(fields["detail"], dict):
-            fields["detail"] = encode_detail(fields["detail"])
+            detail = fields["detail"]
+            fields["detail"] = detail.copy() if not layout.writers and _flat(detail) else encode_detail(detail)
         seq = self.seq
-        row = layout.template.copy()
-        row.update(fields)  # never "kind" or "node": they are emit's own arguments
-        row["run_id"] = self.run_id
-        row["seq"] = seq
-        row["t_ms"] = float(self.now_ms())
-        row["node"] = node
+        # never "kind" or "node" among the fields: they are emit's own arguments
+        values = (seq, float(self.now_ms()), node, *fields.values())
         self.seq = seq + 1
-        self.counts[kind] = self.counts.get(kind, 0) + 1
-        for write in layout.writers:
-            write(row)
+        layout.count += 1
+        if layout.writers:
+            row = layout.row(values, self.run_id)
+            for write in layout.writers:
+                write(row)
+            if self._batch_sinks:
+                layout.pending_rows.append(row)
         if self._batch_sinks:
-            layout.pending.append(row)
+            layout.pending.append(values)
             self._batched += 1
             if self._batched >= self.batch_rows:
                 self._flush()
-        return row
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """Events recorded so far per kind (kinds in the order they first came)."""
+        counts: dict[str, int] = {}
+        for layout in self._layouts.values():
+            if layout.count:
+                counts[layout.kind] = counts.get(layout.kind, 0) + layout.count
+        return counts
 
     def _route(self) -> None:
         """Sort the sinks into batch sinks and row sinks (the sinks changed)."""
@@ -395,7 +549,8 @@ class Recorder:
         self._row_sinks = [s for s in self.sinks if not hasattr(s, "write_batch")]
         for layout in self._layouts.values():
             self._give_writers(layout)
-        self._routed_for = (self.sinks, len(self.sinks))
+        self._routed_list = self.sinks
+        self._routed_len = len(self.sinks)
 
     def _give_writers(self, layout: Layout) -> None:
         layout.writers = tuple(sink.write for sink in self._row_sinks
@@ -404,9 +559,12 @@ class Recorder:
     def _flush(self) -> None:
         """Hand the buffered rows to the batch sinks as one :class:`RowBatch`."""
         groups = {layout: layout.pending for layout in self._layouts.values() if layout.pending}
-        batch = RowBatch(groups, self.seq - self._batched, self._batched)
+        # the row sinks' dicts, where every row of a group has one (the batch builds the others)
+        rows = {layout: layout.pending_rows for layout in groups if len(layout.pending_rows) == len(layout.pending)}
+        batch = RowBatch(groups, self.seq - self._batched, self._batched, self.run_id, rows)
         for layout in groups:
             layout.pending = []
+            layout.pending_rows = []
         self._batched = 0
         for sink in self._batch_sinks:
             sink.write_batch(batch)
@@ -420,8 +578,8 @@ class Recorder:
 
 
 class _NullRecorder(Recorder):
-    def emit(self, kind: str, node: str, **fields) -> dict:
-        return {}
+    def emit(self, kind: str, node: str, **fields) -> None:
+        pass
 
 
 #: A recorder that drops everything (the default for components used on their own).

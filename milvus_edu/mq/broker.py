@@ -19,7 +19,6 @@ Simplification: a produced message is stamped with a position ``(channel, msg_id
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import replace
 
 from ..proto import MsgPosition
 from .msg import TsMsg
@@ -28,6 +27,14 @@ from .msg import TsMsg
 FIRST_MSG_ID = 1
 
 GrowCallback = Callable[[str, int], None]
+
+
+def _with_position(msg: TsMsg, position: MsgPosition) -> TsMsg:
+    """``dataclasses.replace(msg, position=position)`` without running the message's checks again
+    (it passed them when it was built): a copy of its fields with the position set."""
+    stamped = object.__new__(type(msg))
+    stamped.__dict__.update(msg.__dict__, position=position)
+    return stamped
 
 
 class Broker:
@@ -62,7 +69,7 @@ class Broker:
         self.create_channel(channel)
         log = self._logs[channel]
         msg_id = FIRST_MSG_ID + len(log)
-        log.append(replace(msg, position=MsgPosition(channel, msg_id, msg.begin_ts())))
+        log.append(_with_position(msg, MsgPosition(channel, msg_id, msg.begin_ts())))
         for callback in list(self._watchers.get(channel, ())):
             callback(channel, msg_id)
         return msg_id

@@ -271,10 +271,12 @@ class MqTtMsgStream:
         """
         if not self._consumers:
             return None
+        seeking = False  # self.seeking after the reads, worked out in the same pass (poll runs on every append)
         for consumer in self._consumers.values():
             if consumer.seek_pos is not None:
                 self._seek_read(consumer)
-        if self.seeking:
+                seeking = seeking or consumer.seek_pos is not None
+        if seeking:
             return None
         if not self._packing:
             self._begin_pack()

@@ -40,7 +40,7 @@ import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from ..config import TimeTickParams
 
@@ -58,9 +58,12 @@ class TooManyRequestsError(Exception):
         )
 
 
-@dataclass(frozen=True)
-class PChanStatistics:
-    """``pChanStatistics``: the smallest and largest ts of the unfinished DML tasks on one pchannel."""
+class PChanStatistics(NamedTuple):
+    """``pChanStatistics``: the smallest and largest ts of the unfinished DML tasks on one pchannel.
+
+    A named tuple (immutable, compared by value): the proxy copies every pchannel's statistics on each
+    read, several times per DML task, and a tuple is the cheapest record to build.
+    """
 
     min_ts: int
     max_ts: int

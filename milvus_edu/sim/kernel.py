@@ -119,8 +119,11 @@ class Simulation:
 
     def one_way(self, src: str) -> float:
         """One network leg's latency from ``src``, drawn from ``src``'s own stream."""
-        rng = self._net_rng(src)
-        return self.net.latency_ms + (rng.expovariate(1.0 / self.net.jitter_ms) if self.net.jitter_ms > 0 else 0.0)
+        net = self.net
+        if not net.jitter_ms > 0:
+            return net.latency_ms + 0.0  # a float, as when a jitter is drawn
+        rng = self._net_rngs.get(src) or self._net_rng(src)  # every RPC leg asks: the dict first
+        return net.latency_ms + rng.expovariate(1.0 / net.jitter_ms)
 
     def call(self, src: str, dst: str, handler: Callable[[], Generator]):
         """A request/response RPC from ``src`` to node ``dst`` running ``handler()`` there.
@@ -128,8 +131,7 @@ class Simulation:
         Raises :class:`RPCError` when the request is lost (after the caller's timeout), when ``dst``
         is dead (connection refused), or when the handler raises.
         """
-        rng = self._net_rng(src)
-        if self.net.drop_prob > 0 and rng.random() < self.net.drop_prob:
+        if self.net.drop_prob > 0 and self._net_rng(src).random() < self.net.drop_prob:
             self.recorder.emit("rpc.drop", src, peer=dst, detail={"leg": "request"})
             yield self.env.timeout(self.net.timeout_ms)
             raise RPCError("context deadline exceeded")

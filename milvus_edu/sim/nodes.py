@@ -68,7 +68,14 @@ class RootCoordNode:
 
     # ---- pausing ------------------------------------------------------------------------------
     def _runnable(self):
-        """Wait while the node is paused (use as ``yield from self._runnable()``)."""
+        """Wait while the node is paused (use as ``yield from self._runnable()``).
+
+        Every RPC answer and loop step passes here, so when the node is not paused it returns an
+        empty tuple rather than building a generator that would yield nothing.
+        """
+        return self._paused() if self._resume is not None else ()
+
+    def _paused(self):
         while self._resume is not None:
             yield self._resume
 

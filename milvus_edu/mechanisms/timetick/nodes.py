@@ -38,6 +38,7 @@ from ...tso import TSOError
 
 PROXY_SESSION_PREFIX = "by-dev/meta/session/proxy-"
 READER, WRITER = 0, 1  # statsLock priorities: RLock (statistics reads) before Lock (enqueue, pop)
+_NO_STATS = (None, None)  # a pchannel without statistics, as (min_ts, max_ts)
 
 
 class Ticker:
@@ -67,10 +68,15 @@ class Collection:
         self.id = collection_id
         self.vchannels = list(vchannels)
         self.partition_id = partition_id if partition_id is not None else collection_id * 10 + 1
+        # Looked up on every insert, so worked out once: ToPhysicalChannel of each vchannel, and the
+        # pchannels in order (a DML task's channels, as getChannels returns them).
+        self.pchannel_of = {v: to_physical_channel(v) for v in self.vchannels}
+        self.pchannels = tuple(sorted(set(self.pchannel_of.values())))
+        self._segments = {v: collection_id * 1000 + i for i, v in enumerate(self.vchannels)}
 
     def segment_of(self, vchannel: str) -> int:
         """The growing segment a vchannel's rows go to (one per shard here)."""
-        return self.id * 1000 + self.vchannels.index(vchannel)
+        return self._segments[vchannel]
 
 
 class ProxyNode:
@@ -180,7 +186,10 @@ class ProxyNode:
         rows: dict[str, list[int]] = {}
         for pk, shard in zip(pks, shards):
             rows.setdefault(collection.vchannels[shard], []).append(pk)
-        pchannels = tuple(sorted({to_physical_channel(v) for v in collection.vchannels}))
+        pchannels = collection.pchannels
+        rows_on = dict.fromkeys(pchannels, 0)  # rows per pchannel
+        for vch, pks_v in rows.items():
+            rows_on[collection.pchannel_of[vch]] += len(pks_v)
         task = DmlTask(pchannels=pchannels, rows=len(pks))
         queue = self.queue
         try:
@@ -201,8 +210,7 @@ class ProxyNode:
         except RPCError:
             return
         for ch, stat in self._stats_rows(pchannels):
-            per_ch = sum(len(v) for vch, v in rows.items() if to_physical_channel(vch) == ch)
-            rec.emit("proxy.enqueue", self.name, ts=ts, count=per_ch, channel=ch, min_ts=stat[0], max_ts=stat[1],
+            rec.emit("proxy.enqueue", self.name, ts=ts, count=rows_on[ch], channel=ch, min_ts=stat[0], max_ts=stat[1],
                      detail={"task": ts})
         queue.pop_unissued_task()
         queue.add_active_task(task)
@@ -231,17 +239,16 @@ class ProxyNode:
         yield env.timeout(self.sim.one_way(self.name))
         if not self.alive or queue is not self.queue:
             return
-        ch = to_physical_channel(vch)
+        ch = collection.pchannel_of[vch]
         msg_id = self.broker.produce(ch, msg)
         self.sim.recorder.emit("mq.produce", self.name, ts=ts, channel=ch, vchannel=vch, msg_id=msg_id,
                                msg_type="Insert", begin_ts=ts, end_ts=ts, count=len(pks_v), detail={"task": ts})
         yield env.timeout(self.sim.one_way("mq"))
 
     def _stats_rows(self, pchannels):
+        """``(pchannel, (min_ts, max_ts))`` of each of ``pchannels`` after ``getPChanStatsInfo`` (Nones when it has none)."""
         info = self.queue.get_pchan_stats_info()
-        for ch in pchannels:
-            stat = info.get(ch)
-            yield ch, ((stat.min_ts, stat.max_ts) if stat is not None else (None, None))
+        return [(ch, info.get(ch, _NO_STATS)) for ch in pchannels]
 
     # ------------------------------------------------------------------------------ ticker and reports
 

@@ -1,0 +1,228 @@
+"""The simulator's fast paths equal their readable forms.
+
+Each shortcut taken for speed (issue 6, simulator speed) sits beside the readable code it replaces;
+these tests run both and compare: the recorder's deferred ``detail`` encoding and its batch-fed
+checkers and summaries, the broker's position stamp, and the TimeTick collection's cached channel
+lookups. (The int64 murmur3 fast path is pinned in ``tests/test_mq_hash.py``, the recorder's batch
+encoding in ``tests/test_recorder_fast.py``.)
+"""
+
+import dataclasses
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import milvus_edu  # noqa: F401  (registers the mechanisms' kinds and scenarios)
+from milvus_edu.config import BugSwitches, Config
+from milvus_edu.events import MemorySink, Recorder, arrow_schema
+from milvus_edu.events.recorder import _flat, arrow_table, encode_detail, json_line
+from milvus_edu.mechanisms.timetick.nodes import Collection
+from milvus_edu.mq import (
+    CreateCollectionMsg,
+    DeleteMsg,
+    InsertMsg,
+    TimeTickMsg,
+    get_virtual_channel,
+    to_physical_channel,
+)
+from milvus_edu.mq.broker import Broker, _with_position
+from milvus_edu.proto import MsgPosition
+from milvus_edu.registry import get_scenario, scenario_mechanisms, scenario_options
+from milvus_edu.sim.kernel import Simulation
+
+
+class BatchGrabber:
+    """A batch sink that keeps every batch it is handed."""
+
+    def __init__(self):
+        self.batches = []
+
+    def write_batch(self, batch) -> None:
+        self.batches.append(batch)
+
+    def close(self) -> None:
+        pass
+
+
+class RowByRow:
+    """Hides a sink's ``write_batch``, so the recorder hands it each row as it is emitted."""
+
+    def __init__(self, sink):
+        self.write = sink.write
+        self.close = sink.close
+        self.kinds = getattr(sink, "kinds", None)
+
+
+def _run(scenario: str, switches: list[str], until_ms: float, sinks: list, batch_rows: int = 1000) -> Recorder:
+    spec = get_scenario(scenario)
+    recorder = Recorder(f"{scenario}-s5", sinks=sinks, batch_rows=batch_rows)
+    sim = Simulation(5, recorder, Config(switches=BugSwitches.from_names(switches)))
+    spec.build(sim, **scenario_options(spec, None))
+    recorder.emit("run.start", "sim", detail={"scenario": scenario, "switches": switches})
+    sim.run(until_ms)
+    recorder.emit("run.end", "sim", detail={"events": recorder.seq + 1})
+    recorder.close()
+    return recorder
+
+
+RUNS = [
+    ("tso-basics", [], 10_000.0),
+    ("tso-failover", [], 80_000.0),
+    ("timetick-basics", [], 2_000.0),
+    ("timetick-unlocked-enqueue", ["allocate_outside_enqueue_lock"], 5_000.0),
+]
+
+
+@pytest.mark.parametrize("scenario,switches,until_ms", RUNS)
+def test_details_encoded_with_their_batch_equal_details_encoded_at_emit(scenario, switches, until_ms):
+    """With only batch sinks the recorder keeps flat details as dicts and encodes them a batch at a
+    time; with a row sink it encodes each at emit. Rows, JSON lines and tables are the same."""
+    memory, grabber = MemorySink(), BatchGrabber()
+    _run(scenario, switches, until_ms, [grabber])
+    _run(scenario, switches, until_ms, [memory])
+    rows = [row for batch in grabber.batches for row in batch.rows()]
+    assert rows == memory.rows
+    assert any(isinstance(value[-1], dict) for batch in grabber.batches for values in batch.groups.values()
+               for value in values)  # some details really were kept as dicts
+    for batch in grabber.batches:
+        assert batch.json_lines() == "".join(json_line(row) + "\n" for row in batch.rows())
+        assert batch.table().equals(arrow_table(batch.rows(), arrow_schema()))
+
+
+@pytest.mark.parametrize("scenario,switches,until_ms", RUNS)
+def test_checkers_and_summaries_fed_by_batch_equal_those_fed_row_by_row(scenario, switches, until_ms):
+    mechanisms = scenario_mechanisms(get_scenario(scenario))
+    fast = [m.checker() for m in mechanisms] + [m.summary() for m in mechanisms]
+    slow = [m.checker() for m in mechanisms] + [m.summary() for m in mechanisms]
+    assert all(hasattr(sink, "write_batch") for sink in fast)
+    recorder = _run(scenario, switches, until_ms, fast, batch_rows=777)
+    _run(scenario, switches, until_ms, [RowByRow(sink) for sink in slow])
+    for a, b in zip(fast[:len(mechanisms)], slow[:len(mechanisms)]):
+        assert a.result() == b.result()
+        assert a.counts == b.counts
+    for a, b in zip(fast[len(mechanisms):], slow[len(mechanisms):]):
+        assert a.sections(recorder.counts) == b.sections(recorder.counts)
+    if switches:
+        assert any(checker.result() for checker in fast[:len(mechanisms)])  # the switch breaks the watermark
+
+
+def _batch_of(emits: list[tuple[str, str, dict]]):
+    grabber = BatchGrabber()
+    recorder = Recorder("details", sinks=[grabber], batch_rows=len(emits))
+    for kind, node, fields in emits:
+        recorder.emit(kind, node, **fields)
+    recorder.close()
+    (batch,) = grabber.batches
+    return batch
+
+
+def test_odd_details_encoded_with_their_batch_equal_encode_detail():
+    """Bools, None, floats (also whole and special ones), ints beyond 64 bits, non-ASCII and control
+    characters, quotes, a key missing in some rows, other key sets, an int and a float under one key,
+    an empty dict, nested values, non-str keys and texts: each detail is ``encode_detail`` of its dict."""
+    details = [
+        {"b": True, "a": None, "c": 1.5}, {"b": False, "a": None, "c": 50.0}, {"b": True, "a": None, "c": float("nan")},
+        {"task": 1}, {"task": 1 << 70}, {"task": -5},
+        {"x": "tab\there \u00e9 \"q\" \\"}, {"x": ""}, {"x": "plain"},
+        {"k": 1, "m": 2}, {"k": 3}, {"m": 4, "k": 5},
+        {"v": 1}, {"v": 2.5}, {},
+        {"nested": {"z": [1, 2]}}, {1: "int key"}, "already text", None, {"f": -0.0}, {"f": 1e-7}, {"f": 1e16},
+    ]
+    emits = [("rpc.drop", "client-0", {"peer": "rootcoord-1", "detail": d}) for d in details]
+    rows = _batch_of(emits).rows()
+    expected = [encode_detail(d) if isinstance(d, dict) else d for d in details]
+    assert [row["detail"] for row in rows] == expected
+    batch = _batch_of(emits)
+    assert batch.json_lines() == "".join(json_line(row) + "\n" for row in batch.rows())
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.dictionaries(st.sampled_from(["a", "b", "c\u00e9"]),
+                                st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=5),
+                                max_size=3), min_size=1, max_size=6))
+def test_flat_details_encoded_with_their_batch_equal_encode_detail(details):
+    batch = _batch_of([("rpc.drop", "client-0", {"detail": d}) for d in details])
+    assert [row["detail"] for row in batch.rows()] == [encode_detail(d) for d in details]
+
+
+def test_a_detail_changed_after_emit_is_recorded_as_it_was():
+    grabber = BatchGrabber()
+    recorder = Recorder("r", sinks=[grabber])
+    detail = {"task": 1}
+    recorder.emit("rpc.drop", "client-0", detail=detail)
+    detail["task"] = 2
+    recorder.close()
+    assert grabber.batches[0].rows()[0]["detail"] == '{"task":1}'
+
+
+def test_flat_means_a_plain_dict_of_str_keys_and_scalar_values():
+    assert _flat({"a": 1, "b": "x", "c": 1.5, "d": None, "e": True})
+    assert _flat({})
+    assert not _flat({"a": [1]})
+    assert not _flat({"a": {"b": 1}})
+    assert not _flat({1: 1})
+    assert not _flat(type("Sub", (dict,), {})(a=1))
+
+
+def test_rows_of_kinds_are_in_order_and_shared_between_readers():
+    batch = _batch_of([
+        ("rpc.drop", "client-0", {"peer": "a"}),
+        ("tso.save", "rootcoord-1", {"window_end_ms": 5, "clock_ms": 1}),
+        ("rpc.drop", "client-1", {"peer": "b", "detail": {"leg": "request"}}),
+        ("tso.save", "rootcoord-1", {"window_end_ms": 6, "clock_ms": 2}),
+    ])
+    drops = batch.rows({"rpc.drop"})
+    assert [(row["seq"], row["node"], row["detail"]) for row in drops] == [(0, "client-0", None),
+                                                                           (2, "client-1", '{"leg":"request"}')]
+    assert [row["seq"] for row in batch.rows({"tso.save", "rpc.drop"})] == [0, 1, 2, 3]
+    assert batch.rows({"rpc.drop"})[1] is drops[1]
+    assert batch.rows(set()) == []
+
+
+def test_broker_stamps_the_position_as_dataclasses_replace_would():
+    position = MsgPosition("ch", 3, 9)
+    messages = [
+        InsertMsg(shard_name="ch_1v0", collection_id=1, partition_id=2, segment_id=3, pks=(1, 2),
+                  timestamps=(9, 9), msg_id=7, source_id=4),
+        DeleteMsg(shard_name="ch_1v0", collection_id=1, partition_id=2, pks=("a",), timestamps=(9,)),
+        TimeTickMsg(timestamp=9, source_id=1),
+        CreateCollectionMsg(timestamp=9, collection_id=1),
+    ]
+    for msg in messages:
+        stamped = _with_position(msg, position)
+        assert stamped == dataclasses.replace(msg, position=position)
+        assert type(stamped) is type(msg) and stamped is not msg and msg.position is None
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            stamped.position = None
+    broker = Broker()
+    assert broker.produce("ch", messages[0]) == 1
+    assert broker.get("ch", 1) == dataclasses.replace(messages[0], position=MsgPosition("ch", 1, 9))
+
+
+def test_collection_caches_match_to_physical_channel_and_shard_order():
+    pchannels = ["by-dev-rootcoord-dml_1", "by-dev-rootcoord-dml_0", "by-dev-rootcoord-dml_1"]
+    vchannels = [get_virtual_channel(p, 100, i) for i, p in enumerate(pchannels)]
+    collection = Collection(100, vchannels)
+    assert collection.pchannel_of == {v: to_physical_channel(v) for v in vchannels}
+    assert collection.pchannels == tuple(sorted({to_physical_channel(v) for v in vchannels}))
+    assert [collection.segment_of(v) for v in vchannels] == [100_000, 100_001, 100_002]
+
+
+def test_counts_are_events_per_kind_in_first_seen_order():
+    recorder = Recorder("r")
+    recorder.emit("rpc.drop", "client-0", peer="a")
+    recorder.emit("tso.save", "rootcoord-1", window_end_ms=5, clock_ms=1)
+    recorder.emit("rpc.drop", "client-0", detail={"leg": "request"})
+    assert list(recorder.counts.items()) == [("rpc.drop", 2), ("tso.save", 1)]
+    assert json.loads(json.dumps(recorder.counts)) == {"rpc.drop": 2, "tso.save": 1}
+
+
+def test_batches_reuse_the_dicts_built_for_row_sinks():
+    """With a row sink (notebooks keep rows in memory) the batch hands on the dicts built at emit."""
+    memory, grabber = MemorySink(), BatchGrabber()
+    _run("timetick-basics", [], 500.0, [memory, grabber], batch_rows=300)
+    rows = [row for batch in grabber.batches for row in batch.rows()]
+    assert len(rows) == len(memory.rows) > 300
+    assert all(a is b for a, b in zip(rows, memory.rows))
