@@ -114,6 +114,18 @@ class BugSwitches:
     """The proxy allocates a DML task's timestamp before taking the enqueue lock, so a task with a smaller
     timestamp can enter the pchannel statistics after a larger one was reported (the seed's six steps):
     rootcoord promises a time tick that a later message breaks."""
+    reset_flush_ts_inclusive: bool = False
+    """The DataNode clears a channel's flushTs when the stored checkpoint *reaches* it (``>=``) instead of
+    passing it (``>``): a flush is declared complete on a checkpoint equal to flushTs."""
+    checkpoint_ignores_syncing_segments: bool = False
+    """The write buffer's checkpoint ignores segments whose sync is still running, so the channel checkpoint
+    jumps past rows that are not in a binlog yet: a crash then loses them."""
+    skip_recovery_filter: bool = False
+    """The ddNode does not drop replayed inserts that are already in binlogs after a restart: the rows
+    between a segment's DmlPosition and the channel checkpoint are written twice."""
+    drop_failed_checkpoint_tasks: bool = False
+    """The checkpoint updater deletes a channel's task when its RPC fails instead of keeping it for the
+    next tick: the update is lost until the ttNode submits again, up to a minute later."""
 
     def enabled(self) -> list[str]:
         """Names of the switches that are on."""

@@ -21,6 +21,7 @@ from milvus_edu.cli import main
 from milvus_edu.events import FIELD_NAMES, SCHEMA_VERSION, RunLogError, load_run, schema_version_of
 
 V1 = Path(__file__).parent / "data" / "v1-run-tso-failover"
+V2 = Path(__file__).parent / "data" / "v2-run-timetick"  # timetick-basics, 1 s, written before version 3
 V2_COLUMNS = ("vchannel", "msg_id", "msg_type", "begin_ts", "end_ts", "min_ts", "max_ts", "tick_ts")
 
 
@@ -32,8 +33,23 @@ def v2_run(tmp_path_factory):
 
 
 def test_schema_version_two_has_the_typed_stream_columns():
-    assert SCHEMA_VERSION == 2
+    assert SCHEMA_VERSION >= 2
     assert set(V2_COLUMNS) <= set(FIELD_NAMES)
+
+
+def test_schema_version_three_adds_the_segment_column():
+    assert SCHEMA_VERSION == 3
+    assert "segment" in FIELD_NAMES
+
+
+def test_version_two_run_loads_with_segment_null():
+    assert schema_version_of(V2 / "events.parquet") == 2
+    for name in ("events.parquet", "events.jsonl"):
+        ev = load_run(V2 / name)
+        assert list(ev.columns) == list(FIELD_NAMES)
+        assert ev["segment"].isna().all()
+        assert ev["msg_id"].notna().any()
+        assert len(ev) == json.loads((V2 / "summary.json").read_text())["events"]
 
 
 def test_plain_read_parquet_gives_exact_int64_timestamps(v2_run):

@@ -74,6 +74,10 @@ SWITCH_CASES = [
     ("tso-failover", "tso_no_window_save", "global-monotonic"),
     ("tso-basics", "tso_no_window_save", "window"),
     ("timetick-unlocked-enqueue", "allocate_outside_enqueue_lock", "watermark"),
+    ("flush-ts-boundary", "reset_flush_ts_inclusive", "flush-complete"),
+    ("checkpoint-during-sync", "checkpoint_ignores_syncing_segments", "checkpoint-safe"),
+    ("datanode-crash-recovery", "skip_recovery_filter", "durable"),
+    ("checkpoint-rpc-lost", "drop_failed_checkpoint_tasks", "checkpoint-retried"),
 ]
 
 

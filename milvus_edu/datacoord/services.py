@@ -43,7 +43,7 @@ from ..proto import FieldBinlog, MsgPosition, SaveBinlogPathsRequest, SegmentInf
 from ..sessionutil import retry_do_sleeps
 from ..tsoutil import physical_time
 from .catalog import Catalog, calc_row_count_from_binlog, compress_field_binlogs
-from .handler import ALL_PARTITION_ID, Handler, VchannelInfo
+from .handler import ALL_PARTITION_ID, Handler, VchannelInfo, to_msg_position
 from .meta import (
     CollectionInfo,
     Meta,
@@ -263,6 +263,31 @@ class Server:
         for ch in info.vchannel_names:
             self.channel_manager.add_channel(ch, collection_id)
         return info
+
+    def watch_channels(self, collection_id: int, channels: Iterable[str], start_positions: Iterable[tuple[str, int]],
+                       create_ts: int, partitions: Iterable[int] = ()) -> list[MsgPosition]:
+        """``WatchChannels`` (RootCoord, when a collection is created): register the collection's vchannels and
+        *initialise each channel checkpoint* at the collection's start position (``CreateTimestamp``).
+
+        That first checkpoint is what a DataNode seeks to before its first checkpoint update: without it
+        the seek position falls back to the earliest segment position, which knows nothing of deletes still
+        buffered in an unsynced L0 segment. Go only logs a failure to write it and goes on (so does this:
+        the positions actually stored are returned).
+        """
+        self._check_healthy()
+        info = self.add_collection(collection_id, channels, start_positions, create_ts, partitions)
+        stored = []
+        for channel in info.vchannel_names:
+            pos = to_msg_position(channel, info.start_positions)
+            if pos is None:
+                continue
+            pos = MsgPosition(pos.channel_name, pos.msg_id, create_ts)
+            try:
+                if self.meta.update_channel_checkpoint(channel, pos):
+                    stored.append(pos)
+            except Exception:  # noqa: BLE001 - Go: "failed to init channel checkpoint" is logged, not returned
+                continue
+        return stored
 
     def assign_segment_id(self, collection_id: int, partition_id: int, channel: str, count: int) -> int:
         """``AssignSegmentID`` for one request: the growing segment rows of (partition, channel) go to."""

@@ -16,6 +16,8 @@ own (a column an older log lacks reads as null) and refuse a newer one in one li
 * Version 2: typed message-stream columns (``vchannel``, ``msg_id``, ``msg_type``, ``begin_ts``,
   ``end_ts``, ``min_ts``, ``max_ts``, ``tick_ts``) for TimeTick and the mechanisms after it; and pandas
   metadata in the Parquet file, so a plain ``pandas.read_parquet`` gives exact ``Int64`` timestamps.
+* Version 3: ``segment``, the segment an event is about (DataNode syncs, DataCoord's segment meta,
+  the insert messages that carry it), so analyses group rows and syncs by segment at scale.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 #: Wall-clock instant (Unix ms) of simulated time 0 in every simulated run: 2026-01-01T00:00:00Z.
 #: Views print wall-clock values (``physical_ms``, ``window_end_ms``, ``clock_ms``, the physical part
@@ -73,6 +75,8 @@ FIELDS: tuple[Field, ...] = (
           "(never lowered while tasks remain). (v2)"),
     Field("tick_ts", "int64", True, "A time tick: the watermark a tick message, a proxy report or a "
           "consumed pack promises (nothing at or below it follows). (v2)"),
+    Field("segment", "int64", True, "Segment id the event is about: an insert message's segment, a sync, "
+          "DataCoord's record of it, the audit reading its binlogs back. (v3)"),
     Field("error", "string", True, "Error message when the step failed."),
     Field("detail", "string", True, "Anything else, as a JSON object with sorted keys."),
 )

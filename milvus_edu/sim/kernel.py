@@ -95,6 +95,9 @@ class Simulation:
         self.kv = MemoryKV(self.etcd_clock.now_ns)
         self.kv.watch("by-dev/meta/session/", self._on_session_key)
         self.nodes: dict[str, object] = {}
+        #: The run folder, when the run writes one (set before the run starts): mechanisms that keep
+        #: files of their own (the DataNode's binlogs) put them inside it.
+        self.out_dir = None
         self._rngs: dict[str, random.Random] = {}
         self._net_rngs: dict[str, random.Random] = {}  # src -> rng("net/<src>"), looked up on every RPC leg
 

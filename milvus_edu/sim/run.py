@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +20,7 @@ from .. import __version__
 from ..config import BugSwitches, Config
 from ..events import SCHEMA_VERSION, JsonlSink, MemorySink, ParquetSink, Recorder, load_run, rows_to_frame
 from ..registry import get_scenario, scenario_mechanisms, scenario_options
+from ..storage.objectstore import RUN_OBJECTS_DIR, RUN_OBJECTS_MARKER
 from .kernel import NetworkParams, Simulation
 
 RUN_FILES = ("events.parquet", "events.jsonl", "summary.json")
@@ -61,13 +63,21 @@ def prepare_out_dir(out_dir: str | os.PathLike, force: bool) -> Path:
     """Create ``out_dir`` or check it may be written; never touches files other than the run's own.
 
     An existing non-empty folder needs ``force``; even then only ``events.parquet``,
-    ``events.jsonl`` and ``summary.json`` are replaced.
+    ``events.jsonl``, ``summary.json`` and the object store ``objects/`` a run wrote (it holds the
+    marker file ``objects/.milvus-edu-run``) are replaced; an ``objects/`` folder without the marker is
+    someone else's, and the run refuses to touch it.
     """
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise RunFolderError(f"{out} exists and is not a folder; choose another --out")
     if out.is_dir() and any(out.iterdir()) and not force:
         raise RunFolderError(f"{out} exists and is not empty; choose another --out or add --force to replace its run files")
+    objects = out / RUN_OBJECTS_DIR
+    if objects.exists():
+        if not (objects / RUN_OBJECTS_MARKER).is_file():
+            raise RunFolderError(f"{objects} exists and was not written by a milvus-edu run; move it away or choose "
+                                 "another --out")
+        shutil.rmtree(objects)
     try:
         out.mkdir(parents=True, exist_ok=True)
         probe = out / ".milvus-edu-write-test"
@@ -135,6 +145,7 @@ def simulate(
         meta = {"scenario": scenario, "seed": str(seed), "duration_s": repr(float(duration_s)),
                 "switches": ",".join(sw.enabled())}
         recorder.sinks += [ParquetSink(out / "events.parquet", metadata=meta), JsonlSink(out / "events.jsonl")]
+    sim.out_dir = out
     start = {"scenario": scenario, "seed": seed, "duration_s": duration_s, "switches": sw.enabled(),
              "version": __version__}
     if opts:

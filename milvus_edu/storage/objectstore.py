@@ -37,6 +37,12 @@ def _check_key(key: str) -> str:
     return key
 
 
+#: A run folder's object store (``<run folder>/objects``) and the file that marks it as written by a run,
+#: so ``--force`` may replace it and nothing else.
+RUN_OBJECTS_DIR = "objects"
+RUN_OBJECTS_MARKER = ".milvus-edu-run"
+
+
 class ChunkManager:
     """``ChunkManager`` (MinIO's behaviour): objects under one bucket, keys starting with ``root_path``.
 

@@ -27,8 +27,8 @@ KINDS = (
     kind("rootcoord.session_del", "Rootcoord's timetick sync stopped waiting for a proxy (its session is gone).",
          "peer", "timetickSync.delSession"),
     kind("mq.produce", "A message was appended to pchannel `channel` with id `msg_id`: DML (`vchannel`, `count` rows, "
-         "`begin_ts`..`end_ts`, `ts` = end) or a TimeTick (`tick_ts`, written by rootcoord).",
-         "ts channel vchannel msg_id msg_type begin_ts end_ts count tick_ts detail",
+         "`begin_ts`..`end_ts`, `ts` = end; an insert's `segment`) or a TimeTick (`tick_ts`, written by rootcoord).",
+         "ts channel vchannel msg_id msg_type begin_ts end_ts count tick_ts segment detail",
          "msgstream.Produce / Broadcast; timetickSync.sendTimeTickToChannel"),
     kind("mq.pack", "A consumer received the tt-aligned pack (`begin_ts`, `end_ts`] of `vchannel`: `count` "
          "messages; `msg_id` is where its end position points.",

@@ -27,9 +27,9 @@ from __future__ import annotations
 import simpy
 
 from ...config import MS
-from ...mq import Broker, Dispatcher, InsertMsg, SubscriptionPosition, TimeTickMsg, hash_pk_2_channels
+from ...mq import Broker, DeleteMsg, Dispatcher, InsertMsg, SubscriptionPosition, TimeTickMsg, hash_pk_2_channels
 from ...mq.names import to_physical_channel
-from ...proto import ChannelTimeTickMsg
+from ...proto import ChannelTimeTickMsg, MsgType
 from ...proxy import ChannelsTimeTicker, DmlTask, DmTaskQueue, channels_time_tick_msg
 from ...rootcoord import DdlTsLockManager, Scheduler, TimetickSync, send_min_ddl_ts_as_tt, update_channel_time_tick
 from ...sim.kernel import NodeClock, RPCError, Simulation, blocking
@@ -73,6 +73,8 @@ class Collection:
         self.pchannel_of = {v: to_physical_channel(v) for v in self.vchannels}
         self.pchannels = tuple(sorted(set(self.pchannel_of.values())))
         self._segments = {v: collection_id * 1000 + i for i, v in enumerate(self.vchannels)}
+        #: Bytes of field data (vectors, scalars) each row carries besides its key: ``InsertMsg.payload_bytes``.
+        self.payload_bytes_per_row = 0
 
     def segment_of(self, vchannel: str) -> int:
         """The growing segment a vchannel's rows go to (one per shard here)."""
@@ -175,12 +177,22 @@ class ProxyNode:
 
     # ------------------------------------------------------------------------------ DML path
 
-    def insert(self, collection: Collection, pks: list[int]):
+    def insert(self, collection: Collection, pks: list[int], task_ms: float | None = None):
         """One insert request: enqueue (allocate + statistics under the lock), execute, produce, pop.
 
         Like ``insertTask.setChannels``, the task counts on *every* pchannel of its collection, whichever
         its rows hash to: a proxy's minimum for a pchannel holds back on any write to the collection.
+        Returns the task's timestamp once its messages are in the pchannels and it left the queue (the
+        client's acknowledgement), ``None`` when it failed or the proxy died. ``task_ms`` fixes this task's
+        execution time (default: exponential with mean ``self.task_ms``).
         """
+        return (yield from self._dml(collection, pks, MsgType.INSERT, task_ms))
+
+    def delete(self, collection: Collection, pks: list[int]):
+        """One delete request (``deleteTask``): the same DML path, a ``DeleteMsg`` per vchannel its keys hash to."""
+        return (yield from self._dml(collection, pks, MsgType.DELETE, None))
+
+    def _dml(self, collection: Collection, pks: list[int], msg_type: str, task_ms: float | None):
         env, rec = self.sim.env, self.sim.recorder
         shards = hash_pk_2_channels(pks, collection.vchannels)
         rows: dict[str, list[int]] = {}
@@ -214,11 +226,14 @@ class ProxyNode:
                      detail={"task": ts})
         queue.pop_unissued_task()
         queue.add_active_task(task)
-        yield env.timeout(self.rng.expovariate(1.0 / self.task_ms) if self.task_ms > 0 else 0.0)
+        if task_ms is None:
+            task_ms = self.rng.expovariate(1.0 / self.task_ms) if self.task_ms > 0 else 0.0
+        yield env.timeout(task_ms)
         if not self.alive or queue is not self.queue:
             return
         # msgstream.Produce sends every channel's pack at once and waits for all of them.
-        yield env.all_of([env.process(self._produce(collection, vch, rows[vch], ts, queue)) for vch in sorted(rows)])
+        yield env.all_of([env.process(self._produce(collection, vch, rows[vch], ts, queue, msg_type))
+                          for vch in sorted(rows)])
         if not self.alive or queue is not self.queue:
             return
         with self.lock.request(priority=WRITER) as held:  # PopActiveTask takes statsLock
@@ -228,21 +243,32 @@ class ProxyNode:
             queue.pop_active_task(task.id)
         for ch, stat in self._stats_rows(pchannels):
             rec.emit("proxy.finish", self.name, ts=ts, channel=ch, min_ts=stat[0], max_ts=stat[1], detail={"task": ts})
+        return ts
 
-    def _produce(self, collection: Collection, vch: str, pks_v: list[int], ts: int, queue: DmTaskQueue):
-        """Send one vchannel's ``InsertMsg`` to its pchannel and wait for the broker's answer."""
+    def _produce(self, collection: Collection, vch: str, pks_v: list[int], ts: int, queue: DmTaskQueue,
+                 msg_type: str = MsgType.INSERT):
+        """Send one vchannel's ``InsertMsg`` (or ``DeleteMsg``) to its pchannel and wait for the broker's answer."""
         env = self.sim.env
         self.next_msg_id += 1
-        msg = InsertMsg(shard_name=vch, collection_id=collection.id, partition_id=collection.partition_id,
-                        segment_id=collection.segment_of(vch), pks=tuple(pks_v), timestamps=(ts,) * len(pks_v),
-                        msg_id=self.server_id * 10**12 + self.next_msg_id, source_id=self.server_id)
+        msg_id = self.server_id * 10**12 + self.next_msg_id
+        segment = None
+        if msg_type == MsgType.INSERT:
+            segment = collection.segment_of(vch)
+            msg = InsertMsg(shard_name=vch, collection_id=collection.id, partition_id=collection.partition_id,
+                            segment_id=segment, pks=tuple(pks_v), timestamps=(ts,) * len(pks_v),
+                            payload_bytes=len(pks_v) * collection.payload_bytes_per_row,
+                            msg_id=msg_id, source_id=self.server_id)
+        else:
+            msg = DeleteMsg(shard_name=vch, collection_id=collection.id, partition_id=collection.partition_id,
+                            pks=tuple(pks_v), timestamps=(ts,) * len(pks_v), msg_id=msg_id, source_id=self.server_id)
         yield env.timeout(self.sim.one_way(self.name))
         if not self.alive or queue is not self.queue:
             return
         ch = collection.pchannel_of[vch]
-        msg_id = self.broker.produce(ch, msg)
-        self.sim.recorder.emit("mq.produce", self.name, ts=ts, channel=ch, vchannel=vch, msg_id=msg_id,
-                               msg_type="Insert", begin_ts=ts, end_ts=ts, count=len(pks_v), detail={"task": ts})
+        log_id = self.broker.produce(ch, msg)
+        self.sim.recorder.emit("mq.produce", self.name, ts=ts, channel=ch, vchannel=vch, msg_id=log_id,
+                               msg_type=msg_type, begin_ts=ts, end_ts=ts, count=len(pks_v), segment=segment,
+                               detail={"task": ts})
         yield env.timeout(self.sim.one_way("mq"))
 
     def _stats_rows(self, pchannels):

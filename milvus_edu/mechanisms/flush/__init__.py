@@ -1,0 +1,29 @@
+"""The flush mechanism: DataNode write buffers, syncs to Parquet binlogs, channel checkpoints, DataCoord's
+segment meta, flush and recovery.
+
+Components: :mod:`milvus_edu.datanode` (flowgraph, write buffer, sync manager, checkpoint updater),
+:mod:`milvus_edu.datacoord`, :mod:`milvus_edu.storage` (binlog paths, object store); checker:
+:mod:`milvus_edu.check.flush`. This package holds the simulated nodes, scenarios, kinds, narration and
+summary, and registers them.
+"""
+
+from __future__ import annotations
+
+from ...check.flush import FlushChecker
+from ...registry import Mechanism, register
+from . import summary
+from .kinds import KINDS
+from .narrate import DESCRIBE
+from .scenarios import SCENARIOS
+
+MECHANISM = register(Mechanism(
+    name="flush",
+    title="DataNode flush and checkpoint",
+    kinds=KINDS,
+    scenarios=SCENARIOS,
+    checker=FlushChecker,
+    summary=summary.FlushSummary,
+    describe=DESCRIBE,
+    key_events=summary.KeyEvents,
+    report=summary.report,
+))

@@ -1,0 +1,132 @@
+"""The flush mechanism's events in words (one function per kind, registered as ``describe``)."""
+
+from __future__ import annotations
+
+from ...narrate import detail_of, ts_text, value
+
+
+def _pos(row) -> str:
+    ts = value(row, "ts")
+    return "the start of the channel" if ts is None else f"{ts_text(ts)} (message {value(row, 'msg_id')})"
+
+
+def _watch(row) -> str:
+    d = detail_of(row)
+    return (f"{value(row, 'node')} watches {value(row, 'vchannel')} from {_pos(row)}; recovered segments: "
+            f"{len(d.get('flushed', []))} flushed, {len(d.get('unflushed', []))} unflushed.")
+
+
+def _buffer(row) -> str:
+    d = detail_of(row)
+    deletes = d.get("deletes", 0)
+    tail = f" and {deletes} delete(s)" if deletes else ""
+    return (f"{value(row, 'node')} buffers the pack ({ts_text(value(row, 'begin_ts'))}, {ts_text(value(row, 'end_ts'))}] "
+            f"of {value(row, 'vchannel')}: {value(row, 'count')} row(s){tail}.")
+
+
+def _checkpoint(row) -> str:
+    d = detail_of(row)
+    why = "a flush waits on it" if d.get("flush") else "its periodic update is due"
+    return (f"{value(row, 'node')}'s ttNode hands {value(row, 'vchannel')}'s checkpoint {ts_text(value(row, 'ts'))} "
+            f"to the updater ({why}).")
+
+
+def _sync(row) -> str:
+    d = detail_of(row)
+    what = "flush" if d.get("flush") else ("drop" if d.get("drop") else "sync")
+    deletes = f" and {d.get('deletes')} delete(s)" if d.get("deletes") else ""
+    return (f"{value(row, 'node')} starts a {what} of segment {value(row, 'segment')}: {value(row, 'count')} row(s)"
+            f"{deletes}, reporting position {ts_text(value(row, 'ts'))}.")
+
+
+def _sync_done(row) -> str:
+    err = value(row, "error")
+    if err:
+        return f"{value(row, 'node')}'s sync of segment {value(row, 'segment')} fails: {err}."
+    return f"{value(row, 'node')}'s sync of segment {value(row, 'segment')} is done."
+
+
+def _cp_rpc(row) -> str:
+    positions = detail_of(row).get("positions", {})
+    listed = ", ".join(f"{ch} {ts_text(ts)}" for ch, ts in sorted(positions.items()))
+    err = value(row, "error")
+    if err:
+        return f"{value(row, 'node')}'s checkpoint update ({listed}) fails: {err}; it stays for the next tick."
+    return f"{value(row, 'node')} sends checkpoints to DataCoord: {listed}."
+
+
+def _flush_ts(row) -> str:
+    d = detail_of(row)
+    if d.get("set"):
+        return f"{value(row, 'node')} sets {value(row, 'vchannel')}'s flushTs to {ts_text(value(row, 'ts'))}."
+    return (f"{value(row, 'node')} clears {value(row, 'vchannel')}'s flushTs {ts_text(value(row, 'ts'))}: DataCoord "
+            f"stored the checkpoint {ts_text(value(row, 'tick_ts'))}, past it.")
+
+
+def _save(row) -> str:
+    err = value(row, "error")
+    if err:
+        return f"{value(row, 'node')} refuses the sync report of segment {value(row, 'segment')}: {err}."
+    d = detail_of(row)
+    return (f"{value(row, 'node')} records segment {value(row, 'segment')}'s sync from {value(row, 'peer')}: "
+            f"{d.get('rows', 0)} row(s) more, DmlPosition {ts_text(value(row, 'ts'))}, state {d.get('state')}.")
+
+
+def _channel_cp(row) -> str:
+    err = value(row, "error")
+    if err:
+        return f"{value(row, 'node')} fails a checkpoint update from {value(row, 'peer')}: {err}."
+    saved = detail_of(row).get("saved")
+    verb = "stores" if saved else "ignores (not newer than the stored one)"
+    return f"{value(row, 'node')} {verb} {value(row, 'vchannel')}'s checkpoint {ts_text(value(row, 'ts'))}."
+
+
+def _client(what):
+    def describe(row) -> str:
+        err = value(row, "error")
+        if err:
+            return f"{value(row, 'node')}'s {what} fails: {err}."
+        return f"{value(row, 'node')}'s {what} of {value(row, 'count')} key(s) is acknowledged at {ts_text(value(row, 'ts'))}."
+    return describe
+
+
+def _client_flush(row) -> str:
+    if value(row, "error"):
+        return f"{value(row, 'node')}'s flush fails: {value(row, 'error')}."
+    if detail_of(row).get("flushed"):
+        return f"GetFlushState tells {value(row, 'node')} the flush at {ts_text(value(row, 'ts'))} is complete."
+    return (f"{value(row, 'node')} flushes: flushTs {ts_text(value(row, 'ts'))}, {value(row, 'count')} segment(s) "
+            f"sealed; it now polls GetFlushState.")
+
+
+def _audit(row) -> str:
+    d = detail_of(row)
+    return (f"The audit reads segment {value(row, 'segment')} ({d.get('state')}, {d.get('level')}) back: "
+            f"{value(row, 'count')} row(s) and {len(d.get('deleted', []))} delete(s) in its binlogs.")
+
+
+DESCRIBE = {
+    "datanode.watch": _watch,
+    "datanode.filter": lambda r: (f"{value(r, 'node')} drops a replayed insert of segment {value(r, 'segment')} at "
+                                  f"{ts_text(value(r, 'ts'))}: it is already in a binlog."),
+    "datanode.buffer": _buffer,
+    "datanode.checkpoint": _checkpoint,
+    "datanode.sync": _sync,
+    "datanode.sync_done": _sync_done,
+    "datanode.cp_rpc": _cp_rpc,
+    "datanode.flush_ts": _flush_ts,
+    "datanode.seal": lambda r: (f"{value(r, 'node')} seals segment(s) {detail_of(r).get('segments')} of "
+                                f"{value(r, 'vchannel')} at DataCoord's request."),
+    "datacoord.save_binlog_paths": _save,
+    "datacoord.channel_cp": _channel_cp,
+    "datacoord.flush": lambda r: (f"{value(r, 'node')} flushes for {value(r, 'peer')}: flushTs {ts_text(value(r, 'ts'))}, "
+                                  f"sealed {detail_of(r).get('sealed')}."),
+    "datacoord.flush_segments": lambda r: (f"{value(r, 'node')} asks {value(r, 'peer')} to flush sealed segment(s) "
+                                           f"{detail_of(r).get('segments')} of {value(r, 'vchannel')}."),
+    "datacoord.segment_state": lambda r: (f"{value(r, 'node')} marks segment {value(r, 'segment')} "
+                                          f"{detail_of(r).get('state')}."),
+    "client.insert": _client("insert"),
+    "client.delete": _client("delete"),
+    "client.flush": _client_flush,
+    "storage.audit": _audit,
+}

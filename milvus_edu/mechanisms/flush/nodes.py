@@ -1,0 +1,655 @@
+"""Simulated processes of the flush mechanism: DataCoord, DataNodes, the object store, the id allocator.
+
+The Go goroutines become SimPy processes that call the pure components:
+
+* DataCoord's RPC handlers (``SaveBinlogPaths``, ``UpdateChannelCheckpoint``, ``Flush``,
+  ``GetFlushState``, ``GetDataVChanPositions``, ``ReportDataNodeTtMsgs``) and its ``flushCh`` loop
+  (``postFlush``) -> :class:`DataCoordNode` over :class:`milvus_edu.datacoord.Server`;
+* a DataNode's channel watch (``NewDataSyncService``: recovery info, metacache, flowgraph, buffer
+  registration, dispatcher target at the seek position), its flowgraph per vchannel (one pack at a time),
+  the sync manager's workers (one SimPy process per running :class:`SyncTask`), the checkpoint updater's
+  loop (10 s ticker or a flush notification), the time-tick sender (every 500 ms), the memory check
+  (every 3 s) and the ``FlushChannels`` / ``FlushSegments`` RPCs -> :class:`DataNodeNode`;
+* rootcoord's ``AllocID`` -> :class:`IdAllocator` (one counter for segments, L0 segments and log ids).
+
+Effects of the components (:mod:`milvus_edu.effects`) are performed here with latency and faults; a
+crashed DataNode simply stops driving them, so whatever the component did before the last completed
+effect stands and nothing after it happened. Every effect a DataNode performs, and every pack its
+flowgraph takes, is one *step boundary*: ``crash_at_step`` kills the node at the n-th one (the
+exhaustive crash test walks them all).
+
+Simplification: DataCoord never fails over and keeps its meta in the run's KV (etcd); channel
+assignment is fixed by the scenario (a restarted DataNode watches its own channels again).
+Simplification: a sync error that Go would ``panic`` on (retries exhausted) kills the DataNode; it is
+restarted only when the scenario says so.
+Simplification: the object store's latency is one draw per ``MultiWrite``; a failed write fails the
+whole batch (Go retries the batch as a whole too).
+"""
+
+from __future__ import annotations
+
+import simpy
+
+from ...config import MS
+from ...datacoord import AllocTimestamp, Catalog, FlushChannels, Server, Sleep
+from ...datanode.checkpoint_updater import ChannelCheckpointUpdater, Parallel, UpdateChannelCheckpoints
+from ...datanode.metacache import MetaCache
+from ...datanode.pipeline import DataSyncService
+from ...datanode.syncmgr.meta_writer import BrokerMetaWriter, RetrySleep, SaveBinlogPaths
+from ...datanode.syncmgr.storage_serializer import StorageSerializer
+from ...datanode.syncmgr.sync_manager import SyncManager
+from ...datanode.syncmgr.task import AllocIDs, SyncTask, WriteObjects
+from ...datanode.writebuffer import BufferManager, WriteBuffer
+from ...merr import MilvusError
+from ...mq import Broker, Dispatcher, SubscriptionPosition
+from ...mq.names import to_physical_channel
+from ...proto import MsgType, SegmentLevel
+from ...sim.kernel import NodeClock, RPCError, Simulation
+from ...storage.binlog import get_log_id_from_binlog_path
+
+DATACOORD = "datacoord-1"
+DATACOORD_SERVER_ID = 2
+
+
+class IdAllocator:
+    """rootcoord's ``AllocID``: consecutive ids from one counter (segments, L0 segments, log ids)."""
+
+    def __init__(self, start: int = 10_000):
+        self.next_id = start
+
+    def alloc(self, count: int) -> int:
+        """The first of ``count`` fresh ids."""
+        first = self.next_id
+        self.next_id += count
+        return first
+
+
+class ObjectStoreLatency:
+    """How the object store answers: a fixed latency plus exponential jitter, and a failure rate."""
+
+    def __init__(self, latency_ms: float = 5.0, jitter_ms: float = 5.0, failure_rate: float = 0.0):
+        self.latency_ms = latency_ms
+        self.jitter_ms = jitter_ms
+        self.failure_rate = failure_rate
+
+
+def _remote_error(exc: RPCError) -> Exception:
+    """The Milvus error a remote handler raised (it travels back inside the RPC status), else the RPC error."""
+    cause = exc.__cause__
+    return cause if isinstance(cause, MilvusError) else exc
+
+
+class DataCoordNode:
+    """DataCoord: the :class:`~milvus_edu.datacoord.Server` behind simulated RPCs.
+
+    ``rpc_failure_rate``: the share of ``SaveBinlogPaths`` and ``UpdateChannelCheckpoint`` calls answered
+    with an error (an etcd hiccup), drawn from DataCoord's own random stream.
+    """
+
+    def __init__(self, sim: Simulation, ids: IdAllocator, rootcoord, rpc_failure_rate: float = 0.0):
+        self.sim = sim
+        self.name = DATACOORD
+        self.alive = True
+        self.ids = ids
+        self.rootcoord = rootcoord
+        self.clock = NodeClock(sim.env)
+        self.rng = sim.rng(self.name)
+        self.rpc_failure_rate = rpc_failure_rate
+        self.server = Server(Catalog(sim.kv), lambda: ids.alloc(1), now_ns=self.clock.now_ns,
+                             server_id=DATACOORD_SERVER_ID)
+        self.datanodes: dict[int, "DataNodeNode"] = {}
+        #: ``(start_ms, end_ms)``: DataCoord's etcd is unavailable, every meta write fails meanwhile.
+        self.outage: tuple[float, float] | None = None
+        #: Called with flushTs as soon as ``Flush`` has it (a scenario may time a write against it).
+        self.on_flush_ts = None
+
+    def _maybe_fail(self, what: str) -> None:
+        outage = self.outage
+        if outage is not None and outage[0] <= self.sim.env.now < outage[1]:
+            raise RuntimeError(f"{what} failed: etcdserver: request timed out")
+        if self.rpc_failure_rate and self.rng.random() < self.rpc_failure_rate:
+            raise RuntimeError(f"{what} failed: etcdserver: request timed out")
+
+    # ------------------------------------------------------------------------------ RPC handlers
+
+    def handle_save_binlog_paths(self, req, node_name: str):
+        """``SaveBinlogPaths``; a flushed L1 report is followed by ``postFlush`` (the ``flushCh`` loop)."""
+        rec = self.sim.recorder
+        try:
+            self._maybe_fail("SaveBinlogPaths")
+            info = self.server.save_binlog_paths(req, req.source_id)
+        except Exception as exc:
+            rec.emit("datacoord.save_binlog_paths", self.name, peer=node_name, segment=req.segment_id,
+                     vchannel=req.channel, error=str(exc))
+            raise
+        cp = req.check_points[0].position if req.check_points else None
+        rows = sum(b.entries_num for fb in req.field2_binlog_paths[:1] for b in fb.binlogs)
+        deletes = sum(b.entries_num for fb in req.deltalogs for b in fb.binlogs)
+        rec.emit("datacoord.save_binlog_paths", self.name, peer=node_name, segment=req.segment_id,
+                 vchannel=req.channel, ts=cp.timestamp if cp is not None else None,
+                 msg_id=cp.msg_id if cp is not None else None, count=info.num_of_rows if info else None,
+                 detail={"rows": rows, "deletes": deletes, "flushed": req.flushed, "dropped": req.dropped,
+                         "level": req.seg_level, "state": info.state if info else "Dropped (ignored)",
+                         "log_ids": sorted(b.log_id or get_log_id_from_binlog_path(b.log_path)
+                                           for fb in req.field2_binlog_paths + req.deltalogs for b in fb.binlogs)})
+        if info is not None and req.flushed and req.seg_level != SegmentLevel.L0:
+            self.sim.env.process(self._post_flush(req.segment_id))
+        return info
+        yield  # a generator, as every RPC handler
+
+    def _post_flush(self, segment_id: int):
+        yield self.sim.env.timeout(0)
+        try:
+            info = self.server.post_flush(segment_id)
+        except MilvusError as exc:
+            self.sim.recorder.emit("datacoord.segment_state", self.name, segment=segment_id, error=str(exc))
+            return
+        self.sim.recorder.emit("datacoord.segment_state", self.name, segment=segment_id, vchannel=info.insert_channel,
+                               count=info.num_of_rows, detail={"state": info.state, "why": "postFlush"})
+
+    def handle_update_channel_checkpoint(self, node_id: int, node_name: str, positions):
+        """``UpdateChannelCheckpoint`` (batch form): each position either stored or silently ignored."""
+        rec = self.sim.recorder
+        try:
+            self._maybe_fail("UpdateChannelCheckpoint")
+            saved = self.server.update_channel_checkpoint(node_id, positions=positions)
+        except Exception as exc:
+            rec.emit("datacoord.channel_cp", self.name, peer=node_name, count=len(positions), error=str(exc))
+            raise
+        stored = {p.channel_name for p in saved}
+        for p in positions:
+            rec.emit("datacoord.channel_cp", self.name, peer=node_name, vchannel=p.channel_name, ts=p.timestamp,
+                     msg_id=p.msg_id, detail={"saved": p.channel_name in stored})
+        return None
+        yield
+
+    def handle_report_tt(self, node_id: int, node_name: str, ticks: list[tuple[str, int]]):
+        """``ReportDataNodeTtMsgs``: flushable sealed segments go back to the node as ``FlushSegments``."""
+        for channel, ts in ticks:
+            infos = self.server.handle_data_node_tt_msg(channel, ts, node_id)
+            if infos:
+                ids = [i.id for i in infos]
+                self.sim.recorder.emit("datacoord.flush_segments", self.name, peer=node_name, vchannel=channel,
+                                       ts=ts, count=len(ids), detail={"segments": ids})
+                self.sim.env.process(self._send_flush_segments(node_id, channel, ids))
+        return None
+        yield
+
+    def _send_flush_segments(self, node_id: int, channel: str, segment_ids: list[int]):
+        node = self.datanodes.get(node_id)
+        if node is None:
+            return
+        try:
+            yield from self.sim.call(self.name, node.name, lambda: node.handle_flush_segments(channel, segment_ids))
+        except RPCError:
+            return  # the next time tick after segmentFlushInterval asks again
+
+    def flush(self, collection_id: int, client: str):
+        """``Flush``: drive the server's flush (flushTs from rootcoord, seal, ``FlushChannels`` per DataNode)."""
+        env, rec = self.sim.env, self.sim.recorder
+        steps = self.server.flush(collection_id)
+        try:
+            effect = next(steps)
+            while True:
+                try:
+                    if isinstance(effect, AllocTimestamp):
+                        rc = self.rootcoord
+                        result, _ = yield from self.sim.call(self.name, rc.name, lambda: rc.handle_alloc_timestamp(1, self.name))
+                        if self.on_flush_ts is not None:
+                            self.on_flush_ts(result)
+                    elif isinstance(effect, FlushChannels):
+                        node = self.datanodes[effect.node_id]
+                        result = yield from self.sim.call(
+                            self.name, node.name, lambda n=node, e=effect: n.handle_flush_channels(e.flush_ts, e.channels))
+                    elif isinstance(effect, Sleep):
+                        yield env.timeout(effect.duration_ns / MS)
+                        result = None
+                    else:
+                        raise TypeError(f"unknown effect {effect!r}")
+                except RPCError as exc:
+                    effect = steps.throw(_remote_error(exc))
+                else:
+                    effect = steps.send(result)
+        except StopIteration as stop:
+            res = stop.value
+        rec.emit("datacoord.flush", self.name, peer=client, ts=res.flush_ts, count=len(res.segment_ids),
+                 detail={"sealed": list(res.segment_ids), "flushed": list(res.flush_segment_ids)})
+        return res
+
+    def handle_flush(self, collection_id: int, client: str):
+        """The ``Flush`` RPC handler."""
+        return (yield from self.flush(collection_id, client))
+
+    def handle_get_flush_state(self, segment_ids, collection_id: int, flush_ts: int):
+        """``GetFlushState``."""
+        return self.server.get_flush_state(segment_ids, collection_id, flush_ts)
+        yield
+
+    def handle_recovery(self, channel: str):
+        """``GetDataVChanPositions`` + ``GetSegmentInfo`` of its flushed and unflushed segments."""
+        vinfo = self.server.get_data_vchan_positions(channel)
+        flushed = self.server.get_segment_info(vinfo.flushed_segment_ids).infos
+        unflushed = self.server.get_segment_info(vinfo.unflushed_segment_ids).infos
+        return vinfo, tuple(flushed), tuple(unflushed)
+        yield
+
+
+class DataNodeNode:
+    """One DataNode: watched vchannels, their flowgraphs, write buffers, syncs and checkpoints.
+
+    ``crash_at_step``: kill the node just before its n-th step boundary (1-based; see the module
+    docstring); ``None`` never. ``incarnation`` counts restarts; every process of an older incarnation
+    stops at its next step.
+    """
+
+    def __init__(self, sim: Simulation, name: str, server_id: int, broker: Broker, datacoord: DataCoordNode,
+                 store, ids: IdAllocator, rootcoord, store_latency: ObjectStoreLatency | None = None,
+                 memory_bytes: int = 8 << 30):
+        self.sim = sim
+        self.name = name
+        self.server_id = server_id
+        self.broker = broker
+        self.datacoord = datacoord
+        self.store = store
+        self.ids = ids
+        self.rootcoord = rootcoord
+        self.store_latency = store_latency or ObjectStoreLatency()
+        self.memory_bytes = memory_bytes
+        self.clock = NodeClock(sim.env)
+        self.rng = sim.rng(name)
+        self.alive = True
+        self.incarnation = 0
+        self.steps = 0
+        self.crash_at_step: int | None = None
+        self.channels: list[tuple[int, str]] = []  # (collection id, vchannel) this node watches
+        datacoord.datanodes[server_id] = self
+        datacoord.server.channel_manager.add_node(server_id)
+        self._fresh_state()
+
+    def _fresh_state(self) -> None:
+        switches = self.sim.config.switches
+        params = self.sim.config.datanode
+        self.params = params
+        self.manager = BufferManager(params, reset_flush_ts_inclusive=switches.reset_flush_ts_inclusive)
+        self.updater = ChannelCheckpointUpdater(params,
+                                                drop_failed_checkpoint_tasks=switches.drop_failed_checkpoint_tasks)
+        self.sync_manager = SyncManager(params.max_parallel_sync_mgr_tasks)
+        self.services: dict[str, DataSyncService] = {}
+        self.metacaches: dict[str, MetaCache] = {}
+        self.dispatchers: dict[str, Dispatcher] = {}
+        self.wake: dict[str, simpy.Event] = {}
+        self.latest_ts: dict[str, int] = {}
+        self.sent_ts: dict[str, int] = {}
+        self.notify = self.sim.env.event()
+
+    # ------------------------------------------------------------------------------ lifecycle
+
+    def _running(self, inc: int) -> bool:
+        return self.alive and inc == self.incarnation
+
+    def _step(self, inc: int, what: str) -> bool:
+        """Count a step boundary; crash here if asked. False means: stop, the node is gone."""
+        if not self._running(inc):
+            return False
+        self.steps += 1
+        if self.crash_at_step is not None and self.steps == self.crash_at_step:
+            self.kill(f"crash at step {self.steps} ({what})")
+            return False
+        return True
+
+    def start(self, channels: list[tuple[int, str]]) -> None:
+        """Watch ``channels`` and start the node's loops."""
+        self.channels = list(channels)
+        for collection_id, vchannel in self.channels:
+            self.datacoord.server.channel_manager.watch(vchannel, self.server_id, collection_id)
+        inc = self.incarnation
+        env = self.sim.env
+        env.process(self._watch_all(inc))
+        env.process(self._updater_loop(inc))
+        env.process(self._tt_sender_loop(inc))
+        env.process(self._memory_loop(inc))
+
+    def kill(self, why: str = "killed") -> None:
+        """The process dies: every buffer, pending sync and checkpoint task is lost."""
+        if not self.alive:
+            return
+        self.alive = False
+        self.sim.recorder.emit("fault.kill", self.name, detail={"why": why})
+
+    def restart(self) -> None:
+        """A new process on the same node id: fresh memory, the same channels watched again (recovery)."""
+        self.incarnation += 1
+        self.alive = True
+        self._fresh_state()
+        self.sim.recorder.emit("fault.restart", self.name, detail={"incarnation": self.incarnation})
+        self.start(self.channels)
+
+    # ------------------------------------------------------------------------------ watch and consume
+
+    def _watch_all(self, inc: int):
+        for collection_id, vchannel in self.channels:
+            yield from self._watch(inc, collection_id, vchannel)
+            if not self._running(inc):
+                return
+
+    def _watch(self, inc: int, collection_id: int, vchannel: str):
+        """``NewDataSyncService``: recovery info, metacache, flowgraph, then the buffer registration."""
+        dc = self.datacoord
+        try:
+            vinfo, flushed, unflushed = yield from self.sim.call(self.name, dc.name, lambda: dc.handle_recovery(vchannel))
+        except RPCError as exc:
+            self.kill(f"watch {vchannel} failed: {exc}")
+            return
+        if not self._step(inc, "watch"):
+            return
+        metacache = MetaCache(collection_id, vchannel, flushed=flushed, unflushed=unflushed)
+        service = DataSyncService(
+            collection_id, vchannel, _Notifying(self, vchannel), self.updater, self.params, self.clock.now_ms,
+            flushed=flushed, unflushed=unflushed, dropped_segment_ids=vinfo.dropped_segment_ids,
+            skip_recovery_filter=self.sim.config.switches.skip_recovery_filter,
+        )
+        wb = WriteBuffer(vchannel, metacache, self.params, self.sim.rng(f"{self.name}/wb/{vchannel}"),
+                         alloc_segment_id=lambda: self.ids.alloc(1),
+                         checkpoint_ignores_syncing_segments=self.sim.config.switches.checkpoint_ignores_syncing_segments)
+        self.manager.register(vchannel, wb)
+        self.metacaches[vchannel] = metacache
+        self.services[vchannel] = service
+        seek = vinfo.seek_position
+        pchannel = to_physical_channel(vchannel)
+        self.sim.recorder.emit(
+            "datanode.watch", self.name, vchannel=vchannel, channel=pchannel,
+            ts=seek.timestamp if seek is not None else None, msg_id=seek.msg_id if seek is not None else None,
+            detail={"flushed": [s.id for s in flushed], "unflushed": [s.id for s in unflushed],
+                    "dropped": list(vinfo.dropped_segment_ids)})
+        dispatcher = self.dispatchers.get(pchannel)
+        if dispatcher is None:
+            dispatcher = Dispatcher(self.broker, pchannel, position=seek, sub_pos=SubscriptionPosition.EARLIEST,
+                                    now_ns=self.clock.now_ns, params=self.sim.config.mq)
+            self.dispatchers[pchannel] = dispatcher
+            self.wake[pchannel] = self.sim.env.event()
+            self.broker.watch(pchannel, lambda ch, msg_id, inc=inc: self._kick(inc, ch))
+            self.sim.env.process(self._consume(inc, pchannel))
+        dispatcher.add_target(vchannel, seek)
+
+    def _kick(self, inc: int, pchannel: str) -> None:
+        if inc != self.incarnation:
+            return
+        event = self.wake.get(pchannel)
+        if event is not None and not event.triggered:
+            event.succeed()
+
+    def _consume(self, inc: int, pchannel: str):
+        """The dispatcher's loop: every complete pack goes through its vchannel's flowgraph."""
+        env = self.sim.env
+        self._kick(inc, pchannel)
+        while self._running(inc):
+            yield self.wake[pchannel]
+            self.wake[pchannel] = env.event()
+            yield env.timeout(self.sim.one_way("mq"))
+            dispatcher = self.dispatchers[pchannel]
+            while self._running(inc):
+                packs = dispatcher.poll()
+                if packs is None:
+                    break
+                for vchannel in sorted(packs):
+                    if not self._step(inc, "pack"):
+                        return
+                    self._operate(inc, vchannel, packs[vchannel])
+
+    def _operate(self, inc: int, vchannel: str, pack) -> None:
+        rec = self.sim.recorder
+        result = self.services[vchannel].operate(pack)
+        for m in result.filtered:
+            rec.emit("datanode.filter", self.name, vchannel=vchannel, segment=m.segment_id, ts=m.end_ts(),
+                     msg_id=m.position.msg_id if m.position is not None else None, count=m.num_rows())
+        inserts = [m for m in pack.msgs if m.msg_type == MsgType.INSERT and m not in result.filtered
+                   and m.shard_name == vchannel]
+        deletes = [m for m in pack.msgs if m.msg_type == MsgType.DELETE and m.shard_name == vchannel]
+        end = pack.end_positions[0] if pack.end_positions else None
+        if inserts or deletes:
+            per_segment: dict[int, int] = {}
+            for m in inserts:
+                per_segment[m.segment_id] = per_segment.get(m.segment_id, 0) + m.num_rows()
+            rec.emit("datanode.buffer", self.name, vchannel=vchannel, begin_ts=pack.begin_ts, end_ts=pack.end_ts,
+                     msg_id=end.msg_id if end is not None else None, count=sum(per_segment.values()),
+                     detail={"segments": {str(k): v for k, v in sorted(per_segment.items())},
+                             "deletes": sum(m.num_rows() for m in deletes)})
+        if end is not None:
+            self.latest_ts[vchannel] = pack.end_ts
+        sub = result.submission
+        if sub is not None and sub.position is not None:
+            rec.emit("datanode.checkpoint", self.name, vchannel=vchannel, ts=sub.position.timestamp,
+                     msg_id=sub.position.msg_id, tick_ts=pack.end_ts,
+                     detail={"flush": sub.flush, "periodic": sub.periodic})
+            if sub.flush:
+                self._notify_updater()
+        for sync_pack in result.sync_packs:
+            self._submit_sync(inc, vchannel, sync_pack)
+
+    # ------------------------------------------------------------------------------ syncs
+
+    def _submit_sync(self, inc: int, vchannel: str, pack) -> None:
+        metacache = self.metacaches[vchannel]
+        task = SyncTask(pack, metacache=metacache, serializer=StorageSerializer(metacache),
+                        meta_writer=BrokerMetaWriter(self.server_id), chunk_manager_root=self.store.root_path)
+        task.vchannel = vchannel
+        self.sim.recorder.emit(
+            "datanode.sync", self.name, vchannel=vchannel, segment=pack.segment_id, count=pack.batch_rows,
+            begin_ts=pack.ts_from, end_ts=pack.ts_to,
+            ts=pack.checkpoint.timestamp if pack.checkpoint is not None else None,
+            msg_id=pack.checkpoint.msg_id if pack.checkpoint is not None else None,
+            detail={"flush": pack.is_flush, "drop": pack.is_drop, "level": pack.level,
+                    "deletes": pack.delete_data.row_count if pack.delete_data is not None else 0,
+                    "start_ts": pack.start_position.timestamp if pack.start_position is not None else None})
+        if self.sync_manager.submit(task):
+            self.sim.env.process(self._run_sync(inc, task))
+
+    def _run_sync(self, inc: int, task: SyncTask):
+        """One sync manager worker: drive the task's effects, then the write buffer's callback."""
+        rec = self.sim.recorder
+        steps = task.run()
+        error = None
+        try:
+            effect = next(steps)
+            while True:
+                if not self._step(inc, type(effect).__name__):
+                    steps.close()
+                    return
+                try:
+                    result = yield from self._perform(inc, effect)
+                except _Stopped:
+                    steps.close()
+                    return
+                except Exception as exc:  # noqa: BLE001 - the task decides (retry or fail)
+                    effect = steps.throw(exc)
+                else:
+                    effect = steps.send(result)
+        except StopIteration:
+            pass
+        except Exception as exc:  # noqa: BLE001 - a failed sync: Go's error handler panics
+            error = exc
+        if not self._running(inc):
+            return
+        wb = self.manager.get_buffer(task.vchannel)
+        if wb is not None:
+            wb.sync_done(task.pack, error)
+        rec.emit("datanode.sync_done", self.name, vchannel=task.vchannel, segment=task.segment_id,
+                 count=task.pack.batch_rows, error=str(error) if error is not None else None,
+                 detail={"flush": task.pack.is_flush, "phase": task.phase})
+        for nxt in self.sync_manager.finish(task):
+            self.sim.env.process(self._run_sync(inc, nxt))
+        if error is not None:
+            self.kill(f"panic: sync of segment {task.segment_id} failed: {error}")
+
+    def _perform(self, inc: int, effect):
+        env = self.sim.env
+        if isinstance(effect, AllocIDs):
+            rc = self.rootcoord
+            ids = self.ids
+
+            def alloc():
+                return ids.alloc(effect.count)
+                yield
+
+            result = yield from self.sim.call(self.name, rc.name, alloc)
+        elif isinstance(effect, WriteObjects):
+            lat = self.store_latency
+            yield env.timeout(lat.latency_ms + (self.rng.expovariate(1.0 / lat.jitter_ms) if lat.jitter_ms else 0.0))
+            if not self._running(inc):
+                raise _Stopped()
+            if lat.failure_rate and self.rng.random() < lat.failure_rate:
+                raise OSError("object store: 503 Slow Down")
+            self.store.multi_write(dict(effect.objects))
+            result = None
+        elif isinstance(effect, SaveBinlogPaths):
+            dc = self.datacoord
+            try:
+                result = yield from self.sim.call(self.name, dc.name,
+                                                  lambda: dc.handle_save_binlog_paths(effect.request, self.name))
+            except RPCError as exc:
+                raise _remote_error(exc) from None
+        elif isinstance(effect, RetrySleep):
+            yield env.timeout(effect.duration_ns / MS)
+            result = None
+        else:
+            raise TypeError(f"unknown effect {effect!r}")
+        if not self._running(inc):
+            raise _Stopped()
+        return result
+
+    # ------------------------------------------------------------------------------ checkpoints
+
+    def _notify_updater(self) -> None:
+        if not self.notify.triggered:
+            self.notify.succeed()
+
+    def _updater_loop(self, inc: int):
+        """``ChannelCheckpointUpdater.Start``: the 10 s tick sends every task, a notification the flush tasks."""
+        env = self.sim.env
+        period = self.params.channel_checkpoint_update_tick_ns / MS
+        next_tick = env.now + period
+        while self._running(inc):
+            tick = env.timeout(max(0.0, next_tick - env.now))
+            fired = yield tick | self.notify
+            if not self._running(inc):
+                return
+            if self.notify in fired:
+                self.notify = env.event()
+                steps = self.updater.update_checkpoints(self.updater.take_flush_tasks())
+            else:
+                next_tick += period
+                steps = self.updater.execute()
+            done = yield from self._drive_updater(inc, steps)
+            if not done:
+                return
+
+    def _drive_updater(self, inc: int, steps):
+        try:
+            effect = next(steps)
+            while True:
+                if not isinstance(effect, Parallel):
+                    raise TypeError(f"unknown effect {effect!r}")
+                if not self._step(inc, "UpdateChannelCheckpoint"):
+                    steps.close()
+                    return False
+                calls = [self.sim.env.process(self._cp_rpc(e)) for e in effect.effects]
+                yield self.sim.env.all_of(calls)
+                if not self._running(inc):
+                    steps.close()
+                    return False
+                effect = steps.send([c.value for c in calls])
+        except StopIteration:
+            return True
+
+    def _cp_rpc(self, effect: UpdateChannelCheckpoints):
+        """One ``UpdateChannelCheckpoint`` RPC of a wave; its outcome is recorded either way."""
+        dc = self.datacoord
+        detail = {"positions": {p.channel_name: p.timestamp for p in effect.positions},
+                  "tick_ms": self.params.channel_checkpoint_update_tick_ns / MS,
+                  "timeout_ms": effect.timeout_ns / MS, "sent_ms": self.sim.env.now}
+        try:
+            yield from self.sim.call(self.name, dc.name,
+                                     lambda: dc.handle_update_channel_checkpoint(self.server_id, self.name,
+                                                                                 list(effect.positions)))
+        except RPCError as exc:
+            self.sim.recorder.emit("datanode.cp_rpc", self.name, count=len(effect.positions), error=str(exc),
+                                   detail=detail)
+            return exc
+        self.sim.recorder.emit("datanode.cp_rpc", self.name, count=len(effect.positions), detail=detail)
+        return None
+
+    # ------------------------------------------------------------------------------ RPCs to this node
+
+    def handle_flush_channels(self, flush_ts: int, channels):
+        """``FlushChannels``: every channel's write buffer gets ``flushTs`` (the first error aborts)."""
+        for ch in channels:
+            self.manager.flush_channel(ch, flush_ts)
+            self.sim.recorder.emit("datanode.flush_ts", self.name, vchannel=ch, ts=flush_ts, detail={"set": True})
+        return None
+        yield
+
+    def handle_flush_segments(self, channel: str, segment_ids: list[int]):
+        """``FlushSegments``: seal the segments DataCoord found flushable (the sealed policy flushes them)."""
+        self.manager.seal_segments(channel, segment_ids)
+        self.sim.recorder.emit("datanode.seal", self.name, vchannel=channel, count=len(segment_ids),
+                               detail={"segments": list(segment_ids)})
+        return None
+        yield
+
+    # ------------------------------------------------------------------------------ background loops
+
+    def _tt_sender_loop(self, inc: int):
+        """``TimeTickSender``: every 500 ms, the channels whose ts moved go to DataCoord."""
+        env = self.sim.env
+        period = self.params.timetick_interval_ns / MS
+        dc = self.datacoord
+        while self._running(inc):
+            yield env.timeout(period)
+            ticks = [(ch, ts) for ch, ts in sorted(self.latest_ts.items()) if self.sent_ts.get(ch) != ts]
+            if not ticks:
+                continue
+            try:
+                yield from self.sim.call(self.name, dc.name, lambda t=ticks: dc.handle_report_tt(self.server_id, self.name, t))
+            except RPCError:
+                continue  # retried with the next report
+            for ch, ts in ticks:
+                self.sent_ts[ch] = ts
+
+    def _memory_loop(self, inc: int):
+        """The buffer manager's memory check every ``dataNode.memory.checkInterval``."""
+        env = self.sim.env
+        period = self.params.memory_check_interval_ns / MS
+        while self._running(inc):
+            yield env.timeout(period)
+            if not self._running(inc) or not self.params.force_sync_enable:
+                continue
+            for pack in self.manager.memory_check(self.memory_bytes):
+                self._submit_sync(inc, pack.channel_name, pack)
+
+
+class _Stopped(Exception):
+    """The node died while an effect was in flight: nothing more happens in that process."""
+
+
+class _Notifying:
+    """The buffer manager as the flowgraph sees it, telling the run log when a flush completes.
+
+    Everything is the manager's; only ``notify_checkpoint_updated`` (the ttNode's callback after the
+    checkpoint RPC) also records whether it reset the channel's ``flushTs``.
+    """
+
+    def __init__(self, node: DataNodeNode, vchannel: str):
+        self._node = node
+        self._vchannel = vchannel
+
+    def __getattr__(self, name):
+        return getattr(self._node.manager, name)
+
+    def notify_checkpoint_updated(self, channel: str, ts: int) -> bool:
+        wb = self._node.manager.get_buffer(channel)
+        flush_ts = wb.get_flush_timestamp() if wb is not None else 0
+        reset = self._node.manager.notify_checkpoint_updated(channel, ts)
+        if reset:
+            self._node.sim.recorder.emit("datanode.flush_ts", self._node.name, vchannel=channel, ts=flush_ts,
+                                         tick_ts=ts, detail={"set": False, "checkpoint": ts})
+        return reset

@@ -1,0 +1,415 @@
+"""The flush mechanism's scenarios: inserts and deletes flowing into DataNode write buffers, syncs to Parquet
+binlogs, channel checkpoints, flushes, crashes and recovery.
+
+Every scenario runs the TimeTick cluster's rootcoord (TSO, timetick sync) and ``proxies`` proxies over 2
+pchannels, one collection (100, partition 1001) with 2 shards (one vchannel per pchannel), DataCoord and
+one DataNode that watches both vchannels. Each insert carries 1-8 rows of 3,072 bytes (a 768-dim float
+vector): at the default 200 inserts/s a segment's 16 MiB insert buffer fills in about 12 s, so
+full-buffer syncs happen with Milvus's own defaults. The client writes for ``workload_s`` seconds, then
+flushes, waits until ``GetFlushState`` says flushed, and the run ends with an audit that reads every
+segment's binlogs back from the object store (``<run folder>/objects/a-bucket``, or in memory when the
+run writes no folder).
+"""
+
+from __future__ import annotations
+
+from ...config import S
+from ...datanode.syncmgr.storage_serializer import read_delta_log, read_insert_binlog
+from ...mq import Broker, get_channel_name, get_virtual_channel
+from ...mq.names import chan_name_prefix
+from ...mq.msg import CreateCollectionMsg
+from ...proto import MsgType, SegmentState
+from ...registry import Scenario
+from ...sim.kernel import NodeClock, RPCError, Simulation
+from ...sim.nodes import RootCoordNode
+from ...storage.binlog import decompress_bin_logs
+from ...storage.objectstore import RUN_OBJECTS_DIR, RUN_OBJECTS_MARKER, ChunkManager
+from ..timetick.nodes import Collection, ProxyNode, RootCoordTimeTick
+from .nodes import DataCoordNode, DataNodeNode, IdAllocator, ObjectStoreLatency
+
+PCHANNELS = 2
+COLLECTION_ID = 100
+PARTITION_ID = 1001
+ROW_BYTES = 3072  # a 768-dimensional float32 vector per row
+COLLECTION_CREATE_MS = 150.0
+WORKLOAD_START_MS = 300.0
+PK_FIELD = 100
+
+
+class FlushCollection(Collection):
+    """The collection as the proxies see it: rows go to the segment DataCoord assigns (``AssignSegmentID``)."""
+
+    def __init__(self, collection_id: int, vchannels: list[str], datacoord: DataCoordNode, partition_id: int):
+        super().__init__(collection_id, vchannels, partition_id)
+        self.datacoord = datacoord
+        self.payload_bytes_per_row = ROW_BYTES
+
+    def segment_of(self, vchannel: str) -> int:
+        """``AssignSegmentID`` for one request: the growing segment of (partition, vchannel)."""
+        return self.datacoord.server.assign_segment_id(self.id, self.partition_id, vchannel, 1)
+
+
+class RunStore:
+    """The run's object store, opened at the first write: ``<run folder>/objects/a-bucket``, or in memory.
+
+    The run folder is known only once the run starts (``Simulation.out_dir``), after the scenario is
+    built, so the bucket is opened lazily.
+    """
+
+    def __init__(self, sim: Simulation):
+        self.sim = sim
+        self._cm: ChunkManager | None = None
+
+    @property
+    def chunk_manager(self) -> ChunkManager:
+        """The bucket (opened on first use)."""
+        if self._cm is None:
+            out = self.sim.out_dir
+            if out is None:
+                self._cm = ChunkManager.from_uri("mock://")
+            else:
+                objects = out / RUN_OBJECTS_DIR
+                objects.mkdir(exist_ok=True)
+                (objects / RUN_OBJECTS_MARKER).write_text("binlogs written by a milvus-edu run; --force replaces this "
+                                                      "folder\n", encoding="utf-8")
+                self._cm = ChunkManager.local(objects)
+        return self._cm
+
+    @property
+    def root_path(self) -> str:
+        """``minio.rootPath``: ``files``."""
+        return "files"
+
+    def multi_write(self, objects) -> None:
+        """``MultiWrite`` into the bucket."""
+        self.chunk_manager.multi_write(objects)
+
+    def read(self, key: str) -> bytes:
+        """``Read`` from the bucket."""
+        return self.chunk_manager.read(key)
+
+
+class FlushCluster:
+    """What a flush scenario built: rootcoord, timetick sync, proxies, DataCoord, a DataNode, the store."""
+
+    def __init__(self, sim: Simulation, proxies: int = 1, inserts_per_s: float = 200.0, deletes_per_s: float = 5.0,
+                 workload_s: float = 30.0, rpc_failure_rate: float = 0.0, store_latency_ms: float = 5.0,
+                 crash_at_s: float = 0.0, crash_step: int = 0, restart_after_s: float = 4.0):
+        if proxies < 1:
+            raise ValueError(f"a flush cluster needs at least one proxy, got {proxies}; use proxies=1 or more")
+        for name, value in (("inserts_per_s", inserts_per_s), ("deletes_per_s", deletes_per_s),
+                            ("crash_at_s", crash_at_s), ("crash_step", crash_step),
+                            ("restart_after_s", restart_after_s)):
+            if value < 0:
+                raise ValueError(f"{name} must not be negative, got {value}; use {name}=0 or more")
+        if workload_s <= 0:
+            raise ValueError(f"workload_s must be positive, got {workload_s}; use workload_s=30 for example")
+        if not 0 <= rpc_failure_rate < 1:
+            raise ValueError(f"rpc_failure_rate must be in [0, 1), got {rpc_failure_rate}; use 0.3 for example")
+        if store_latency_ms < 0:
+            raise ValueError(f"store_latency_ms must not be negative, got {store_latency_ms}")
+        self.sim = sim
+        self.inserts_per_s = inserts_per_s
+        self.deletes_per_s = deletes_per_s
+        self.workload_ms = workload_s * 1000.0
+        self.rootcoord = RootCoordNode(sim, "rootcoord-1", 1, NodeClock(sim.env))
+        sim.add(self.rootcoord)
+        self.broker = Broker()
+        prefix = chan_name_prefix(sim.config.timetick)
+        self.pchannels = [get_channel_name(prefix, i) for i in range(PCHANNELS)]
+        for ch in self.pchannels:
+            self.broker.create_channel(ch)
+        self.timetick = RootCoordTimeTick(sim, self.rootcoord, self.broker, self.pchannels)
+        self.ids = IdAllocator()
+        self.datacoord = DataCoordNode(sim, self.ids, self.rootcoord, rpc_failure_rate)
+        sim.add(self.datacoord)
+        vchannels = [get_virtual_channel(self.pchannels[i], COLLECTION_ID, i) for i in range(PCHANNELS)]
+        self.collection = FlushCollection(COLLECTION_ID, vchannels, self.datacoord, PARTITION_ID)
+        self.proxies = [ProxyNode(sim, f"proxy-{i}", 10 + i, self.rootcoord, self.broker)
+                        for i in range(1, proxies + 1)]
+        for p in self.proxies:
+            sim.add(p)
+        self.store = RunStore(sim)
+        self.datanode = DataNodeNode(sim, "datanode-1", 20, self.broker, self.datacoord, self.store, self.ids,
+                                     self.rootcoord, ObjectStoreLatency(latency_ms=store_latency_ms,
+                                                                        jitter_ms=store_latency_ms))
+        sim.add(self.datanode)
+        self.crash_at_s = crash_at_s
+        self.crash_step = crash_step
+        self.restart_after_s = restart_after_s
+        self.acked: list[int] = []
+        self.deleted: set[int] = set()
+        self.flush_at_s: list[float] = []
+
+    def start(self) -> None:
+        """Start every node, the clients, the faults, the final flush and the audit."""
+        env = self.sim.env
+        self.rootcoord.start()
+        self.timetick.start()
+        for p in self.proxies:
+            p.start()
+        env.process(self._create_collection())
+        if self.crash_step:
+            self.datanode.crash_at_step = self.crash_step
+        if self.crash_at_s:
+            self.sim.at(self.crash_at_s * 1000.0, lambda: self.datanode.kill("crash"))
+        if self.crash_at_s or self.crash_step:
+            env.process(self._restarter())
+        for p in self.proxies:
+            env.process(self._inserts(p))
+        if self.deletes_per_s:
+            env.process(self._deletes(self.proxies[0]))
+        for t in self.flush_at_s:
+            self.sim.at(t * 1000.0, lambda: env.process(self._flush("client-0")))
+        env.process(self._final())
+
+    def _create_collection(self):
+        """``CreateCollection``: a DDL timestamp, the CreateCollection message in every pchannel (its positions
+        are the collection's start positions), ``WatchChannels`` on DataCoord, then the DataNode watches."""
+        env, rec, rc = self.sim.env, self.sim.recorder, self.rootcoord
+        yield env.timeout(COLLECTION_CREATE_MS)
+        ts, _ = yield from self.sim.call("client-0", rc.name, lambda: rc.handle_alloc_timestamp(1, "client-0"))
+        starts = []
+        for ch in self.pchannels:
+            msg_id = self.broker.produce(ch, CreateCollectionMsg(timestamp=ts, collection_id=COLLECTION_ID))
+            rec.emit("mq.produce", rc.name, ts=ts, channel=ch, msg_id=msg_id, msg_type=MsgType.CREATE_COLLECTION,
+                     begin_ts=ts, end_ts=ts, count=0)
+            starts.append((ch, msg_id))
+        stored = self.datacoord.server.watch_channels(COLLECTION_ID, self.collection.vchannels, starts, ts,
+                                                      partitions=(PARTITION_ID,))
+        for pos in stored:
+            rec.emit("datacoord.channel_cp", self.datacoord.name, peer="WatchChannels", vchannel=pos.channel_name,
+                     ts=pos.timestamp, msg_id=pos.msg_id, detail={"saved": True})
+        self.datanode.start([(COLLECTION_ID, v) for v in self.collection.vchannels])
+
+    # ------------------------------------------------------------------------------ clients
+
+    def _inserts(self, proxy: ProxyNode):
+        env = self.sim.env
+        rng = self.sim.rng(f"clients/{proxy.name}")
+        rate = self.inserts_per_s / len(self.proxies) / 1000.0
+        if rate <= 0:
+            return
+        yield env.timeout(WORKLOAD_START_MS)
+        next_pk = 0
+        while env.now < self.workload_ms:
+            yield env.timeout(rng.expovariate(rate))
+            if env.now >= self.workload_ms or not proxy.alive:
+                continue
+            rows = rng.randint(1, 8)
+            pks = [proxy.server_id * 10**9 + next_pk + k for k in range(rows)]
+            next_pk += rows
+            env.process(self._insert(proxy, pks))
+
+    def _insert(self, proxy: ProxyNode, pks: list[int], task_ms: float | None = None):
+        ts = yield from proxy.insert(self.collection, pks, task_ms=task_ms)
+        rec = self.sim.recorder
+        if ts is None:
+            rec.emit("client.insert", "client-0", peer=proxy.name, count=len(pks), error="insert failed")
+            return
+        self.acked.extend(pks)
+        rec.emit("client.insert", "client-0", peer=proxy.name, ts=ts, count=len(pks), detail={"pks": pks})
+
+    def _deletes(self, proxy: ProxyNode):
+        env = self.sim.env
+        rng = self.sim.rng("clients/deletes")
+        rate = self.deletes_per_s / 1000.0
+        yield env.timeout(WORKLOAD_START_MS + 1000.0)
+        while env.now < self.workload_ms:
+            yield env.timeout(rng.expovariate(rate))
+            live = [pk for pk in self.acked if pk not in self.deleted]
+            if env.now >= self.workload_ms or not live or not proxy.alive:
+                continue
+            pk = live[rng.randrange(len(live))]
+            self.deleted.add(pk)
+            env.process(self._delete(proxy, [pk]))
+
+    def _delete(self, proxy: ProxyNode, pks: list[int]):
+        ts = yield from proxy.delete(self.collection, pks)
+        rec = self.sim.recorder
+        if ts is None:
+            rec.emit("client.delete", "client-0", peer=proxy.name, count=len(pks), error="delete failed")
+            return
+        rec.emit("client.delete", "client-0", peer=proxy.name, ts=ts, count=len(pks), detail={"pks": pks})
+
+    def _flush(self, client: str):
+        """``MilvusClient.flush``: Flush, then GetFlushState every 500 ms until flushed (as pymilvus waits)."""
+        env, rec, dc = self.sim.env, self.sim.recorder, self.datacoord
+        try:
+            res = yield from self.sim.call(client, dc.name, lambda: dc.handle_flush(COLLECTION_ID, client))
+        except RPCError as exc:
+            rec.emit("client.flush", client, error=str(exc))
+            return False
+        rec.emit("client.flush", client, ts=res.flush_ts, count=len(res.segment_ids),
+                 detail={"segments": list(res.segment_ids), "flushed": False})
+        while True:
+            yield env.timeout(500.0)
+            try:
+                done = yield from self.sim.call(client, dc.name, lambda: dc.handle_get_flush_state(
+                    res.segment_ids, COLLECTION_ID, res.flush_ts))
+            except RPCError:
+                continue
+            if done:
+                rec.emit("client.flush", client, ts=res.flush_ts, count=len(res.segment_ids),
+                         detail={"segments": list(res.segment_ids), "flushed": True})
+                return True
+
+    def _restarter(self):
+        env = self.sim.env
+        node = self.datanode
+        while True:
+            yield env.timeout(100.0)
+            if not node.alive:
+                yield env.timeout(self.restart_after_s * 1000.0)
+                node.crash_at_step = None
+                node.restart()
+                return
+
+    def _final(self):
+        """After the workload: flush, wait until flushed, then audit the binlogs."""
+        env = self.sim.env
+        yield env.timeout(self.workload_ms + 500.0)
+        flushed = yield from self._flush("client-0")
+        if flushed:
+            self._audit()
+
+    def _audit(self) -> None:
+        """Read every segment's binlogs back from the object store (as a QueryNode loading it would)."""
+        rec = self.sim.recorder
+        server = self.datacoord.server
+        for segment in sorted(server.meta.segments.values(), key=lambda s: s.id):
+            if segment.state == SegmentState.DROPPED:
+                continue
+            info = decompress_bin_logs(segment, self.store.root_path)
+            pks: list = []
+            for field_binlog in info.binlogs:
+                if field_binlog.field_id != PK_FIELD:
+                    continue
+                for b in field_binlog.binlogs:
+                    pks.extend(read_insert_binlog(self.store.read(b.log_path), name=b.log_path).columns["pk"])
+            deleted: list = []
+            for field_binlog in info.deltalogs:
+                for b in field_binlog.binlogs:
+                    deleted.extend(read_delta_log(self.store.read(b.log_path), name=b.log_path).columns["pk"])
+            rec.emit("storage.audit", "audit", segment=segment.id, vchannel=segment.insert_channel, count=len(pks),
+                     detail={"state": segment.state, "level": segment.level, "rows_in_meta": segment.num_of_rows,
+                             "pks": sorted(pks), "deleted": sorted(deleted)})
+        rec.emit("datanode.steps", self.datanode.name, count=self.datanode.steps)
+
+
+OPTIONS = {"proxies": 1, "inserts_per_s": 200.0, "deletes_per_s": 5.0, "workload_s": 30.0}
+
+
+def _cluster(sim: Simulation, flush_at_s=(), **options) -> FlushCluster:
+    cluster = FlushCluster(sim, **options)
+    cluster.flush_at_s = list(flush_at_s)
+    return cluster
+
+
+def _basics(sim: Simulation, **options) -> None:
+    _cluster(sim, **options).start()
+
+
+def _manual(sim: Simulation, **options) -> None:
+    _cluster(sim, flush_at_s=(12.0,), **options).start()
+
+
+def _rpc_failures(sim: Simulation, **options) -> None:
+    _cluster(sim, **options).start()
+
+
+def _crash(sim: Simulation, **options) -> None:
+    _cluster(sim, flush_at_s=(10.0,), **options).start()
+
+
+def _during_sync(sim: Simulation, **options) -> None:
+    _cluster(sim, flush_at_s=(10.0,), **options).start()
+
+
+def _etcd_outage(sim: Simulation, **options) -> None:
+    cluster = _cluster(sim, **options)
+    cluster.datacoord.outage = (9_500.0, 10_500.0)  # covers the checkpoint updater's first tick at 10 s
+    cluster.start()
+
+
+def _flush_ts_boundary(sim: Simulation, **options) -> None:
+    # 10.05 s is between the proxies' and rootcoord's 100 ms tick grids, so their allocations stay clear of it
+    cluster = _cluster(sim, flush_at_s=(10.05,), **options)
+    proxy = cluster.proxies[0]
+    fired = []
+
+    def right_after_flush_ts(flush_ts: int) -> None:
+        # An insert whose timestamp is allocated right after flushTs and whose task runs 400 ms: while it is
+        # pending, its proxy reports ts - 1 = flushTs for the pchannel, so a time tick lands exactly on flushTs.
+        if fired:
+            return
+        fired.append(flush_ts)
+        sim.env.process(cluster._insert(proxy, [7 * 10**9 + k for k in range(4)], task_ms=400.0))
+
+    cluster.datacoord.on_flush_ts = right_after_flush_ts
+    cluster.start()
+
+
+SCENARIOS = (
+    Scenario(
+        "flush-basics", "One DataNode buffers 200 inserts/s on 2 vchannels; full buffers sync to Parquet binlogs; "
+        "a final flush seals everything.", 40.0, _basics,
+        "Inserts flow through each vchannel's flowgraph into the write buffer. A segment's 16 MiB insert buffer fills "
+        "in about 12 s and is synced: binlogs are written, then DataCoord records them with the channel position they "
+        "cover. The channel checkpoint the DataNode reports never passes the start of data still in memory. At the "
+        "end the client flushes: sealed segments sync once more and become Flushed, and the audit reads every binlog "
+        "back.", ("flush", "timetick", "tso"), options=OPTIONS,
+    ),
+    Scenario(
+        "flush-manual", "A client flush at 12 s while inserts go on: flushTs, the flush-ts sync, sealing, and "
+        "GetFlushState.", 40.0, _manual,
+        "Flush takes flushTs from the TSO, seals the growing segments and hands flushTs to the DataNode. Buffers "
+        "older than flushTs sync at once; on the DataNode's next time tick DataCoord asks it to flush the sealed "
+        "segments; GetFlushState says flushed when they are Flushed and every channel checkpoint reached flushTs. "
+        "New inserts go to new segments meanwhile.", ("flush", "timetick", "tso"), options=OPTIONS,
+    ),
+    Scenario(
+        "checkpoint-rpc-failures", "DataCoord fails 30% of SaveBinlogPaths and UpdateChannelCheckpoint calls: "
+        "syncs retry, checkpoint updates wait for the next tick.", 40.0, _rpc_failures,
+        "A failed SaveBinlogPaths is retried with back-off by the sync task (the binlogs are already written); a "
+        "failed checkpoint update simply stays in the updater and goes out again on its next 10 s tick. Nothing is "
+        "lost and the checkpoint never passes unflushed data.", ("flush", "timetick", "tso"),
+        options={**OPTIONS, "rpc_failure_rate": 0.3},
+    ),
+    Scenario(
+        "datanode-crash-recovery", "The DataNode crashes at 26 s and restarts 2 s later: it seeks to the channel "
+        "checkpoint and filters what is already flushed.", 45.0, _crash,
+        "A flush at 10 s stores the channel checkpoint; full buffers sync again around 22 s, but the next periodic "
+        "checkpoint is a minute of message time away. Then everything in the DataNode's memory is lost: buffers, syncs "
+        "in flight, checkpoint tasks. The restarted node "
+        "asks DataCoord where to resume (the channel checkpoint), rebuilds its segment cache, replays the channel "
+        "from there and drops every insert already in a binlog (at or before its segment's DmlPosition), so the "
+        "final binlogs hold every acknowledged row exactly once. Try it with --switch skip_recovery_filter.",
+        ("flush", "timetick", "tso"), options={**OPTIONS, "crash_at_s": 26.0, "crash_step": 0, "restart_after_s": 2.0},
+    ),
+    Scenario(
+        "checkpoint-during-sync", "A slow object store (3 s per write) and a crash right after a flush: run it "
+        "with the checkpoint_ignores_syncing_segments switch.", 70.0, _during_sync,
+        "A flush at 10 s cuts syncs that take seconds to write. While they are in flight the channel checkpoint "
+        "must stay at their start. With the switch it jumps to the consumed position, DataCoord stores it, the "
+        "DataNode crashes at 11 s, and the restarted node seeks past rows that never reached a binlog.",
+        ("flush", "timetick", "tso"),
+        options={**OPTIONS, "store_latency_ms": 3000.0, "crash_at_s": 11.0, "restart_after_s": 2.0},
+    ),
+    Scenario(
+        "checkpoint-rpc-lost", "DataCoord's etcd is down from 9.5 s to 10.5 s, across the checkpoint updater's first "
+        "tick: run it with the drop_failed_checkpoint_tasks switch.", 40.0, _etcd_outage,
+        "The updater keeps a channel's task until DataCoord stored it, so the update that fails at the 10 s tick goes "
+        "out again at 20 s. With the switch the failed task is deleted, and the channel's checkpoint in DataCoord "
+        "stays behind until the ttNode submits again (here: at the final flush).",
+        ("flush", "timetick", "tso"), options=OPTIONS,
+    ),
+    Scenario(
+        "flush-ts-boundary", "An insert allocated right after the flush's timestamp makes a time tick land exactly on "
+        "flushTs: run it with the reset_flush_ts_inclusive switch.", 40.0, _flush_ts_boundary,
+        "While that insert's task runs, its proxy reports ts - 1, which is flushTs, so rootcoord's tick and the next "
+        "pack's start are exactly flushTs, and so is the channel checkpoint while that pack's rows are buffered. "
+        "Milvus keeps the flush open until a stored checkpoint is strictly past flushTs; with the switch it closes "
+        "on the equal one.", ("flush", "timetick", "tso"), options={**OPTIONS, "inserts_per_s": 20.0},
+    ),
+)
