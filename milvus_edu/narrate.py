@@ -82,6 +82,9 @@ def _describe(row) -> str:
     if kind == "run.end":
         return "Run ends."
     if kind == "fault.kill":
+        why = detail.get("why")
+        if why and why != "killed":
+            return f"{node} dies: {why}; everything in its memory is lost."
         return f"{node} is killed{' while active' if detail.get('was_active') else ''}; it revokes nothing."
     if kind == "fault.pause":
         return f"{node} freezes for {detail.get('duration_ms', 0) / 1000:g} s (a long GC or VM pause)."

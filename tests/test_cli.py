@@ -95,6 +95,19 @@ def test_timeline_prints_key_events_in_words(tmp_path):
     assert "is killed while active" in out and "one guard past the saved window" in out
 
 
+def test_timeline_of_a_flush_run_names_the_crash_the_restart_and_what_it_left_out(tmp_path):
+    code, _, err = run_cli("simulate", "--scenario", "datanode-crash-recovery", "--seed", "1", "--out",
+                           str(tmp_path / "r"), "--option", "inserts_per_s=30", "--option", "workload_s=12",
+                           "--option", "crash_at_s=11", "--option", "restart_after_s=1", "--duration", "30")
+    assert code == 0, err
+    code, out, err = run_cli("timeline", str(tmp_path / "r"))
+    assert code == 0, err
+    assert "datanode-1 dies: crash; everything in its memory is lost." in out
+    assert "datanode-1 starts again as server 20" in out
+    assert "datanode-1 watches by-dev-rootcoord-dml_0_100v0 from" in out
+    assert "not shown:" in out and "datanode.buffer" in out and "--all prints every event" in out
+
+
 def test_timeline_piped_into_head_stops_quietly(tmp_path):
     run_cli("simulate", "--scenario", "tso-basics", "--duration", "2", "--out", str(tmp_path / "r"))
     proc = subprocess.run(f"{sys.executable} -m milvus_edu.cli timeline {tmp_path / 'r'} --all | head -2",

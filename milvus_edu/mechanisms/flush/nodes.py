@@ -321,7 +321,8 @@ class DataNodeNode:
         self.incarnation += 1
         self.alive = True
         self._fresh_state()
-        self.sim.recorder.emit("fault.restart", self.name, detail={"incarnation": self.incarnation})
+        self.sim.recorder.emit("fault.restart", self.name,
+                               detail={"server_id": self.server_id, "incarnation": self.incarnation})
         self.start(self.channels)
 
     # ------------------------------------------------------------------------------ watch and consume

@@ -297,7 +297,12 @@ class FlushCluster:
         rec.emit("datanode.steps", self.datanode.name, count=self.datanode.steps)
 
 
-OPTIONS = {"proxies": 1, "inserts_per_s": 200.0, "deletes_per_s": 5.0, "workload_s": 30.0}
+#: Every flush scenario takes every knob, so a learner can add a fault to any of them (``--option crash_at_s=20``):
+#: the workload, then the faults (a DataCoord RPC failure rate, the object store's latency per write, a DataNode
+#: crash at a simulated time or at its N-th step boundary, and how long it stays down).
+OPTIONS = {"proxies": 1, "inserts_per_s": 200.0, "deletes_per_s": 5.0, "workload_s": 30.0,
+           "rpc_failure_rate": 0.0, "store_latency_ms": 5.0, "crash_at_s": 0.0, "crash_step": 0,
+           "restart_after_s": 4.0}
 
 
 def _cluster(sim: Simulation, flush_at_s=(), **options) -> FlushCluster:
@@ -385,7 +390,7 @@ SCENARIOS = (
         "asks DataCoord where to resume (the channel checkpoint), rebuilds its segment cache, replays the channel "
         "from there and drops every insert already in a binlog (at or before its segment's DmlPosition), so the "
         "final binlogs hold every acknowledged row exactly once. Try it with --switch skip_recovery_filter.",
-        ("flush", "timetick", "tso"), options={**OPTIONS, "crash_at_s": 26.0, "crash_step": 0, "restart_after_s": 2.0},
+        ("flush", "timetick", "tso"), options={**OPTIONS, "crash_at_s": 26.0, "restart_after_s": 2.0},
     ),
     Scenario(
         "checkpoint-during-sync", "A slow object store (3 s per write) and a crash right after a flush: run it "

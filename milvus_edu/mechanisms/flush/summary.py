@@ -116,7 +116,7 @@ def report(summary: dict) -> list[str]:
     if not f:
         return []
     lines = [f"{f['acknowledged_rows']:,} rows and {f['acknowledged_deletes']:,} deletes acknowledged; "
-             f"{f['syncs']:,} syncs wrote {f['synced_rows']:,} rows to binlogs; "
+             f"{f['syncs']:,} syncs cut ({f['synced_rows']:,} rows, {f['failed_syncs']:,} failed); "
              f"{f['channel_checkpoints_stored']:,} channel checkpoints stored "
              f"({f['channel_checkpoints_ignored']:,} ignored as not newer)"]
     if f["datanode_crashes"]:
@@ -127,6 +127,10 @@ def report(summary: dict) -> list[str]:
                      f"{f['audit_rows']:,} rows and {f['audit_deleted_keys']:,} deletes in their binlogs")
     else:
         lines.append("no final audit: the run ended before the last flush completed (durability not judged)")
+        if f["datanode_crashes"]:
+            lines.append("after a crash, a sealed segment whose rows died in the node's memory is flushed only once the "
+                         "restarted node's stale-buffer sync writes them (dataNode.segment.syncPeriod, 600 s): "
+                         "try a longer --duration")
     return lines
 
 
@@ -137,9 +141,23 @@ class KeyEvents:
     SHOW = frozenset({"datanode.watch", "datanode.sync", "datacoord.flush", "datanode.flush_ts", "datanode.seal",
                       "datacoord.segment_state", "client.flush", "storage.audit", "datacoord.flush_segments"})
 
+    def __init__(self):
+        self.hidden: dict[str, int] = {}
+
     def show(self, row: dict) -> bool:
-        """Whether ``row`` is a key event."""
+        """Whether ``row`` is a key event (call once per row, in order: it counts the flush events it hides)."""
         kind = row["kind"]
         if kind in self.SHOW:
             return True
-        return kind in ("datanode.cp_rpc", "datanode.sync_done") and row.get("error") is not None
+        if kind in ("datanode.cp_rpc", "datanode.sync_done") and row.get("error") is not None:
+            return True
+        if kind.startswith(("datanode.", "datacoord.")):
+            self.hidden[kind] = self.hidden.get(kind, 0) + 1
+        return False
+
+    def notes(self) -> list[str]:
+        """One line saying which DataNode and DataCoord events were left out, and how to see them."""
+        if not self.hidden:
+            return []
+        parts = ", ".join(f"{n:,} {kind}" for kind, n in sorted(self.hidden.items()))
+        return [f"not shown: {parts} (--all prints every event)"]
