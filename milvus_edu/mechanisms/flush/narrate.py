@@ -35,6 +35,9 @@ def _sync(row) -> str:
     d = detail_of(row)
     what = "flush" if d.get("flush") else ("drop" if d.get("drop") else "sync")
     deletes = f" and {d.get('deletes')} delete(s)" if d.get("deletes") else ""
+    if d.get("level") == "L0":  # the write buffer's delete-only segment: its binlogs are delta logs
+        return (f"{value(row, 'node')} starts a {what} of L0 segment {value(row, 'segment')} (deletes only): "
+                f"{d.get('deletes') or 0} delete(s), reporting position {ts_text(value(row, 'ts'))}.")
     return (f"{value(row, 'node')} starts a {what} of segment {value(row, 'segment')}: {value(row, 'count')} row(s)"
             f"{deletes}, reporting position {ts_text(value(row, 'ts'))}.")
 
