@@ -73,6 +73,8 @@ SWEEP = {
     "checkpoint-rpc-failures": dict(duration_s=30.0, options={**SHORT, "workload_s": 12.0}),
     "datanode-crash-recovery": dict(duration_s=30.0, options={**SHORT, "workload_s": 8.0, "crash_at_s": 5.0,
                                                               "restart_after_s": 1.0}, **CRASH_PARAMS),
+    "datanode-takeover": dict(duration_s=40.0, options={**SHORT, "workload_s": 8.0, "crash_at_s": 5.0},
+                              params={**PARAMS, "tso.session_ttl_ns": 6 * S}),
     "checkpoint-during-sync": dict(duration_s=70.0,  # 3 s per object-store write
                                    options={**SHORT, "workload_s": 12.0}, **CRASH_PARAMS),
     "checkpoint-rpc-lost": dict(duration_s=30.0, options={**SHORT, "workload_s": 12.0}),

@@ -143,3 +143,24 @@ def test_crash_at_every_step_boundary_loses_nothing_and_repeats_nothing():
         if not run.summary["checks"]["ok"] or not f["audited"] or f["audit_rows"] != f["acknowledged_rows"]:
             bad.append((k, run.violations[:1], f["audited"]))
     assert not bad, bad[:3]
+
+
+def test_another_datanode_takes_the_channels_after_the_session_ttl_and_loses_nothing():
+    """datanode-takeover: the crashed node never returns; DataCoord hands its channels on once its session expired."""
+    options = {**SMALL, "workload_s": 8.0, "crash_at_s": 5.0}
+    run = milvus_edu.simulate("datanode-takeover", seed=4, options=options, duration_s=40.0,
+                              params={"tso.session_ttl_ns": 10 * 10**9})
+    assert run.summary["checks"]["ok"], run.violations[:2]
+    f = run.summary["flush"]
+    assert f["channel_takeovers"] == 1 and f["datanode_restarts"] == 0
+    assert f["audited"] and f["audit_rows"] == f["acknowledged_rows"]
+    ev = run.events
+    handed = ev[ev.kind == "datacoord.reassign"].iloc[0]
+    assert handed.t_ms == pytest.approx(15_000.0)  # crash at 5 s + the 10 s session TTL
+    watches = ev[ev.kind == "datanode.watch"]
+    assert set(watches[watches.node == "datanode-2"].vchannel) == set(watches[watches.node == "datanode-1"].vchannel)
+    assert (watches[watches.node == "datanode-2"].seq > handed.seq).all()
+    # nothing of datanode-1 after its death, and datanode-2 did the final work
+    death = ev[(ev.kind == "fault.kill") & (ev.node == "datanode-1")].seq.iloc[0]
+    assert not ((ev.node == "datanode-1") & (ev.seq > death) & (ev.kind != "datanode.steps")).any()
+    assert (ev[(ev.kind == "datanode.sync") & (ev.seq > handed.seq)].node == "datanode-2").all()

@@ -46,6 +46,9 @@ KINDS = (
          "Server.handleDataNodeTtMsg / GetFlushableSegments"),
     kind("datacoord.segment_state", "A segment's state changed in DataCoord outside a sync report (`detail.state`; "
          "postFlush makes a Flushing segment Flushed).", "segment vchannel count error detail", "Server.postFlush"),
+    kind("datacoord.reassign", "DataCoord saw `detail.from`'s session expire and handed its `count` channels "
+         "(`detail.channels`) to `peer`, which watches them from their seek positions.", "count peer detail",
+         "ChannelManager.DeleteNode / assign to a live DataNode"),
     kind("client.insert", "The client's insert was acknowledged at `ts` (`count` rows, `detail.pks`), or failed "
          "(`error`).", "ts count peer error detail", "MilvusClient.insert"),
     kind("client.delete", "The client's delete was acknowledged at `ts` (`count` keys, `detail.pks`), or failed.",
@@ -55,7 +58,7 @@ KINDS = (
     kind("storage.audit", "The final audit read `segment`'s binlogs back from the object store: `count` rows, "
          "`detail.pks` and `detail.deleted` as the Parquet files hold them, `detail.state` DataCoord's state.",
          "segment vchannel count detail", "(model) reading binlogs like a QueryNode loading a segment"),
-    kind("datanode.steps", "At the audit: `count` step boundaries the DataNode passed in this incarnation and before "
-         "(packs its flowgraph took, effects its syncs and checkpoint updater performed); a crash can be placed at any "
-         "of them (`--option crash_step=N`).", "count", "(model)"),
+    kind("datanode.steps", "At the audit, one row per DataNode: `count` step boundaries it passed in this incarnation "
+         "and before (packs its flowgraph took, effects its syncs and checkpoint updater performed); a crash of "
+         "datanode-1 can be placed at any of them (`--option crash_step=N`).", "count", "(model)"),
 )

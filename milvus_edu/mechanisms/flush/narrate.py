@@ -128,6 +128,8 @@ DESCRIBE = {
                                            f"{detail_of(r).get('segments')} of {value(r, 'vchannel')}."),
     "datacoord.segment_state": lambda r: (f"{value(r, 'node')} marks segment {value(r, 'segment')} "
                                           f"{detail_of(r).get('state')}."),
+    "datacoord.reassign": lambda r: (f"{value(r, 'node')} saw {detail_of(r).get('from')}'s session expire and hands "
+                                     f"its channel(s) {detail_of(r).get('channels')} to {value(r, 'peer')}."),
     "client.insert": _client("insert"),
     "client.delete": _client("delete"),
     "client.flush": _client_flush,

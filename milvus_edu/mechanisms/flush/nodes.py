@@ -225,6 +225,17 @@ class DataCoordNode:
         return self.server.get_flush_state(segment_ids, collection_id, flush_ts)
         yield
 
+    def take_over(self, dead: "DataNodeNode", heir: "DataNodeNode") -> None:
+        """``ChannelManager.DeleteNode`` then the assignment of its channels to ``heir``.
+
+        Called once ``dead``'s session has expired (DataCoord watches the DataNodes' session keys): its
+        channels are released and ``heir`` watches them, recovering from DataCoord's seek positions.
+        """
+        released = self.server.channel_manager.remove_node(dead.server_id)
+        self.sim.recorder.emit("datacoord.reassign", self.name, peer=heir.name, count=len(released),
+                               detail={"from": dead.name, "channels": released})
+        heir.start([(cid, v) for cid, v in dead.channels if v in released])
+
     def handle_recovery(self, channel: str):
         """``GetDataVChanPositions`` + ``GetSegmentInfo`` of its flushed and unflushed segments."""
         vinfo = self.server.get_data_vchan_positions(channel)

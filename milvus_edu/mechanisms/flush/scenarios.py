@@ -94,7 +94,7 @@ class FlushCluster:
 
     def __init__(self, sim: Simulation, proxies: int = 1, inserts_per_s: float = 200.0, deletes_per_s: float = 5.0,
                  workload_s: float = 30.0, rpc_failure_rate: float = 0.0, store_latency_ms: float = 5.0,
-                 crash_at_s: float = 0.0, crash_step: int = 0, restart_after_s: float = 4.0):
+                 crash_at_s: float = 0.0, crash_step: int = 0, restart_after_s: float = 4.0, takeover: bool = False):
         if proxies < 1:
             raise ValueError(f"a flush cluster needs at least one proxy, got {proxies}; use proxies=1 or more")
         for name, value in (("inserts_per_s", inserts_per_s), ("deletes_per_s", deletes_per_s),
@@ -134,6 +134,14 @@ class FlushCluster:
                                      self.rootcoord, ObjectStoreLatency(latency_ms=store_latency_ms,
                                                                         jitter_ms=store_latency_ms))
         sim.add(self.datanode)
+        #: With ``takeover``, a second DataNode stands by (registered, no channel) and takes the crashed node's
+        #: channels once DataCoord sees its session expire; the crashed node does not come back.
+        self.standby: DataNodeNode | None = None
+        if takeover:
+            self.standby = DataNodeNode(sim, "datanode-2", 21, self.broker, self.datacoord, self.store, self.ids,
+                                        self.rootcoord, ObjectStoreLatency(latency_ms=store_latency_ms,
+                                                                           jitter_ms=store_latency_ms))
+            sim.add(self.standby)
         self.crash_at_s = crash_at_s
         self.crash_step = crash_step
         self.restart_after_s = restart_after_s
@@ -260,10 +268,14 @@ class FlushCluster:
         while True:
             yield env.timeout(100.0)
             if not node.alive:
-                yield env.timeout(self.restart_after_s * 1000.0)
-                node.crash_at_step = None
-                node.restart()
-                return
+                break
+        node.crash_at_step = None
+        if self.standby is None:
+            yield env.timeout(self.restart_after_s * 1000.0)
+            node.restart()
+            return
+        yield env.timeout(self.sim.config.tso.session_ttl_ns / 1e6)
+        self.datacoord.take_over(node, self.standby)
 
     def _final(self):
         """After the workload: flush, wait until flushed, then audit the binlogs."""
@@ -294,15 +306,18 @@ class FlushCluster:
             rec.emit("storage.audit", "audit", segment=segment.id, vchannel=segment.insert_channel, count=len(pks),
                      detail={"state": segment.state, "level": segment.level, "rows_in_meta": segment.num_of_rows,
                              "pks": sorted(pks), "deleted": sorted(deleted)})
-        rec.emit("datanode.steps", self.datanode.name, count=self.datanode.steps)
+        for node in (self.datanode, self.standby):
+            if node is not None:
+                rec.emit("datanode.steps", node.name, count=node.steps)
 
 
 #: Every flush scenario takes every knob, so a learner can add a fault to any of them (``--option crash_at_s=20``):
 #: the workload, then the faults (a DataCoord RPC failure rate, the object store's latency per write, a DataNode
-#: crash at a simulated time or at its N-th step boundary, and how long it stays down).
+#: crash at a simulated time or at its N-th step boundary, and how long it stays down, or ``takeover``: it stays
+#: down and a second DataNode takes its channels once its session expired).
 OPTIONS = {"proxies": 1, "inserts_per_s": 200.0, "deletes_per_s": 5.0, "workload_s": 30.0,
            "rpc_failure_rate": 0.0, "store_latency_ms": 5.0, "crash_at_s": 0.0, "crash_step": 0,
-           "restart_after_s": 4.0}
+           "restart_after_s": 4.0, "takeover": False}
 
 
 def _cluster(sim: Simulation, flush_at_s=(), **options) -> FlushCluster:
@@ -391,6 +406,16 @@ SCENARIOS = (
         "from there and drops every insert already in a binlog (at or before its segment's DmlPosition), so the "
         "final binlogs hold every acknowledged row exactly once. Try it with --switch skip_recovery_filter.",
         ("flush", "timetick", "tso"), options={**OPTIONS, "crash_at_s": 26.0, "restart_after_s": 2.0},
+    ),
+    Scenario(
+        "datanode-takeover", "The DataNode crashes at 26 s for good; when its session expires DataCoord hands its "
+        "channels to a second DataNode, which recovers from the channel checkpoints.", 110.0, _crash,
+        "Recovery does not need the same node. datanode-2 stands by with no channel. After datanode-1 dies, DataCoord "
+        "still believes it owns both vchannels until its session key expires (common.session.ttl, 60 s): "
+        "meanwhile nothing consumes them and the client's final flush keeps retrying FlushChannels on the dead node. "
+        "Then DataCoord releases the channels and datanode-2 watches them exactly as a restarted node would: seek to "
+        "the checkpoint, rebuild the segment cache, filter what is already in binlogs.",
+        ("flush", "timetick", "tso"), options={**OPTIONS, "crash_at_s": 26.0, "takeover": True},
     ),
     Scenario(
         "checkpoint-during-sync", "A slow object store (3 s per write) and a crash right after a flush: run it "

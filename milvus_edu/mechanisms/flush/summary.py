@@ -10,7 +10,8 @@ class FlushSummary:
 
     kinds = frozenset({"datanode.sync", "datanode.sync_done", "datacoord.save_binlog_paths", "datacoord.channel_cp",
                        "datanode.filter", "client.insert", "client.delete", "client.flush", "storage.audit",
-                       "fault.kill", "fault.restart", "datanode.cp_rpc", "datanode.steps"})
+                       "fault.kill", "fault.restart", "datanode.cp_rpc", "datanode.steps",
+                       "datacoord.reassign"})
 
     def __init__(self):
         self.syncs = 0
@@ -28,6 +29,7 @@ class FlushSummary:
         self.flushed = 0
         self.crashes = 0
         self.restarts = 0
+        self.takeovers = 0
         self.audit_segments = 0
         self.audit_rows = 0
         self.audit_deleted = 0
@@ -72,12 +74,14 @@ class FlushSummary:
             self.audit_rows += int(row["count"])
             self.audit_deleted += len(detail.get("deleted", []))
             self.flushed_segments += detail.get("state") == "Flushed"
-        elif kind == "datanode.steps":
-            self.steps = int(row["count"])
+        elif kind == "datanode.steps":  # one row per DataNode (`node`): its own step boundaries
+            self.steps = (self.steps or 0) + int(row["count"])
         elif kind == "fault.kill" and str(row["node"]).startswith("datanode"):
             self.crashes += 1
         elif kind == "fault.restart" and str(row["node"]).startswith("datanode"):
             self.restarts += 1
+        elif kind == "datacoord.reassign":
+            self.takeovers += 1
 
     def close(self) -> None:
         """Nothing to release."""
@@ -100,6 +104,7 @@ class FlushSummary:
             "flushes_completed": self.flushed,
             "datanode_crashes": self.crashes,
             "datanode_restarts": self.restarts,
+            "channel_takeovers": self.takeovers,
             "audited": self.audit_segments > 0,
             "audit_segments": self.audit_segments,
             "audit_flushed_segments": self.flushed_segments,
@@ -120,7 +125,9 @@ def report(summary: dict) -> list[str]:
              f"{f['channel_checkpoints_stored']:,} channel checkpoints stored "
              f"({f['channel_checkpoints_ignored']:,} ignored as not newer)"]
     if f["datanode_crashes"]:
-        lines.append(f"the DataNode crashed {f['datanode_crashes']} time(s) and restarted {f['datanode_restarts']}; "
+        back = (f"another DataNode took its channels {f['channel_takeovers']} time(s)" if f.get("channel_takeovers")
+                else f"restarted {f['datanode_restarts']}")
+        lines.append(f"the DataNode crashed {f['datanode_crashes']} time(s) and {back}; "
                      f"{f['rows_filtered_on_replay']:,} replayed rows were filtered as already flushed")
     if f["audited"]:
         lines.append(f"final audit: {f['audit_segments']} segments ({f['audit_flushed_segments']} Flushed) hold "
@@ -139,7 +146,8 @@ class KeyEvents:
     state changes, crashes, the audit, and checkpoint updates that failed."""
 
     SHOW = frozenset({"datanode.watch", "datanode.sync", "datacoord.flush", "datanode.flush_ts", "datanode.seal",
-                      "datacoord.segment_state", "client.flush", "storage.audit", "datacoord.flush_segments"})
+                      "datacoord.segment_state", "client.flush", "storage.audit", "datacoord.flush_segments",
+                      "datacoord.reassign"})
 
     def __init__(self):
         self.hidden: dict[str, int] = {}
