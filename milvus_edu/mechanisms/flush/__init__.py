@@ -11,10 +11,17 @@ from __future__ import annotations
 
 from ...check.flush import FlushChecker
 from ...registry import Mechanism, register
-from . import summary
+from . import panel, summary
 from .kinds import KINDS
 from .narrate import DESCRIBE
 from .scenarios import SCENARIOS
+
+
+def _lanes():
+    from .lanes import flush_lanes
+
+    return flush_lanes()
+
 
 MECHANISM = register(Mechanism(
     name="flush",
@@ -26,4 +33,8 @@ MECHANISM = register(Mechanism(
     describe=DESCRIBE,
     key_events=summary.KeyEvents,
     report=summary.report,
+    lanes=_lanes,
+    panel=panel.FlushPanel,
+    film_steps=panel.film_steps,
+    marks=panel.MARKS,
 ))

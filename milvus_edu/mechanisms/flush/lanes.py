@@ -1,0 +1,205 @@
+"""The flush mechanism's stepper lanes: one per vchannel (time tick, consumed position, checkpoints, flushTs) and
+one for the write buffer's rows.
+
+See :mod:`milvus_edu.viz.lanes` for the lane protocol (``setup`` once, ``update`` per step). Timestamps are drawn
+by their physical part in seconds since the run start, on the same scale as the x axis (simulated seconds), as
+the TimeTick lanes draw them: a position that keeps up with time runs along the diagonal, and a checkpoint that
+stays behind is a flat line under it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from matplotlib.lines import Line2D
+
+from ...narrate import detail_dict
+from ...viz.lanes import NO_DATA, EventsLane, Lane, Track, cursor_dot, move_all, num
+from ..timetick.lanes import SECONDS, PageY, physical_s
+from ..timetick.panel import base_ms, ints, natural, short_channel, texts, time_ticks
+
+#: Vchannel lanes :func:`flush_lanes` draws by default (every flush scenario has 2).
+VCHANNEL_LANES = 2
+
+_TICK = "#2ca02c"
+_CONSUMED = "#1f77b4"
+_HANDED = "#ff7f0e"
+_STORED = "#d62728"
+_FLUSH = "#6a3d9a"
+
+
+def vchannels_of(events: pd.DataFrame) -> list[str]:
+    """The vchannels a DataNode watched, in natural order."""
+    kinds = events["kind"].astype(str).to_numpy()
+    return sorted({str(v) for v in events.loc[kinds == "datanode.watch", "vchannel"].dropna()}, key=natural)
+
+
+def _rows(events: pd.DataFrame, kind: str, vchannel: str) -> np.ndarray:
+    kinds = events["kind"].astype(str).to_numpy()
+    return np.flatnonzero((kinds == kind) & (texts(events, "vchannel") == vchannel))
+
+
+def _step(ax, page: PageY, x, y, t_end: float, **style) -> None:
+    if len(x):
+        sx, sy = np.append(x, max(t_end, x[-1])), np.append(y, y[-1])
+        page.add(sx, sy, step=True)
+        ax.plot(sx, sy, drawstyle="steps-post", **style)
+
+
+class VChannelLane(Lane):
+    """One vchannel as the DataNode consumes it, with what DataCoord stored.
+
+    Green: the time ticks written to its pchannel (what may be consumed). Blue: the consumed position (the end
+    of each pack the writeNode buffered or the ttNode checkpointed). Orange dots: each checkpoint the ttNode
+    handed to the updater. Red: the channel checkpoint DataCoord stored (the seek position a recovering node
+    starts from). Purple dashes: flushTs, from when ``FlushChannels`` set it to when a stored checkpoint strictly
+    past it cleared it. At the cursor: a dot on the consumed position and one on the stored checkpoint.
+
+    ``slot`` picks the vchannel: the ``slot``-th of the run's watched vchannels in natural order.
+    """
+
+    height_ratio = 1.2
+
+    def __init__(self, slot: int = 0):
+        if slot < 0:
+            raise ValueError(f"a vchannel slot counts from 0, got {slot}")
+        self.slot = int(slot)
+        self.name = f"vchannel {self.slot}"
+
+    def setup(self, ax, events):
+        self.tracks: list[tuple[Track, Line2D]] = []
+        channels = vchannels_of(events)
+        ax.set_ylabel(self.name)
+        if self.slot >= len(channels):
+            ax.text(0.5, 0.5, f"this run has no vchannel #{self.slot}", transform=ax.transAxes, **NO_DATA)
+            ax.set_yticks([])
+            return
+        v = channels[self.slot]
+        base = base_ms(events)
+        t = num(events["t_ms"]) / 1000.0
+        t_end = float(np.nanmax(t))
+        ts, _ = ints(events, "ts")
+        end_ts, _ = ints(events, "end_ts")
+        tick_ts, has_tick = ints(events, "tick_ts")
+        # consumed: buffered packs' ends and the packs the ttNode checkpointed, in log order, never back
+        buf, cps = _rows(events, "datanode.buffer", v), _rows(events, "datanode.checkpoint", v)
+        cons_pos = np.sort(np.concatenate([buf, cps[has_tick[cps]]]))
+        cons_val = np.where(np.isin(cons_pos, buf), end_ts[cons_pos], tick_ts[cons_pos])
+        watches = _rows(events, "datanode.watch", v)
+        ticks = time_ticks(events)
+        pch = str(events.loc[events.index[watches[0]], "channel"]) if len(watches) else ""
+        ticks = ticks[ticks["channel"] == pch]
+        stored = [i for i in _rows(events, "datacoord.channel_cp", v)
+                  if pd.isna(events["error"].iat[i]) and detail_dict(events["detail"].iat[i]).get("saved")]
+        stored = np.asarray(stored, dtype=np.int64)
+        all_y = [physical_s(x, base) for x in (cons_val, ticks["tick_ts"].to_numpy(), ts[stored]) if len(x)]
+        ys = np.concatenate(all_y) if all_y else np.array([0.0, 1.0])
+        lo, hi = float(np.nanmin(ys)), float(np.nanmax(ys))
+        pad = (hi - lo) * 0.06 or 0.5
+        page = self.page_y = PageY(ax, (lo - pad, hi + pad))
+        _step(ax, page, ticks["t_ms"].to_numpy() / 1000.0, physical_s(ticks["tick_ts"].to_numpy(), base), t_end,
+              color=_TICK, lw=1.0, alpha=0.7, label="time tick", zorder=2)
+        cx, cy = t[cons_pos], physical_s(cons_val, base)
+        _step(ax, page, cx, cy, t_end, color=_CONSUMED, lw=1.4, label="consumed", zorder=3)
+        hx, hy = t[cps], physical_s(ts[cps], base)
+        if len(cps):
+            ax.plot(hx, hy, ls="none", marker="o", ms=3.5, color=_HANDED, label="checkpoint handed", zorder=4)
+        sx, sy = t[stored], physical_s(ts[stored], base)
+        _step(ax, page, sx, sy, t_end, color=_STORED, lw=2.0, label="stored checkpoint", zorder=5)
+        self._flush_ts(ax, events, v, base, t, ts, t_end)
+        if len(cons_pos):
+            self.tracks.append((Track(cons_pos, cx, cy), cursor_dot(ax, _CONSUMED, size=6)))
+        if len(stored):
+            self.tracks.append((Track(stored, sx, sy), cursor_dot(ax, _STORED, size=6, marker="s")))
+        ax.yaxis.set_major_formatter(SECONDS)
+        ax.set_ylabel(f"vch {self.slot}")
+        ax.text(0.995, 0.04, short_channel(v), transform=ax.transAxes, ha="right", va="bottom", fontsize="x-small",
+                color="0.35")
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(loc="upper left", ncol=5, frameon=False)
+
+    @staticmethod
+    def _flush_ts(ax, events, v, base, t, ts, t_end) -> None:
+        rows = _rows(events, "datanode.flush_ts", v)
+        start = None
+        labelled = False
+        for i in rows:
+            if detail_dict(events["detail"].iat[i]).get("set"):
+                start = (t[i], physical_s(ts[i:i + 1], base)[0])
+            elif start is not None:
+                ax.plot([start[0], t[i]], [start[1], start[1]], color=_FLUSH, ls="--", lw=1.6, zorder=6,
+                        label=None if labelled else "flushTs (set → cleared)")
+                ax.plot([t[i]], [start[1]], marker="|", ms=9, color=_FLUSH, zorder=6)
+                labelled, start = True, None
+        if start is not None:
+            ax.plot([start[0], t_end], [start[1], start[1]], color=_FLUSH, ls="--", lw=1.6, zorder=6,
+                    label=None if labelled else "flushTs (set → cleared)")
+
+    def update(self, cursor_index, t_ms):
+        return move_all(self.tracks, cursor_index)
+
+
+class WriteBufferLane(Lane):
+    """Rows in each vchannel's write buffer (``vch k`` is the k-th vchannel lane): up with every buffered pack, down when a sync is cut (the rows go to
+    the sync task), to zero when the DataNode crashes. A saw-tooth of full-buffer syncs; a drop to zero at a flush."""
+
+    name = "buffer"
+    height_ratio = 0.8
+
+    def setup(self, ax, events):
+        self.tracks: list[tuple[Track, Line2D]] = []
+        kinds = events["kind"].astype(str).to_numpy()
+        vch = texts(events, "vchannel")
+        nodes = texts(events, "node")
+        count, _ = ints(events, "count")
+        t = num(events["t_ms"]) / 1000.0
+        t_end = float(np.nanmax(t))
+        owner: dict[str, str] = {}
+        totals: dict[str, int] = {}
+        series: dict[str, tuple[list, list, list]] = {}
+        for i in np.flatnonzero(np.isin(kinds, ["datanode.watch", "datanode.buffer", "datanode.sync", "fault.kill"])):
+            k = kinds[i]
+            if k == "fault.kill":
+                hit = [v for v, n in owner.items() if n == nodes[i]]
+            else:
+                v = vch[i]
+                if k == "datanode.watch":
+                    owner[v] = nodes[i]
+                    totals[v] = 0
+                elif k == "datanode.buffer":
+                    totals[v] = totals.get(v, 0) + int(count[i])
+                elif not detail_dict(events["detail"].iat[i]).get("level") == "L0":
+                    totals[v] = max(0, totals.get(v, 0) - int(count[i]))
+                hit = [v]
+            for v in hit:
+                if k == "fault.kill":
+                    totals[v] = 0
+                xs, ys, ps = series.setdefault(v, ([], [], []))
+                xs.append(t[i])
+                ys.append(totals[v])
+                ps.append(i)
+        if not series:
+            ax.text(0.5, 0.5, "no write buffer in this run", transform=ax.transAxes, **NO_DATA)
+            ax.set_yticks([])
+            ax.set_ylabel(self.name)
+            return
+        colors = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd")
+        for k, v in enumerate(sorted(series, key=natural)):
+            xs, ys, ps = series[v]
+            x, y = np.append(xs, max(t_end, xs[-1])), np.append(ys, ys[-1])
+            ax.plot(x, y, drawstyle="steps-post", color=colors[k % len(colors)], lw=1.3,
+                    label=f"rows buffered, vch {k}")
+            self.tracks.append((Track(ps, xs, ys), cursor_dot(ax, colors[k % len(colors)], size=5)))
+        ax.set_ylim(bottom=0)
+        ax.set_ylabel(self.name)
+        ax.legend(loc="upper left", ncol=4, frameon=False)
+
+    def update(self, cursor_index, t_ms):
+        return move_all(self.tracks, cursor_index)
+
+
+def flush_lanes(vchannels: int = VCHANNEL_LANES) -> list[Lane]:
+    """The flush chapter's lanes: ``vchannels`` vchannel lanes, the write buffer's rows, and the events lane."""
+    if vchannels < 1:
+        raise ValueError(f"draw at least one vchannel lane, got vchannels={vchannels}")
+    return [VChannelLane(k) for k in range(vchannels)] + [WriteBufferLane(), EventsLane()]
