@@ -52,7 +52,7 @@ def ts_text(ts) -> str:
 
 def detail_dict(raw) -> dict:
     """The ``detail`` column as a dict; ``{}`` when it is empty, not JSON, or not a JSON object."""
-    if not raw or raw is getattr(__import__("pandas"), "NA"):
+    if raw is None or raw is getattr(__import__("pandas"), "NA") or not raw:
         return {}
     try:
         parsed = json.loads(raw)

@@ -16,6 +16,10 @@ from .session import (ENV_DRIVER_MEMORY, ENV_MASTER, SparkUnavailableError, chec
                       spark_conf, spark_session)
 from .tso import (ALLOCATION_COLUMNS, GAP_COLUMNS, SAVES_COLUMNS, allocations_per_window, allocations_per_window_pd,
                   failover_gaps, failover_gaps_pd, kv_saves_per_second, kv_saves_per_second_pd, to_pandas)
+from .flush import ANALYSES as FLUSH_ANALYSES
+from .flush import (BINLOG_COLUMNS, BINLOG_META_COLUMNS, CHECKPOINT_LAG_COLUMNS, FLUSH_LATENCY_COLUMNS,
+                    SYNC_SIZES_COLUMNS, binlog_rows, binlog_rows_pd, binlog_vs_meta, binlog_vs_meta_pd, checkpoint_lag,
+                    checkpoint_lag_pd, flush_latency, flush_latency_pd, sync_sizes, sync_sizes_pd)
 from .timetick import ANALYSES as TIMETICK_ANALYSES
 from .timetick import (PACK_COLUMNS, REORDER_COLUMNS, TICK_LAG_COLUMNS, pack_sizes, pack_sizes_pd, produce_reorder,
                        produce_reorder_pd, tick_lag, tick_lag_pd)
@@ -29,4 +33,7 @@ __all__ = [
     "failover_gaps", "failover_gaps_pd", "to_pandas", "ALLOCATION_COLUMNS", "SAVES_COLUMNS", "GAP_COLUMNS",
     "tick_lag", "tick_lag_pd", "produce_reorder", "produce_reorder_pd", "pack_sizes", "pack_sizes_pd",
     "TICK_LAG_COLUMNS", "REORDER_COLUMNS", "PACK_COLUMNS", "TIMETICK_ANALYSES",
+    "checkpoint_lag", "checkpoint_lag_pd", "flush_latency", "flush_latency_pd", "sync_sizes", "sync_sizes_pd",
+    "binlog_rows", "binlog_rows_pd", "binlog_vs_meta", "binlog_vs_meta_pd", "CHECKPOINT_LAG_COLUMNS",
+    "FLUSH_LATENCY_COLUMNS", "SYNC_SIZES_COLUMNS", "BINLOG_COLUMNS", "BINLOG_META_COLUMNS", "FLUSH_ANALYSES",
 ]

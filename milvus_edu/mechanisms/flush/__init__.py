@@ -23,6 +23,12 @@ def _lanes():
     return flush_lanes()
 
 
+def _analyses():
+    from ...analysis.flush import ANALYSES
+
+    return dict(ANALYSES)
+
+
 MECHANISM = register(Mechanism(
     name="flush",
     title="DataNode flush and checkpoint",
@@ -37,4 +43,5 @@ MECHANISM = register(Mechanism(
     panel=panel.FlushPanel,
     film_steps=panel.film_steps,
     marks=panel.MARKS,
+    analyses=_analyses,
 ))
