@@ -26,6 +26,13 @@ SOLUTIONS: dict[str, dict[str, str]] = {
         "answer_3": "int(((dml.vchannel == pack.vchannel) & (dml.end_ts > pack.begin_ts) & (dml.end_ts <= pack.end_ts)).sum())",
         "answer_4": "'watermark'",
     },
+    "03_flush_checkpoint.ipynb": {
+        "answer_1": "sum(len(pd.read_parquet(p)) for p in (BUCKET / 'insert_log').glob(f'*/*/{SEG}/100/*'))",
+        "answer_2": "int(((bev.kind == 'datacoord.channel_cp') & (bev.vchannel == V0) & (bev.peer != 'WatchChannels')"
+                    " & bev.error.isna() & (bev.seq > SET) & (bev.seq < NEXT)).sum())",
+        "answer_3": "int(cev[cev.kind == 'datanode.filter']['count'].sum())",
+        "answer_4": "'durable'",
+    },
 }
 
 _SHIPPED = r"^(?P<name>answer_\d+) = None\b.*$"

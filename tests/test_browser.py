@@ -13,9 +13,13 @@ stepper, and the whole screen: ``*-1280x800.png``) go to test-output/browser/.  
   to a temp notebook; proves the harness (server, widget rendering, clicks) works by itself.
 * test_tso_notebook_stepper -- the real thing: notebooks/01_tso.ipynb and its TimelineStepper.
 * test_timetick_notebook_stepper -- the same for lab 2, notebooks/02_timetick.ipynb.
+* test_flush_notebook_stepper -- the same for lab 3, notebooks/03_flush_checkpoint.ipynb, whose stepper opens at
+  the stored checkpoint equal to flushTs.
 """
 
 from __future__ import annotations
+
+import re
 
 from pathlib import Path
 
@@ -84,7 +88,8 @@ def _check_stepper_answers_while_busy_and_fits(result) -> None:
           f"screen {result.screen}")
     assert result.busy_status == ["busy"] * 3, "the kernel was not busy during the clicks"
     assert len(set([result.after] + result.busy_panels)) == 4, "the panel did not move on every click"
-    assert result.slider_value == result.panel_number == 5  # event 2, then three more clicks
+    start = int(re.match(r"event ([\d,]+) of ", result.before).group(1).replace(",", ""))
+    assert result.slider_value == result.panel_number == start + 4  # one click, then three more
     w, h = result.viewport["width"], result.viewport["height"]
     assert (w, h) == (1280, 800)
     for name, box in (("panel", result.panel_box), ("picture", result.plot_box), ("controls", result.controls_box)):
@@ -119,4 +124,19 @@ def test_timetick_notebook_stepper(request, tmp_path):
     lab_server = request.getfixturevalue("lab_server")
     result = _check_step(lab_server, TIMETICK_NOTEBOOK, "stepper-timetick.png", tmp_path)
     assert result.before.startswith("event 1 of ") and result.after.startswith("event 2 of ")
+    _check_stepper_answers_while_busy_and_fits(result)
+
+
+FLUSH_NOTEBOOK = "notebooks/03_flush_checkpoint.ipynb"
+
+
+def test_flush_notebook_stepper(request, tmp_path):
+    """notebooks/03_flush_checkpoint.ipynb: run it in JupyterLab, step its TimelineStepper forward once from the
+    event it opens at (the checkpoint equal to flushTs); the flush panel rows are there."""
+    assert "TimelineStepper" in (REPO_ROOT / FLUSH_NOTEBOOK).read_text(encoding="utf-8")
+    lab_server = request.getfixturevalue("lab_server")
+    result = _check_step(lab_server, FLUSH_NOTEBOOK, "stepper-flush.png", tmp_path)
+    before = int(re.match(r"event ([\d,]+) of ", result.before).group(1).replace(",", ""))
+    assert before > 1 and result.after.startswith(f"event {before + 1:,} of ")
+    assert "write buffer" in result.after and "cp updater" in result.after
     _check_stepper_answers_while_busy_and_fits(result)

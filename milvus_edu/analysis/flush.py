@@ -59,8 +59,9 @@ def checkpoint_lag(events):
     Over ``datacoord.channel_cp`` rows that stored a checkpoint (no ``error``, ``detail.saved`` true): the lag is
     true time when it was stored minus the checkpoint's physical part, ``t_ms - ((ts >> 18) - SIM_EPOCH_MS)`` ms:
     how much a DataNode restarting at that moment would replay. ``max_behind_consumed_ms`` is the largest gap
-    between the consumed position (the ``end_ts`` of the last ``datanode.buffer`` of the vchannel before it, by
-    ``seq``) and the stored checkpoint, in physical ms (null when nothing was buffered yet). Columns: run_id,
+    between the consumed position (the furthest pack end the vchannel's flowgraph reached before it, by ``seq``:
+    a ``datanode.buffer`` row's ``end_ts`` or a ``datanode.checkpoint`` row's ``tick_ts``) and the stored
+    checkpoint, in physical ms (null when nothing was consumed yet). Columns: run_id,
     vchannel, checkpoints, mean_lag_ms, p50_lag_ms, p95_lag_ms (nearest rank), max_lag_ms, max_behind_consumed_ms.
     """
     from pyspark.sql import Window
@@ -70,9 +71,10 @@ def checkpoint_lag(events):
     so_far = vch.orderBy("seq").rowsBetween(Window.unboundedPreceding, Window.currentRow)
     saved = ((F.col("kind") == "datacoord.channel_cp") & F.col("error").isNull()
              & (F.get_json_object("detail", "$.saved") == "true"))
-    rows = (events.filter(saved | (F.col("kind") == "datanode.buffer"))
-            .select(*KEYS_VCHANNEL, "seq", "t_ms", "ts", saved.alias("is_cp"),
-                    F.when(F.col("kind") == "datanode.buffer", F.col("end_ts")).alias("buf_end"))
+    consumed = F.when(F.col("kind") == "datanode.buffer", F.col("end_ts")).when(
+        F.col("kind") == "datanode.checkpoint", F.col("tick_ts"))
+    rows = (events.filter(saved | F.col("kind").isin("datanode.buffer", "datanode.checkpoint"))
+            .select(*KEYS_VCHANNEL, "seq", "t_ms", "ts", saved.alias("is_cp"), consumed.alias("buf_end"))
             .withColumn("consumed", F.max("buf_end").over(so_far))
             .filter(F.col("is_cp"))
             .withColumn("lag_ms", F.col("t_ms") - (F.shiftright("ts", LOGICAL_BITS) - F.lit(SIM_EPOCH_MS)).cast("double"))
@@ -95,10 +97,11 @@ def checkpoint_lag_pd(frame: pd.DataFrame) -> pd.DataFrame:
     """The pandas twin of :func:`checkpoint_lag` (same columns and numbers), sorted."""
     cps = frame[(frame["kind"] == "datacoord.channel_cp") & frame["error"].isna()]
     saved = cps[_details(cps).map(lambda d: bool(d.get("saved")))]
-    rows = pd.concat([saved, frame[frame["kind"] == "datanode.buffer"]])[KEYS_VCHANNEL + ["seq", "t_ms", "ts",
-                                                                                         "end_ts", "kind"]]
+    flow = frame[frame["kind"].isin(["datanode.buffer", "datanode.checkpoint"])]
+    rows = pd.concat([saved, flow])[KEYS_VCHANNEL + ["seq", "t_ms", "ts", "end_ts", "tick_ts", "kind"]]
     rows = rows.sort_values(KEYS_VCHANNEL + ["seq"], kind="stable").reset_index(drop=True)
-    rows["buf_end"] = rows["end_ts"].astype("Int64").where(rows["kind"] == "datanode.buffer")
+    rows["buf_end"] = (rows["end_ts"].astype("Int64").where(rows["kind"] == "datanode.buffer")
+                       .fillna(rows["tick_ts"].astype("Int64").where(rows["kind"] == "datanode.checkpoint")))
     grouped = rows.groupby(KEYS_VCHANNEL, sort=False)["buf_end"]
     rows["consumed"] = grouped.cummax().groupby([rows["run_id"], rows["vchannel"]], sort=False).ffill()
     rows = rows[rows["kind"] == "datacoord.channel_cp"].copy()
