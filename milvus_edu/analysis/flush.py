@@ -28,7 +28,7 @@ import pandas as pd
 from ..events.schema import SIM_EPOCH_MS
 from ..narrate import detail_dict
 from ..tsoutil import LOGICAL_BITS
-from .timetick import PERCENTILES, _nearest_rank, _strings
+from .timetick import PERCENTILES, _strings, with_percentiles
 from .tso import _sorted
 
 KEYS_VCHANNEL = ["run_id", "vchannel"]
@@ -112,13 +112,7 @@ def checkpoint_lag_pd(frame: pd.DataFrame) -> pd.DataFrame:
            .agg(checkpoints=("seq", "size"), mean_lag_ms=("lag_ms", "mean"), max_lag_ms=("lag_ms", "max"),
                 max_behind_consumed_ms=("behind_ms", "max"))
            .reset_index())
-    ranked = rows.sort_values(KEYS_VCHANNEL + ["lag_ms", "seq"], kind="stable")
-    ranked = ranked.assign(rank=ranked.groupby(KEYS_VCHANNEL, sort=False).cumcount() + 1,
-                           n=ranked.groupby(KEYS_VCHANNEL, sort=False)["seq"].transform("size"))
-    for p in PERCENTILES:
-        chosen = ranked[ranked["rank"] == _nearest_rank(ranked["n"], p)]
-        out = out.merge(chosen[KEYS_VCHANNEL + ["lag_ms"]].rename(columns={"lag_ms": f"p{p}_lag_ms"}),
-                        on=KEYS_VCHANNEL, how="left")
+    out = with_percentiles(out, rows, KEYS_VCHANNEL, "lag_ms")
     out["checkpoints"] = out["checkpoints"].astype("Int64")
     out["max_behind_consumed_ms"] = out["max_behind_consumed_ms"].astype("Int64")
     for c in ("mean_lag_ms", "p50_lag_ms", "p95_lag_ms", "max_lag_ms"):

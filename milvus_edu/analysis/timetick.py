@@ -54,6 +54,18 @@ def _nearest_rank(n, pct: int):
     return (n * pct + 99) // 100
 
 
+def with_percentiles(out: pd.DataFrame, rows: pd.DataFrame, keys: list[str], value: str) -> pd.DataFrame:
+    """``out`` with a ``p{P}_{value}`` column per :data:`PERCENTILES`: per ``keys`` group of ``rows``, the
+    nearest-rank percentile of ``value`` (ties broken by ``seq``, as the Spark versions order them)."""
+    ranked = rows.sort_values(keys + [value, "seq"], kind="stable")
+    ranked = ranked.assign(rank=ranked.groupby(keys, sort=False).cumcount() + 1,
+                           n=ranked.groupby(keys, sort=False)["seq"].transform("size"))
+    for p in PERCENTILES:
+        chosen = ranked[ranked["rank"] == _nearest_rank(ranked["n"], p)]
+        out = out.merge(chosen[keys + [value]].rename(columns={value: f"p{p}_{value}"}), on=keys, how="left")
+    return out
+
+
 # --- tick lag ------------------------------------------------------------------------------------
 
 def tick_lag(events):
@@ -102,13 +114,7 @@ def tick_lag_pd(frame: pd.DataFrame) -> pd.DataFrame:
            .agg(ticks=("seq", "size"), min_lag_ms=("lag_ms", "min"), mean_lag_ms=("lag_ms", "mean"),
                 max_lag_ms=("lag_ms", "max"), max_gap_ms=("gap_ms", "max"))
            .reset_index())
-    ranked = ticks.sort_values(KEYS_CHANNEL + ["lag_ms", "seq"], kind="stable")
-    ranked = ranked.assign(rank=ranked.groupby(KEYS_CHANNEL, sort=False).cumcount() + 1,
-                           n=ranked.groupby(KEYS_CHANNEL, sort=False)["seq"].transform("size"))
-    for p in PERCENTILES:
-        chosen = ranked[ranked["rank"] == _nearest_rank(ranked["n"], p)]
-        out = out.merge(chosen[KEYS_CHANNEL + ["lag_ms"]].rename(columns={"lag_ms": f"p{p}_lag_ms"}),
-                        on=KEYS_CHANNEL, how="left")
+    out = with_percentiles(out, ticks, KEYS_CHANNEL, "lag_ms")
     out["ticks"] = out["ticks"].astype("Int64")
     for c in ("min_lag_ms", "mean_lag_ms", "p50_lag_ms", "p95_lag_ms", "max_lag_ms", "max_gap_ms"):
         out[c] = out[c].astype("float64")
