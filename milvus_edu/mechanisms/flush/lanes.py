@@ -53,7 +53,8 @@ class VChannelLane(Lane):
     of each pack the writeNode buffered or the ttNode checkpointed). Orange dots: each checkpoint the ttNode
     handed to the updater. Red: the channel checkpoint DataCoord stored (the seek position a recovering node
     starts from). Purple dashes: flushTs, from when ``FlushChannels`` set it to when a stored checkpoint strictly
-    past it cleared it. At the cursor: a dot on the consumed position and one on the stored checkpoint.
+    past it cleared it (a bar) or a later flush replaced it. At the cursor: a dot on the consumed position and
+    one on the stored checkpoint.
 
     ``slot`` picks the vchannel: the ``slot``-th of the run's watched vchannels in natural order.
     """
@@ -123,17 +124,24 @@ class VChannelLane(Lane):
         rows = _rows(events, "datanode.flush_ts", v)
         start = None
         labelled = False
-        for i in rows:
-            if detail_dict(events["detail"].iat[i]).get("set"):
-                start = (t[i], physical_s(ts[i:i + 1], base)[0])
-            elif start is not None:
-                ax.plot([start[0], t[i]], [start[1], start[1]], color=_FLUSH, ls="--", lw=1.6, zorder=6,
-                        label=None if labelled else "flushTs (set → cleared)")
-                ax.plot([t[i]], [start[1]], marker="|", ms=9, color=_FLUSH, zorder=6)
-                labelled, start = True, None
-        if start is not None:
-            ax.plot([start[0], t_end], [start[1], start[1]], color=_FLUSH, ls="--", lw=1.6, zorder=6,
+
+        def draw(until: float, cleared: bool) -> None:
+            nonlocal labelled
+            ax.plot([start[0], until], [start[1], start[1]], color=_FLUSH, ls="--", lw=1.8, zorder=7,
                     label=None if labelled else "flushTs (set → cleared)")
+            if cleared:
+                ax.plot([until], [start[1]], marker="|", ms=9, color=_FLUSH, zorder=7)
+            labelled = True
+
+        for i in rows:
+            is_set = bool(detail_dict(events["detail"].iat[i]).get("set"))
+            if start is not None:  # cleared, or replaced by a later flush's flushTs while still set
+                draw(t[i], cleared=not is_set)
+                start = None
+            if is_set:
+                start = (t[i], physical_s(ts[i:i + 1], base)[0])
+        if start is not None:
+            draw(t_end, cleared=False)
 
     def update(self, cursor_index, t_ms):
         return move_all(self.tracks, cursor_index)
