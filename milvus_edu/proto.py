@@ -1,14 +1,15 @@
 """The few Milvus protobuf messages that cross component boundaries, as plain dataclasses.
 
-Mirrors ``pkg/proto/commonpb`` (``MsgBase``, ``MsgType``), ``pkg/proto/msgpb`` (``MsgPosition``) and
-``pkg/proto/internalpb`` (``ChannelTimeTickMsg``). Only the fields the modelled mechanisms read are
-kept. Simplification: message ids are integers (a position in an append-only pchannel log) rather than
+Mirrors ``pkg/proto/commonpb`` (``MsgBase``, ``MsgType``, ``ConsistencyLevel``), ``pkg/proto/msgpb``
+(``MsgPosition``) and ``pkg/proto/internalpb`` (``ChannelTimeTickMsg``). Only the fields the modelled
+mechanisms read are kept. Simplification: message ids are integers (a position in an append-only pchannel log) rather than
 the opaque byte strings of Pulsar/Kafka/RocksMQ.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import IntEnum
 
 
 class MsgType:
@@ -158,3 +159,31 @@ class SaveBinlogPathsRequest:
     dropped: bool = False
     seg_level: str = SegmentLevel.L1
     source_id: int = 0
+
+
+class ConsistencyLevel(IntEnum):
+    """``commonpb.ConsistencyLevel``: how fresh a search or query must be (the numbers travel on the wire)."""
+
+    STRONG = 0
+    SESSION = 1
+    BOUNDED = 2
+    EVENTUALLY = 3
+    CUSTOMIZED = 4
+
+    @classmethod
+    def parse(cls, value) -> "ConsistencyLevel":
+        """A level from its name (``"Strong"``, ``"bounded"``...) or number; ``ValueError`` naming the valid ones."""
+        if isinstance(value, cls):
+            return value
+        if isinstance(value, str):
+            try:
+                return cls[value.strip().upper()]
+            except KeyError:
+                pass
+        elif isinstance(value, int) and not isinstance(value, bool):
+            try:
+                return cls(value)
+            except ValueError:
+                pass
+        names = ", ".join(level.name.capitalize() for level in cls)
+        raise ValueError(f"unknown consistency level {value!r}; use one of {names}")
