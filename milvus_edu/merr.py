@@ -1,4 +1,4 @@
-"""Milvus's typed errors, the few the DataNode and DataCoord models raise.
+"""Milvus's typed errors, the few the DataNode, DataCoord and QueryNode models raise.
 
 Models ``pkg/util/merr/errors.go`` and ``utils.go`` (Milvus 2.5): each error has Milvus's code and base
 text, and the ``WrapErr...`` helpers append ``[name=value]`` fields and an optional ``"<msg>: "`` prefix
@@ -45,6 +45,13 @@ class ChannelNotFoundError(MilvusError):
     base = "channel not found"
 
 
+class ChannelNotAvailableError(MilvusError):
+    """``ErrChannelNotAvailable`` (code 503): the channel's delegator cannot serve (closed, not ready)."""
+
+    code = 503
+    base = "channel not available"
+
+
 class ChannelReduplicateError(MilvusError):
     """``ErrChannelReduplicate`` (code 502): a channel registered twice."""
 
@@ -82,6 +89,11 @@ def wrap_err_collection_not_found(collection: object, msg: str = "") -> Collecti
 def wrap_err_channel_not_found(name: str, msg: str = "") -> ChannelNotFoundError:
     """``WrapErrChannelNotFound``: ``channel not found[channel=<name>]``."""
     return ChannelNotFoundError(("channel", name), msg=msg)
+
+
+def wrap_err_channel_not_available(name: str, msg: str = "") -> ChannelNotAvailableError:
+    """``WrapErrChannelNotAvailable``: ``<msg>: channel not available[channel=<name>]``."""
+    return ChannelNotAvailableError(("channel", name), msg=msg)
 
 
 def wrap_err_channel_reduplicate(name: str, msg: str = "") -> ChannelReduplicateError:

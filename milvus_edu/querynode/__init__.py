@@ -1,0 +1,8 @@
+"""The QueryNode's side of consistency (``internal/querynodev2`` and segcore): MVCC segments and the shard
+delegator's tsafe, which a read waits on until it has consumed everything up to its guarantee timestamp."""
+
+from .delegator import DeadlineExceeded, ShardDelegator, TSafeChanged, TsLagTooLargeError, go_duration
+from .segcore import DeletedRecord, GrowingSegment, InsertRecord, Row, SealedSegment
+
+__all__ = ["DeadlineExceeded", "ShardDelegator", "TSafeChanged", "TsLagTooLargeError", "go_duration",
+           "DeletedRecord", "GrowingSegment", "InsertRecord", "Row", "SealedSegment"]

@@ -1,0 +1,154 @@
+"""The shard delegator's tsafe: how far a QueryNode has consumed a vchannel, and the wait a read makes on it.
+
+Models ``internal/querynodev2/delegator/delegator.go`` (``UpdateTSafe``, ``GetTSafe``, ``waitTSafe``, ``Close``
+and the read step of ``Search`` / ``Query``: ``MvccTimestamp = tsafe`` when the request has none) and
+``types.go`` (``ErrTsLagTooLarge``).
+
+``tsafe`` is the end timestamp of the last pack the pipeline finished (the deleteNode publishes it after applying
+the pack's deletes). It never goes back. A read with guarantee ``g`` proceeds at once when ``tsafe >= g``;
+otherwise it waits until the pipeline has consumed up to ``g`` — and then reads at the tsafe *at wake-up*, which
+may be past ``g``: the read timestamp is the tsafe, not the guarantee.
+
+:meth:`ShardDelegator.wait_tsafe` is an effect generator (:mod:`milvus_edu.effects`): it yields
+:class:`TSafeChanged` each time it must wait; the driver resumes it after the next ``update_tsafe`` or ``close``,
+or throws :class:`DeadlineExceeded` into it when the request's context times out.
+
+Simplification: no segment distribution, versions or remote workers: the delegator reads its own segments.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..merr import wrap_err_channel_not_available
+from ..tsoutil import physical_time
+from .segcore import GrowingSegment, Row, SealedSegment
+
+S_NS = 1_000_000_000
+#: ``queryNode.scheduler.maxTimestampLag``: a guarantee further than this past tsafe is refused at once.
+MAX_TIMESTAMP_LAG_NS = 86400 * S_NS
+
+
+def go_duration(ns: int) -> str:
+    """A duration as Go's ``time.Duration.String`` prints it (``1h2m3.5s``, ``1.5s``, ``250ms``, ``0s``)."""
+    if ns == 0:
+        return "0s"
+    sign, ns = ("-", -ns) if ns < 0 else ("", ns)
+    if ns < S_NS:
+        for unit, size in (("ms", 10**6), ("µs", 10**3), ("ns", 1)):
+            if ns >= size:
+                return sign + f"{ns / size:.9f}".rstrip("0").rstrip(".") + unit
+    h, rest = divmod(ns, 3600 * S_NS)
+    m, rest = divmod(rest, 60 * S_NS)
+    secs = f"{rest / S_NS:.9f}".rstrip("0").rstrip(".") + "s"
+    if h:
+        return f"{sign}{h}h{m}m{secs}"
+    if m:
+        return f"{sign}{m}m{secs}"
+    return sign + secs
+
+
+class TsLagTooLargeError(Exception):
+    """``ErrTsLagTooLarge``: ``Timestamp lag too large lag(<d>) max(<d>)``."""
+
+    def __init__(self, lag_ns: int, max_lag_ns: int):
+        super().__init__(f"Timestamp lag too large lag({go_duration(lag_ns)}) max({go_duration(max_lag_ns)})")
+        self.lag_ns = lag_ns
+        self.max_lag_ns = max_lag_ns
+
+
+class DeadlineExceeded(Exception):
+    """The read's context ran out while it waited (``context deadline exceeded``)."""
+
+    def __init__(self) -> None:
+        super().__init__("context deadline exceeded")
+
+
+@dataclass(frozen=True)
+class TSafeChanged:
+    """Effect: wait until tsafe moves or the delegator closes (the ``tsCond.Wait`` of ``waitTSafe``)."""
+
+    guarantee_ts: int
+
+
+class ShardDelegator:
+    """One vchannel's delegator on a QueryNode: tsafe, the wait, and reads over its segments.
+
+    ``start_ts``: the initial tsafe (``NewShardDelegator``'s ``startTs``); ``max_timestamp_lag_ns``:
+    ``queryNode.scheduler.maxTimestampLag`` (86,400 s); ``downgrade_tsafe``: ``queryNode.downgradeTsafe``
+    (false: a read never proceeds below its guarantee).
+    """
+
+    def __init__(self, vchannel: str, start_ts: int = 0, max_timestamp_lag_ns: int = MAX_TIMESTAMP_LAG_NS,
+                 downgrade_tsafe: bool = False):
+        self.vchannel = vchannel
+        self._tsafe = start_ts
+        self.max_timestamp_lag_ns = max_timestamp_lag_ns
+        self.downgrade_tsafe = downgrade_tsafe
+        self.serviceable = True
+        self.growing: dict[int, GrowingSegment] = {}
+        self.sealed: dict[int, SealedSegment] = {}
+
+    # ------------------------------------------------------------------------------ tsafe
+
+    def update_tsafe(self, tsafe: int) -> bool:
+        """``UpdateTSafe``: store ``tsafe`` only if it is larger (never back); returns whether it moved."""
+        if tsafe > self._tsafe:
+            self._tsafe = tsafe
+            return True
+        return False
+
+    def get_tsafe(self) -> int:
+        """``GetTSafe``."""
+        return self._tsafe
+
+    def close(self) -> None:
+        """``Close``: stop serving; waiting reads wake up and fail."""
+        self.serviceable = False
+
+    def wait_tsafe(self, guarantee_ts: int):
+        """``waitTSafe``: the tsafe to read at, once it is at least ``guarantee_ts`` (an effect generator).
+
+        Immediate when tsafe already reached the guarantee, or when ``downgrade_tsafe`` is on (then possibly
+        below it). A guarantee more than ``max_timestamp_lag_ns`` past tsafe (physical parts) raises
+        :class:`TsLagTooLargeError` at once. Otherwise it yields :class:`TSafeChanged` until tsafe reaches the
+        guarantee (returning tsafe at wake-up) or the delegator closes (``channel not available``: "delegator closed
+        during wait tsafe"); a :class:`DeadlineExceeded` thrown in propagates.
+        """
+        cur = self._tsafe
+        if cur >= guarantee_ts:
+            return cur
+        if self.downgrade_tsafe:
+            return cur
+        lag_ns = (physical_time(guarantee_ts) - physical_time(cur)) * 1_000_000
+        if lag_ns > self.max_timestamp_lag_ns:
+            raise TsLagTooLargeError(lag_ns, self.max_timestamp_lag_ns)
+        while self._tsafe < guarantee_ts and self.serviceable:
+            yield TSafeChanged(guarantee_ts)
+        if not self.serviceable:
+            raise wrap_err_channel_not_available(self.vchannel, "delegator closed during wait tsafe")
+        return self._tsafe
+
+    # ------------------------------------------------------------------------------ data and reads
+
+    def insert(self, segment_id: int, rows) -> None:
+        """The insertNode's rows for a growing segment (created on its first insert)."""
+        self.growing.setdefault(segment_id, GrowingSegment(segment_id)).insert(rows)
+
+    def process_delete(self, pks, tss) -> int:
+        """``ProcessDelete``: apply deletes to every segment this delegator serves; returns rows newly hidden."""
+        segments = [*self.sealed.values(), *self.growing.values()]
+        return sum(s.delete(pks, tss) for s in segments)
+
+    def query(self, guarantee_ts: int, mvcc_ts: int = 0):
+        """``Query`` (a search is the same here): wait for tsafe, then read at ``mvcc_ts`` or, when it is 0, at the
+        tsafe the wait returned. Returns ``(read_ts, rows)``, rows sorted by primary key then timestamp."""
+        tsafe = yield from self.wait_tsafe(guarantee_ts)
+        read_ts = mvcc_ts or tsafe
+        return read_ts, self.read(read_ts)
+
+    def read(self, ts: int) -> list[Row]:
+        """Every row visible at ``ts`` in the sealed and growing segments."""
+        rows = [r for s in self.sealed.values() for r in s.visible(ts)]
+        rows += [r for s in self.growing.values() for r in s.visible(ts)]
+        return sorted(rows, key=lambda r: (r.pk, r.ts))

@@ -1,0 +1,159 @@
+"""Segcore's MVCC: which rows of a segment a read at timestamp ``T`` sees.
+
+Models ``internal/core/src/segcore/InsertRecord.h`` (``search_pk``), ``DeletedRecord.h`` (``InternalPush``,
+``Query``), ``SegmentGrowingImpl.cpp`` (``get_active_count``, ``mask_with_delete``), ``SegmentSealedImpl.cpp``
+(``mask_with_timestamps``) and ``exec/operator/MvccNode.cpp`` (the visibility filter a search or query applies).
+
+The rules, as the reference's §5.4 states them: a row is visible at ``T`` iff it was inserted at ``ts <= T`` and
+no recorded delete of it has ``dts <= T``. A delete of primary key ``pk`` at ``dts`` is recorded against every row
+of ``pk`` present when it arrives with ``insert_ts <= dts`` — except a row with ``insert_ts == dts``, which a delete
+never hides — and a row takes only the first delete recorded against it.
+
+Simplification: rows are ``(pk, ts)`` pairs with an optional payload (no vectors, fields or indexes); no snapshot
+bitmaps (``DELETE_DUMP_BATCH_SIZE``) — the sorted delete list is scanned; no TTL masking.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Row:
+    """One row: its primary key, its insert timestamp and what else it carries (the "vector", here any value)."""
+
+    pk: int
+    ts: int
+    payload: object = None
+
+
+class InsertRecord:
+    """``InsertRecord``: rows by offset, and an index from primary key to offsets."""
+
+    def __init__(self) -> None:
+        self.rows: list[Row] = []
+        self._by_pk: dict[int, list[int]] = {}
+
+    def append(self, row: Row) -> int:
+        """Add ``row`` at the next offset; returns the offset."""
+        offset = len(self.rows)
+        self.rows.append(row)
+        self._by_pk.setdefault(row.pk, []).append(offset)
+        return offset
+
+    def search_pk(self, pk: int, ts: int) -> list[int]:
+        """``search_pk``: every offset of ``pk`` whose row was inserted at or before ``ts``."""
+        return [o for o in self._by_pk.get(pk, ()) if self.rows[o].ts <= ts]
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+
+@dataclass
+class DeletedRecord:
+    """``DeletedRecord``: the deletes recorded against rows of one segment, sorted by delete timestamp.
+
+    ``delete_ignores_timestamps`` (bug switch): a delete hides every row of its primary key present, whatever
+    their timestamps, and from every read — a read at a timestamp before the delete, or a row inserted with the
+    delete's own timestamp or later (the seed's insert A -> delete A -> insert A), loses rows it must see.
+    """
+
+    record: InsertRecord
+    delete_ignores_timestamps: bool = False
+    _entries: list[tuple[int, int]] = field(default_factory=list)  # (dts, offset), sorted
+    _masked: set[int] = field(default_factory=set)
+
+    def push(self, pks, tss) -> int:
+        """``InternalPush``: record each ``(pk, dts)``; returns how many rows it newly hid."""
+        hidden = 0
+        for pk, dts in zip(pks, tss):
+            if self.delete_ignores_timestamps:
+                offsets = self.record.search_pk(pk, 2**64)
+                dts = 0
+            else:
+                offsets = self.record.search_pk(pk, dts)
+            for o in offsets:
+                if o in self._masked:
+                    continue  # a row takes the first delete recorded against it
+                if not self.delete_ignores_timestamps and self.record.rows[o].ts == dts:
+                    continue  # a delete never hides a row inserted with its own timestamp
+                bisect.insort(self._entries, (dts, o))
+                self._masked.add(o)
+                hidden += 1
+        return hidden
+
+    def query(self, ts: int, insert_barrier: int) -> set[int]:
+        """``Query``: offsets below ``insert_barrier`` deleted at or before ``ts``."""
+        end = bisect.bisect_right(self._entries, (ts, 2**63))
+        return {o for dts, o in self._entries[:end] if o < insert_barrier}
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+class GrowingSegment:
+    """A growing segment: rows appended as the QueryNode's insertNode consumes them, in timestamp order.
+
+    ``insert`` refuses a row older than the last one (``ValueError``): ``get_active_count`` relies on the order,
+    and the pipeline sorts each pack's inserts by timestamp before it appends them.
+    """
+
+    def __init__(self, segment_id: int, delete_ignores_timestamps: bool = False):
+        self.segment_id = segment_id
+        self.record = InsertRecord()
+        self.deleted = DeletedRecord(self.record, delete_ignores_timestamps)
+        self._ts: list[int] = []
+
+    def insert(self, rows) -> None:
+        """``Insert``: append ``rows`` (each a :class:`Row`)."""
+        for row in rows:
+            if self._ts and row.ts < self._ts[-1]:
+                raise ValueError(f"segment {self.segment_id}: row ts {row.ts} is older than the last one "
+                                 f"({self._ts[-1]}); insert rows in timestamp order")
+            self.record.append(row)
+            self._ts.append(row.ts)
+
+    def delete(self, pks, tss) -> int:
+        """``Delete``: record deletes (see :meth:`DeletedRecord.push`); returns the rows newly hidden."""
+        return self.deleted.push(pks, tss)
+
+    def get_active_count(self, ts: int) -> int:
+        """``get_active_count``: the leading rows inserted at or before ``ts`` (an upper bound on the offsets)."""
+        return bisect.bisect_right(self._ts, ts)
+
+    def visible(self, ts: int) -> list[Row]:
+        """The rows a read at ``ts`` sees: inserted at or before ``ts``, not deleted at or before ``ts``."""
+        barrier = self.get_active_count(ts)
+        gone = self.deleted.query(ts, barrier)
+        return [self.record.rows[o] for o in range(barrier) if o not in gone]
+
+    def __len__(self) -> int:
+        return len(self.record)
+
+
+class SealedSegment:
+    """A sealed segment loaded from binlogs: its rows in any order, masked by timestamp at read time."""
+
+    def __init__(self, segment_id: int, rows=(), delete_ignores_timestamps: bool = False):
+        self.segment_id = segment_id
+        self.record = InsertRecord()
+        for row in rows:
+            self.record.append(row)
+        self.deleted = DeletedRecord(self.record, delete_ignores_timestamps)
+
+    def delete(self, pks, tss) -> int:
+        """``Delete`` (deletes forwarded to a loaded segment): see :meth:`DeletedRecord.push`."""
+        return self.deleted.push(pks, tss)
+
+    def mask_with_timestamps(self, ts: int) -> set[int]:
+        """``mask_with_timestamps``: offsets of rows inserted after ``ts``."""
+        return {o for o, row in enumerate(self.record.rows) if row.ts > ts}
+
+    def visible(self, ts: int) -> list[Row]:
+        """The rows a read at ``ts`` sees."""
+        masked = self.mask_with_timestamps(ts) | self.deleted.query(ts, len(self.record))
+        return [row for o, row in enumerate(self.record.rows) if o not in masked]
+
+    def __len__(self) -> int:
+        return len(self.record)
