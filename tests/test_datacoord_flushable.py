@@ -18,8 +18,10 @@ from milvus_edu.proto import (
     Binlog, CheckPoint, FieldBinlog, MsgPosition, SaveBinlogPathsRequest, SegmentState,
 )
 from milvus_edu.storage.kv import MemoryKV
+from milvus_edu.tsoutil import compose_ts
 
 CH = "by-dev-rootcoord-dml_0_100v0"
+TT = compose_ts(10_000, 0)  # a DataNode time tick well past every allocation's expiry (2 s after clock 0)
 
 
 def _server(clock):
@@ -46,9 +48,25 @@ def test_sealed_segment_without_rows_is_not_flushable_yet():
     server = _server(clock)
     seg = server.assign_segment_id(100, 1001, CH, 3)
     server.segment_manager.seal_all_segments(CH)
-    assert server.handle_data_node_tt_msg(CH, 100, 7) == []
+    assert server.handle_data_node_tt_msg(CH, TT, 7) == []
     _sync(server, seg, 3)
-    assert [s.id for s in server.handle_data_node_tt_msg(CH, 100, 7)] == [seg]
+    assert [s.id for s in server.handle_data_node_tt_msg(CH, TT, 7)] == [seg]
+
+
+def test_a_sealed_segment_is_flushable_only_once_its_last_allocation_expired():
+    """``flushPolicyL1``: ``LastExpireTime <= ts``; every ``AllocSegment`` pushes it to now + 2 s
+    (``segAssignmentExpiration``), so an insert granted the segment before the seal is consumed before its flush."""
+    clock = [0]
+    server = _server(clock)
+    seg = server.assign_segment_id(100, 1001, CH, 3)
+    _sync(server, seg, 3)
+    clock[0] = 1 * S
+    assert server.assign_segment_id(100, 1001, CH, 1) == seg
+    expire = server.segment_manager.last_expire_time(seg)
+    assert expire == compose_ts(3_000, 0)
+    server.segment_manager.seal_all_segments(CH)
+    assert server.handle_data_node_tt_msg(CH, expire - 1, 7) == []
+    assert [s.id for s in server.handle_data_node_tt_msg(CH, expire, 7)] == [seg]
 
 
 def test_flush_is_asked_again_only_after_the_flush_interval():
@@ -58,11 +76,11 @@ def test_flush_is_asked_again_only_after_the_flush_interval():
     seg = server.assign_segment_id(100, 1001, CH, 3)
     _sync(server, seg, 3)
     server.segment_manager.seal_all_segments(CH)
-    assert len(server.handle_data_node_tt_msg(CH, 100, 7)) == 1
+    assert len(server.handle_data_node_tt_msg(CH, TT, 7)) == 1
     clock[0] += 2 * S - 1
-    assert server.handle_data_node_tt_msg(CH, 200, 7) == []
+    assert server.handle_data_node_tt_msg(CH, TT + 1, 7) == []
     clock[0] += 1
-    assert len(server.handle_data_node_tt_msg(CH, 300, 7)) == 1
+    assert len(server.handle_data_node_tt_msg(CH, TT + 2, 7)) == 1
 
 
 def test_growing_segment_is_never_flushable():
@@ -70,7 +88,7 @@ def test_growing_segment_is_never_flushable():
     server = _server(clock)
     seg = server.assign_segment_id(100, 1001, CH, 3)
     _sync(server, seg, 3)
-    assert server.handle_data_node_tt_msg(CH, 100, 7) == []
+    assert server.handle_data_node_tt_msg(CH, TT, 7) == []
 
 
 def test_report_from_a_node_that_does_not_watch_the_channel_is_ignored():
@@ -80,8 +98,8 @@ def test_report_from_a_node_that_does_not_watch_the_channel_is_ignored():
     seg = server.assign_segment_id(100, 1001, CH, 3)
     _sync(server, seg, 3)
     server.segment_manager.seal_all_segments(CH)
-    assert server.handle_data_node_tt_msg(CH, 100, 8) == []
-    assert len(server.handle_data_node_tt_msg(CH, 100, 7)) == 1
+    assert server.handle_data_node_tt_msg(CH, TT, 8) == []
+    assert len(server.handle_data_node_tt_msg(CH, TT, 7)) == 1
 
 
 def test_flushed_report_then_post_flush_ends_in_flushed_and_leaves_the_sealed_set():

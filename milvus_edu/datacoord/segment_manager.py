@@ -9,13 +9,14 @@ What Milvus's segment allocation does that this does not (one line each for the 
 
 * Simplification: no size limit - Go estimates a segment's max rows from the schema and
   ``dataCoord.segment.maxSize`` and opens a new segment when the request does not fit.
-* Simplification: no allocations - Go records each grant (rows, expire ts = TSO +
-  ``segAssignmentExpiration`` 2 s) and counts them against the segment's capacity until they expire.
+* Simplification: allocations are reduced to their expiry - each ``assign_segment_id`` stamps the segment's
+  ``LastExpireTime`` (DataCoord's clock + ``segAssignmentExpiration`` 2 s, where Go asks the TSO), which
+  ``flushPolicyL1`` waits for; the granted rows are not counted against a capacity (there is none).
 * Simplification: no seal policies - Go seals by size, lifetime, idle time, binlog count and per
   channel (``tryToSealSegment`` on every DataNode time tick); here only ``Flush`` seals.
 * Simplification: ``GetFlushableSegments`` runs no ``tryToSealSegment`` first (no seal policies) and
   ``CleanZeroSealedSegmentsOfChannel`` is left out (it drops empty sealed segments whose allocations
-  expired, which are not tracked here).
+  expired).
 * Simplification: segment ids come from an injected function (Go: an ``AllocID`` RPC to RootCoord).
 """
 
@@ -24,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from ..config import S
+from ..tsoutil import compose_ts
 from ..merr import wrap_err_collection_not_found
 from ..proto import SegmentInfo, SegmentLevel, SegmentState
 from .meta import Meta, is_segment_healthy
@@ -36,8 +38,12 @@ class SegmentManager:
     (Go ranges over hash sets).
     """
 
-    def __init__(self, meta: Meta, alloc_id: Callable[[], int], flush_interval_ns: int = 2 * S):
+    def __init__(self, meta: Meta, alloc_id: Callable[[], int], flush_interval_ns: int = 2 * S,
+                 seg_assignment_expiration_ns: int = 2 * S):
         self.meta = meta
+        self.seg_assignment_expiration_ns = seg_assignment_expiration_ns  # dataCoord.segment.assignmentExpiration
+        # SegmentInfo.LastExpireTime: in memory, like Go's allocations (0 after a restart: nothing to wait for).
+        self._last_expire: dict[int, int] = {}
         self._alloc_id = alloc_id
         self._growing: dict[str, set[int]] = {}
         self._sealed: dict[str, set[int]] = {}
@@ -75,14 +81,27 @@ class SegmentManager:
         if self.meta.get_collection(collection_id) is None:
             raise wrap_err_collection_not_found(collection_id, msg="failed to get collection")
         growing = self._growing.setdefault(channel, set())
+        chosen = None
         for segment_id in sorted(growing):
             segment = self.meta.get_healthy_segment(segment_id)
             if segment is None:
                 growing.discard(segment_id)
                 continue
             if segment.partition_id == partition_id:
-                return segment_id
-        return self.open_new_segment(collection_id, partition_id, channel)
+                chosen = segment_id
+                break
+        if chosen is None:
+            chosen = self.open_new_segment(collection_id, partition_id, channel)
+        self._last_expire[chosen] = self._gen_expire_ts()
+        return chosen
+
+    def _gen_expire_ts(self) -> int:
+        """``genExpireTs``: now plus ``segAssignmentExpiration`` as a hybrid ts (logical 0: Go keeps the TSO's)."""
+        return compose_ts((self.meta.now_ns() + self.seg_assignment_expiration_ns) // 1_000_000, 0)
+
+    def last_expire_time(self, segment_id: int) -> int:
+        """``SegmentInfo.LastExpireTime``: when the segment's latest allocation expires (0 when none)."""
+        return self._last_expire.get(segment_id, 0)
 
     def open_new_segment(self, collection_id: int, partition_id: int, channel: str) -> int:
         """``openNewSegment``: a fresh id, a Growing L1 record in meta (persisted), tracked as growing."""
@@ -125,9 +144,10 @@ class SegmentManager:
         """``GetFlushableSegments``: the channel's sealed segments that ``flushPolicyL1`` lets go, ascending.
 
         ``flushPolicyL1``: Sealed, not L0, at least ``segmentFlushInterval`` since DataCoord last asked a
-        DataNode to flush it (``now_ns`` is DataCoord's clock), its last allocation expired by ``ts``
-        (always here: no allocations), rows counted (``NumOfRows != 0``: a sealed segment whose rows
-        never reached a binlog is not flushable yet), not importing.
+        DataNode to flush it (``now_ns`` is DataCoord's clock), its last allocation expired by the time
+        tick ``ts`` (``LastExpireTime <= ts``: no insert granted to it can still arrive), rows counted
+        (``NumOfRows != 0``: a sealed segment whose rows never reached a binlog is not flushable yet), not
+        importing.
         """
         result = []
         for segment_id in sorted(self._sealed.get(channel, ())):
@@ -137,6 +157,7 @@ class SegmentManager:
             last = self._last_flush_ns.get(segment_id)
             if (info.state == SegmentState.SEALED and info.level != SegmentLevel.L0
                     and (last is None or now_ns - last >= self.flush_interval_ns)
+                    and self._last_expire.get(segment_id, 0) <= ts
                     and info.num_of_rows != 0 and not info.is_importing):
                 result.append(segment_id)
         return result
