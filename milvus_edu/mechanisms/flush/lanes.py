@@ -34,9 +34,11 @@ def vchannels_of(events: pd.DataFrame) -> list[str]:
     return sorted({str(v) for v in events.loc[kinds == "datanode.watch", "vchannel"].dropna()}, key=natural)
 
 
-def _rows(events: pd.DataFrame, kind: str, vchannel: str) -> np.ndarray:
+def _rows_of(events: pd.DataFrame, vchannel: str):
+    """``rows(kind)``: positions of ``kind`` rows of ``vchannel`` (the columns are converted once)."""
     kinds = events["kind"].astype(str).to_numpy()
-    return np.flatnonzero((kinds == kind) & (texts(events, "vchannel") == vchannel))
+    mine = texts(events, "vchannel") == vchannel
+    return lambda kind: np.flatnonzero((kinds == kind) & mine)
 
 
 def _step(ax, page: PageY, x, y, t_end: float, **style) -> None:
@@ -76,6 +78,7 @@ class VChannelLane(Lane):
             ax.set_yticks([])
             return
         v = channels[self.slot]
+        rows = _rows_of(events, v)
         base = base_ms(events)
         t = num(events["t_ms"]) / 1000.0
         t_end = float(np.nanmax(t))
@@ -83,14 +86,14 @@ class VChannelLane(Lane):
         end_ts, _ = ints(events, "end_ts")
         tick_ts, has_tick = ints(events, "tick_ts")
         # consumed: buffered packs' ends and the packs the ttNode checkpointed, in log order, never back
-        buf, cps = _rows(events, "datanode.buffer", v), _rows(events, "datanode.checkpoint", v)
+        buf, cps = rows("datanode.buffer"), rows("datanode.checkpoint")
         cons_pos = np.sort(np.concatenate([buf, cps[has_tick[cps]]]))
         cons_val = np.where(np.isin(cons_pos, buf), end_ts[cons_pos], tick_ts[cons_pos])
-        watches = _rows(events, "datanode.watch", v)
+        watches = rows("datanode.watch")
         ticks = time_ticks(events)
         pch = str(events.loc[events.index[watches[0]], "channel"]) if len(watches) else ""
         ticks = ticks[ticks["channel"] == pch]
-        stored = [i for i in _rows(events, "datacoord.channel_cp", v)
+        stored = [i for i in rows("datacoord.channel_cp")
                   if pd.isna(events["error"].iat[i]) and detail_dict(events["detail"].iat[i]).get("saved")]
         stored = np.asarray(stored, dtype=np.int64)
         all_y = [physical_s(x, base) for x in (cons_val, ticks["tick_ts"].to_numpy(), ts[stored]) if len(x)]
@@ -107,7 +110,7 @@ class VChannelLane(Lane):
             ax.plot(hx, hy, ls="none", marker="o", ms=3.5, color=_HANDED, label="checkpoint handed", zorder=4)
         sx, sy = t[stored], physical_s(ts[stored], base)
         _step(ax, page, sx, sy, t_end, color=_STORED, lw=2.0, label="stored checkpoint", zorder=5)
-        self._flush_ts(ax, events, v, base, t, ts, t_end)
+        self._flush_ts(ax, events, rows("datanode.flush_ts"), base, t, ts, t_end)
         if len(cons_pos):
             self.tracks.append((Track(cons_pos, cx, cy), cursor_dot(ax, _CONSUMED, size=6)))
         if len(stored):
@@ -120,8 +123,7 @@ class VChannelLane(Lane):
             ax.legend(loc="upper left", ncol=5, frameon=False)
 
     @staticmethod
-    def _flush_ts(ax, events, v, base, t, ts, t_end) -> None:
-        rows = _rows(events, "datanode.flush_ts", v)
+    def _flush_ts(ax, events, rows, base, t, ts, t_end) -> None:
         start = None
         labelled = False
 

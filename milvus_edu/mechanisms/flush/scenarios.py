@@ -130,17 +130,16 @@ class FlushCluster:
         for p in self.proxies:
             sim.add(p)
         self.store = RunStore(sim)
+        latency = ObjectStoreLatency(latency_ms=store_latency_ms, jitter_ms=store_latency_ms)
         self.datanode = DataNodeNode(sim, "datanode-1", 20, self.broker, self.datacoord, self.store, self.ids,
-                                     self.rootcoord, ObjectStoreLatency(latency_ms=store_latency_ms,
-                                                                        jitter_ms=store_latency_ms))
+                                     self.rootcoord, latency)
         sim.add(self.datanode)
         #: With ``takeover``, a second DataNode stands by (registered, no channel) and takes the crashed node's
         #: channels once DataCoord sees its session expire; the crashed node does not come back.
         self.standby: DataNodeNode | None = None
         if takeover:
             self.standby = DataNodeNode(sim, "datanode-2", 21, self.broker, self.datacoord, self.store, self.ids,
-                                        self.rootcoord, ObjectStoreLatency(latency_ms=store_latency_ms,
-                                                                           jitter_ms=store_latency_ms))
+                                        self.rootcoord, latency)
             sim.add(self.standby)
         self.crash_at_s = crash_at_s
         self.crash_step = crash_step
