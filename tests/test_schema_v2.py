@@ -22,6 +22,7 @@ from milvus_edu.events import FIELD_NAMES, SCHEMA_VERSION, RunLogError, load_run
 
 V1 = Path(__file__).parent / "data" / "v1-run-tso-failover"
 V2 = Path(__file__).parent / "data" / "v2-run-timetick"  # timetick-basics, 1 s, written before version 3
+V3 = Path(__file__).parent / "data" / "v3-run-flush"  # flush-basics, 0.45 s, written before version 4
 V2_COLUMNS = ("vchannel", "msg_id", "msg_type", "begin_ts", "end_ts", "min_ts", "max_ts", "tick_ts")
 
 
@@ -38,8 +39,23 @@ def test_schema_version_two_has_the_typed_stream_columns():
 
 
 def test_schema_version_three_adds_the_segment_column():
-    assert SCHEMA_VERSION == 3
+    assert SCHEMA_VERSION >= 3
     assert "segment" in FIELD_NAMES
+
+
+def test_schema_version_four_adds_the_read_columns():
+    assert SCHEMA_VERSION == 4
+    assert {"request", "level", "guarantee_ts"} <= set(FIELD_NAMES)
+
+
+def test_version_three_run_loads_with_read_columns_null():
+    assert schema_version_of(V3 / "events.parquet") == 3
+    for name in ("events.parquet", "events.jsonl"):
+        ev = load_run(V3 / name)
+        assert list(ev.columns) == list(FIELD_NAMES)
+        assert ev["request"].isna().all() and ev["level"].isna().all() and ev["guarantee_ts"].isna().all()
+        assert ev["segment"].notna().any()
+        assert len(ev) == json.loads((V3 / "summary.json").read_text())["events"]
 
 
 def test_version_two_run_loads_with_segment_null():

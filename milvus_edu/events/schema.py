@@ -18,6 +18,8 @@ own (a column an older log lacks reads as null) and refuse a newer one in one li
   metadata in the Parquet file, so a plain ``pandas.read_parquet`` gives exact ``Int64`` timestamps.
 * Version 3: ``segment``, the segment an event is about (DataNode syncs, DataCoord's segment meta,
   the insert messages that carry it), so analyses group rows and syncs by segment at scale.
+* Version 4: ``request``, ``level`` and ``guarantee_ts`` for reads (a search or query from the client
+  through the proxy to each shard delegator), so analyses group waits and staleness by consistency level.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 #: Wall-clock instant (Unix ms) of simulated time 0 in every simulated run: 2026-01-01T00:00:00Z.
 #: Views print wall-clock values (``physical_ms``, ``window_end_ms``, ``clock_ms``, the physical part
@@ -77,6 +79,12 @@ FIELDS: tuple[Field, ...] = (
           "consumed pack promises (nothing at or below it follows). (v2)"),
     Field("segment", "int64", True, "Segment id the event is about: an insert message's segment, a sync, "
           "DataCoord's record of it, the audit reading its binlogs back. (v3)"),
+    Field("request", "int64", True, "Id of a read (search or query), the same on the client's, the proxy's and "
+          "every delegator's events of that read. (v4)"),
+    Field("level", "string", True, "Consistency level a read applied: `Strong`, `Session`, `Bounded`, "
+          "`Eventually` or `Customized`. (v4)"),
+    Field("guarantee_ts", "int64", True, "A read's guarantee timestamp: the QueryNode may serve it only once its "
+          "tsafe reached this. (v4)"),
     Field("error", "string", True, "Error message when the step failed."),
     Field("detail", "string", True, "Anything else, as a JSON object with sorted keys."),
 )
