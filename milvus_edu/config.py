@@ -101,6 +101,16 @@ class DataNodeParams(_Positive):
 
 
 @dataclass(frozen=True)
+class QueryParams(_Positive):
+    """The read path's constants: proxy, shard delegator, QueryCoord (``internal/proxy``, ``internal/querynodev2``)."""
+
+    graceful_time_ms: int = 5000  # common.gracefulTime: how stale a Bounded read may be
+    max_timestamp_lag_ns: int = 86400 * S  # queryNode.scheduler.maxTimestampLag: a farther guarantee fails at once
+    downgrade_tsafe: bool = False  # queryNode.downgradeTsafe: serve below the guarantee instead of waiting
+    clean_exclude_segment_interval_ns: int = 60 * S  # queryCoord.cleanExcludeSegmentInterval
+
+
+@dataclass(frozen=True)
 class BugSwitches:
     """Named wrong rules a learner may switch on. Each is caught by a checker in ``milvus_edu.check``."""
 
@@ -126,6 +136,19 @@ class BugSwitches:
     drop_failed_checkpoint_tasks: bool = False
     """The checkpoint updater deletes a channel's task when its RPC fails instead of keeping it for the
     next tick: the update is lost until the ttNode submits again, up to a minute later."""
+
+    update_tsafe_before_delete: bool = False
+    """The QueryNode's deleteNode publishes tsafe before it applies the pack's deletes: a read woken in between
+    reads at the new tsafe and still sees rows deleted at or below it."""
+    skip_wait_tsafe: bool = False
+    """The shard delegator serves a read at once at its current tsafe instead of waiting for the guarantee: a Strong
+    read misses writes acknowledged before it began."""
+    delete_ignores_timestamps: bool = False
+    """Segcore applies a delete to every row of its key, whatever their timestamps: a read at an earlier timestamp,
+    or a row inserted again after the delete, loses rows it must see."""
+    session_uses_zero_ts: bool = False
+    """The SDK sends 0 as a Session read's guarantee instead of the client's last write timestamp: the QueryNode does
+    not wait, and the client may not read its own write."""
 
     def enabled(self) -> list[str]:
         """Names of the switches that are on."""
@@ -154,6 +177,7 @@ class Config:
     timetick: TimeTickParams = field(default_factory=TimeTickParams)
     mq: MQParams = field(default_factory=MQParams)
     datanode: DataNodeParams = field(default_factory=DataNodeParams)
+    query: QueryParams = field(default_factory=QueryParams)
     switches: BugSwitches = field(default_factory=BugSwitches)
 
     def to_dict(self) -> dict:

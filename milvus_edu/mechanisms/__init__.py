@@ -8,3 +8,4 @@ one :class:`~milvus_edu.registry.Mechanism`; the order here is the order of the 
 from . import tso  # noqa: F401  (lesson 1 registers itself)
 from . import timetick  # noqa: F401,I001  (lesson 2, after the TSO)
 from . import flush  # noqa: F401,I001  (lesson 3, after TimeTick)
+from . import query  # noqa: F401,I001  (lesson 4, after flush)

@@ -2,7 +2,10 @@
 delegator's tsafe, which a read waits on until it has consumed everything up to its guarantee timestamp."""
 
 from .delegator import DeadlineExceeded, ShardDelegator, TSafeChanged, TsLagTooLargeError, go_duration
+from .exclude_info import ExcludedSegments
+from .pipeline import DeleteNode, FilterNode, InsertNode, PackResult, Pipeline, TimeRange
 from .segcore import DeletedRecord, GrowingSegment, InsertRecord, Row, SealedSegment
 
 __all__ = ["DeadlineExceeded", "ShardDelegator", "TSafeChanged", "TsLagTooLargeError", "go_duration",
-           "DeletedRecord", "GrowingSegment", "InsertRecord", "Row", "SealedSegment"]
+           "DeletedRecord", "GrowingSegment", "InsertRecord", "Row", "SealedSegment", "ExcludedSegments",
+           "DeleteNode", "FilterNode", "InsertNode", "PackResult", "Pipeline", "TimeRange"]

@@ -13,7 +13,16 @@ may be past ``g``: the read timestamp is the tsafe, not the guarantee.
 :class:`TSafeChanged` each time it must wait; the driver resumes it after the next ``update_tsafe`` or ``close``,
 or throws :class:`DeadlineExceeded` into it when the request's context times out.
 
+Data path (``delegator_data.go``): ``ProcessInsert`` creates a growing segment on its first rows unless the segment
+is excluded; ``ProcessDelete`` puts the deletes into the delete buffer and forwards them to every segment it
+serves; ``LoadSegments`` of a sealed segment applies the buffered deletes to it (``loadStreamDelete``);
+``SyncTargetVersion`` releases the growing copy of a segment now served sealed; ``AddExcludedSegments`` /
+``VerifyExcludedSegments`` / ``TryCleanExcludedSegments`` over :class:`ExcludedSegments`.
+
 Simplification: no segment distribution, versions or remote workers: the delegator reads its own segments.
+Simplification: no bloom filters (``pkOracle``): a delete is offered to every segment, and segcore keeps only
+the rows of its key. The delete buffer is never discarded (Go's ``TryDiscard`` drops entries before the target
+checkpoint); a loaded segment gets every buffered delete, which segcore's timestamp rule makes harmless.
 """
 
 from __future__ import annotations
@@ -22,6 +31,7 @@ from dataclasses import dataclass
 
 from ..merr import wrap_err_channel_not_available
 from ..tsoutil import physical_time
+from .exclude_info import CLEAN_EXCLUDE_SEGMENT_INTERVAL_NS, ExcludedSegments
 from .segcore import GrowingSegment, Row, SealedSegment
 
 S_NS = 1_000_000_000
@@ -80,14 +90,19 @@ class ShardDelegator:
     """
 
     def __init__(self, vchannel: str, start_ts: int = 0, max_timestamp_lag_ns: int = MAX_TIMESTAMP_LAG_NS,
-                 downgrade_tsafe: bool = False):
+                 downgrade_tsafe: bool = False, delete_ignores_timestamps: bool = False,
+                 clean_exclude_interval_ns: int = CLEAN_EXCLUDE_SEGMENT_INTERVAL_NS, now_ns=lambda: 0):
         self.vchannel = vchannel
         self._tsafe = start_ts
         self.max_timestamp_lag_ns = max_timestamp_lag_ns
         self.downgrade_tsafe = downgrade_tsafe
+        self.delete_ignores_timestamps = delete_ignores_timestamps
         self.serviceable = True
         self.growing: dict[int, GrowingSegment] = {}
         self.sealed: dict[int, SealedSegment] = {}
+        self.excluded = ExcludedSegments(clean_exclude_interval_ns, now_ns)
+        #: ``deleteBuffer``: every ``(pk, ts)`` delete consumed, in order, for segments loaded later.
+        self.delete_buffer: list[tuple[object, int]] = []
 
     # ------------------------------------------------------------------------------ tsafe
 
@@ -131,14 +146,61 @@ class ShardDelegator:
 
     # ------------------------------------------------------------------------------ data and reads
 
-    def insert(self, segment_id: int, rows) -> None:
-        """The insertNode's rows for a growing segment (created on its first insert)."""
-        self.growing.setdefault(segment_id, GrowingSegment(segment_id)).insert(rows)
+    def insert(self, segment_id: int, rows) -> bool:
+        """``ProcessInsert`` for one segment: append ``rows`` to its growing segment, creating it on the first rows.
+
+        A new growing segment is refused when the segment is excluded at all (``VerifyExcludedSegments(id, 0)``
+        false: Go forbids re-creating a growing copy of a segment already served sealed); returns whether the rows
+        were taken.
+        """
+        growing = self.growing.get(segment_id)
+        if growing is None:
+            if not self.excluded.verify(segment_id, 0):
+                return False
+            growing = self.growing[segment_id] = GrowingSegment(segment_id, self.delete_ignores_timestamps)
+        growing.insert(rows)
+        return True
 
     def process_delete(self, pks, tss) -> int:
-        """``ProcessDelete``: apply deletes to every segment this delegator serves; returns rows newly hidden."""
+        """``ProcessDelete``: buffer the deletes and forward them to every segment this delegator serves; returns
+        the rows newly hidden."""
+        self.delete_buffer.extend(zip(pks, tss))
         segments = [*self.sealed.values(), *self.growing.values()]
         return sum(s.delete(pks, tss) for s in segments)
+
+    # ------------------------------------------------------------------------------ exclusions and sealed data
+
+    def add_excluded_segments(self, exclude_info) -> None:
+        """``AddExcludedSegments``: segment id -> ts up to which the stream's inserts of it are dropped."""
+        self.excluded.insert(exclude_info)
+
+    def verify_excluded_segments(self, segment_id: int, ts: int) -> bool:
+        """``VerifyExcludedSegments``: False when an insert of ``segment_id`` at ``ts`` must be dropped."""
+        return self.excluded.verify(segment_id, ts)
+
+    def try_clean_excluded_segments(self, ts: int) -> list[int]:
+        """``TryCleanExcludedSegments``: clean entries older than ``ts`` when the clean interval has passed."""
+        if self.excluded.should_clean():
+            return self.excluded.clean_invalid(ts)
+        return []
+
+    def load_sealed(self, segment_id: int, rows) -> int:
+        """``LoadSegments`` of a sealed segment read from its binlogs, then ``loadStreamDelete``: every buffered
+        delete is applied to it. Returns the rows those deletes hid."""
+        segment = SealedSegment(segment_id, rows, self.delete_ignores_timestamps)
+        self.sealed[segment_id] = segment
+        if not self.delete_buffer:
+            return 0
+        pks, tss = zip(*self.delete_buffer)
+        return segment.delete(pks, tss)
+
+    def sync_target_version(self, sealed_in_target, dropped_in_target=()) -> list[int]:
+        """``SyncTargetVersion``: a growing segment now served sealed (or dropped) is redundant and released;
+        returns the released ids, sorted."""
+        redundant = sorted(s for s in self.growing if s in set(sealed_in_target) | set(dropped_in_target))
+        for s in redundant:
+            del self.growing[s]
+        return redundant
 
     def query(self, guarantee_ts: int, mvcc_ts: int = 0):
         """``Query`` (a search is the same here): wait for tsafe, then read at ``mvcc_ts`` or, when it is 0, at the

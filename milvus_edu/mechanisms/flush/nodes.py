@@ -320,6 +320,22 @@ class DataNodeNode:
         env.process(self._tt_sender_loop(inc))
         env.process(self._memory_loop(inc))
 
+    def watch_channels(self, channels: list[tuple[int, str]]) -> None:
+        """Watch more channels once started (the vchannels of a collection created later)."""
+        new = [c for c in channels if c not in self.channels]
+        self.channels += new
+        for collection_id, vchannel in new:
+            self.datacoord.server.channel_manager.watch(vchannel, self.server_id, collection_id)
+        inc = self.incarnation
+
+        def watch_new():
+            for collection_id, vchannel in new:
+                yield from self._watch(inc, collection_id, vchannel)
+                if not self._running(inc):
+                    return
+
+        self.sim.env.process(watch_new())
+
     def kill(self, why: str = "killed") -> None:
         """The process dies: every buffer, pending sync and checkpoint task is lost."""
         if not self.alive:

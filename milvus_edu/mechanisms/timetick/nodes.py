@@ -99,6 +99,9 @@ class ProxyNode:
         self.task_ms = task_ms
         self.rootcoord_extra_ms = rootcoord_extra_ms
         self.alive = True
+        #: Put each message's primary keys in its ``mq.produce`` event (``detail.pks``): what a read must see can
+        #: then be worked out from the log alone. Off by default: TimeTick and flush runs do not need them.
+        self.record_pks = False
         self.reports_stalled_until = 0.0
         #: ``(probability, extra_ms)``: how often an AllocTimestamp answer is held up, and by how much.
         self.alloc_hiccup: tuple[float, float] = (0.0, 0.0)
@@ -268,7 +271,7 @@ class ProxyNode:
         log_id = self.broker.produce(ch, msg)
         self.sim.recorder.emit("mq.produce", self.name, ts=ts, channel=ch, vchannel=vch, msg_id=log_id,
                                msg_type=msg_type, begin_ts=ts, end_ts=ts, count=len(pks_v), segment=segment,
-                               detail={"task": ts})
+                               detail={"task": ts, "pks": list(pks_v)} if self.record_pks else {"task": ts})
         yield env.timeout(self.sim.one_way("mq"))
 
     def _stats_rows(self, pchannels):

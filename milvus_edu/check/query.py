@@ -1,0 +1,233 @@
+"""Read-consistency invariants, checked on the run log alone.
+
+What a read must return is worked out from the messages the proxies wrote into the pchannels (``mq.produce`` with
+``detail.pks``), never from the QueryNode's own state:
+
+1. **Exact MVCC** (``mvcc-exact``) - every shard read returns exactly the rows visible at its read timestamp ``T``
+   on its vchannel: every row inserted at ``ts <= T`` that no delete of its key hides (a delete at ``dts`` hides
+   rows of its key with ``ts < dts`` when ``dts <= T``), each once, as many times as it was inserted. This is
+   "Eventually returns some consistent prefix", and more: every level reads one consistent snapshot.
+2. **Read at or after the guarantee** (``read-after-guarantee``) - a shard read's timestamp is at least its
+   guarantee timestamp (``waitTSafe`` returns only once tsafe reached it).
+3. **Strong sees every acknowledged write** (``strong-sees-acked``) - a Strong read reads at or after every write
+   to its collection whose acknowledgement came before the read began (any client).
+4. **Session sees its own writes** (``session-sees-own``) - a Session read reads at or after every write of the same
+   client to that collection acknowledged before the read began.
+5. **Bounded is at most gracefulTime stale** (``bounded-staleness``) - a Bounded read reads at or after its begin
+   timestamp minus ``common.gracefulTime`` (by the proxy's clock: that is Milvus's promise).
+6. **tsafe never goes back** (``tsafe-monotonic``) - per vchannel.
+7. **tsafe never passes the time tick** (``tsafe-below-tick``) - a vchannel's tsafe is never past the last time
+   tick written into its pchannel: the QueryNode serves nothing it has not been promised.
+
+Reads and their expected rows are judged at the end of the run (a write acknowledged after a read began may still
+be visible to it: what matters is its timestamp). A violation is explained as "Let ... Then ... because ...",
+naming its events by number (``seq + 1``, as the stepper's slider counts them).
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections import Counter
+
+from ..mq.names import to_physical_channel
+from ..narrate import detail_dict, ts_text
+from ..querynode.expr import read_predicate
+from ..tsoutil import physical_time
+from .violation import StreamingChecker
+
+INVARIANTS = ("mvcc-exact", "read-after-guarantee", "strong-sees-acked", "session-sees-own", "bounded-staleness",
+              "tsafe-monotonic", "tsafe-below-tick")
+GRACEFUL_TIME_MS = 5000
+
+
+def _n(seq: int) -> str:
+    return f"{seq + 1:,}"
+
+
+def _keys(pks) -> str:
+    shown = ", ".join(str(p) for p in list(pks)[:6])
+    return shown + (f" and {len(pks) - 6} more" if len(pks) > 6 else "")
+
+
+def visible(writes, ts: int) -> Counter:
+    """The multiset of keys visible at ``ts`` given ``writes``: ``(ts, kind, pk)`` of one vchannel, in any order."""
+    inserts: dict[object, list[int]] = {}
+    deletes: dict[object, list[int]] = {}
+    for w_ts, kind, pk in writes:
+        if w_ts <= ts:
+            (inserts if kind == "Insert" else deletes).setdefault(pk, []).append(w_ts)
+    out: Counter = Counter()
+    for pk, tss in inserts.items():
+        dels = sorted(deletes.get(pk, ()))
+        for t in tss:
+            # hidden iff some delete of pk has t < dts (<= ts, already filtered)
+            if not dels or dels[-1] <= t:
+                out[pk] += 1
+    return out
+
+
+class QueryChecker(StreamingChecker):
+    """Streaming check of the read-consistency invariants; keeps at most ``limit`` violations per invariant."""
+
+    invariants = INVARIANTS
+    promise = ("every read returned exactly the rows visible at its read timestamp, at or after its guarantee; "
+               "Strong reads saw every acknowledged write, Session reads their client's own, Bounded reads were at "
+               "most gracefulTime stale; tsafe never went back nor passed the time tick")
+    kinds = frozenset({"mq.produce", "client.insert", "client.delete", "client.read_start", "client.read",
+                       "proxy.read", "querynode.read", "querynode.tsafe"})
+
+    def __init__(self, limit: int = 20):
+        super().__init__(limit)
+        self._writes: dict[str, list[tuple[int, str, object, int]]] = {}  # vchannel -> (ts, kind, pk, seq)
+        self._acks: list[dict] = []  # acknowledged client writes
+        self._starts: dict[int, dict] = {}  # request -> client.read_start row facts
+        self._proxy: dict[int, dict] = {}  # request -> proxy.read facts
+        self._shard_reads: list[dict] = []
+        self._client_reads: list[dict] = []
+        self._tsafe: dict[str, tuple[int, int]] = {}  # vchannel -> (ts, seq)
+        self._tick: dict[str, tuple[int, int]] = {}  # pchannel -> (last tick ts, seq)
+
+    def write(self, row: dict) -> None:
+        kind = row["kind"]
+        seq = row["seq"]
+        if kind == "mq.produce":
+            msg_type = row["msg_type"]
+            if msg_type == "TimeTick":
+                ch = row["channel"]
+                prev = self._tick.get(ch)
+                if prev is None or row["ts"] >= prev[0]:
+                    self._tick[ch] = (row["ts"], seq)
+            elif msg_type in ("Insert", "Delete"):
+                pks = detail_dict(row["detail"]).get("pks")
+                if pks is not None:
+                    lst = self._writes.setdefault(row["vchannel"], [])
+                    lst.extend((row["ts"], msg_type, pk, seq) for pk in pks)
+        elif kind in ("client.insert", "client.delete"):
+            if row["error"] is None and row["ts"] is not None:
+                d = detail_dict(row["detail"])
+                self._acks.append({"seq": seq, "client": row["node"], "ts": row["ts"], "pks": d.get("pks", []),
+                                   "collection": d.get("collection"), "what": kind.split(".")[1]})
+        elif kind == "client.read_start":
+            self._starts[row["request"]] = {"seq": seq, "client": row["node"]}
+        elif kind == "proxy.read":
+            d = detail_dict(row["detail"])
+            self._proxy[row["request"]] = {"seq": seq, "begin": row["ts"], "guarantee": row["guarantee_ts"],
+                                           "level": row["level"], "collection": d.get("collection"),
+                                           "filter": d.get("filter", ""), "ids": d.get("ids")}
+        elif kind == "querynode.read":
+            if row["error"] is None:
+                self._shard_reads.append({"seq": seq, "request": row["request"], "vchannel": row["vchannel"],
+                                          "ts": row["ts"], "guarantee": row["guarantee_ts"], "level": row["level"],
+                                          "pks": detail_dict(row["detail"]).get("pks", [])})
+        elif kind == "client.read":
+            if row["error"] is None:
+                self._client_reads.append({"seq": seq, "request": row["request"], "ts": row["ts"],
+                                           "level": row["level"], "client": row["node"],
+                                           "guarantee": row["guarantee_ts"]})
+        elif kind == "querynode.tsafe":
+            self._check_tsafe(row, seq)
+
+    def _check_tsafe(self, row: dict, seq: int) -> None:
+        vch, ts = row["vchannel"], row["ts"]
+        prev = self._tsafe.get(vch)
+        if prev is not None and ts < prev[0]:
+            self._add("tsafe-monotonic", (prev[1], seq),
+                      f"Let event {_n(prev[1])} be {vch}'s tsafe at {ts_text(prev[0])}. Then event {_n(seq)} set it to "
+                      f"{ts_text(ts)}, because it went back: reads already served at the higher tsafe may now be "
+                      f"answered from less data.")
+        self._tsafe[vch] = (ts, seq)
+        tick = self._tick.get(to_physical_channel(vch))
+        if tick is None or ts > tick[0]:
+            last = "no time tick yet" if tick is None else f"the last time tick {ts_text(tick[0])} (event {_n(tick[1])})"
+            self._add("tsafe-below-tick", (seq,) + ((tick[1],) if tick else ()),
+                      f"Let event {_n(seq)} be {vch}'s tsafe moving to {ts_text(ts)}. Then it is past {last} on its "
+                      f"pchannel, because the QueryNode claims to have everything up to a point nobody promised.")
+
+    def close(self) -> None:
+        for lst in self._writes.values():
+            lst.sort()
+        self._judge_shard_reads()
+        self._judge_levels()
+
+    # ---- invariants 1-2
+
+    def _judge_shard_reads(self) -> None:
+        cache: dict[tuple[str, int], Counter] = {}
+        for r in self._shard_reads:
+            proxy = self._proxy.get(r["request"], {})
+            if r["ts"] < r["guarantee"]:
+                self._add("read-after-guarantee", (r["seq"],),
+                          f"Let event {_n(r['seq'])} be read #{r['request']} ({r['level']}) on {r['vchannel']} with "
+                          f"guarantee {ts_text(r['guarantee'])}. Then it read at {ts_text(r['ts'])}, below its "
+                          f"guarantee, because the delegator served it without waiting for tsafe to reach it.")
+            key = (r["vchannel"], r["ts"])
+            if key not in cache:
+                writes = [(t, k, pk) for t, k, pk, _ in self._writes.get(r["vchannel"], ())]
+                cache[key] = visible(writes, r["ts"])
+            pred = read_predicate(proxy.get("filter", ""), proxy.get("ids"))
+            want = Counter({pk: n for pk, n in cache[key].items() if pred(pk)})
+            got = Counter(r["pks"])
+            if got != want:
+                self._explain_mvcc(r, want, got)
+
+    def _explain_mvcc(self, r: dict, want: Counter, got: Counter) -> None:
+        missing = sorted((want - got).elements(), key=str)
+        extra = sorted((got - want).elements(), key=str)
+        writes = self._writes.get(r["vchannel"], [])
+        because = []
+        for pk in missing[:1]:
+            ins = [w for w in writes if w[2] == pk and w[1] == "Insert" and w[0] <= r["ts"]]
+            if ins:
+                because.append(f"{pk} was inserted at {ts_text(ins[-1][0])} (event {_n(ins[-1][3])}) and no delete "
+                               f"at or below the read timestamp hides that row")
+        for pk in extra[:1]:
+            dels = [w for w in writes if w[2] == pk and w[1] == "Delete" and w[0] <= r["ts"]]
+            if dels:
+                because.append(f"{pk} was deleted at {ts_text(dels[0][0])} (event {_n(dels[0][3])}), at or below the "
+                               f"read timestamp, yet the read still returned it")
+            else:
+                because.append(f"{pk} is returned more often than it was inserted at or below the read timestamp")
+        seqs = (r["seq"],) + tuple(w[3] for w in writes if w[2] in set(missing[:1] + extra[:1]))[:4]
+        self._add("mvcc-exact", seqs,
+                  f"Let event {_n(r['seq'])} be read #{r['request']} on {r['vchannel']} at {ts_text(r['ts'])}. Then it "
+                  f"returned {_keys(sorted(got.elements(), key=str)) or 'nothing'} where the rows visible at that "
+                  f"timestamp are {_keys(sorted(want.elements(), key=str)) or 'none'}"
+                  f"{' (missing ' + _keys(missing) + ')' if missing else ''}{' (extra ' + _keys(extra) + ')' if extra else ''}"
+                  f", because {'; and '.join(because) or 'the segments held other rows than the channel'}.")
+
+    # ---- invariants 3-5
+
+    def _judge_levels(self) -> None:
+        for r in self._client_reads:
+            start = self._starts.get(r["request"])
+            proxy = self._proxy.get(r["request"])
+            if start is None or proxy is None:
+                continue
+            level = r["level"]
+            if level == "Bounded":
+                floor = proxy["begin"] - (GRACEFUL_TIME_MS << 18)
+                if r["ts"] < floor:
+                    self._add("bounded-staleness", (proxy["seq"], r["seq"]),
+                              f"Let event {_n(proxy['seq'])} be the proxy starting Bounded read #{r['request']} at "
+                              f"{ts_text(proxy['begin'])}. Then event {_n(r['seq'])} read at {ts_text(r['ts'])}, "
+                              f"{physical_time(proxy['begin']) - physical_time(r['ts']):,} ms earlier, because the read "
+                              f"did not wait for data at most {GRACEFUL_TIME_MS:,} ms old.")
+            if level not in ("Strong", "Session"):
+                continue
+            inv = "strong-sees-acked" if level == "Strong" else "session-sees-own"
+            for w in self._acks:
+                if w["seq"] > start["seq"]:
+                    break
+                if w["collection"] != proxy["collection"] or w["ts"] <= r["ts"]:
+                    continue
+                if level == "Session" and w["client"] != r["client"]:
+                    continue
+                why = (f"its guarantee {ts_text(r['guarantee'])} was below the write" if r["guarantee"] < w["ts"]
+                       else f"the delegator read below its guarantee {ts_text(r['guarantee'])}")
+                who = "its own" if level == "Session" else f"{w['client']}'s"
+                self._add(inv, (w["seq"], start["seq"], r["seq"]),
+                          f"Let event {_n(w['seq'])} be {who} acknowledged {w['what']} of {_keys(w['pks'])} at "
+                          f"{ts_text(w['ts'])}, and event {_n(start['seq'])} {r['client']}'s {level} read "
+                          f"#{r['request']}, sent after it. Then the read was answered at {ts_text(r['ts'])} "
+                          f"(event {_n(r['seq'])}), before the write, so it cannot reflect it, because {why}.")
+                break

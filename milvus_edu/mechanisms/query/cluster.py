@@ -1,0 +1,458 @@
+"""A simulated Milvus cluster driven by clients: the query mechanism's scenarios and the notebook API build on it.
+
+:class:`QueryCluster` wires rootcoord (TSO, timetick sync), proxies, the pchannels, DataCoord and a DataNode (so a
+flush writes real Parquet binlogs), and a QueryNode. Clients talk to it the way pymilvus's ``MilvusClient`` talks to
+Milvus: ``create_collection`` (created and loaded), ``insert``, ``delete``, ``flush``, ``search`` and ``query`` with a
+``consistency_level``. A workload is plain data — a list of steps (:func:`parse_steps`) — and each client runs its
+steps in order, each at its time or as soon as its previous call returned, like a program.
+
+Simplification: search is a primary-key / filter query over rows (no vectors, distances are 0); a filter is
+``id in [...]``, ``id not in [...]``, ``id == v`` or ``id != v`` on the primary key ``id``; every collection has
+two shards (one per pchannel) and one partition; the QueryNode loads a collection as soon as it is created (what
+``MilvusClient.create_collection`` does with a dimension).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ...client import CollectionTsCache, construct_guarantee_ts
+from ...datanode.syncmgr.pack import PK_FIELD_ID, TIMESTAMP_FIELD_ID
+from ...datanode.syncmgr.storage_serializer import read_insert_binlog
+from ...mq import Broker, get_channel_name, get_virtual_channel
+from ...mq.msg import CreateCollectionMsg
+from ...mq.names import chan_name_prefix
+from ...proto import ConsistencyLevel, MsgPosition, MsgType, SegmentLevel, SegmentState
+from ...proxy.guarantee_ts import ReadRequest
+from ...querynode import Row
+from ...querynode.expr import PK_FIELD, parse_filter, read_predicate
+from ...sim.kernel import NodeClock, RPCError, Simulation
+from ...sim.nodes import RootCoordNode
+from ...storage.binlog import decompress_bin_logs
+from ..flush.nodes import DataCoordNode, DataNodeNode, IdAllocator, ObjectStoreLatency
+from ..flush.scenarios import FlushCollection, RunStore
+from ..timetick.nodes import ProxyNode, RootCoordTimeTick
+from .nodes import QueryNodeNode, ReadProxy
+
+PCHANNELS = 2
+FIRST_COLLECTION_ID = 100
+OPS = ("create_collection", "insert", "delete", "flush", "search", "query")
+LEVEL_NAMES = tuple(level.name.capitalize() for level in ConsistencyLevel)
+
+
+# ---------------------------------------------------------------------------------------------- steps
+
+
+@dataclass(frozen=True)
+class Step:
+    """One client call of a workload: at ``at`` simulated seconds (or when ``client``'s previous call returned,
+    whichever is later), ``client`` calls ``op`` on ``collection`` with ``args`` (pymilvus's keyword arguments)."""
+
+    at: float
+    client: str
+    op: str
+    collection: str
+    args: dict = field(default_factory=dict)
+    label: str = ""
+
+
+_STEP_KEYS = {"at", "client", "op", "collection", "label"}
+_OP_ARGS = {
+    "create_collection": {"consistency_level", "shards_num"},
+    "insert": {"data", "ids"},
+    "delete": {"ids", "filter"},
+    "flush": set(),
+    "search": {"consistency_level", "guarantee_timestamp", "filter", "ids", "limit", "timeout", "data"},
+    "query": {"consistency_level", "guarantee_timestamp", "filter", "ids", "limit", "timeout", "output_fields"},
+}
+
+
+def parse_steps(steps) -> list[Step]:
+    """Check a workload and return it as :class:`Step` records.
+
+    Each step is a :class:`Step` or a dict with ``at`` (seconds), ``client``, ``op`` (one of :data:`OPS`),
+    ``collection`` and the op's keyword arguments (``data`` / ``ids`` for insert, ``ids`` or ``filter`` for delete,
+    ``consistency_level``, ``guarantee_timestamp``, ``filter``, ``ids``, ``limit``, ``timeout`` for search and
+    query). ``ValueError`` in one line for an unknown op or argument, an unknown level, a bad guarantee timestamp,
+    or times that go backwards.
+    """
+    out: list[Step] = []
+    last = 0.0
+    for i, raw in enumerate(steps, 1):
+        if isinstance(raw, Step):
+            step = raw
+        elif isinstance(raw, dict):
+            missing = [k for k in ("at", "client", "op", "collection") if k not in raw]
+            if missing:
+                raise ValueError(f"step {i} has no {missing[0]!r}; a step needs at, client, op and collection")
+            args = {k: v for k, v in raw.items() if k not in _STEP_KEYS}
+            step = Step(raw["at"], str(raw["client"]), str(raw["op"]), str(raw["collection"]), args,
+                        str(raw.get("label", "")))
+        else:
+            raise ValueError(f"step {i} is a {type(raw).__name__}; give a dict or a Step")
+        if step.op not in OPS:
+            raise ValueError(f"step {i}: unknown op {step.op!r}; use one of {', '.join(OPS)}")
+        extra = sorted(set(step.args) - _OP_ARGS[step.op])
+        if extra:
+            allowed = ", ".join(sorted(_OP_ARGS[step.op])) or "none"
+            raise ValueError(f"step {i}: {step.op} takes no argument {extra[0]!r}; it takes {allowed}")
+        if isinstance(step.at, bool) or not isinstance(step.at, (int, float)) or step.at < 0:
+            raise ValueError(f"step {i}: at must be a non-negative number of seconds, got {step.at!r}")
+        if step.at < last:
+            raise ValueError(f"step {i} is at {step.at} s, before the step above it ({last} s); list steps in time order")
+        last = step.at
+        if "consistency_level" in step.args:
+            ConsistencyLevel.parse(step.args["consistency_level"])
+        if "guarantee_timestamp" in step.args:
+            check_guarantee_timestamp(step.args["guarantee_timestamp"])
+        if "filter" in step.args:
+            parse_filter(step.args["filter"])
+        out.append(step)
+    return out
+
+
+def check_guarantee_timestamp(value) -> int:
+    """A user's ``guarantee_timestamp`` as an int; ``ValueError`` unless it is a whole number in [0, 2**64)."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**64:
+        raise ValueError(f"guarantee_timestamp must be a hybrid timestamp (a whole number from 0 to 2**64 - 1), "
+                         f"got {value!r}")
+    return value
+
+
+def _pks_of(args: dict) -> list:
+    if "ids" in args:
+        ids = args["ids"]
+        return list(ids) if isinstance(ids, (list, tuple)) else [ids]
+    data = args.get("data") or []
+    if isinstance(data, dict):
+        data = [data]
+    try:
+        return [row[PK_FIELD] for row in data]
+    except (KeyError, TypeError):
+        raise ValueError(f"insert data must be rows with an {PK_FIELD!r} field, e.g. [{{'id': 'A1'}}]") from None
+
+
+# ---------------------------------------------------------------------------------------------- results
+
+
+class ReadResult(list):
+    """What a search or query returned (a list of hits, as pymilvus gives) plus its timestamps.
+
+    ``level``, ``guarantee_ts``, ``read_ts`` (per shard), ``waited_ms``, ``request`` and ``error``.
+    """
+
+    def __init__(self, hits=(), **info):
+        super().__init__(hits)
+        self.level = info.get("level")
+        self.guarantee_ts = info.get("guarantee_ts")
+        self.read_ts = info.get("read_ts", {})
+        self.request = info.get("request")
+        self.waited_ms = info.get("waited_ms")
+        self.error = info.get("error")
+
+    @property
+    def ids(self) -> list:
+        """The primary keys returned, in order."""
+        return [h["id"] for h in self]
+
+    def __repr__(self) -> str:
+        if self.error:
+            return f"ReadResult(error={self.error!r})"
+        return f"ReadResult(ids={self.ids}, level={self.level}, guarantee_ts={self.guarantee_ts}, read_ts={self.read_ts})"
+
+
+# ---------------------------------------------------------------------------------------------- the cluster
+
+
+class QueryCollection(FlushCollection):
+    """A collection as the cluster knows it: name, default consistency level, shards."""
+
+    def __init__(self, name: str, collection_id: int, vchannels: list[str], datacoord: DataCoordNode,
+                 consistency_level: ConsistencyLevel):
+        super().__init__(collection_id, vchannels, datacoord, collection_id * 10 + 1)
+        self.name = name
+        self.consistency_level = consistency_level
+        self.payload_bytes_per_row = 0
+        self.loaded: set[int] = set()
+
+
+class SimClient:
+    """One client program (a ``MilvusClient``): its proxy, its session-timestamp cache, its calls."""
+
+    def __init__(self, cluster: "QueryCluster", name: str, proxy: ReadProxy):
+        self.cluster = cluster
+        self.name = name
+        self.proxy = proxy
+        self.ts_cache = CollectionTsCache()
+
+    # ---- writes
+
+    def do(self, step: Step):
+        """Run one call (a SimPy generator); returns what ``MilvusClient`` returns, plus timestamps."""
+        handler = getattr(self, f"_{step.op}")
+        return (yield from handler(step))
+
+    def _create_collection(self, step: Step):
+        level = ConsistencyLevel.parse(step.args.get("consistency_level", "Bounded"))
+        return (yield from self.cluster.create_collection(self.name, step.collection, level))
+
+    def _collection(self, name: str) -> QueryCollection:
+        try:
+            return self.cluster.collections[name]
+        except KeyError:
+            raise ValueError(f"collection not found[collection={name}]") from None
+
+    def _insert(self, step: Step):
+        return (yield from self._write(step, MsgType.INSERT, _pks_of(step.args)))
+
+    def _delete(self, step: Step):
+        coll = self._collection(step.collection)
+        if "ids" in step.args:
+            pks = _pks_of(step.args)
+        else:  # delete by expression: the keys the filter matches in a Strong query first, as Milvus does
+            pred = parse_filter(step.args.get("filter", ""))
+            pks = sorted({pk for pk in self.cluster.acked_keys(coll) if pred(pk)}, key=str)
+        return (yield from self._write(step, MsgType.DELETE, pks))
+
+    def _write(self, step: Step, msg_type: str, pks: list):
+        rec = self.cluster.sim.recorder
+        kind = "client.insert" if msg_type == MsgType.INSERT else "client.delete"
+        coll = self._collection(step.collection)
+        if not pks:
+            return {"insert_count" if msg_type == MsgType.INSERT else "delete_count": 0, "ids": [], "timestamp": 0}
+        proxy = self.proxy.proxy
+        ts = None
+        if proxy.alive:
+            ts = yield from (proxy.insert(coll, pks) if msg_type == MsgType.INSERT else proxy.delete(coll, pks))
+        if ts is None:
+            rec.emit(kind, self.name, peer=proxy.name, count=len(pks), error="request failed",
+                     detail={"collection": coll.name})
+            return {"error": "request failed"}
+        self.ts_cache.set(proxy.name, "default", coll.name, ts)
+        if msg_type == MsgType.INSERT:
+            self.cluster.inserted.setdefault(coll.name, []).extend(pks)
+        rec.emit(kind, self.name, peer=proxy.name, ts=ts, count=len(pks),
+                 detail={"pks": list(pks), "collection": coll.name})
+        key = "insert_count" if msg_type == MsgType.INSERT else "delete_count"
+        return {key: len(pks), "ids": list(pks), "timestamp": ts}
+
+    def _flush(self, step: Step):
+        return (yield from self.cluster.flush(self.name, self._collection(step.collection)))
+
+    # ---- reads
+
+    def _search(self, step: Step):
+        return (yield from self._read(step, "search"))
+
+    def _query(self, step: Step):
+        return (yield from self._read(step, "query"))
+
+    def _read(self, step: Step, op: str):
+        cluster = self.cluster
+        env, rec = cluster.sim.env, cluster.sim.recorder
+        coll = self._collection(step.collection)
+        args = step.args
+        given = args.get("consistency_level")
+        level = None if given is None else ConsistencyLevel.parse(given)
+        cached = self.ts_cache.get(self.proxy.name, "default", coll.name)
+        sent_level, sent_ts = construct_guarantee_ts(
+            level, cached, args.get("guarantee_timestamp"),
+            session_uses_zero_ts=cluster.sim.config.switches.session_uses_zero_ts)
+        req = ReadRequest(consistency_level=sent_level if sent_level is not None else ConsistencyLevel.STRONG,
+                          guarantee_timestamp=sent_ts, use_default_consistency=sent_level is None)
+        cluster.requests += 1
+        request = cluster.requests
+        level_name = None if sent_level is None else sent_level.name.capitalize()
+        rec.emit("client.read_start", self.name, peer=self.proxy.name, request=request, level=level_name,
+                 guarantee_ts=sent_ts, detail={"op": op, "collection": coll.name, "label": step.label})
+        ids = _pks_of({"ids": args["ids"]}) if "ids" in args else None
+        pred = read_predicate(args.get("filter", ""), ids)
+        timeout = args.get("timeout")
+        deadline = None if timeout is None else env.now + float(timeout) * 1000.0
+        start = env.now
+        try:
+            stamps, read_ts, rows = yield from self.proxy.read(self.name, request, coll, req, deadline, op, pred,
+                                                               {"filter": args.get("filter", ""), "ids": ids})
+        except (RPCError, ValueError) as exc:
+            error = str(exc.__cause__ or exc) if isinstance(exc, RPCError) else str(exc)
+            rec.emit("client.read", self.name, peer=self.proxy.name, request=request, error=error,
+                     detail={"op": op, "collection": coll.name, "label": step.label})
+            return ReadResult(request=request, error=error)
+        limit = args.get("limit", 10 if op == "search" else None)
+        if limit is not None:
+            rows = rows[:int(limit)]
+        level = stamps.level.name.capitalize()
+        hits = [{"id": r.pk, "distance": 0.0, "entity": {}} if op == "search" else {PK_FIELD: r.pk} for r in rows]
+        smallest = min(read_ts.values())
+        rec.emit("client.read", self.name, ts=smallest, count=len(rows), peer=self.proxy.name, request=request,
+                 level=level, guarantee_ts=stamps.guarantee_ts,
+                 detail={"op": op, "collection": coll.name, "pks": [r.pk for r in rows], "label": step.label,
+                         "started_ms": start})
+        return ReadResult(hits, level=level, guarantee_ts=stamps.guarantee_ts, read_ts=read_ts, request=request,
+                          waited_ms=env.now - start)
+
+
+class QueryCluster:
+    """What a query scenario or the notebook API drives: every node, the collections by name, the clients.
+
+    ``proxies``: how many proxies (client *k* talks to proxy ``k mod proxies``); ``proxy_clock_offsets_ms``: each
+    proxy's wall-clock error, for its non-Strong reads (negative: behind); ``proxy_task_ms``: mean execution time of
+    a DML task on a proxy.
+    """
+
+    def __init__(self, sim: Simulation, proxies: int = 2, proxy_clock_offsets_ms=(), proxy_task_ms: float = 4.0):
+        if proxies < 1:
+            raise ValueError(f"a cluster needs at least one proxy, got {proxies}; use proxies=1 or more")
+        self.sim = sim
+        self.rootcoord = RootCoordNode(sim, "rootcoord-1", 1, NodeClock(sim.env))
+        sim.add(self.rootcoord)
+        self.broker = Broker()
+        prefix = chan_name_prefix(sim.config.timetick)
+        self.pchannels = [get_channel_name(prefix, i) for i in range(PCHANNELS)]
+        for ch in self.pchannels:
+            self.broker.create_channel(ch)
+        self.timetick = RootCoordTimeTick(sim, self.rootcoord, self.broker, self.pchannels)
+        self.ids = IdAllocator()
+        self.datacoord = DataCoordNode(sim, self.ids, self.rootcoord)
+        sim.add(self.datacoord)
+        self.store = RunStore(sim)
+        self.datanode = DataNodeNode(sim, "datanode-1", 20, self.broker, self.datacoord, self.store, self.ids,
+                                     self.rootcoord, ObjectStoreLatency())
+        sim.add(self.datanode)
+        self.querynode = QueryNodeNode(sim, "querynode-1", 30, self.broker)
+        sim.add(self.querynode)
+        offsets = list(proxy_clock_offsets_ms) + [0.0] * proxies
+        self.proxies: list[ReadProxy] = []
+        for i in range(1, proxies + 1):
+            node = ProxyNode(sim, f"proxy-{i}", 10 + i, self.rootcoord, self.broker, task_ms=proxy_task_ms)
+            node.record_pks = True
+            sim.add(node)
+            self.proxies.append(ReadProxy(sim, node, self.querynode, offsets[i - 1]))
+        self.collections: dict[str, QueryCollection] = {}
+        self.clients: dict[str, SimClient] = {}
+        self.inserted: dict[str, list] = {}
+        self.requests = 0
+        self.results: list[tuple[Step, object]] = []
+        self._next_collection_id = FIRST_COLLECTION_ID
+        self.started = False
+
+    def start(self) -> None:
+        """Start rootcoord, the timetick sync, the proxies and the DataNode's loops."""
+        self.rootcoord.start()
+        self.timetick.start()
+        for p in self.proxies:
+            p.proxy.start()
+        self.datanode.start([])
+        self.started = True
+
+    def client(self, name: str) -> SimClient:
+        """The client called ``name`` (created on first use, on the next proxy in turn)."""
+        if name not in self.clients:
+            proxy = self.proxies[len(self.clients) % len(self.proxies)]
+            self.clients[name] = SimClient(self, name, proxy)
+        return self.clients[name]
+
+    def run_steps(self, steps) -> None:
+        """Schedule a workload: one process per client running its steps in order."""
+        by_client: dict[str, list[Step]] = {}
+        for step in parse_steps(steps):
+            by_client.setdefault(step.client, []).append(step)
+        for name, mine in by_client.items():
+            self.sim.env.process(self._program(self.client(name), mine))
+
+    def _program(self, client: SimClient, steps: list[Step]):
+        env = self.sim.env
+        for step in steps:
+            if step.at * 1000.0 > env.now:
+                yield env.timeout(step.at * 1000.0 - env.now)
+            try:
+                result = yield from client.do(step)
+            except ValueError as exc:  # e.g. a collection that does not exist: Milvus's error, as the client sees it
+                self.sim.recorder.emit("client.error", client.name, peer=client.proxy.name, error=str(exc))
+                result = {"error": str(exc)}
+            self.results.append((step, result))
+
+    def acked_keys(self, coll: QueryCollection) -> list:
+        """Keys this cluster's clients inserted into ``coll`` (for delete by filter)."""
+        return list(self.inserted.get(coll.name, []))
+
+    # ---- DDL
+
+    def create_collection(self, client: str, name: str, level: ConsistencyLevel):
+        """``CreateCollection`` + ``LoadCollection``: a DDL timestamp, the CreateCollection message in every
+        pchannel (the collection's start positions), DataCoord's ``WatchChannels``, the DataNode and the
+        QueryNode watch its vchannels."""
+        env, rec, rc = self.sim.env, self.sim.recorder, self.rootcoord
+        if name in self.collections:
+            raise ValueError(f"collection already exists[collection={name}]")
+        try:
+            ts, _ = yield from self.sim.call(client, rc.name, lambda: rc.handle_alloc_timestamp(1, client))
+        except RPCError as exc:
+            rec.emit("client.create_collection", client, peer=rc.name, error=str(exc), detail={"collection": name})
+            return {"error": str(exc)}
+        cid = self._next_collection_id
+        self._next_collection_id += 1
+        vchannels = [get_virtual_channel(self.pchannels[i], cid, i) for i in range(PCHANNELS)]
+        coll = QueryCollection(name, cid, vchannels, self.datacoord, level)
+        self.collections[name] = coll
+        starts = []
+        for ch in self.pchannels:
+            msg_id = self.broker.produce(ch, CreateCollectionMsg(timestamp=ts, collection_id=cid))
+            rec.emit("mq.produce", rc.name, ts=ts, channel=ch, msg_id=msg_id, msg_type=MsgType.CREATE_COLLECTION,
+                     begin_ts=ts, end_ts=ts, count=0)
+            starts.append((ch, msg_id))
+        self.datacoord.server.watch_channels(cid, vchannels, starts, ts, partitions=(coll.partition_id,))
+        self.datanode.watch_channels([(cid, v) for v in vchannels])
+        for v, (ch, msg_id) in zip(vchannels, starts):
+            self.querynode.watch(cid, v, MsgPosition(channel_name=ch, msg_id=msg_id, timestamp=ts), ts)
+        rec.emit("client.create_collection", client, ts=ts, peer=rc.name, level=level.name.capitalize(),
+                 detail={"collection": name, "collection_id": cid, "vchannels": vchannels})
+        return {"collection": name, "collection_id": cid, "timestamp": ts}
+        yield  # a generator, as every call
+
+    # ---- flush and handoff
+
+    def flush(self, client: str, coll: QueryCollection):
+        """``MilvusClient.flush``: Flush, GetFlushState every 500 ms until flushed, then QueryCoord's handoff: every
+        newly flushed segment is loaded sealed from its binlogs."""
+        env, rec, dc = self.sim.env, self.sim.recorder, self.datacoord
+        try:
+            res = yield from self.sim.call(client, dc.name, lambda: dc.handle_flush(coll.id, client))
+        except RPCError as exc:
+            rec.emit("client.flush", client, error=str(exc))
+            return {"error": str(exc)}
+        rec.emit("client.flush", client, ts=res.flush_ts, count=len(res.segment_ids),
+                 detail={"segments": list(res.segment_ids), "flushed": False, "collection": coll.name})
+        while True:
+            yield env.timeout(500.0)
+            try:
+                done = yield from self.sim.call(client, dc.name, lambda: dc.handle_get_flush_state(
+                    res.segment_ids, coll.id, res.flush_ts))
+            except RPCError:
+                continue
+            if done:
+                break
+        rec.emit("client.flush", client, ts=res.flush_ts, count=len(res.segment_ids),
+                 detail={"segments": list(res.segment_ids), "flushed": True, "collection": coll.name})
+        self._handoff(coll)
+        return {"flush_ts": res.flush_ts, "segments": list(res.segment_ids)}
+
+    def _handoff(self, coll: QueryCollection) -> None:
+        server = self.datacoord.server
+        for segment in sorted(server.meta.segments.values(), key=lambda s: s.id):
+            if (segment.collection_id != coll.id or segment.state != SegmentState.FLUSHED
+                    or segment.level == SegmentLevel.L0 or segment.id in coll.loaded):
+                continue
+            info = decompress_bin_logs(segment, self.store.root_path)
+            pks: list = []
+            tss: list = []
+            for field_binlog in info.binlogs:
+                target = pks if field_binlog.field_id == PK_FIELD_ID else tss if field_binlog.field_id == TIMESTAMP_FIELD_ID else None
+                if target is None:
+                    continue
+                for b in field_binlog.binlogs:
+                    target.extend(next(iter(read_insert_binlog(self.store.read(b.log_path), name=b.log_path).columns.values())))
+            rows = [Row(pk, ts) for pk, ts in zip(pks, tss)]
+            checkpoint = segment.dml_position.timestamp if segment.dml_position is not None else 0
+            coll.loaded.add(segment.id)
+            self.querynode.load_sealed(segment.insert_channel, segment.id, rows, checkpoint)

@@ -1,0 +1,262 @@
+"""Simulated processes of the query mechanism: a QueryNode serving every shard, and the proxy's read path.
+
+The Go goroutines become SimPy processes that call the pure components:
+
+* a QueryNode's ``WatchDmChannels`` (a :class:`~milvus_edu.querynode.ShardDelegator` and a
+  :class:`~milvus_edu.querynode.Pipeline` per vchannel, a dispatcher per pchannel from the collection's start
+  position), its pipeline loop (one pack at a time through filterNode -> insertNode -> deleteNode, tsafe published
+  at the end) and the delegator's ``Search`` / ``Query`` RPC (``waitTSafe`` on a SimPy event that fires whenever
+  tsafe moves, then the MVCC read at the tsafe returned) -> :class:`QueryNodeNode`;
+* the proxy's ``searchTask`` / ``queryTask`` (begin timestamp from the TSO only for Strong, else from the proxy's
+  own clock; the guarantee from the level; one request per shard, in parallel) -> :class:`ReadProxy`;
+* QueryCoord's handoff of flushed segments (load the sealed segment from its binlogs, exclude its stream inserts up
+  to its checkpoint, release the growing copy) -> :meth:`QueryNodeNode.load_sealed`.
+
+Bug switches: ``skip_wait_tsafe`` (the delegator reads at once at its current tsafe, below the guarantee),
+``update_tsafe_before_delete`` (the pipeline publishes tsafe before applying a pack's deletes; a read woken in
+between reads at the new tsafe before the deletes land).
+
+Simplification: one QueryNode, one replica, the delegator serves its own segments (no workers, no segment
+distribution); a read costs no simulated time on the QueryNode beyond the wait; a pack is applied 0.2 ms after
+the deleteNode is reached when the switch opens its window (else at once).
+Simplification: QueryCoord's target observer is modelled as a load right after the client's flush completes, not
+its periodic ``UpdateNextTarget``.
+"""
+
+from __future__ import annotations
+
+import simpy
+
+from ...mq import Broker, Dispatcher, SubscriptionPosition
+from ...mq.names import to_physical_channel
+from ...proxy.guarantee_ts import ReadRequest, can_skip_alloc_timestamp, read_timestamps
+from ...querynode import DeadlineExceeded, Pipeline, Row, ShardDelegator, TSafeChanged
+from ...sim.kernel import NodeClock, RPCError, Simulation
+
+SWITCH_WINDOW_MS = 0.2  # with update_tsafe_before_delete: how long deletes lag the published tsafe
+
+
+class QueryNodeNode:
+    """One QueryNode: a delegator and a pipeline per watched vchannel, reads served by RPC."""
+
+    def __init__(self, sim: Simulation, name: str, server_id: int, broker: Broker):
+        self.sim = sim
+        self.name = name
+        self.server_id = server_id
+        self.broker = broker
+        self.alive = True
+        self.clock = NodeClock(sim.env)
+        self.delegators: dict[str, ShardDelegator] = {}
+        self.pipelines: dict[str, Pipeline] = {}
+        self.dispatchers: dict[str, Dispatcher] = {}
+        self.wake: dict[str, simpy.Event] = {}
+        self.tsafe_moved: dict[str, simpy.Event] = {}
+        self.stalled_until: dict[str, float] = {}
+
+    # ------------------------------------------------------------------------------ watch and consume
+
+    def watch(self, collection_id: int, vchannel: str, start, start_ts: int) -> None:
+        """``WatchDmChannels``: a delegator whose tsafe starts at ``start_ts`` and a pipeline fed from ``start``
+        (the collection's start position on the pchannel)."""
+        sw = self.sim.config.switches
+        params = self.sim.config.query
+        delegator = ShardDelegator(vchannel, start_ts=start_ts, max_timestamp_lag_ns=params.max_timestamp_lag_ns,
+                                   downgrade_tsafe=params.downgrade_tsafe,
+                                   delete_ignores_timestamps=sw.delete_ignores_timestamps,
+                                   clean_exclude_interval_ns=params.clean_exclude_segment_interval_ns,
+                                   now_ns=self.clock.now_ns)
+        self.delegators[vchannel] = delegator
+        self.pipelines[vchannel] = Pipeline(collection_id, vchannel, delegator,
+                                            update_tsafe_before_delete=sw.update_tsafe_before_delete)
+        self.tsafe_moved[vchannel] = self.sim.env.event()
+        pchannel = to_physical_channel(vchannel)
+        self.sim.recorder.emit("querynode.watch", self.name, ts=start_ts, channel=pchannel, vchannel=vchannel,
+                               detail={"collection_id": collection_id, "start_msg_id": start.msg_id})
+        dispatcher = self.dispatchers.get(pchannel)
+        if dispatcher is None:
+            dispatcher = Dispatcher(self.broker, pchannel, position=start, sub_pos=SubscriptionPosition.EARLIEST,
+                                    now_ns=self.clock.now_ns, params=self.sim.config.mq)
+            self.dispatchers[pchannel] = dispatcher
+            self.wake[pchannel] = self.sim.env.event()
+            self.broker.watch(pchannel, lambda ch, msg_id: self._kick(ch))
+            self.sim.env.process(self._consume(pchannel))
+        dispatcher.add_target(vchannel, start)
+        self._kick(pchannel)
+
+    def _kick(self, pchannel: str) -> None:
+        event = self.wake.get(pchannel)
+        if event is not None and not event.triggered:
+            event.succeed()
+
+    def stall(self, vchannel: str, duration_ms: float) -> None:
+        """The pipeline of ``vchannel`` stops consuming for ``duration_ms`` (a slow flowgraph, a stuck node)."""
+        self.stalled_until[vchannel] = self.sim.env.now + duration_ms
+        self.sim.recorder.emit("fault.stall", self.name, detail={"loop": f"pipeline {vchannel}",
+                                                                 "duration_ms": duration_ms})
+
+    def _consume(self, pchannel: str):
+        env = self.sim.env
+        while self.alive:
+            yield self.wake[pchannel]
+            self.wake[pchannel] = env.event()
+            yield env.timeout(self.sim.one_way("mq"))
+            dispatcher = self.dispatchers[pchannel]
+            while self.alive:
+                stalled = max((self.stalled_until.get(v, 0.0) for v in self.pipelines
+                               if to_physical_channel(v) == pchannel), default=0.0)
+                if stalled > env.now:
+                    yield env.timeout(stalled - env.now)
+                packs = dispatcher.poll()
+                if packs is None:
+                    break
+                for vchannel in sorted(packs):
+                    if vchannel in self.pipelines:
+                        yield from self._operate(vchannel, packs[vchannel])
+
+    def _operate(self, vchannel: str, pack):
+        pipeline = self.pipelines[vchannel]
+        for _window in pipeline.operate_steps(pack):
+            self._publish(vchannel)  # the switch: tsafe is out before the deletes are in
+            yield self.sim.env.timeout(SWITCH_WINDOW_MS)
+        res = pipeline.last_result
+        dropped = [{"segment": m.segment_id, "ts": m.end_ts(), "reason": why} for m, why in res.dropped]
+        self.sim.recorder.emit(
+            "querynode.pack", self.name, vchannel=vchannel, begin_ts=res.time_range.timestamp_min,
+            end_ts=res.time_range.timestamp_max, tick_ts=res.tsafe, count=sum(res.inserted.values()),
+            detail={"segments": {str(k): v for k, v in sorted(res.inserted.items())}, "deletes": res.deletes,
+                    "hidden": res.hidden, "dropped": dropped, "cleaned": list(res.cleaned)})
+        if res.tsafe > res.tsafe_before and not pipeline.delete_node.update_tsafe_before_delete:
+            self._publish(vchannel)
+
+    def _publish(self, vchannel: str) -> None:
+        """Record the new tsafe and wake the reads waiting on it (``tsCond.Broadcast``)."""
+        self.sim.recorder.emit("querynode.tsafe", self.name, ts=self.delegators[vchannel].get_tsafe(), vchannel=vchannel)
+        moved = self.tsafe_moved[vchannel]
+        self.tsafe_moved[vchannel] = self.sim.env.event()
+        moved.succeed()
+
+    # ------------------------------------------------------------------------------ sealed segments
+
+    def load_sealed(self, vchannel: str, segment_id: int, rows: list[Row], exclude_ts: int) -> None:
+        """QueryCoord's handoff of a flushed segment: ``AddExcludedSegments`` up to its checkpoint, ``LoadSegments``
+        (with the buffered deletes), then ``SyncTargetVersion`` releasing the growing copy."""
+        d = self.delegators[vchannel]
+        d.add_excluded_segments({segment_id: exclude_ts})
+        hidden = d.load_sealed(segment_id, rows)
+        released = d.sync_target_version([segment_id])
+        self.sim.recorder.emit("querynode.load", self.name, ts=exclude_ts, count=len(rows), vchannel=vchannel,
+                               segment=segment_id, detail={"hidden_by_deletes": hidden, "released_growing": released})
+
+    # ------------------------------------------------------------------------------ reads
+
+    def handle_read(self, vchannel: str, request: int, level: str, guarantee_ts: int, mvcc_ts: int,
+                    deadline_ms: float | None, rows_filter):
+        """The delegator's ``Search`` / ``Query``: ``waitTSafe`` then the MVCC read at the tsafe it returned.
+
+        Returns ``(read_ts, rows)``; raises the wait's error (lag too large, deadline, delegator closed).
+        """
+        env, rec = self.sim.env, self.sim.recorder
+        d = self.delegators.get(vchannel)
+        if d is None:
+            raise RuntimeError(f"channel not available[channel={vchannel}]")
+        arrival = d.get_tsafe()
+        start = env.now
+        common = dict(vchannel=vchannel, request=request, level=level, guarantee_ts=guarantee_ts, tick_ts=arrival)
+        try:
+            if self.sim.config.switches.skip_wait_tsafe:
+                tsafe = arrival
+            else:
+                tsafe = yield from self._wait(d, vchannel, guarantee_ts, deadline_ms, common)
+        except Exception as exc:
+            rec.emit("querynode.read", self.name, error=str(exc), detail={"waited_ms": env.now - start}, **common)
+            raise
+        read_ts = mvcc_ts or tsafe
+        rows = [r for r in d.read(read_ts) if rows_filter(r.pk)]
+        rec.emit("querynode.read", self.name, ts=read_ts, count=len(rows),
+                 detail={"pks": [r.pk for r in rows], "waited_ms": round(env.now - start, 6)}, **common)
+        return read_ts, rows
+
+    def _wait(self, d: ShardDelegator, vchannel: str, guarantee_ts: int, deadline_ms: float | None, common: dict):
+        env = self.sim.env
+        steps = d.wait_tsafe(guarantee_ts)
+        try:
+            effect = next(steps)
+            self.sim.recorder.emit("querynode.wait", self.name, **common)
+            while True:
+                assert isinstance(effect, TSafeChanged)
+                moved = self.tsafe_moved[vchannel]
+                if deadline_ms is None:
+                    yield moved
+                else:
+                    left = deadline_ms - env.now
+                    if left > 0:
+                        yield moved | env.timeout(left)
+                    if env.now >= deadline_ms and not moved.triggered:
+                        effect = steps.throw(DeadlineExceeded())
+                        continue
+                effect = steps.send(None)
+        except StopIteration as stop:
+            return stop.value
+
+
+class ReadProxy:
+    """The proxy's read path (``searchTask`` / ``queryTask``) on one proxy, with that proxy's wall clock.
+
+    ``clock_offset_ms``: how far this proxy's clock is off true time (negative: behind). Only non-Strong reads use
+    it (``CanSkipAllocTimestamp``), so a skewed clock shifts their guarantee (Milvus issue #16841).
+    """
+
+    def __init__(self, sim: Simulation, proxy, querynode: QueryNodeNode, clock_offset_ms: float = 0.0):
+        self.sim = sim
+        self.proxy = proxy
+        self.querynode = querynode
+        self.clock = NodeClock(sim.env, offset_ms=clock_offset_ms)
+        self.graceful_time_ms = sim.config.query.graceful_time_ms
+
+    @property
+    def name(self) -> str:
+        """The proxy's node name."""
+        return self.proxy.name
+
+    def read(self, client: str, request: int, collection, req: ReadRequest, deadline_ms: float | None,
+             op: str, rows_filter, expr: dict | None = None):
+        """One search or query: begin timestamp, guarantee, one delegator read per shard in parallel.
+
+        Returns ``(timestamps, read_ts per vchannel, rows)``; raises :class:`RPCError` when a shard fails.
+        """
+        env, rec = self.sim.env, self.sim.recorder
+        if not self.proxy.alive:
+            raise RPCError(f"connection refused by {self.proxy.name}")
+        tso_ts = None
+        if not can_skip_alloc_timestamp(req, collection.consistency_level):
+            tso_ts = yield from self.proxy._alloc_one()
+        now_ms = self.clock.now_ms()
+        stamps = read_timestamps(req, collection.consistency_level, now_ms, tso_ts, self.graceful_time_ms)
+        level = stamps.level.name.capitalize()
+        rec.emit("proxy.read", self.proxy.name, ts=stamps.begin_ts, clock_ms=now_ms, peer=client, request=request,
+                 level=level, guarantee_ts=stamps.guarantee_ts,
+                 detail={"from_tso": stamps.from_tso, "op": op, "collection": collection.name,
+                         "use_default": req.use_default_consistency, **(expr or {})})
+        qn = self.querynode
+        calls = [env.process(self._shard(qn, v, request, level, stamps, deadline_ms, rows_filter))
+                 for v in collection.vchannels]
+        yield env.all_of(calls)
+        results = {}
+        for v, call in zip(collection.vchannels, calls):
+            ok, value = call.value
+            if not ok:
+                raise value
+            results[v] = value
+        read_ts = {v: r[0] for v, r in results.items()}
+        rows = sorted((row for _, rs in results.values() for row in rs), key=lambda r: (str(r.pk), r.ts))
+        return stamps, read_ts, rows
+
+    def _shard(self, qn: QueryNodeNode, vchannel: str, request: int, level: str, stamps, deadline_ms, rows_filter):
+        """One shard's request to its delegator: ``(True, (read_ts, rows))`` or ``(False, RPCError)``."""
+        try:
+            value = yield from self.sim.call(self.proxy.name, qn.name, lambda: qn.handle_read(
+                vchannel, request, level, stamps.guarantee_ts, stamps.mvcc_ts, deadline_ms, rows_filter))
+        except RPCError as exc:
+            return False, exc
+        return True, value
+

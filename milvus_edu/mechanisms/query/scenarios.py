@@ -1,0 +1,202 @@
+"""The query mechanism's scenarios: the seed's Client1/Client2 table and incidents from real Milvus issues.
+
+Every scenario runs a :class:`~milvus_edu.mechanisms.query.cluster.QueryCluster` (rootcoord, two proxies over two
+pchannels, DataCoord, a DataNode and a QueryNode) and a workload of client steps (:func:`parse_steps`). A learner's
+own workload runs the same way: ``QueryCluster.run_steps`` or the notebook API.
+"""
+
+from __future__ import annotations
+
+from ...events import SIM_EPOCH_MS
+from ...registry import Scenario
+from ...sim.kernel import Simulation
+from ...tsoutil import compose_ts
+from .cluster import QueryCluster
+
+T0_S = 0.5  # the table's t0, once rootcoord serves
+UNIT_S = 0.1  # one step of the table's clock: t2 is 200 ms after t0
+
+#: The seed's table (``guarantee-ts.zh.txt``): Client1 writes, Client2 reads at Strong, one table unit = 100 ms, so
+#: a write and the next read are 200 ms apart, about one time-tick interval. Then Client1 flushes and reads again,
+#: served from the sealed segment loaded from the binlogs.
+SEED_STEPS = (
+    {"at": T0_S, "client": "Client1", "op": "create_collection", "collection": "C0", "label": "t0"},
+    {"at": T0_S + 2 * UNIT_S, "client": "Client2", "op": "search", "collection": "C0", "consistency_level": "Strong",
+     "label": "t2"},
+    {"at": T0_S + 4 * UNIT_S, "client": "Client1", "op": "insert", "collection": "C0", "data": [{"id": "A1"}],
+     "label": "t4"},
+    {"at": T0_S + 6 * UNIT_S, "client": "Client2", "op": "search", "collection": "C0", "consistency_level": "Strong",
+     "label": "t6"},
+    {"at": T0_S + 8 * UNIT_S, "client": "Client1", "op": "insert", "collection": "C0", "data": [{"id": "A2"}],
+     "label": "t8"},
+    {"at": T0_S + 10 * UNIT_S, "client": "Client2", "op": "search", "collection": "C0", "consistency_level": "Strong",
+     "label": "t10"},
+    {"at": T0_S + 12 * UNIT_S, "client": "Client1", "op": "delete", "collection": "C0", "ids": ["A1"], "label": "t12"},
+    {"at": T0_S + 14 * UNIT_S, "client": "Client2", "op": "search", "collection": "C0", "consistency_level": "Strong",
+     "label": "t14"},
+    {"at": T0_S + 16 * UNIT_S, "client": "Client1", "op": "flush", "collection": "C0", "label": "t16"},
+    {"at": T0_S + 18 * UNIT_S, "client": "Client1", "op": "search", "collection": "C0", "consistency_level": "Strong",
+     "label": "after flush"},
+)
+
+
+def _cluster(sim: Simulation, steps, **kwargs) -> QueryCluster:
+    cluster = QueryCluster(sim, **kwargs)
+    cluster.start()
+    cluster.run_steps(steps)
+    return cluster
+
+
+def _seed(sim: Simulation, proxies: int = 2) -> QueryCluster:
+    return _cluster(sim, SEED_STEPS, proxies=proxies)
+
+
+def insert_then_search_steps(rounds: int = 12) -> list[dict]:
+    """Client1 inserts a key and searches for it right away at the collection's default level (Bounded), then
+    at Strong; Client2 does the same at Session, which sees only its own writes."""
+    steps = [{"at": T0_S, "client": "Client1", "op": "create_collection", "collection": "C0"}]
+    for i in range(rounds):
+        at = 1.0 + 0.5 * i
+        steps += [
+            {"at": at, "client": "Client1", "op": "insert", "collection": "C0", "data": [{"id": f"K{i}"}]},
+            {"at": at, "client": "Client1", "op": "query", "collection": "C0", "ids": [f"K{i}"], "label": "default"},
+            {"at": at, "client": "Client1", "op": "query", "collection": "C0", "ids": [f"K{i}"],
+             "consistency_level": "Session", "label": "session"},
+            {"at": at, "client": "Client1", "op": "query", "collection": "C0", "ids": [f"K{i}"],
+             "consistency_level": "Strong", "label": "strong"},
+        ]
+    return steps
+
+
+def _insert_then_search(sim: Simulation, rounds: int = 12) -> QueryCluster:
+    return _cluster(sim, insert_then_search_steps(rounds))
+
+
+def clock_skew_steps(reads: int = 6) -> list[dict]:
+    """Client1 (proxy-1, a good clock) and Client2 (proxy-2, whose clock runs ahead) read Bounded every 2 s while
+    Client1 writes."""
+    steps = [{"at": T0_S, "client": "Client1", "op": "create_collection", "collection": "C0"}]
+    for i in range(reads):
+        at = 1.0 + 2.0 * i
+        steps += [
+            {"at": at, "client": "Client1", "op": "insert", "collection": "C0", "data": [{"id": f"K{i}"}]},
+            {"at": at + 0.5, "client": "Client1", "op": "search", "collection": "C0", "consistency_level": "Bounded"},
+            {"at": at + 0.5, "client": "Client2", "op": "search", "collection": "C0", "consistency_level": "Bounded"},
+        ]
+    return steps
+
+
+def _clock_skew(sim: Simulation, ahead_ms: float = 8000.0, reads: int = 6) -> QueryCluster:
+    return _cluster(sim, clock_skew_steps(reads), proxy_clock_offsets_ms=(0.0, ahead_ms))
+
+
+def stall_steps(reads: int = 14, timeout_s: float = 5.0) -> list[dict]:
+    """Reads every 5 s at Strong (with a timeout), Bounded and Eventually while a proxy dies and comes back."""
+    steps = [{"at": T0_S, "client": "Client1", "op": "create_collection", "collection": "C0"}]
+    for i in range(reads):
+        at = 1.0 + 5.0 * i
+        steps += [
+            {"at": at, "client": "Client1", "op": "insert", "collection": "C0", "data": [{"id": f"K{i}"}]},
+            {"at": at + 0.5, "client": "Client1", "op": "search", "collection": "C0", "consistency_level": "Strong",
+             "timeout": timeout_s},
+            {"at": at + 0.5, "client": "Client3", "op": "search", "collection": "C0", "consistency_level": "Bounded"},
+            {"at": at + 0.5, "client": "Client5", "op": "search", "collection": "C0",
+             "consistency_level": "Eventually"},
+        ]
+    return steps
+
+
+def _stall(sim: Simulation, kill_at_s: float = 5.0, restart_after_s: float = 2.0, timeout_s: float = 5.0) -> QueryCluster:
+    cluster = _cluster(sim, stall_steps(timeout_s=timeout_s))
+    proxy = cluster.proxies[1].proxy
+    sim.at(kill_at_s * 1000.0, proxy.kill)
+    sim.at((kill_at_s + restart_after_s) * 1000.0, lambda: proxy.restart(proxy.server_id + 100))
+    return cluster
+
+
+def lag_steps() -> list[dict]:
+    """A Customized read with a guarantee more than a day past tsafe (refused at once), and one 3 s ahead (waits)."""
+    day_ahead = compose_ts(SIM_EPOCH_MS + 25 * 3600 * 1000, 0)
+    soon = compose_ts(SIM_EPOCH_MS + 4500, 0)
+    return [
+        {"at": T0_S, "client": "Client1", "op": "create_collection", "collection": "C0"},
+        {"at": 1.0, "client": "Client1", "op": "insert", "collection": "C0", "data": [{"id": "A1"}]},
+        {"at": 1.5, "client": "Client2", "op": "query", "collection": "C0", "consistency_level": "Customized",
+         "guarantee_timestamp": day_ahead, "label": "a day ahead"},
+        {"at": 1.5, "client": "Client3", "op": "query", "collection": "C0", "consistency_level": "Customized",
+         "guarantee_timestamp": soon, "label": "3 s ahead"},
+    ]
+
+
+def _lag(sim: Simulation) -> QueryCluster:
+    return _cluster(sim, lag_steps())
+
+
+def reorder_steps() -> list[dict]:
+    """Insert A, delete A, insert A again within one time-tick interval, then reads at every level."""
+    steps = [
+        {"at": T0_S, "client": "Client1", "op": "create_collection", "collection": "C0"},
+        {"at": 1.01, "client": "Client1", "op": "insert", "collection": "C0", "data": [{"id": "A"}, {"id": "B"}]},
+        {"at": 1.01, "client": "Client1", "op": "delete", "collection": "C0", "ids": ["A"]},
+        {"at": 1.01, "client": "Client1", "op": "insert", "collection": "C0", "data": [{"id": "A"}]},
+        {"at": 1.01, "client": "Client1", "op": "query", "collection": "C0", "consistency_level": "Strong",
+         "label": "right after"},
+    ]
+    for level in ("Strong", "Session", "Bounded", "Eventually"):
+        steps.append({"at": 1.3, "client": "Client1", "op": "query", "collection": "C0", "consistency_level": level})
+    steps.append({"at": 1.3, "client": "Client2", "op": "query", "collection": "C0", "consistency_level": "Strong"})
+    return steps
+
+
+def _reorder(sim: Simulation) -> QueryCluster:
+    return _cluster(sim, reorder_steps())
+
+
+MECH = ("query", "timetick", "tso")
+
+SCENARIOS = (
+    Scenario(
+        "seed-example", "The seed's table: Client1 creates C0, inserts A1 and A2, deletes A1; Client2 searches at "
+        "Strong in between; then a flush and a read from the sealed segment.", 8.0, _seed,
+        "Each Strong search takes a fresh timestamp from the TSO and waits until the QueryNode's tsafe passed it, so "
+        "Client2 sees exactly what Client1 wrote before: nothing, A1, A1 and A2, A2. After the flush the rows come "
+        "from Parquet binlogs loaded as a sealed segment, and the growing copy is released.", MECH,
+        options={"proxies": 2},
+    ),
+    Scenario(
+        "insert-then-search", "Insert, then query the key at once at the default level (Bounded): often empty "
+        "(Milvus issue #35090); the same query at Strong always finds it.", 8.0, _insert_then_search,
+        "A Bounded read does not wait: it reads at the tsafe it finds, usually one time tick behind, so a write "
+        "acknowledged a few milliseconds earlier is not there yet. Strong waits for the tick that covers it.", MECH,
+        options={"rounds": 12},
+    ),
+    Scenario(
+        "clock-skew-bounded", "proxy-2's clock runs 8 s ahead: its Bounded reads wait about 3 s each, proxy-1's "
+        "answer at once (Milvus issue #16841).", 14.0, _clock_skew,
+        "A Bounded read takes its begin timestamp from the proxy's own clock, not the TSO, and asks for that minus "
+        "5 s. A clock that runs ahead asks for the future: the read waits until tsafe gets there. A clock behind "
+        "asks for older data than it should, silently.", MECH, options={"ahead_ms": 8000.0, "reads": 6},
+    ),
+    Scenario(
+        "tsafe-stall-proxy-restart", "proxy-2 dies at 5 s and restarts 2 s later with a new id: rootcoord waits for "
+        "the dead session's reports until its lease expires, ticks stop, Strong reads time out (Milvus issue "
+        "#34392).", 75.0, _stall,
+        "Time ticks need a report from every proxy session. The dead proxy's session stays in etcd for its TTL "
+        "(60 s), so no tick is sent and tsafe stands still: Strong reads wait and time out, Bounded and Eventually "
+        "answer from stale data. When the lease expires, ticks flow and tsafe catches up at once.", MECH,
+        options={"kill_at_s": 5.0, "restart_after_s": 2.0, "timeout_s": 5.0},
+    ),
+    Scenario(
+        "lag-too-large", "A Customized read with a guarantee a day ahead is refused at once: Timestamp lag too large "
+        "(Milvus issue #36960); one 3 s ahead waits.", 8.0, _lag,
+        "waitTSafe refuses a guarantee more than queryNode.scheduler.maxTimestampLag (24 h) past tsafe instead of "
+        "waiting for it; a nearer one waits until tsafe reaches it and reads at that tsafe.", MECH,
+    ),
+    Scenario(
+        "insert-delete-reorder", "Insert A, delete A, insert A again inside one tick: one pack applies both inserts "
+        "before the delete, and timestamps still give the right answer.", 4.0, _reorder,
+        "The pipeline applies a pack's inserts before its deletes, so both copies of A are in the segment when the "
+        "delete arrives. The delete hides only rows inserted before it, so every read sees exactly one A, the "
+        "second. Try it with --switch delete_ignores_timestamps.", MECH,
+    ),
+)

@@ -1,0 +1,97 @@
+"""The query mechanism's part of a run's summary, its CLI report lines and its key events."""
+
+from __future__ import annotations
+
+from ...narrate import detail_dict
+
+
+class QuerySummary:
+    """Counts reads per level, waits, errors, packs and loads while a run is recorded."""
+
+    kinds = frozenset({"client.read", "querynode.read", "querynode.wait", "querynode.pack", "querynode.load"})
+
+    def __init__(self):
+        self.reads: dict[str, int] = {}
+        self.errors: dict[str, int] = {}
+        self.waits: dict[str, int] = {}
+        self.wait_ms: dict[str, float] = {}
+        self.packs = 0
+        self.loaded = 0
+        self.reads_list: list[dict] = []
+
+    def write(self, row: dict) -> None:
+        """Account for one row."""
+        kind = row["kind"]
+        if kind == "client.read":
+            d = detail_dict(row["detail"])
+            level = row["level"] or "?"
+            if row["error"] is not None:
+                self.errors["?"] = self.errors.get("?", 0) + 1
+            else:
+                self.reads[level] = self.reads.get(level, 0) + 1
+            self.reads_list.append({"request": row["request"], "client": row["node"], "level": row["level"],
+                                    "label": d.get("label", ""), "op": d.get("op"), "pks": d.get("pks"),
+                                    "error": row["error"], "t_ms": row["t_ms"]})
+        elif kind == "querynode.wait":
+            self.waits[row["level"]] = self.waits.get(row["level"], 0) + 1
+        elif kind == "querynode.read":
+            d = detail_dict(row["detail"])
+            self.wait_ms[row["level"]] = max(self.wait_ms.get(row["level"], 0.0), float(d.get("waited_ms") or 0.0))
+        elif kind == "querynode.pack":
+            self.packs += 1
+        elif kind == "querynode.load":
+            self.loaded += 1
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+    def sections(self, counts: dict) -> dict:
+        """The ``query`` section of ``summary.json``."""
+        return {"query": {
+            "reads_by_level": dict(sorted(self.reads.items())),
+            "failed_reads": sum(self.errors.values()),
+            "shard_waits_by_level": dict(sorted(self.waits.items())),
+            "longest_wait_ms_by_level": {k: round(v, 3) for k, v in sorted(self.wait_ms.items())},
+            "packs_applied": self.packs,
+            "sealed_segments_loaded": self.loaded,
+            "reads": self.reads_list[:200],
+        }}
+
+
+def report(summary: dict) -> list[str]:
+    """The query lines in the CLI's report of a run."""
+    q = summary.get("query")
+    if not q:
+        return []
+    by_level = ", ".join(f"{n} {level}" for level, n in q["reads_by_level"].items()) or "none"
+    waits = ", ".join(f"{level} {n} (longest {q['longest_wait_ms_by_level'].get(level, 0):,.1f} ms)"
+                      for level, n in q["shard_waits_by_level"].items()) or "none"
+    lines = [f"reads answered: {by_level}; {q['failed_reads']} failed",
+             f"shard reads that waited for tsafe: {waits}; {q['packs_applied']:,} packs applied, "
+             f"{q['sealed_segments_loaded']} sealed segment(s) loaded from binlogs"]
+    return lines
+
+
+class KeyEvents:
+    """Which query events ``milvus-edu timeline`` prints by default: collections, reads and their answers, waits,
+    loads."""
+
+    SHOW = frozenset({"client.create_collection", "client.read", "querynode.wait", "querynode.load", "client.insert",
+                      "client.delete", "client.flush"})
+
+    def __init__(self):
+        self.hidden = 0
+
+    def show(self, row: dict) -> bool:
+        """Whether ``row`` is a key event."""
+        if row["kind"] in self.SHOW or (row["kind"] == "querynode.read" and row.get("error") is not None):
+            return True
+        if row["kind"].startswith("querynode.") or row["kind"] in ("proxy.read", "client.read_start"):
+            self.hidden += 1
+        return False
+
+    def notes(self) -> list[str]:
+        """A line saying what was left out."""
+        if not self.hidden:
+            return []
+        return [f"({self.hidden:,} QueryNode pipeline, tsafe and proxy events not shown; --all shows them)"]
