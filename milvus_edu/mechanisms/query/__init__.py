@@ -12,8 +12,33 @@ from ...check.query import QueryChecker
 from ...registry import Mechanism, register
 from . import summary
 from .kinds import KINDS
+from .marks import MARKS
 from .narrate import DESCRIBE
 from .scenarios import SCENARIOS
+
+def _lanes():
+    from .lanes import query_lanes
+
+    return query_lanes()
+
+
+def _panel(frame):
+    from .panel import QueryPanel
+
+    return QueryPanel(frame)
+
+
+def _film_steps(index):
+    from .panel import film_steps
+
+    return film_steps(index)
+
+
+def _analyses():
+    from ...analysis.query import ANALYSES
+
+    return dict(ANALYSES)
+
 
 MECHANISM = register(Mechanism(
     name="query",
@@ -25,4 +50,9 @@ MECHANISM = register(Mechanism(
     describe=DESCRIBE,
     key_events=summary.KeyEvents,
     report=summary.report,
+    lanes=_lanes,
+    panel=_panel,
+    film_steps=_film_steps,
+    marks=MARKS,
+    analyses=_analyses,
 ))
