@@ -214,11 +214,18 @@ def _cmd_demo(args) -> int:
     for line in tour.intro:
         print(line)
     result = _run(tour.scenario, tour.seed, None, out, True, [])
-    _print_timeline(result.events)
+    if tour.story is not None:
+        for line in tour.story(result):
+            print(line)
+    else:
+        _print_timeline(result.events)
     print()
     _report(result)
     for line in tour.outro(result.summary):
         print(line)
+    if tour.pictures is not None:
+        for line in tour.pictures(result):
+            print(line)
     lab = f"the lab notebook {tour.lab}" if tour.lab else "the lab notebooks in notebooks/"
     print(f"\nNext: `milvus-edu timeline {out} --all` for every event, or {lab} "
           f"(in a clone of the repository) in JupyterLab.")

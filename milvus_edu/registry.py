@@ -71,6 +71,10 @@ class Demo:
     intro: tuple[str, ...]
     outro: Callable[[dict], list[str]] = lambda summary: []
     lab: str = ""  # the lab notebook to open next, relative to a clone of the repository
+    story: Callable[[object], list[str]] | None = None
+    """Given the run's result, the lines printed instead of the key-event timeline (the mechanism tells its run)."""
+    pictures: Callable[[object], list[str]] | None = None
+    """Given the run's result, writes pictures into its run folder and returns lines naming them."""
 
 
 @dataclass(frozen=True)
@@ -197,7 +201,8 @@ def mechanisms_in(kinds) -> tuple[Mechanism, ...]:
 
 
 def scenario_options(scenario: Scenario, given: Mapping[str, object] | None) -> dict[str, object]:
-    """The scenario's options with ``given`` applied, each converted to its default's type.
+    """The scenario's options with ``given`` applied, each converted to its default's type (a tuple default takes a
+    list, or the path of a JSON file holding one).
 
     ``ValueError`` for an option the scenario does not have (naming those it has) or a value of the
     wrong type.
@@ -208,9 +213,31 @@ def scenario_options(scenario: Scenario, given: Mapping[str, object] | None) -> 
             have = ", ".join(sorted(out)) or "none"
             raise ValueError(f"scenario {scenario.name} has no option {name!r}; its options: {have}")
         default = out[name]
+        if isinstance(default, tuple):  # a list of records (a workload): given in Python, or a JSON file's path
+            out[name] = _records(name, raw)
+            continue
         try:
             out[name] = type(default)(raw) if not isinstance(default, bool) else str(raw).lower() in ("1", "true", "yes", "on")
         except (TypeError, ValueError):
             what = {int: "a whole number", float: "a number"}.get(type(default), type(default).__name__)
             raise ValueError(f"option {name} takes {what}, got {raw!r}") from None
     return out
+
+
+def _records(name: str, raw) -> tuple:
+    """A list-valued option: a list or tuple given in Python, or the path of a JSON file holding a list."""
+    if isinstance(raw, (list, tuple)):
+        return tuple(raw)
+    import json
+    from pathlib import Path
+
+    path = Path(str(raw))
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ValueError(f"option {name} takes a JSON file holding a list: cannot read {path} ({exc.strerror})") from None
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"option {name}: {path} is not valid JSON (line {exc.lineno}: {exc.msg})") from None
+    if not isinstance(value, list):
+        raise ValueError(f"option {name}: {path} must hold a JSON list, it holds a {type(value).__name__}")
+    return tuple(value)

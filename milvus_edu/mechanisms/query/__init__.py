@@ -9,8 +9,8 @@ kinds, narration and summary, and registers them.
 from __future__ import annotations
 
 from ...check.query import QueryChecker
-from ...registry import Mechanism, register
-from . import summary
+from ...registry import Demo, Mechanism, register
+from . import demo, summary
 from .kinds import KINDS
 from .marks import MARKS
 from .narrate import DESCRIBE
@@ -55,4 +55,6 @@ MECHANISM = register(Mechanism(
     film_steps=_film_steps,
     marks=MARKS,
     analyses=_analyses,
+    demo=Demo(scenario="seed-example", seed=1, intro=demo.INTRO, outro=demo.outro, lab="notebooks/04_guarantee_ts.ipynb",
+              story=demo.story, pictures=demo.pictures),
 ))

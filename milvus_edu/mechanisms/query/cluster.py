@@ -232,7 +232,7 @@ class SimClient:
         if msg_type == MsgType.INSERT:
             self.cluster.inserted.setdefault(coll.name, []).extend(pks)
         rec.emit(kind, self.name, peer=proxy.name, ts=ts, count=len(pks),
-                 detail={"pks": list(pks), "collection": coll.name})
+                 detail={"pks": list(pks), "collection": coll.name, "label": step.label})
         key = "insert_count" if msg_type == MsgType.INSERT else "delete_count"
         return {key: len(pks), "ids": list(pks), "timestamp": ts}
 

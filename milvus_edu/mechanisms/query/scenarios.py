@@ -51,6 +51,10 @@ def _seed(sim: Simulation, proxies: int = 2) -> QueryCluster:
     return _cluster(sim, SEED_STEPS, proxies=proxies)
 
 
+def _workload(sim: Simulation, steps=(), proxies: int = 2, proxy2_clock_offset_ms: float = 0.0) -> QueryCluster:
+    return _cluster(sim, steps or SEED_STEPS, proxies=proxies, proxy_clock_offsets_ms=(0.0, proxy2_clock_offset_ms))
+
+
 def insert_then_search_steps(rounds: int = 12) -> list[dict]:
     """Client1 inserts a key and searches for it right away at the collection's default level (Bounded), then
     at Strong; Client2 does the same at Session, which sees only its own writes."""
@@ -162,6 +166,14 @@ SCENARIOS = (
         "Client2 sees exactly what Client1 wrote before: nothing, A1, A1 and A2, A2. After the flush the rows come "
         "from Parquet binlogs loaded as a sealed segment, and the growing copy is released.", MECH,
         options={"proxies": 2},
+    ),
+    Scenario(
+        "workload", "Your own workload: a list of client steps (the option steps: a list in Python, a JSON file on the "
+        "command line); without one, the seed's table.", 10.0, _workload,
+        "Each client runs its steps in order, each at its time or as soon as its previous call returned. A step is "
+        "{at, client, op, collection, ...}: ops create_collection, insert (data or ids), delete (ids or filter), "
+        "flush, search and query (consistency_level, guarantee_timestamp, filter, ids, limit, timeout). Client k "
+        "talks to proxy k mod proxies.", MECH, options={"steps": (), "proxies": 2, "proxy2_clock_offset_ms": 0.0},
     ),
     Scenario(
         "insert-then-search", "Insert, then query the key at once at the default level (Bounded): often empty "

@@ -9,7 +9,7 @@ panel, lanes) and registers it all.
 from __future__ import annotations
 
 from ...check.tso import TSOChecker
-from ...registry import Demo, Mechanism, register
+from ...registry import Mechanism, register
 from . import panel, summary
 from .kinds import KINDS
 from .narrate import DESCRIBE
@@ -47,13 +47,4 @@ MECHANISM = register(Mechanism(
     film_steps=panel.film_steps,
     marks=panel.MARKS,
     analyses=_analyses,
-    demo=Demo(
-        scenario="tso-failover",
-        seed=1,
-        intro=("milvus-edu demo: the TSO across a rootcoord failover (scenario tso-failover, seed 1)",
-               "rootcoord-1 is active, rootcoord-2 is standby with a clock 75 s behind; rootcoord-1 crashes at 10 s.",
-               ""),
-        outro=summary.demo_outro,
-        lab="notebooks/01_tso.ipynb",
-    ),
 ))

@@ -105,7 +105,8 @@ def report(summary: dict) -> list[str]:
     if not t:
         return []
     return [f"{_plural(t['timestamps_handed_out'], 'timestamp')} in {_plural(t['allocations'], 'allocation')}, "
-            f"{_plural(t['window_saves'], 'window save')}, {_plural(t['client_errors'], 'client error')}"]
+            f"{_plural(t['window_saves'], 'window save')}, {_plural(t['client_errors'], 'client error')}"
+            ] + failover_line(summary)
 
 
 KEY_KINDS = frozenset({"session.active", "session.standby", "session.lost", "session.exit", "tso.init", "tso.save",
@@ -147,8 +148,8 @@ class KeyEvents:
         return []
 
 
-def demo_outro(summary: dict) -> list[str]:
-    """The demo's closing line: who failed over when, and why it took that long (from the run's own numbers)."""
+def failover_line(summary: dict) -> list[str]:
+    """Who failed over when, and why it took that long (from the run's own numbers); nothing without a failover."""
     f = summary.get("failover")
     if not f or f["new_active_at_ms"] is None:
         return []
