@@ -81,8 +81,14 @@ def test_out_that_is_a_file_or_unwritable_is_refused(tmp_path):
 def test_demo_runs_in_a_fresh_folder_and_never_reuses_a_full_one(tmp_path):
     code, out, err = run_cli("demo", cwd=tmp_path)
     assert code == 0, err
-    assert "rootcoord-2 wins the ACTIVE key" in out and "strictly greater" in out
-    assert (tmp_path / "milvus-edu-demo" / "events.parquet").exists()
+    table = {line.split()[0]: line for line in out.splitlines() if line.startswith(("t2 ", "t6 ", "t10 ", "t14 "))}
+    assert "(empty) after" in table["t2"] and "A1 after" in table["t6"]  # Strong, Client2's view
+    assert "A1, A2 after" in table["t10"] and "A2 after" in table["t14"]
+    assert table["t6"].count("(empty)") == 3  # Session, Bounded and Eventually beside it: not yet
+    assert "checks passed" in out and "levels.png" in out and "04_guarantee_ts.ipynb" in out
+    for name in ("events.parquet", "levels.png", "timeline.png"):
+        assert (tmp_path / "milvus-edu-demo" / name).exists()
+    assert list((tmp_path / "milvus-edu-demo" / "objects").rglob("insert_log/*/*/*/*/*"))
     code, out, err = run_cli("demo", cwd=tmp_path)
     assert code == 0, err
     assert (tmp_path / "milvus-edu-demo-2" / "summary.json").exists()

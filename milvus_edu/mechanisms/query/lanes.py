@@ -232,6 +232,8 @@ class ReadsLane(Lane):
     height_ratio = 0.9
     #: Minimum bar width in pixels-ish: a fraction of the run, so a read answered at once still shows.
     MIN_WIDTH = 0.004
+    #: Writes are ticks this far under their client's row (bars are 0.56 high).
+    WRITE_DY = 0.42
 
     def setup(self, ax, events):
         self.dots = None
@@ -255,7 +257,7 @@ class ReadsLane(Lane):
         row = {c: k for k, c in enumerate(clients)}
         bars: dict[str, list] = {lv: [] for lv in LEVELS + ("other",)}
         failed_x, failed_y = [], []
-        positions: dict[str, list[tuple[int, float]]] = {c: [] for c in clients}
+        positions: dict[str, list[tuple[int, float, float]]] = {c: [] for c in clients}
         for i in starts:
             c = node[i]
             if c not in row:
@@ -266,35 +268,34 @@ class ReadsLane(Lane):
             lv = level[i] if level[i] in LEVEL_COLORS else "other"
             y = row[c]
             bars[lv].append((x0, max(x1 - x0, min_w), y))
-            positions[c].append((int(i), x0))
+            positions[c].append((int(i), x0, y))
             if end is not None:
-                positions[c].append((end, x1))
+                positions[c].append((end, x1, y))
                 if err[end]:
                     failed_x.append(x1)
                     failed_y.append(y)
         for lv, items in bars.items():
             color = LEVEL_COLORS.get(lv, _UNKNOWN)
             for x0, w, y in items:
-                ax.broken_barh([(x0, w)], (y - 0.28, 0.56), facecolors=color, edgecolors="white", linewidths=0.6, alpha=0.85,
-                               zorder=3)
+                ax.broken_barh([(x0, w)], (y - 0.28, 0.56), facecolors=color, edgecolors="white", linewidths=0.6,
+                               alpha=0.85, zorder=3)
         for lv in LEVELS:  # the fixed legend: every level, whether this run has it or not
             _handle(ax, lv, ls="none", marker="s", ms=8, color=LEVEL_COLORS[lv])
         for k, (kind, marker, label) in enumerate((("client.insert", "|", "insert"), ("client.delete", "x", "delete"))):
             m = np.flatnonzero(kinds == kind)
             m = [i for i in m if node[i] in row]
             if m:
-                ax.plot(t[m], [row[node[i]] + 0.42 for i in m], ls="none", marker=marker, ms=7 if marker == "|" else 5,
-                        mew=1.4, color=_WRITE, zorder=4)
+                ax.plot(t[m], [row[node[i]] + self.WRITE_DY for i in m], ls="none", marker=marker,
+                        ms=7 if marker == "|" else 5, mew=1.4, color=_WRITE, zorder=4)
                 for i in m:
-                    positions[node[i]].append((int(i), t[i]))
+                    positions[node[i]].append((int(i), t[i], row[node[i]] + self.WRITE_DY))
             _handle(ax, label, ls="none", marker=marker, ms=7 if marker == "|" else 5, mew=1.4, color=_WRITE)
         if failed_x:
             ax.plot(failed_x, failed_y, ls="none", marker="X", ms=8, mfc=_FAILED, mec="white", mew=0.5, zorder=5)
         _handle(ax, "read failed", ls="none", marker="X", ms=8, mfc=_FAILED, mec="white", mew=0.5)
         for c in clients:
             pts = sorted(positions[c])
-            ys = [row[c]] * len(pts)
-            self.tracks.append(Track([p for p, _ in pts], [x for _, x in pts], ys))
+            self.tracks.append(Track([p for p, _, _ in pts], [x for _, x, _ in pts], [y for _, _, y in pts]))
         (self.dots,) = ax.plot([], [], ls="none", marker="o", ms=6.5, mfc="none", mec="black", mew=1.2, zorder=6)
         ax.set_yticks(range(len(clients)), clients)
         ax.tick_params(axis="y", labelsize="small")
@@ -311,8 +312,12 @@ class RowEventsLane(EventsLane):
     :class:`~milvus_edu.viz.lanes.EventsLane` hands a label only the row's ``node`` and ``kind``; the query marks
     (:mod:`.marks`) name the read's ``request``, ``level`` and ``error``. This lane wraps each label so that it
     gets every column of its event (``None`` for nulls), then draws exactly as the events lane does. It calls the
-    labels in log order, once per marked event, as the events lane does.
+    labels in log order, once per marked event, as the events lane does. A read is marked when it is answered, so
+    there are many marks: four label rows instead of three.
     """
+
+    height_ratio = 1.0
+    rows = (0.86, 0.62, 0.38, 0.14)
 
     def setup(self, ax, events):
         style = self.marks if self.marks is not None else {**CORE_MARKS, **marks()}
