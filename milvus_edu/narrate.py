@@ -42,10 +42,13 @@ def wall_text(unix_ms) -> str:
 def ts_text(ts) -> str:
     """A hybrid timestamp as ``<physical as wall_text>+<logical>``, e.g. ``00:00:12.001+3``.
 
-    Timestamp 0 means "nothing yet" in Milvus (a stream's first pack begins there): it reads ``0 (start)``.
+    Timestamp 0 means "nothing yet" in Milvus (a stream's first pack begins there): it reads ``0 (start)``; a
+    value with no physical part (Eventually's guarantee 1) reads ``1 (no time)``.
     """
     if int(ts) == 0:
         return "0 (start)"
+    if int(ts) < 1 << 18:  # no physical part: a marker such as Eventually's guarantee 1, not a time
+        return f"{int(ts)} (no time)"
     physical, logical = parse_hybrid_ts(int(ts))
     return f"{wall_text(physical)}+{logical}"
 

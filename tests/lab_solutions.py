@@ -33,6 +33,15 @@ SOLUTIONS: dict[str, dict[str, str]] = {
         "answer_3": "int(cev[cev.kind == 'datanode.filter']['count'].sum())",
         "answer_4": "'durable'",
     },
+    "04_guarantee_ts.ipynb": {
+        "answer_1": "sorted(int(r) for r in iev[(iev.kind == 'client.read') & (iev['count'] == 0)].request)",
+        "answer_2": "int(events[(events.kind == 'client.read') & (events.request == READ)].ts.iloc[0])",
+        "answer_3": "'Bounded'",
+        "answer_4": "[{'at': 0.5, 'client': 'Client1', 'op': 'create_collection', 'collection': 'C0'},"
+                    " {'at': 1.0, 'client': 'Client1', 'op': 'insert', 'collection': 'C0', 'data': [{'id': 'A1'}]},"
+                    " {'at': 1.02, 'client': 'Client2', 'op': 'query', 'collection': 'C0', 'consistency_level': 'Session'},"
+                    " {'at': 1.02, 'client': 'Client1', 'op': 'query', 'collection': 'C0', 'consistency_level': 'Session'}]",
+    },
 }
 
 _SHIPPED = r"^(?P<name>answer_\d+) = None\b.*$"

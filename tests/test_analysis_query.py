@@ -136,8 +136,8 @@ def _one(result, run_id, level):
 # --- no JVM needed: the registry and hand-built logs ---------------------------------------------
 
 def test_registry_pairs_each_spark_function_with_its_twin():
-    assert ANALYSES == {"read_waits": (read_waits, read_waits_pd), "read_staleness": (read_staleness, read_staleness_pd),
-                        "tsafe_lag": (tsafe_lag, tsafe_lag_pd)}
+    assert ANALYSES == {"read_waits": (read_waits, read_waits_pd),
+                        "read_staleness": (read_staleness, read_staleness_pd), "tsafe_lag": (tsafe_lag, tsafe_lag_pd)}
     for name, (spark_fn, pandas_fn) in ANALYSES.items():
         assert pandas_fn.__name__ == spark_fn.__name__ + "_pd" == name + "_pd"
     assert milvus_edu.registry.get_mechanism("query").analyses() == ANALYSES
@@ -149,13 +149,14 @@ def test_read_waits_by_hand():
     assert list(got["level"]) == ["Bounded", "Strong", UNRESOLVED_LEVEL]
     bounded, strong, unresolved = (got.iloc[i] for i in range(3))
     # the proxy's level wins over the client's null (the collection default); no shard waited
-    assert (bounded.reads, bounded.answered, bounded.failed_reads, bounded.shard_reads, bounded.shard_waits) == (1, 1, 0, 2, 0)
+    counts = ["reads", "answered", "failed_reads", "shard_reads", "shard_waits"]
+    assert list(bounded[counts]) == [1, 1, 0, 2, 0]
     assert bounded.share_waited == 0.0 and pd.isna(bounded.p50_wait_ms) and pd.isna(bounded.max_wait_ms)
     # request 4's v1 is still waiting when the log ends: no querynode.read, so not a shard read
-    assert (strong.reads, strong.answered, strong.failed_reads, strong.shard_reads, strong.shard_waits) == (2, 1, 1, 3, 3)
+    assert list(strong[counts]) == [2, 1, 1, 3, 3]
     assert strong.share_waited == 1.0
     # waits 150, 250 and 5000 ms: nearest rank p50 = 2nd, p95 = p99 = 3rd
-    assert (strong.p50_wait_ms, strong.p95_wait_ms, strong.p99_wait_ms, strong.max_wait_ms) == (250.0, 5000.0, 5000.0, 5000.0)
+    assert list(strong[["p50_wait_ms", "p95_wait_ms", "p99_wait_ms", "max_wait_ms"]]) == [250.0, 5000.0, 5000.0, 5000.0]
     # refused before any proxy: counted, failed, no shard read, no share
     assert (unresolved.reads, unresolved.answered, unresolved.failed_reads, unresolved.shard_reads) == (1, 0, 1, 0)
     assert pd.isna(unresolved.share_waited)
@@ -170,7 +171,7 @@ def test_read_staleness_by_hand():
     assert (bounded.reads, bounded.p50_staleness_ms, bounded.max_staleness_ms) == (1, 200, 200)
     assert bounded.p99_true_staleness_ms == bounded.max_true_staleness_ms == 210.0
     # Strong: begin 1000 ms, the older shard read at 1100 ms -> -100 ms; answered at 1300 ms -> 200 ms true
-    assert (strong.reads, strong.p50_staleness_ms, strong.p95_staleness_ms, strong.p99_staleness_ms) == (1, -100, -100, -100)
+    assert list(strong[["reads", "p50_staleness_ms", "p95_staleness_ms", "p99_staleness_ms"]]) == [1, -100, -100, -100]
     assert strong.p50_true_staleness_ms == 200.0
 
 

@@ -15,6 +15,8 @@ stepper, and the whole screen: ``*-1280x800.png``) go to test-output/browser/.  
 * test_timetick_notebook_stepper -- the same for lab 2, notebooks/02_timetick.ipynb.
 * test_flush_notebook_stepper -- the same for lab 3, notebooks/03_flush_checkpoint.ipynb, whose stepper opens at
   the stored checkpoint equal to flushTs.
+* test_query_notebook_stepper -- the same for lab 4, notebooks/04_guarantee_ts.ipynb, whose stepper opens where a
+  Strong read starts waiting for tsafe.
 """
 
 from __future__ import annotations
@@ -139,4 +141,18 @@ def test_flush_notebook_stepper(request, tmp_path):
     before = int(re.match(r"event ([\d,]+) of ", result.before).group(1).replace(",", ""))
     assert before > 1 and result.after.startswith(f"event {before + 1:,} of ")
     assert "write buffer" in result.after and "cp updater" in result.after
+    _check_stepper_answers_while_busy_and_fits(result)
+
+
+QUERY_NOTEBOOK = "notebooks/04_guarantee_ts.ipynb"
+
+
+def test_query_notebook_stepper(request, tmp_path):
+    """notebooks/04_guarantee_ts.ipynb: run it in JupyterLab, step its TimelineStepper forward once from the event it
+    opens at (read t6 waiting for tsafe); the panel moves."""
+    assert "TimelineStepper" in (REPO_ROOT / QUERY_NOTEBOOK).read_text(encoding="utf-8")
+    lab_server = request.getfixturevalue("lab_server")
+    result = _check_step(lab_server, QUERY_NOTEBOOK, "stepper-query.png", tmp_path)
+    before = int(re.match(r"event ([\d,]+) of ", result.before).group(1).replace(",", ""))
+    assert before > 1 and result.after.startswith(f"event {before + 1:,} of ")
     _check_stepper_answers_while_busy_and_fits(result)

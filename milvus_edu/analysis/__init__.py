@@ -20,6 +20,9 @@ from .flush import ANALYSES as FLUSH_ANALYSES
 from .flush import (BINLOG_COLUMNS, BINLOG_META_COLUMNS, CHECKPOINT_LAG_COLUMNS, FLUSH_LATENCY_COLUMNS,
                     SYNC_SIZES_COLUMNS, binlog_rows, binlog_rows_pd, binlog_vs_meta, binlog_vs_meta_pd, checkpoint_lag,
                     checkpoint_lag_pd, flush_latency, flush_latency_pd, sync_sizes, sync_sizes_pd)
+from .query import ANALYSES as QUERY_ANALYSES
+from .query import (READ_STALENESS_COLUMNS, READ_WAITS_COLUMNS, TSAFE_LAG_COLUMNS, read_staleness, read_staleness_pd,
+                    read_waits, read_waits_pd, tsafe_lag, tsafe_lag_pd)
 from .timetick import ANALYSES as TIMETICK_ANALYSES
 from .timetick import (PACK_COLUMNS, REORDER_COLUMNS, TICK_LAG_COLUMNS, pack_sizes, pack_sizes_pd, produce_reorder,
                        produce_reorder_pd, tick_lag, tick_lag_pd)
@@ -36,4 +39,6 @@ __all__ = [
     "checkpoint_lag", "checkpoint_lag_pd", "flush_latency", "flush_latency_pd", "sync_sizes", "sync_sizes_pd",
     "binlog_rows", "binlog_rows_pd", "binlog_vs_meta", "binlog_vs_meta_pd", "CHECKPOINT_LAG_COLUMNS",
     "FLUSH_LATENCY_COLUMNS", "SYNC_SIZES_COLUMNS", "BINLOG_COLUMNS", "BINLOG_META_COLUMNS", "FLUSH_ANALYSES",
+    "read_waits", "read_waits_pd", "read_staleness", "read_staleness_pd", "tsafe_lag", "tsafe_lag_pd",
+    "READ_WAITS_COLUMNS", "READ_STALENESS_COLUMNS", "TSAFE_LAG_COLUMNS", "QUERY_ANALYSES",
 ]

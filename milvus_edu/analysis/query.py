@@ -29,7 +29,7 @@ import pandas as pd
 
 from ..events.schema import SIM_EPOCH_MS
 from ..tsoutil import LOGICAL_BITS
-from .timetick import _nearest_rank, _strings, with_percentiles
+from .timetick import PERCENTILES, _nearest_rank, _strings, with_percentiles
 from .tso import _sorted
 
 KEYS_LEVEL = ["run_id", "level"]
@@ -50,6 +50,7 @@ READ_PERCENTILES = (50, 95, 99)
 #: The level of a read that asked for the collection's default and never reached a proxy to resolve it.
 UNRESOLVED_LEVEL = "default"
 READ_KINDS = ("client.read_start", "proxy.read", "client.read")
+_ONE_PHYSICAL_MS = 1 << LOGICAL_BITS
 
 
 # --- helpers -------------------------------------------------------------------------------------
@@ -232,7 +233,8 @@ def read_staleness(events):
             .join(read_ts, KEYS_REQUEST, "inner")
             .select(*KEYS_LEVEL, F.col("answer_seq").alias("seq"),
                     (F.shiftright("begin_ts", LOGICAL_BITS) - physical).alias("staleness_ms"),
-                    (F.col("answer_t_ms") - (physical - F.lit(SIM_EPOCH_MS)).cast("double")).alias("true_staleness_ms")))
+                    (F.col("answer_t_ms") - (physical - F.lit(SIM_EPOCH_MS)).cast("double"))
+                    .alias("true_staleness_ms")))
     rows, by_begin = _spark_ranked(rows, KEYS_LEVEL, "staleness_ms")
     rows, by_truth = _spark_ranked(rows, KEYS_LEVEL, "true_staleness_ms")
     return (rows.groupBy(*KEYS_LEVEL)
@@ -248,9 +250,9 @@ def read_staleness_pd(frame: pd.DataFrame) -> pd.DataFrame:
     reqs = _requests_pd(frame)
     rows = reqs[reqs["answer_t_ms"].notna() & reqs["begin_ts"].notna()].merge(read_ts, on=KEYS_REQUEST)
     # Int64 throughout: hybrid timestamps are above 2**53, a float would round them
-    physical = rows["read_ts"].astype("Int64") // (1 << LOGICAL_BITS)
+    physical = rows["read_ts"].astype("Int64") // _ONE_PHYSICAL_MS
     rows = rows.assign(seq=rows["answer_seq"],
-                       staleness_ms=(rows["begin_ts"].astype("Int64") // (1 << LOGICAL_BITS) - physical).astype("Int64"),
+                       staleness_ms=(rows["begin_ts"].astype("Int64") // _ONE_PHYSICAL_MS - physical).astype("Int64"),
                        true_staleness_ms=rows["answer_t_ms"].astype("float64")
                        - (physical - SIM_EPOCH_MS).astype("float64"))
     out = (rows.groupby(KEYS_LEVEL, sort=False)
@@ -284,10 +286,11 @@ def tsafe_lag(events):
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    from .timetick import PERCENTILES
-
     vch = Window.partitionBy(*KEYS_VCHANNEL)
-    true_ms = lambda ts: F.col("t_ms") - (F.shiftright(ts, LOGICAL_BITS) - F.lit(SIM_EPOCH_MS)).cast("double")
+
+    def true_ms(ts: str):
+        return F.col("t_ms") - (F.shiftright(ts, LOGICAL_BITS) - F.lit(SIM_EPOCH_MS)).cast("double")
+
     rows = (events.filter(F.col("kind").isin("querynode.watch", "querynode.tsafe") & F.col("vchannel").isNotNull()
                           & F.col("ts").isNotNull())
             .select(*KEYS_VCHANNEL, "seq", "t_ms", "ts", "kind")
@@ -314,7 +317,8 @@ def tsafe_lag_pd(frame: pd.DataFrame) -> pd.DataFrame:
     rows = rows[rows["kind"] == "querynode.tsafe"].copy()
 
     def true_ms(ts: pd.Series) -> pd.Series:
-        return rows["t_ms"].astype("float64") - (ts.astype("Int64") // (1 << LOGICAL_BITS) - SIM_EPOCH_MS).astype("float64")
+        physical = ts.astype("Int64") // _ONE_PHYSICAL_MS
+        return rows["t_ms"].astype("float64") - (physical - SIM_EPOCH_MS).astype("float64")
 
     rows["lag_ms"] = true_ms(rows["ts"])
     rows["before_ms"] = true_ms(rows["prev_ts"])

@@ -184,12 +184,14 @@ class EventsLane(Lane):
         style = self.marks if self.marks is not None else {**CORE_MARKS, **marks()}
         kinds = events["kind"].astype(str).to_numpy()
         t_s = num(events["t_ms"]) / 1000.0
-        nodes = events["node"].astype(str).to_numpy()
-        details = events["detail"].to_numpy(dtype=object, na_value=None)
+        marked = np.flatnonzero(np.isin(kinds, list(style)))
+        part = events.iloc[marked]
+        columns = {c: part[c].to_numpy(dtype=object, na_value=None) for c in part.columns}
         found = []  # (position, t_s, label, kind)
-        for i in np.flatnonzero(np.isin(kinds, list(style))):
+        for k, i in enumerate(marked):
             kind = kinds[i]
-            label = style[kind].label({"node": nodes[i], "kind": kind}, detail_dict(details[i]))
+            row = {c: v[k] for c, v in columns.items()}  # the event's whole row, nulls as None
+            label = style[kind].label(row, detail_dict(row.get("detail")))
             if label is not None:
                 found.append((int(i), float(t_s[i]), label, kind))
         siblings = [a for a in ax.get_shared_x_axes().get_siblings(ax)] or [ax]

@@ -307,37 +307,54 @@ class ReadsLane(Lane):
 
 
 class RowEventsLane(EventsLane):
-    """The events lane, with every mark's label given the event's whole row.
+    """The events lane, laid out for many marks.
 
-    :class:`~milvus_edu.viz.lanes.EventsLane` hands a label only the row's ``node`` and ``kind``; the query marks
-    (:mod:`.marks`) name the read's ``request``, ``level`` and ``error``. This lane wraps each label so that it
-    gets every column of its event (``None`` for nulls), then draws exactly as the events lane does. It calls the
-    labels in log order, once per marked event, as the events lane does. A read is marked when it is answered, so
-    there are many marks: four label rows instead of three.
+    A read is marked when it is answered, so a run has many marks: there are four label rows instead of three, and
+    a label that finds no free row on the page is left out (its line stays; the cursor's own label is always
+    shown) instead of being drawn over another one.
     """
 
     height_ratio = 1.0
     rows = (0.86, 0.62, 0.38, 0.14)
 
-    def setup(self, ax, events):
-        style = self.marks if self.marks is not None else {**CORE_MARKS, **marks()}
-        kinds = events["kind"].astype(str).to_numpy()
-        wrapped = {}
-        for kind, mark in style.items():
-            rows = iter(_full_rows(events, np.flatnonzero(kinds == kind)))
-            wrapped[kind] = Mark(mark.color, mark.linestyle,
-                                 lambda row, d, _label=mark.label, _rows=rows: _label({**next(_rows), **row}, d))
-        own, self.marks = self.marks, wrapped
-        try:
-            super().setup(ax, events)
-        finally:
-            self.marks = own
+    def layout(self, _ax=None) -> None:
+        """As :meth:`EventsLane.layout`, but a label with no free row on this page is hidden, not overlapped."""
+        if not getattr(self, "texts", None):
+            return
+        ax = self.ax
+        x0, x1 = ax.get_xlim()
+        width = ax.get_window_extent().width
+        if x1 <= x0 or width <= 0:
+            return
+        scale = width / (x1 - x0)
+        ends = [-np.inf] * len(self.rows)
+        for k in np.argsort(self.track.x, kind="stable"):
+            px, w = (self.track.x[k] - x0) * scale, self.width_px[k]
+            if px + w > width - 2 and px - w >= 0:
+                ha, start, end = "right", px - w, px
+            else:
+                ha, start, end = "left", px, px + w
+            text = self.texts[k]
+            free = [r for r, e in enumerate(ends) if e + self._GAP_PX <= start]
+            if end < 0 or start > width or not free:  # off this page, or no room left for it
+                text.set_visible(False)
+                r = int(np.argmin(ends))
+            else:
+                r = free[0]
+                ends[r] = end
+                text.set_visible(True)
+            self.row[k], self.ha[k] = r, ha
+            text.set_horizontalalignment(ha)
+            text.set_text(self._padded(k))
+            text.set_y(self.rows[r])
 
-
-def _full_rows(events: pd.DataFrame, positions) -> list[dict]:
-    part = events.iloc[np.asarray(positions, dtype=np.int64)]
-    cols = {c: part[c].to_numpy(dtype=object, na_value=None) for c in part.columns}
-    return [{c: v[k] for c, v in cols.items()} for k in range(len(part))]
+    def update(self, cursor_index, t_ms):
+        out = super().update(cursor_index, t_ms)
+        box = self.current.get_bbox_patch()
+        if box is not None:  # framed, so a label it half covers does not read as part of it
+            box.set_edgecolor(self.current.get_color())
+            box.set_linewidth(0.8)
+        return out
 
 
 def query_lanes(vchannels: int = VCHANNEL_LANES) -> list[Lane]:

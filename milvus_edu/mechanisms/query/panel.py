@@ -226,7 +226,8 @@ class QueryPanel:
 def film_steps(index) -> list[int]:
     """Up to four events worth a picture, in log order: a read that waited for tsafe, while it waits (its last
     shard's ``querynode.wait``) and when it is answered (its ``client.read``), preferring one that returned rows;
-    the first failed read; the first sealed segment loaded; then the answer of another read that waited."""
+    the first failed read (one that failed waiting for tsafe before one refused earlier); the first sealed segment
+    loaded; then the answer of the read that waited longest, then of other reads that waited."""
     cols, pos = index.cols, index.kind_positions
     kinds = index.kinds
     waits: dict[int, int] = {}
@@ -240,12 +241,14 @@ def film_steps(index) -> list[int]:
     if lead is not None:
         picks += [waits[lead], answers[lead]]
     failed = [int(p) for p in pos.get("client.read", ()) if cols["error"][int(p)] is not None]
+    failed.sort(key=lambda p: (cols["request"][p] not in waits, p))  # a read that failed waiting for tsafe first
     if failed:
         picks.append(failed[0])
     loads = pos.get("querynode.load", ())
     if len(loads):
         picks.append(int(loads[0]))
-    for r in good[1:] + [r for r in waited if r not in good]:
+    longest = sorted(waited, key=lambda r: (-(index.t_ms[answers[r]] - index.t_ms[waits[r]]), waits[r]))
+    for r in longest[:1] + good[1:] + [r for r in waited if r not in good]:
         picks.append(answers[r])
     out: list[int] = []
     for p in picks:

@@ -194,8 +194,9 @@ SCENARIOS = (
         "the dead session's reports until its lease expires, ticks stop, Strong reads time out (Milvus issue "
         "#34392).", 75.0, _stall,
         "Time ticks need a report from every proxy session. The dead proxy's session stays in etcd for its TTL "
-        "(60 s), so no tick is sent and tsafe stands still: Strong reads wait and time out, Bounded and Eventually "
-        "answer from stale data. When the lease expires, ticks flow and tsafe catches up at once.", MECH,
+        "(60 s), so no tick is sent and tsafe stands still: Strong reads wait and time out; Bounded reads answer from "
+        "stale data until tsafe is more than 5 s behind, then wait too (they have no timeout here); Eventually always "
+        "answers, from ever older data. When the lease expires, ticks flow and tsafe catches up at once.", MECH,
         options={"kill_at_s": 5.0, "restart_after_s": 2.0, "timeout_s": 5.0},
     ),
     Scenario(
