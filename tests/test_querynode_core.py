@@ -186,3 +186,12 @@ def test_process_delete_reaches_sealed_and_growing_segments():
     d.insert(6, [Row(1, ts(20)), Row(2, ts(20))])
     assert d.process_delete([1], [ts(30)]) == 2
     assert pks(d.read(ts(30))) == [2] and pks(d.read(ts(25))) == [1, 1, 2]
+
+
+def test_a_batch_of_deletes_is_applied_in_timestamp_order_whatever_the_message_order():
+    """SegmentGrowingImpl::Delete sorts a batch by timestamp: a row takes the earliest delete after its insert, so a
+    read between two deletes of its key (given out of order, as two proxies may put them in one pack) misses it."""
+    seg = GrowingSegment(1)
+    seg.insert([Row(7, 10)])
+    assert seg.delete([7, 7], [30, 20]) == 1
+    assert pks(seg.visible(19)) == [7] and pks(seg.visible(25)) == []

@@ -14,7 +14,8 @@ What a read must return is worked out from the messages the proxies wrote into t
 4. **Session sees its own writes** (``session-sees-own``) - a Session read reads at or after every write of the same
    client to that collection acknowledged before the read began.
 5. **Bounded is at most gracefulTime stale** (``bounded-staleness``) - a Bounded read reads at or after its begin
-   timestamp minus ``common.gracefulTime`` (by the proxy's clock: that is Milvus's promise).
+   timestamp minus ``common.gracefulTime`` (by the proxy's clock: that is Milvus's promise; the value the proxy used
+   travels in ``proxy.read``'s ``detail.graceful_time_ms``).
 6. **tsafe never goes back** (``tsafe-monotonic``) - per vchannel.
 7. **tsafe never passes the time tick** (``tsafe-below-tick``) - a vchannel's tsafe is never past the last time
    tick written into its pchannel: the QueryNode serves nothing it has not been promised.
@@ -113,7 +114,8 @@ class QueryChecker(StreamingChecker):
             d = detail_dict(row["detail"])
             self._proxy[row["request"]] = {"seq": seq, "begin": row["ts"], "guarantee": row["guarantee_ts"],
                                            "level": row["level"], "collection": d.get("collection"),
-                                           "filter": d.get("filter", ""), "ids": d.get("ids")}
+                                           "filter": d.get("filter", ""), "ids": d.get("ids"),
+                                           "graceful_ms": d.get("graceful_time_ms", GRACEFUL_TIME_MS)}
         elif kind == "querynode.read":
             if row["error"] is None:
                 self._shard_reads.append({"seq": seq, "request": row["request"], "vchannel": row["vchannel"],
@@ -205,13 +207,14 @@ class QueryChecker(StreamingChecker):
                 continue
             level = r["level"]
             if level == "Bounded":
-                floor = proxy["begin"] - (GRACEFUL_TIME_MS << 18)
+                graceful = proxy["graceful_ms"]
+                floor = proxy["begin"] - (graceful << 18)
                 if r["ts"] < floor:
                     self._add("bounded-staleness", (proxy["seq"], r["seq"]),
                               f"Let event {_n(proxy['seq'])} be the proxy starting Bounded read #{r['request']} at "
                               f"{ts_text(proxy['begin'])}. Then event {_n(r['seq'])} read at {ts_text(r['ts'])}, "
                               f"{physical_time(proxy['begin']) - physical_time(r['ts']):,} ms earlier, because the read "
-                              f"did not wait for data at most {GRACEFUL_TIME_MS:,} ms old.")
+                              f"did not wait for data at most {graceful:,} ms old.")
             if level not in ("Strong", "Session"):
                 continue
             inv = "strong-sees-acked" if level == "Strong" else "session-sees-own"

@@ -65,9 +65,10 @@ class DeletedRecord:
     _masked: set[int] = field(default_factory=set)
 
     def push(self, pks, tss) -> int:
-        """``InternalPush``: record each ``(pk, dts)``; returns how many rows it newly hid."""
+        """``Delete`` then ``InternalPush``: sort the batch by timestamp (``SegmentGrowingImpl::Delete`` /
+        ``SegmentSealedImpl::Delete`` do), then record each ``(pk, dts)``; returns how many rows it newly hid."""
         hidden = 0
-        for pk, dts in zip(pks, tss):
+        for dts, _i, pk in sorted((dts, i, pk) for i, (pk, dts) in enumerate(zip(pks, tss))):
             if self.delete_ignores_timestamps:
                 offsets = self.record.search_pk(pk, 2**64)
                 dts = 0

@@ -209,7 +209,7 @@ class SimClient:
         coll = self._collection(step.collection)
         if "ids" in step.args:
             pks = _pks_of(step.args)
-        else:  # delete by expression: the keys the filter matches in a Strong query first, as Milvus does
+        else:  # delete by expression: Milvus queries at the delete's ts first; here, the keys clients inserted
             pred = parse_filter(step.args.get("filter", ""))
             pks = sorted({pk for pk in self.cluster.acked_keys(coll) if pred(pk)}, key=str)
         return (yield from self._write(step, MsgType.DELETE, pks))

@@ -20,7 +20,12 @@ Simplification: one QueryNode, one replica, the delegator serves its own segment
 distribution); a read costs no simulated time on the QueryNode beyond the wait; a pack is applied 0.2 ms after
 the deleteNode is reached when the switch opens its window (else at once).
 Simplification: QueryCoord's target observer is modelled as a load right after the client's flush completes, not
-its periodic ``UpdateNextTarget``.
+its periodic ``UpdateNextTarget``; the loaded segment is excluded up to its own DmlPosition once (Go re-adds the
+target checkpoint on every ``SyncDistribution``), and ``WatchDmChannels``'s exclusions are not needed (only new
+collections are watched).
+Simplification: a shard's rows are not deduplicated by primary key (Go's result merge keeps the newest row of each
+key): a row served twice, by a growing and a sealed copy, stays visible to the checker. A closed delegator still
+answers a read whose guarantee it already passed (Go's ``lifetime.Add`` refuses it).
 """
 
 from __future__ import annotations
@@ -236,7 +241,8 @@ class ReadProxy:
         rec.emit("proxy.read", self.proxy.name, ts=stamps.begin_ts, clock_ms=now_ms, peer=client, request=request,
                  level=level, guarantee_ts=stamps.guarantee_ts,
                  detail={"from_tso": stamps.from_tso, "op": op, "collection": collection.name,
-                         "use_default": req.use_default_consistency, **(expr or {})})
+                         "use_default": req.use_default_consistency, "graceful_time_ms": self.graceful_time_ms,
+                         **(expr or {})})
         qn = self.querynode
         calls = [env.process(self._shard(qn, v, request, level, stamps, deadline_ms, rows_filter))
                  for v in collection.vchannels]
