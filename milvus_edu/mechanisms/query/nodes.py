@@ -176,7 +176,7 @@ class QueryNodeNode:
             rec.emit("querynode.read", self.name, error=str(exc), detail={"waited_ms": env.now - start}, **common)
             raise
         read_ts = mvcc_ts or tsafe
-        rows = [r for r in d.read(read_ts) if rows_filter(r.pk)]
+        rows = d.read(read_ts, rows_filter)
         rec.emit("querynode.read", self.name, ts=read_ts, count=len(rows),
                  detail={"pks": [r.pk for r in rows], "waited_ms": round(env.now - start, 6)}, **common)
         return read_ts, rows
