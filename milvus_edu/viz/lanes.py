@@ -175,6 +175,9 @@ class EventsLane(Lane):
     #: Heights (axes fraction) of the label rows, top first.
     rows = (0.8, 0.5, 0.2)
     _GAP_PX = 6.0  # space between two labels on one row
+    #: Hide a label that finds no free row on the page instead of overlapping another (the cursor's own label always
+    #: shows): for lanes with many marks.
+    hide_crowded = False
 
     def __init__(self, marks: dict[str, Mark] | None = None):
         self.marks = dict(marks) if marks is not None else None
@@ -245,13 +248,18 @@ class EventsLane(Lane):
                 ha, start, end = "right", px - w, px
             else:
                 ha, start, end = "left", px, px + w
+            text = self.texts[k]
             if end < 0 or start > width:  # off this page
+                if self.hide_crowded:
+                    text.set_visible(False)
                 continue
             free = [r for r, e in enumerate(ends) if e + self._GAP_PX <= start]
+            if self.hide_crowded:  # no room left for it: hidden (its line stays), not drawn over another
+                text.set_visible(bool(free))
             r = free[0] if free else int(np.argmin(ends))
-            ends[r] = max(ends[r], end)
+            if free or not self.hide_crowded:
+                ends[r] = max(ends[r], end)
             self.row[k], self.ha[k] = r, ha
-            text = self.texts[k]
             text.set_horizontalalignment(ha)
             text.set_text(self._padded(k))
             text.set_y(self.rows[r])

@@ -306,7 +306,7 @@ class ReadsLane(Lane):
         return () if self.dots is None else move_rings(self.dots, self.tracks, cursor_index)
 
 
-class RowEventsLane(EventsLane):
+class ReadsEventsLane(EventsLane):
     """The events lane, laid out for many marks.
 
     A read is marked when it is answered, so a run has many marks: there are four label rows instead of three, and
@@ -316,37 +316,7 @@ class RowEventsLane(EventsLane):
 
     height_ratio = 1.0
     rows = (0.86, 0.62, 0.38, 0.14)
-
-    def layout(self, _ax=None) -> None:
-        """As :meth:`EventsLane.layout`, but a label with no free row on this page is hidden, not overlapped."""
-        if not getattr(self, "texts", None):
-            return
-        ax = self.ax
-        x0, x1 = ax.get_xlim()
-        width = ax.get_window_extent().width
-        if x1 <= x0 or width <= 0:
-            return
-        scale = width / (x1 - x0)
-        ends = [-np.inf] * len(self.rows)
-        for k in np.argsort(self.track.x, kind="stable"):
-            px, w = (self.track.x[k] - x0) * scale, self.width_px[k]
-            if px + w > width - 2 and px - w >= 0:
-                ha, start, end = "right", px - w, px
-            else:
-                ha, start, end = "left", px, px + w
-            text = self.texts[k]
-            free = [r for r, e in enumerate(ends) if e + self._GAP_PX <= start]
-            if end < 0 or start > width or not free:  # off this page, or no room left for it
-                text.set_visible(False)
-                r = int(np.argmin(ends))
-            else:
-                r = free[0]
-                ends[r] = end
-                text.set_visible(True)
-            self.row[k], self.ha[k] = r, ha
-            text.set_horizontalalignment(ha)
-            text.set_text(self._padded(k))
-            text.set_y(self.rows[r])
+    hide_crowded = True
 
     def update(self, cursor_index, t_ms):
         out = super().update(cursor_index, t_ms)
@@ -361,4 +331,4 @@ def query_lanes(vchannels: int = VCHANNEL_LANES) -> list[Lane]:
     """The query chapter's lanes: ``vchannels`` delegator lanes, the clients' reads, and the events lane."""
     if vchannels < 1:
         raise ValueError(f"draw at least one vchannel lane, got vchannels={vchannels}")
-    return [DelegatorLane(k) for k in range(vchannels)] + [ReadsLane(), RowEventsLane()]
+    return [DelegatorLane(k) for k in range(vchannels)] + [ReadsLane(), ReadsEventsLane()]
