@@ -15,7 +15,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.collections import PolyCollection  # noqa: E402
 
 import milvus_edu  # noqa: E402
-from milvus_edu.mechanisms.query.lanes import (DelegatorLane, ReadsLane, RowEventsLane, query_lanes,  # noqa: E402
+from milvus_edu.mechanisms.query.lanes import (DelegatorLane, ReadsLane, ReadsEventsLane, query_lanes,  # noqa: E402
                                                vchannels_of)
 from milvus_edu.mechanisms.query.panel import QueryPanel, film_steps  # noqa: E402
 from milvus_edu.mechanisms.timetick.panel import short_channel  # noqa: E402
@@ -64,7 +64,7 @@ def _strong_reads(ev, client="Client2"):
 def test_the_stepper_uses_the_query_lanes_and_panel(seed):
     _, st = seed
     names = [type(lane).__name__ for lane in st.lanes]
-    assert names == ["DelegatorLane", "DelegatorLane", "ReadsLane", "RowEventsLane"]
+    assert names == ["DelegatorLane", "DelegatorLane", "ReadsLane", "ReadsEventsLane"]
     assert isinstance(st.index.panels[0], QueryPanel)
     labels = [label for label, _ in st.index.panel_rows(st.index.state(len(st.index.frame) - 1))]
     assert labels == ["tsafe", "waiting", "answered", "clients"]
@@ -232,7 +232,7 @@ def test_a_guarantee_a_day_ahead_is_drawn_at_the_edge_not_on_the_scale():
 
 def test_the_events_lane_labels_reads_with_their_request_and_keys(seed):
     run, st = seed
-    lane = next(lane for lane in st.lanes if isinstance(lane, RowEventsLane))
+    lane = next(lane for lane in st.lanes if isinstance(lane, ReadsEventsLane))
     req = _strong_reads(run.events)[1]
     assert f"#{req} Strong: A1" in lane.labels
     assert "load seg 10000" in lane.labels
