@@ -27,7 +27,6 @@ naming its events by number (``seq + 1``, as the stepper's slider counts them).
 
 from __future__ import annotations
 
-import bisect
 from collections import Counter
 
 from ..mq.names import to_physical_channel

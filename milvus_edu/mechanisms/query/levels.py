@@ -18,22 +18,15 @@ what-if read does not change the run: it sends no message and takes no timestamp
 from __future__ import annotations
 
 import bisect
-import json
-
 import pandas as pd
 
 from ...check.query import visible
+from ...narrate import detail_dict
 from ...querynode.expr import read_predicate
 from ...tsoutil import add_physical_duration_on_ts, compose_ts
 
 LEVELS = ("Strong", "Session", "Bounded", "Eventually")
 GRACEFUL_TIME_MS = 5000
-
-
-def _detail(raw) -> dict:
-    if raw is None or (isinstance(raw, float) and pd.isna(raw)) or raw is pd.NA:
-        return {}
-    return json.loads(raw) if isinstance(raw, str) else dict(raw)
 
 
 def _int(v):
@@ -45,7 +38,7 @@ def reads(events: pd.DataFrame) -> pd.DataFrame:
     rows = events[events["kind"] == "client.read"]
     out = []
     for r in rows.itertuples(index=False):
-        d = _detail(r.detail)
+        d = detail_dict(r.detail)
         out.append({"request": _int(r.request), "client": r.node, "label": d.get("label", ""), "op": d.get("op"),
                     "level": r.level if isinstance(r.level, str) else None, "guarantee_ts": _int(r.guarantee_ts),
                     "read_ts": _int(r.ts), "rows": d.get("pks"), "error": r.error if isinstance(r.error, str) else None,
@@ -67,7 +60,7 @@ class _History:
         self.writes: dict[str, list[tuple[int, str, object]]] = {}
         prod = ev[(ev["kind"] == "mq.produce") & ev["msg_type"].isin(["Insert", "Delete"])]
         for r in prod.itertuples(index=False):
-            pks = _detail(r.detail).get("pks")
+            pks = detail_dict(r.detail).get("pks")
             if pks is not None:
                 self.writes.setdefault(r.vchannel, []).extend((int(r.ts), r.msg_type, pk) for pk in pks)
         alloc = ev[ev["kind"] == "rootcoord.alloc_timestamp"]
@@ -106,11 +99,11 @@ def side_by_side(events: pd.DataFrame, request: int, history: _History | None = 
     if proxy.empty or start.empty or shards.empty:
         raise ValueError(f"read #{request} did not reach the QueryNode in this run; pick a request id from reads(events)")
     p = proxy.iloc[0]
-    pd_ = _detail(p.detail)
+    pd_ = detail_dict(p.detail)
     client, start_seq = start.iloc[0]["node"], int(start.iloc[0]["seq"])
     actual = p["level"]
     acks = h.acks[(h.acks["seq"] < start_seq) & (h.acks["node"] == client)]
-    acks = acks[[(_detail(d).get("collection") == pd_.get("collection")) for d in acks["detail"]]]
+    acks = acks[[(detail_dict(d).get("collection") == pd_.get("collection")) for d in acks["detail"]]]
     session = int(acks["ts"].max()) if not acks.empty else 1
     guarantees = {
         "Strong": int(p["guarantee_ts"]) if actual == "Strong" else h.last_alloc_before(int(p["seq"])) + 1,
@@ -125,7 +118,7 @@ def side_by_side(events: pd.DataFrame, request: int, history: _History | None = 
     pred = read_predicate(pd_.get("filter", ""), pd_.get("ids"))
     arrivals = {}
     for s in shards.itertuples(index=False):
-        waited = float(_detail(s.detail).get("waited_ms") or 0.0)
+        waited = float(detail_dict(s.detail).get("waited_ms") or 0.0)
         arrivals[s.vchannel] = (float(s.t_ms) - waited, int(s.tick_ts))
     out = []
     for level in levels:

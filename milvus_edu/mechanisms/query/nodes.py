@@ -56,7 +56,6 @@ class QueryNodeNode:
         self.dispatchers: dict[str, Dispatcher] = {}
         self.wake: dict[str, simpy.Event] = {}
         self.tsafe_moved: dict[str, simpy.Event] = {}
-        self.stalled_until: dict[str, float] = {}
 
     # ------------------------------------------------------------------------------ watch and consume
 
@@ -93,12 +92,6 @@ class QueryNodeNode:
         if event is not None and not event.triggered:
             event.succeed()
 
-    def stall(self, vchannel: str, duration_ms: float) -> None:
-        """The pipeline of ``vchannel`` stops consuming for ``duration_ms`` (a slow flowgraph, a stuck node)."""
-        self.stalled_until[vchannel] = self.sim.env.now + duration_ms
-        self.sim.recorder.emit("fault.stall", self.name, detail={"loop": f"pipeline {vchannel}",
-                                                                 "duration_ms": duration_ms})
-
     def _consume(self, pchannel: str):
         env = self.sim.env
         while self.alive:
@@ -107,10 +100,6 @@ class QueryNodeNode:
             yield env.timeout(self.sim.one_way("mq"))
             dispatcher = self.dispatchers[pchannel]
             while self.alive:
-                stalled = max((self.stalled_until.get(v, 0.0) for v in self.pipelines
-                               if to_physical_channel(v) == pchannel), default=0.0)
-                if stalled > env.now:
-                    yield env.timeout(stalled - env.now)
                 packs = dispatcher.poll()
                 if packs is None:
                     break
