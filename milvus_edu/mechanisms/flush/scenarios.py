@@ -14,6 +14,7 @@ run writes no folder).
 from __future__ import annotations
 
 from ...config import S
+from ...datanode.syncmgr.pack import PK_FIELD_ID, TIMESTAMP_FIELD_ID
 from ...datanode.syncmgr.storage_serializer import read_delta_log, read_insert_binlog
 from ...mq import Broker, get_channel_name, get_virtual_channel
 from ...mq.names import chan_name_prefix
@@ -33,7 +34,6 @@ PARTITION_ID = 1001
 ROW_BYTES = 3072  # a 768-dimensional float32 vector per row
 COLLECTION_CREATE_MS = 150.0
 WORKLOAD_START_MS = 300.0
-PK_FIELD = 100
 
 
 class FlushCollection(Collection):
@@ -89,7 +89,73 @@ class RunStore:
         return self.chunk_manager.read(key)
 
 
-class FlushCluster:
+class ControlPlane:
+    """What every cluster with a DataNode shares: rootcoord (TSO and time ticks into the pchannels), DataCoord with
+    its id allocator, the run's object store; a client's flush and reading a segment's binlogs back.
+
+    Subclasses add proxies, DataNodes and whatever else their lesson needs.
+    """
+
+    def __init__(self, sim: Simulation, rpc_failure_rate: float = 0.0):
+        self.sim = sim
+        self.rootcoord = RootCoordNode(sim, "rootcoord-1", 1, NodeClock(sim.env))
+        sim.add(self.rootcoord)
+        self.broker = Broker()
+        prefix = chan_name_prefix(sim.config.timetick)
+        self.pchannels = [get_channel_name(prefix, i) for i in range(PCHANNELS)]
+        for ch in self.pchannels:
+            self.broker.create_channel(ch)
+        self.timetick = RootCoordTimeTick(sim, self.rootcoord, self.broker, self.pchannels)
+        self.ids = IdAllocator()
+        self.datacoord = DataCoordNode(sim, self.ids, self.rootcoord, rpc_failure_rate)
+        sim.add(self.datacoord)
+        self.store = RunStore(sim)
+
+    def flush_and_wait(self, client: str, collection_id: int, detail: dict | None = None):
+        """``MilvusClient.flush``: Flush, then GetFlushState every 500 ms until flushed (as pymilvus waits).
+
+        Emits ``client.flush`` when flushTs is known and again when flushed (``detail`` adds to both); returns
+        DataCoord's Flush answer, or ``None`` when the Flush RPC failed.
+        """
+        env, rec, dc = self.sim.env, self.sim.recorder, self.datacoord
+        extra = detail or {}
+        try:
+            res = yield from self.sim.call(client, dc.name, lambda: dc.handle_flush(collection_id, client))
+        except RPCError as exc:
+            rec.emit("client.flush", client, error=str(exc))
+            return None
+        rec.emit("client.flush", client, ts=res.flush_ts, count=len(res.segment_ids),
+                 detail={"segments": list(res.segment_ids), "flushed": False, **extra})
+        while True:
+            yield env.timeout(500.0)
+            try:
+                done = yield from self.sim.call(client, dc.name, lambda: dc.handle_get_flush_state(
+                    res.segment_ids, collection_id, res.flush_ts))
+            except RPCError:
+                continue
+            if done:
+                rec.emit("client.flush", client, ts=res.flush_ts, count=len(res.segment_ids),
+                         detail={"segments": list(res.segment_ids), "flushed": True, **extra})
+                return res
+
+    def read_segment(self, segment) -> tuple[list, list, list]:
+        """A segment's binlogs read back from the object store, as a QueryNode loading it would:
+        ``(primary keys, their timestamps, deleted keys)`` in binlog order."""
+        info = decompress_bin_logs(segment, self.store.root_path)
+        columns: dict[int, list] = {PK_FIELD_ID: [], TIMESTAMP_FIELD_ID: []}
+        for field_binlog in info.binlogs:
+            if field_binlog.field_id in columns:
+                for b in field_binlog.binlogs:
+                    binlog = read_insert_binlog(self.store.read(b.log_path), name=b.log_path)
+                    columns[field_binlog.field_id].extend(next(iter(binlog.columns.values())))
+        deleted: list = []
+        for field_binlog in info.deltalogs:
+            for b in field_binlog.binlogs:
+                deleted.extend(read_delta_log(self.store.read(b.log_path), name=b.log_path).columns["pk"])
+        return columns[PK_FIELD_ID], columns[TIMESTAMP_FIELD_ID], deleted
+
+
+class FlushCluster(ControlPlane):
     """What a flush scenario built: rootcoord, timetick sync, proxies, DataCoord, a DataNode, the store."""
 
     def __init__(self, sim: Simulation, proxies: int = 1, inserts_per_s: float = 200.0, deletes_per_s: float = 5.0,
@@ -108,28 +174,16 @@ class FlushCluster:
             raise ValueError(f"rpc_failure_rate must be in [0, 1), got {rpc_failure_rate}; use 0.3 for example")
         if store_latency_ms < 0:
             raise ValueError(f"store_latency_ms must not be negative, got {store_latency_ms}")
-        self.sim = sim
+        super().__init__(sim, rpc_failure_rate)
         self.inserts_per_s = inserts_per_s
         self.deletes_per_s = deletes_per_s
         self.workload_ms = workload_s * 1000.0
-        self.rootcoord = RootCoordNode(sim, "rootcoord-1", 1, NodeClock(sim.env))
-        sim.add(self.rootcoord)
-        self.broker = Broker()
-        prefix = chan_name_prefix(sim.config.timetick)
-        self.pchannels = [get_channel_name(prefix, i) for i in range(PCHANNELS)]
-        for ch in self.pchannels:
-            self.broker.create_channel(ch)
-        self.timetick = RootCoordTimeTick(sim, self.rootcoord, self.broker, self.pchannels)
-        self.ids = IdAllocator()
-        self.datacoord = DataCoordNode(sim, self.ids, self.rootcoord, rpc_failure_rate)
-        sim.add(self.datacoord)
         vchannels = [get_virtual_channel(self.pchannels[i], COLLECTION_ID, i) for i in range(PCHANNELS)]
         self.collection = FlushCollection(COLLECTION_ID, vchannels, self.datacoord, PARTITION_ID)
         self.proxies = [ProxyNode(sim, f"proxy-{i}", 10 + i, self.rootcoord, self.broker)
                         for i in range(1, proxies + 1)]
         for p in self.proxies:
             sim.add(p)
-        self.store = RunStore(sim)
         latency = ObjectStoreLatency(latency_ms=store_latency_ms, jitter_ms=store_latency_ms)
         self.datanode = DataNodeNode(sim, "datanode-1", 20, self.broker, self.datacoord, self.store, self.ids,
                                      self.rootcoord, latency)
@@ -240,26 +294,8 @@ class FlushCluster:
         rec.emit("client.delete", "client-0", peer=proxy.name, ts=ts, count=len(pks), detail={"pks": pks})
 
     def _flush(self, client: str):
-        """``MilvusClient.flush``: Flush, then GetFlushState every 500 ms until flushed (as pymilvus waits)."""
-        env, rec, dc = self.sim.env, self.sim.recorder, self.datacoord
-        try:
-            res = yield from self.sim.call(client, dc.name, lambda: dc.handle_flush(COLLECTION_ID, client))
-        except RPCError as exc:
-            rec.emit("client.flush", client, error=str(exc))
-            return False
-        rec.emit("client.flush", client, ts=res.flush_ts, count=len(res.segment_ids),
-                 detail={"segments": list(res.segment_ids), "flushed": False})
-        while True:
-            yield env.timeout(500.0)
-            try:
-                done = yield from self.sim.call(client, dc.name, lambda: dc.handle_get_flush_state(
-                    res.segment_ids, COLLECTION_ID, res.flush_ts))
-            except RPCError:
-                continue
-            if done:
-                rec.emit("client.flush", client, ts=res.flush_ts, count=len(res.segment_ids),
-                         detail={"segments": list(res.segment_ids), "flushed": True})
-                return True
+        """The client's flush of the collection; whether it completed."""
+        return (yield from self.flush_and_wait(client, COLLECTION_ID)) is not None
 
     def _restarter(self):
         env = self.sim.env
@@ -291,17 +327,7 @@ class FlushCluster:
         for segment in sorted(server.meta.segments.values(), key=lambda s: s.id):
             if segment.state == SegmentState.DROPPED:
                 continue
-            info = decompress_bin_logs(segment, self.store.root_path)
-            pks: list = []
-            for field_binlog in info.binlogs:
-                if field_binlog.field_id != PK_FIELD:
-                    continue
-                for b in field_binlog.binlogs:
-                    pks.extend(read_insert_binlog(self.store.read(b.log_path), name=b.log_path).columns["pk"])
-            deleted: list = []
-            for field_binlog in info.deltalogs:
-                for b in field_binlog.binlogs:
-                    deleted.extend(read_delta_log(self.store.read(b.log_path), name=b.log_path).columns["pk"])
+            pks, _, deleted = self.read_segment(segment)
             rec.emit("storage.audit", "audit", segment=segment.id, vchannel=segment.insert_channel, count=len(pks),
                      detail={"state": segment.state, "level": segment.level, "rows_in_meta": segment.num_of_rows,
                              "pks": sorted(pks), "deleted": sorted(deleted)})

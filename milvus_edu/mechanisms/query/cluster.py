@@ -17,21 +17,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ...client import CollectionTsCache, construct_guarantee_ts
-from ...datanode.syncmgr.pack import PK_FIELD_ID, TIMESTAMP_FIELD_ID
-from ...datanode.syncmgr.storage_serializer import read_insert_binlog
-from ...mq import Broker, get_channel_name, get_virtual_channel
+from ...mq import get_virtual_channel
 from ...mq.msg import CreateCollectionMsg
-from ...mq.names import chan_name_prefix
 from ...proto import ConsistencyLevel, MsgPosition, MsgType, SegmentLevel, SegmentState
 from ...proxy.guarantee_ts import ReadRequest
 from ...querynode import Row
 from ...querynode.expr import PK_FIELD, parse_filter, read_predicate
-from ...sim.kernel import NodeClock, RPCError, Simulation
-from ...sim.nodes import RootCoordNode
-from ...storage.binlog import decompress_bin_logs
-from ..flush.nodes import DataCoordNode, DataNodeNode, IdAllocator, ObjectStoreLatency
-from ..flush.scenarios import FlushCollection, RunStore
-from ..timetick.nodes import ProxyNode, RootCoordTimeTick
+from ...sim.kernel import RPCError, Simulation
+from ..flush.nodes import DataCoordNode, DataNodeNode, ObjectStoreLatency
+from ..flush.scenarios import ControlPlane, FlushCollection
+from ..timetick.nodes import ProxyNode
 from .nodes import QueryNodeNode, ReadProxy
 
 PCHANNELS = 2
@@ -292,7 +287,7 @@ class SimClient:
                           waited_ms=env.now - start)
 
 
-class QueryCluster:
+class QueryCluster(ControlPlane):
     """What a query scenario or the notebook API drives: every node, the collections by name, the clients.
 
     ``proxies``: how many proxies (client *k* talks to proxy ``k mod proxies``); ``proxy_clock_offsets_ms``: each
@@ -303,19 +298,7 @@ class QueryCluster:
     def __init__(self, sim: Simulation, proxies: int = 2, proxy_clock_offsets_ms=(), proxy_task_ms: float = 4.0):
         if proxies < 1:
             raise ValueError(f"a cluster needs at least one proxy, got {proxies}; use proxies=1 or more")
-        self.sim = sim
-        self.rootcoord = RootCoordNode(sim, "rootcoord-1", 1, NodeClock(sim.env))
-        sim.add(self.rootcoord)
-        self.broker = Broker()
-        prefix = chan_name_prefix(sim.config.timetick)
-        self.pchannels = [get_channel_name(prefix, i) for i in range(PCHANNELS)]
-        for ch in self.pchannels:
-            self.broker.create_channel(ch)
-        self.timetick = RootCoordTimeTick(sim, self.rootcoord, self.broker, self.pchannels)
-        self.ids = IdAllocator()
-        self.datacoord = DataCoordNode(sim, self.ids, self.rootcoord)
-        sim.add(self.datacoord)
-        self.store = RunStore(sim)
+        super().__init__(sim)
         self.datanode = DataNodeNode(sim, "datanode-1", 20, self.broker, self.datacoord, self.store, self.ids,
                                      self.rootcoord, ObjectStoreLatency())
         sim.add(self.datanode)
@@ -332,9 +315,7 @@ class QueryCluster:
         self.clients: dict[str, SimClient] = {}
         self.inserted: dict[str, list] = {}
         self.requests = 0
-        self.results: list[tuple[Step, object]] = []
         self._next_collection_id = FIRST_COLLECTION_ID
-        self.started = False
 
     def start(self) -> None:
         """Start rootcoord, the timetick sync, the proxies and the DataNode's loops."""
@@ -343,7 +324,6 @@ class QueryCluster:
         for p in self.proxies:
             p.proxy.start()
         self.datanode.start([])
-        self.started = True
 
     def client(self, name: str) -> SimClient:
         """The client called ``name`` (created on first use, on the next proxy in turn)."""
@@ -366,11 +346,9 @@ class QueryCluster:
             if step.at * 1000.0 > env.now:
                 yield env.timeout(step.at * 1000.0 - env.now)
             try:
-                result = yield from client.do(step)
+                yield from client.do(step)
             except ValueError as exc:  # e.g. a collection that does not exist: Milvus's error, as the client sees it
                 self.sim.recorder.emit("client.error", client.name, peer=client.proxy.name, error=str(exc))
-                result = {"error": str(exc)}
-            self.results.append((step, result))
 
     def acked_keys(self, coll: QueryCollection) -> list:
         """Keys this cluster's clients inserted into ``coll`` (for delete by filter)."""
@@ -382,7 +360,7 @@ class QueryCluster:
         """``CreateCollection`` + ``LoadCollection``: a DDL timestamp, the CreateCollection message in every
         pchannel (the collection's start positions), DataCoord's ``WatchChannels``, the DataNode and the
         QueryNode watch its vchannels."""
-        env, rec, rc = self.sim.env, self.sim.recorder, self.rootcoord
+        rec, rc = self.sim.recorder, self.rootcoord
         if name in self.collections:
             raise ValueError(f"collection already exists[collection={name}]")
         try:
@@ -413,27 +391,11 @@ class QueryCluster:
     # ---- flush and handoff
 
     def flush(self, client: str, coll: QueryCollection):
-        """``MilvusClient.flush``: Flush, GetFlushState every 500 ms until flushed, then QueryCoord's handoff: every
-        newly flushed segment is loaded sealed from its binlogs."""
-        env, rec, dc = self.sim.env, self.sim.recorder, self.datacoord
-        try:
-            res = yield from self.sim.call(client, dc.name, lambda: dc.handle_flush(coll.id, client))
-        except RPCError as exc:
-            rec.emit("client.flush", client, error=str(exc))
-            return {"error": str(exc)}
-        rec.emit("client.flush", client, ts=res.flush_ts, count=len(res.segment_ids),
-                 detail={"segments": list(res.segment_ids), "flushed": False, "collection": coll.name})
-        while True:
-            yield env.timeout(500.0)
-            try:
-                done = yield from self.sim.call(client, dc.name, lambda: dc.handle_get_flush_state(
-                    res.segment_ids, coll.id, res.flush_ts))
-            except RPCError:
-                continue
-            if done:
-                break
-        rec.emit("client.flush", client, ts=res.flush_ts, count=len(res.segment_ids),
-                 detail={"segments": list(res.segment_ids), "flushed": True, "collection": coll.name})
+        """``MilvusClient.flush``, then QueryCoord's handoff: every newly flushed segment is loaded sealed from its
+        binlogs."""
+        res = yield from self.flush_and_wait(client, coll.id, {"collection": coll.name})
+        if res is None:
+            return {"error": "Flush failed"}
         self._handoff(coll)
         return {"flush_ts": res.flush_ts, "segments": list(res.segment_ids)}
 
@@ -443,15 +405,7 @@ class QueryCluster:
             if (segment.collection_id != coll.id or segment.state != SegmentState.FLUSHED
                     or segment.level == SegmentLevel.L0 or segment.id in coll.loaded):
                 continue
-            info = decompress_bin_logs(segment, self.store.root_path)
-            pks: list = []
-            tss: list = []
-            for field_binlog in info.binlogs:
-                target = pks if field_binlog.field_id == PK_FIELD_ID else tss if field_binlog.field_id == TIMESTAMP_FIELD_ID else None
-                if target is None:
-                    continue
-                for b in field_binlog.binlogs:
-                    target.extend(next(iter(read_insert_binlog(self.store.read(b.log_path), name=b.log_path).columns.values())))
+            pks, tss, _ = self.read_segment(segment)
             rows = [Row(pk, ts) for pk, ts in zip(pks, tss)]
             checkpoint = segment.dml_position.timestamp if segment.dml_position is not None else 0
             coll.loaded.add(segment.id)

@@ -15,8 +15,7 @@ import pandas as pd
 from matplotlib.collections import PolyCollection
 from matplotlib.lines import Line2D
 
-from ...registry import Mark, marks
-from ...viz.lanes import CORE_MARKS, NO_DATA, EventsLane, Lane, Track, cursor_dot, move_all, move_rings, num
+from ...viz.lanes import NO_DATA, EventsLane, Lane, Track, cursor_dot, move_all, move_rings, num
 from ..timetick.lanes import SECONDS, PageY, physical_s
 from ..timetick.panel import base_ms, ints, natural, short_channel, texts
 

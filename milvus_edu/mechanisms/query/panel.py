@@ -193,7 +193,7 @@ class QueryPanel:
         if c["writes"]:
             parts.append("wrote " + ", ".join(
                 f"{w['op']} {html.escape(','.join(str(p) for p in w['pks'][:SHOWN_KEYS]))} at {self._ts(w['ts'])}"
-                + (f" <span style='color:#b3261e'>failed</span>" if w["error"] is not None else "")
+                + (" <span style='color:#b3261e'>failed</span>" if w["error"] is not None else "")
                 for w in c["writes"]))
         f = c["in_flight"]
         if f is not None:
