@@ -28,10 +28,15 @@ _STORED = "#d62728"
 _FLUSH = "#6a3d9a"
 
 
+def vchannels_watched(events: pd.DataFrame, kind: str) -> list[str]:
+    """The vchannels named by ``kind`` rows (a node's watch events), in natural order."""
+    kinds = events["kind"].astype(str).to_numpy()
+    return sorted({str(v) for v in events.loc[kinds == kind, "vchannel"].dropna()}, key=natural)
+
+
 def vchannels_of(events: pd.DataFrame) -> list[str]:
     """The vchannels a DataNode watched, in natural order."""
-    kinds = events["kind"].astype(str).to_numpy()
-    return sorted({str(v) for v in events.loc[kinds == "datanode.watch", "vchannel"].dropna()}, key=natural)
+    return vchannels_watched(events, "datanode.watch")
 
 
 def _rows_of(events: pd.DataFrame, vchannel: str):
@@ -48,7 +53,31 @@ def _step(ax, page: PageY, x, y, t_end: float, **style) -> None:
         ax.plot(sx, sy, drawstyle="steps-post", **style)
 
 
-class VChannelLane(Lane):
+class VChannelSlotLane(Lane):
+    """A lane about the ``slot``-th vchannel (natural order) of those the run's ``watch_kind`` rows name; a subclass
+    draws it in ``draw(ax, events, vchannel)``. A run with fewer vchannels gets a note instead."""
+
+    height_ratio = 1.2
+    watch_kind = "datanode.watch"
+
+    def __init__(self, slot: int = 0):
+        if slot < 0:
+            raise ValueError(f"a vchannel slot counts from 0, got {slot}")
+        self.slot = int(slot)
+        self.name = f"vchannel {self.slot}"
+
+    def setup(self, ax, events):
+        self.tracks: list = []
+        channels = vchannels_watched(events, self.watch_kind)
+        ax.set_ylabel(self.name)
+        if self.slot >= len(channels):
+            ax.text(0.5, 0.5, f"this run has no vchannel #{self.slot}", transform=ax.transAxes, **NO_DATA)
+            ax.set_yticks([])
+            return
+        self.draw(ax, events, channels[self.slot])
+
+
+class VChannelLane(VChannelSlotLane):
     """One vchannel as the DataNode consumes it, with what DataCoord stored.
 
     Green: the time ticks written to its pchannel (what may be consumed). Blue: the consumed position (the end
@@ -61,23 +90,7 @@ class VChannelLane(Lane):
     ``slot`` picks the vchannel: the ``slot``-th of the run's watched vchannels in natural order.
     """
 
-    height_ratio = 1.2
-
-    def __init__(self, slot: int = 0):
-        if slot < 0:
-            raise ValueError(f"a vchannel slot counts from 0, got {slot}")
-        self.slot = int(slot)
-        self.name = f"vchannel {self.slot}"
-
-    def setup(self, ax, events):
-        self.tracks: list[tuple[Track, Line2D]] = []
-        channels = vchannels_of(events)
-        ax.set_ylabel(self.name)
-        if self.slot >= len(channels):
-            ax.text(0.5, 0.5, f"this run has no vchannel #{self.slot}", transform=ax.transAxes, **NO_DATA)
-            ax.set_yticks([])
-            return
-        v = channels[self.slot]
+    def draw(self, ax, events, v: str) -> None:
         rows = _rows_of(events, v)
         base = base_ms(events)
         t = num(events["t_ms"]) / 1000.0

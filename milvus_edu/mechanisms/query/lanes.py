@@ -13,9 +13,9 @@ import matplotlib.colors as mcolors
 import numpy as np
 import pandas as pd
 from matplotlib.collections import PolyCollection
-from matplotlib.lines import Line2D
 
 from ...viz.lanes import NO_DATA, EventsLane, Lane, Track, cursor_dot, move_all, move_rings, num
+from ..flush.lanes import VChannelSlotLane, vchannels_watched
 from ..timetick.lanes import SECONDS, PageY, physical_s
 from ..timetick.panel import base_ms, ints, natural, short_channel, texts
 
@@ -43,8 +43,7 @@ def level_color(level) -> str:
 
 def vchannels_of(events: pd.DataFrame) -> list[str]:
     """The vchannels the QueryNode served, in natural order."""
-    kinds = events["kind"].astype(str).to_numpy()
-    return sorted({str(v) for v in events.loc[kinds == "querynode.watch", "vchannel"].dropna()}, key=natural)
+    return vchannels_watched(events, "querynode.watch")
 
 
 def clients_of(events: pd.DataFrame) -> list[str]:
@@ -69,7 +68,7 @@ def _legend(ax, ncol: int) -> None:
         ax.legend(loc="upper left", ncol=ncol, frameon=False)
 
 
-class DelegatorLane(Lane):
+class DelegatorLane(VChannelSlotLane):
     """One shard delegator (vchannel) on the QueryNode: its tsafe and every read that reached it.
 
     Green: tsafe, a rising step line (every message up to it is applied). Each read is a dash at its guarantee
@@ -83,23 +82,9 @@ class DelegatorLane(Lane):
     ``slot`` picks the vchannel: the ``slot``-th of the run's served vchannels in natural order.
     """
 
-    height_ratio = 1.2
+    watch_kind = "querynode.watch"
 
-    def __init__(self, slot: int = 0):
-        if slot < 0:
-            raise ValueError(f"a vchannel slot counts from 0, got {slot}")
-        self.slot = int(slot)
-        self.name = f"vchannel {self.slot}"
-
-    def setup(self, ax, events):
-        self.tracks: list[tuple[Track, Line2D]] = []
-        channels = vchannels_of(events)
-        ax.set_ylabel(self.name)
-        if self.slot >= len(channels):
-            ax.text(0.5, 0.5, f"this run has no vchannel #{self.slot}", transform=ax.transAxes, **NO_DATA)
-            ax.set_yticks([])
-            return
-        v = channels[self.slot]
+    def draw(self, ax, events, v: str) -> None:
         self.vchannel = v
         kinds = events["kind"].astype(str).to_numpy()
         mine = texts(events, "vchannel") == v
