@@ -51,7 +51,7 @@ class TimeTickChecker(StreamingChecker):
         self._tick: dict[str, tuple[int, int, str]] = {}  # pchannel -> (highest tick, its seq, writer)
         # proxy -> pchannel -> (reported value, seq); "" holds the report's default for unlisted pchannels.
         self._reported: dict[str, dict[str, tuple[int, int]]] = {}
-        self._late: dict[tuple[str, str], tuple[int, int, int]] = {}  # (proxy, task) -> (enqueue seq, report seq, value)
+        self._late: dict[tuple[str, int], tuple[int, int, int]] = {}  # (proxy, task ts) -> (enqueue seq, report seq, value)
         self._pending: dict[str, dict[int, tuple[int, int]]] = {}  # vchannel -> msg_id -> (end_ts, produce seq)
         self._due: dict[str, list[tuple[int, int]]] = {}  # vchannel -> heap of (end_ts, msg_id) not yet consumed
         self._pack_end: dict[str, tuple[int, int]] = {}  # vchannel -> (last pack's end_ts, its seq)
@@ -77,8 +77,8 @@ class TimeTickChecker(StreamingChecker):
             reported = self._reported.get(row["node"], {})
             last = reported.get(row["channel"]) or reported.get("")
             if last is not None and last[0] >= int(row["ts"]):
-                task = str(detail_dict(row["detail"]).get("task"))
-                self._late[(row["node"], task)] = (int(row["seq"]), last[1], last[0])
+                # a DML task is known by its ts (Go gives a task its ts as its id), which its messages carry as end_ts
+                self._late[(row["node"], int(row["ts"]))] = (int(row["seq"]), last[1], last[0])
 
     def _produce(self, row: dict) -> None:
         ch, seq, node = row["channel"], int(row["seq"]), row["node"]
@@ -102,8 +102,7 @@ class TimeTickChecker(StreamingChecker):
             heapq.heappush(self._due.setdefault(vch, []), (end_ts, int(row["msg_id"])))
         tick = self._tick.get(ch)
         if tick is not None and end_ts <= tick[0]:
-            task = str(detail_dict(row["detail"]).get("task"))
-            late = self._late.get((node, task))
+            late = self._late.get((node, end_ts))
             if late is not None:
                 why = (f"its task entered {node}'s queue statistics at event {late[0] + 1:,}, after {node} had reported "
                        f"{ts_text(late[2])} for {ch} at event {late[1] + 1:,}: the timestamp was allocated before the task "

@@ -12,13 +12,18 @@ def _stats(row) -> str:
     return f"its statistics are now min {ts_text(lo)}, max {ts_text(hi)}"
 
 
+def _task(row):
+    """A DML task's id: its ts (Go sets both from one allocation); older run logs also hold it as ``detail.task``."""
+    return detail_of(row).get("task", value(row, "ts"))
+
+
 def _enqueue(row) -> str:
-    return (f"{value(row, 'node')} enqueues task {detail_of(row).get('task')} with ts {ts_text(value(row, 'ts'))}: "
+    return (f"{value(row, 'node')} enqueues task {_task(row)} with ts {ts_text(value(row, 'ts'))}: "
             f"{value(row, 'count')} row(s) for {value(row, 'channel')}; {_stats(row)}.")
 
 
 def _finish(row) -> str:
-    return (f"{value(row, 'node')} finishes task {detail_of(row).get('task')} (ts {ts_text(value(row, 'ts'))}) on "
+    return (f"{value(row, 'node')} finishes task {_task(row)} (ts {ts_text(value(row, 'ts'))}) on "
             f"{value(row, 'channel')}; {_stats(row)}.")
 
 

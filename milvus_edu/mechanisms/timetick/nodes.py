@@ -12,9 +12,9 @@ The Go goroutines become SimPy processes that call the pure components:
   :class:`RootCoordTimeTick`;
 * a DataNode/QueryNode-side dispatcher per pchannel (``msgdispatcher``) -> :class:`ConsumerNode`.
 
-The statistics lock is a SimPy resource: a timestamp allocation is an RPC that takes simulated time,
-and the lock must be held across it (the seed's six steps show why); the ticker's statistics read
-waits for it too, as ``getPChanStatsInfo`` takes ``statsLock`` in Go. The bug switch
+The statistics lock (:class:`StatsLock`) is held across simulated time: a timestamp allocation is an
+RPC, and the lock must be held across it (the seed's six steps show why); the ticker's statistics
+read waits for it too, as ``getPChanStatsInfo`` takes ``statsLock`` in Go. The bug switch
 ``allocate_outside_enqueue_lock`` allocates before taking it.
 
 Simplification: proxies discover rootcoord once, at start; the TimeTick scenarios have no rootcoord failover.
@@ -23,6 +23,9 @@ Simplification: the DDL source's allocations never wait for a logical overflow; 
 """
 
 from __future__ import annotations
+
+import heapq
+from functools import partial
 
 import simpy
 
@@ -59,6 +62,44 @@ class Ticker:
             self.n = int((self.env.now - self.start) // self.period)
             return self.env.timeout(0)
         return self.env.timeout(due - self.env.now)
+
+
+class StatsLock:
+    """The proxy's ``statsLock``: held by one task at a time, across simulated time.
+
+    :meth:`acquire` takes the lock at once when it is free (no SimPy event: most acquisitions find it
+    free, and this runs several times per DML task); otherwise it returns an event that fires once
+    the lock has been handed over. Waiting requests are served by ``priority`` (lower first: the
+    ticker's read before enqueues and pops), then in arrival order. The holder must call
+    :meth:`release` exactly once, whatever happens (``try``/``finally``).
+
+    Simplification: Go's ``statsLock`` is an RWMutex, where a reader waits only for the writer
+    holding it; here the one reader (the ticker) is served before queued writers, which gives the
+    same order for a proxy's single ticker.
+    """
+
+    def __init__(self, env: simpy.Environment):
+        self.env = env
+        self.held = False
+        self._waiting: list[tuple[int, int, simpy.Event]] = []  # heap of (priority, arrival, event)
+        self._arrivals = 0
+
+    def acquire(self, priority: int) -> simpy.Event | None:
+        """Take the lock: ``None`` when it was free, else the event to wait for."""
+        if not self.held:
+            self.held = True
+            return None
+        event = self.env.event()
+        heapq.heappush(self._waiting, (priority, self._arrivals, event))
+        self._arrivals += 1
+        return event
+
+    def release(self) -> None:
+        """Give the lock to the first waiting request, or free it."""
+        if self._waiting:
+            heapq.heappop(self._waiting)[2].succeed()
+        else:
+            self.held = False
 
 
 class Collection:
@@ -111,9 +152,7 @@ class ProxyNode:
     def _fresh_state(self) -> None:
         params = self.sim.config.timetick
         self.queue = DmTaskQueue(params)
-        # statsLock is an RWMutex in Go: a reader waits only for the writer holding it, not for writers queued
-        # behind; a PriorityResource with readers first gives that order.
-        self.lock = simpy.PriorityResource(self.sim.env, capacity=1)
+        self.lock = StatsLock(self.sim.env)
         self.ticker: ChannelsTimeTicker | None = None
         self.lease: int | None = None
         self.next_msg_id = 0  # Base.MsgID of this proxy's messages (unique per message, as setMsgID gives)
@@ -206,27 +245,34 @@ class ProxyNode:
         for vch, pks_v in rows.items():
             rows_on[collection.pchannel_of[vch]] += len(pks_v)
         task = DmlTask(pchannels=pchannels, rows=len(pks))
-        queue = self.queue
+        queue, lock = self.queue, self.lock
         try:
             if self.sim.config.switches.allocate_outside_enqueue_lock:
                 ts = yield from self._alloc_one()
-                with self.lock.request(priority=WRITER) as held:
-                    yield held
+                wait = lock.acquire(WRITER)
+                if wait is not None:
+                    yield wait
+                try:
                     if not self.alive or queue is not self.queue:
                         return
                     queue.enqueue(task, ts)
+                finally:
+                    lock.release()
             else:
-                with self.lock.request(priority=WRITER) as held:
-                    yield held
+                wait = lock.acquire(WRITER)
+                if wait is not None:
+                    yield wait
+                try:
                     ts = yield from self._alloc_one()
                     if not self.alive or queue is not self.queue:
                         return
                     queue.enqueue(task, ts)
+                finally:
+                    lock.release()
         except RPCError:
             return
         for ch, stat in self._stats_rows(pchannels):
-            rec.emit("proxy.enqueue", self.name, ts=ts, count=rows_on[ch], channel=ch, min_ts=stat[0], max_ts=stat[1],
-                     detail={"task": ts})
+            rec.emit("proxy.enqueue", self.name, ts=ts, count=rows_on[ch], channel=ch, min_ts=stat[0], max_ts=stat[1])
         queue.pop_unissued_task()
         queue.add_active_task(task)
         if task_ms is None:
@@ -234,24 +280,34 @@ class ProxyNode:
         yield env.timeout(task_ms)
         if not self.alive or queue is not self.queue:
             return
-        # msgstream.Produce sends every channel's pack at once and waits for all of them.
-        yield env.all_of([env.process(self._produce(collection, vch, rows[vch], ts, queue, msg_type))
-                          for vch in sorted(rows)])
+        # msgstream.Produce sends every channel's pack at once and waits for all the broker's answers:
+        # each send lands after its own one-way delay, and the task goes on when the slowest answer is back.
+        answered = 0.0
+        for vch in sorted(rows):
+            sent = self.sim.one_way(self.name)
+            env.timeout(sent).callbacks.append(partial(self._produce, collection, vch, rows[vch], ts, queue, msg_type))
+            answered = max(answered, sent + self.sim.one_way("mq"))
+        yield env.timeout(answered)
         if not self.alive or queue is not self.queue:
             return
-        with self.lock.request(priority=WRITER) as held:  # PopActiveTask takes statsLock
-            yield held
+        wait = lock.acquire(WRITER)  # PopActiveTask takes statsLock
+        if wait is not None:
+            yield wait
+        try:
             if not self.alive or queue is not self.queue:
                 return
             queue.pop_active_task(task.id)
+        finally:
+            lock.release()
         for ch, stat in self._stats_rows(pchannels):
-            rec.emit("proxy.finish", self.name, ts=ts, channel=ch, min_ts=stat[0], max_ts=stat[1], detail={"task": ts})
+            rec.emit("proxy.finish", self.name, ts=ts, channel=ch, min_ts=stat[0], max_ts=stat[1])
         return ts
 
     def _produce(self, collection: Collection, vch: str, pks_v: list[int], ts: int, queue: DmTaskQueue,
-                 msg_type: str = MsgType.INSERT):
-        """Send one vchannel's ``InsertMsg`` (or ``DeleteMsg``) to its pchannel and wait for the broker's answer."""
-        env = self.sim.env
+                 msg_type: str, _sent: simpy.Event | None = None) -> None:
+        """One vchannel's ``InsertMsg`` (or ``DeleteMsg``) reaches its pchannel (a callback of the send's delay)."""
+        if not self.alive or queue is not self.queue:
+            return
         self.next_msg_id += 1
         msg_id = self.server_id * 10**12 + self.next_msg_id
         segment = None
@@ -264,15 +320,15 @@ class ProxyNode:
         else:
             msg = DeleteMsg(shard_name=vch, collection_id=collection.id, partition_id=collection.partition_id,
                             pks=tuple(pks_v), timestamps=(ts,) * len(pks_v), msg_id=msg_id, source_id=self.server_id)
-        yield env.timeout(self.sim.one_way(self.name))
-        if not self.alive or queue is not self.queue:
-            return
         ch = collection.pchannel_of[vch]
         log_id = self.broker.produce(ch, msg)
-        self.sim.recorder.emit("mq.produce", self.name, ts=ts, channel=ch, vchannel=vch, msg_id=log_id,
-                               msg_type=msg_type, begin_ts=ts, end_ts=ts, count=len(pks_v), segment=segment,
-                               detail={"task": ts, "pks": list(pks_v)} if self.record_pks else {"task": ts})
-        yield env.timeout(self.sim.one_way("mq"))
+        if self.record_pks:
+            self.sim.recorder.emit("mq.produce", self.name, ts=ts, channel=ch, vchannel=vch, msg_id=log_id,
+                                   msg_type=msg_type, begin_ts=ts, end_ts=ts, count=len(pks_v), segment=segment,
+                                   detail={"pks": list(pks_v)})
+        else:
+            self.sim.recorder.emit("mq.produce", self.name, ts=ts, channel=ch, vchannel=vch, msg_id=log_id,
+                                   msg_type=msg_type, begin_ts=ts, end_ts=ts, count=len(pks_v), segment=segment)
 
     def _stats_rows(self, pchannels):
         """``(pchannel, (min_ts, max_ts))`` of each of ``pchannels`` after ``getPChanStatsInfo`` (Nones when it has none)."""
@@ -311,9 +367,14 @@ class ProxyNode:
                 now = yield from self._alloc_one()
             except RPCError:
                 continue
-            with self.lock.request(priority=READER) as held:
-                yield held
+            lock = self.lock
+            wait = lock.acquire(READER)
+            if wait is not None:
+                yield wait
+            try:
                 stats = queue.get_pchan_statistics()
+            finally:
+                lock.release()
             if not self.alive or queue is not self.queue:
                 return
             ticker.tick_with(now, stats)
@@ -512,10 +573,13 @@ class ConsumerNode:
             self.dispatcher.add_target(v)
         self.alive = True
         self._wake = sim.env.event()
-        broker.watch(pchannel, lambda ch, msg_id: self._kick())
+        self.broker = broker
+        broker.watch(pchannel, self._on_append)
 
-    def _kick(self) -> None:
-        if not self._wake.triggered:
+    def _on_append(self, ch: str, msg_id: int) -> None:
+        """Wake when a time tick lands: a pack closes only on a tick, so a DML message alone would wake
+        the consumer for nothing (it waits in the pchannel and is read with the tick that closes its pack)."""
+        if self.broker.get(ch, msg_id).msg_type == MsgType.TIME_TICK and not self._wake.triggered:
             self._wake.succeed()
 
     def start(self) -> None:
@@ -523,7 +587,7 @@ class ConsumerNode:
         self.sim.env.process(self.run())
 
     def run(self):
-        """Wake on every append to the pchannel, then take every complete pack."""
+        """Wake when a time tick is appended to the pchannel, then take every complete pack."""
         env, rec = self.sim.env, self.sim.recorder
         while self.alive:
             yield self._wake
