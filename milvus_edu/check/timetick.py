@@ -155,14 +155,4 @@ class TimeTickChecker(StreamingChecker):
 
 def check_timetick(events, limit: int = 20) -> list[Violation]:
     """All TimeTick violations in a run log DataFrame (at most ``limit`` per invariant)."""
-    checker = TimeTickChecker(limit)
-    for row in events.sort_values("seq", kind="stable").to_dict("records"):
-        checker.write({k: (None if _null(v) else v) for k, v in row.items()})
-    return checker.result()
-
-
-def _null(value) -> bool:
-    try:
-        return value is None or bool(value != value) or str(value) == "<NA>"
-    except (TypeError, ValueError):
-        return False
+    return TimeTickChecker(limit).check_frame(events)

@@ -20,10 +20,6 @@ from ..narrate import ts_text
 from .violation import StreamingChecker, Violation
 
 
-def _present(value) -> bool:
-    return value is not None and value is not pd.NA and not (isinstance(value, float) and value != value)
-
-
 INVARIANTS = ("global-monotonic", "client-monotonic", "window")
 _KINDS = frozenset({"rootcoord.alloc_timestamp", "client.recv", "tso.alloc"})
 
@@ -43,13 +39,12 @@ class TSOChecker(StreamingChecker):
         self._client_last: dict[str, tuple[int, int]] = {}
 
     def write(self, row: dict) -> None:
-        """Check one run-log row."""
+        """Check one run-log row, as the recorder gives it (None for a null; :meth:`check_frame` reads a DataFrame)."""
         kind = row["kind"]
         if kind not in _KINDS:
             return
-        # A recorder's row has None for a null; a DataFrame's has NA or NaN, hence _present.
-        error, ts = row.get("error"), row.get("ts")
-        if (error is not None and _present(error)) or ts is None or not _present(ts):
+        ts = row.get("ts")
+        if ts is None or row.get("error") is not None:
             return
         seq, node, ts = int(row["seq"]), row["node"], int(ts)
         if kind == "rootcoord.alloc_timestamp":
@@ -71,7 +66,7 @@ class TSOChecker(StreamingChecker):
                           f"{ts_text(ts)} after {ts_text(prev[0])}, because the second answer came from "
                           f"{row.get('peer')}, whose timestamps were not above the first's.")
             self._client_last[node] = (ts, seq)
-        elif (end := row.get("window_end_ms")) is not None and _present(end) and int(row["physical_ms"]) >= int(end):
+        elif (end := row.get("window_end_ms")) is not None and int(row["physical_ms"]) >= int(end):
             self._add("window", (seq,),
                       f"Let event {seq + 1:,} be {node} allocating on physical {int(row['physical_ms'])} ms. Then it "
                       f"allocated at or past the saved window end {int(row['window_end_ms'])} ms, because the "
@@ -81,7 +76,4 @@ class TSOChecker(StreamingChecker):
 
 def check_tso(events: pd.DataFrame, limit: int = 20) -> list[Violation]:
     """All TSO violations in a run (at most ``limit`` per invariant)."""
-    checker = TSOChecker(limit)
-    for row in events.sort_values("seq", kind="stable").to_dict("records"):
-        checker.write(row)
-    return checker.result()
+    return TSOChecker(limit).check_frame(events)

@@ -51,7 +51,21 @@ class StreamingChecker:
     def close(self) -> None:
         """Nothing to release (the sink protocol)."""
 
+    def check_frame(self, events) -> list[Violation]:
+        """Run the checker over a run-log DataFrame (rows in ``seq`` order, nulls as None, as the recorder
+        gives them) and return :meth:`result`."""
+        for row in frame_rows(events):
+            self.write(row)
+        return self.result()
+
     def result(self) -> list[Violation]:
         """Violations grouped by invariant (in :attr:`invariants` order), in log order within each."""
         order = {name: i for i, name in enumerate(self.invariants)}
         return sorted(self.violations, key=lambda v: (order[v.invariant], v.seqs))
+
+
+def frame_rows(events) -> list[dict]:
+    """The rows of a run-log DataFrame in ``seq`` order as dicts, every null (None, NA, NaN) as None."""
+    frame = events.sort_values("seq", kind="stable")
+    frame = frame.astype(object).where(frame.notna(), None)
+    return frame.to_dict("records")
