@@ -12,8 +12,6 @@ import ast
 import html
 import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -25,7 +23,6 @@ from milvus_edu.events.schema import EVENT_KINDS, FIELDS, SCHEMA_VERSION
 ROOT = Path(__file__).resolve().parents[1]
 BOOK = ROOT / "book"
 PACKAGE = ROOT / "milvus_edu"
-BUILD_TIMEOUT_S = 1800
 
 
 # ---- quick checks of the sources --------------------------------------------------------------
@@ -202,18 +199,6 @@ def _text(fragment: str) -> str:
 def _cells(table: str) -> list[list[str]]:
     rows = re.findall(r"<tr[^>]*>(.*?)</tr>", table, re.S)
     return [[_text(c).strip() for c in re.findall(r"<t[dh][^>]*>(.*?)</t[dh]>", r, re.S)] for r in rows]
-
-
-@pytest.fixture(scope="module")
-def built_book(tmp_path_factory):
-    out = tmp_path_factory.mktemp("book")
-    cmd = [
-        sys.executable, "-c", "import sys; from jupyter_book.cli.main import main; sys.exit(main())",
-        "build", str(BOOK), "--path-output", str(out), "--warningiserror", "--keep-going", "--all",
-    ]
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)
-    log = proc.stdout + proc.stderr
-    return {"rc": proc.returncode, "log": log, "html": out / "_build" / "html"}
 
 
 @pytest.mark.book

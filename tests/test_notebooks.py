@@ -1,5 +1,8 @@
 """Every lab notebook runs top to bottom in a fresh kernel, twice: as shipped (every exercise waits for
-an answer) and with the reference answers of ``tests/lab_solutions.py`` put in (every check passes)."""
+an answer) and with the reference answers of ``tests/lab_solutions.py`` put in (every check passes).
+
+The run as shipped is the book build's: each lab is a chapter the build executes (``built_book`` in
+``conftest.py``), so the suite reads that executed notebook instead of running the lab a second time."""
 
 import re
 from pathlib import Path
@@ -70,8 +73,17 @@ def test_exercises_ship_unanswered_and_have_reference_answers(path):
 @pytest.mark.spark
 @pytest.mark.slow
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
-def test_notebook_as_shipped_runs_and_waits_for_answers(path):
-    nb = _execute(nbformat.read(path, as_version=4), path)
+def test_notebook_as_shipped_runs_and_waits_for_answers(path, built_book):
+    executed = built_book["executed"].get(path.name)
+    assert executed is not None, f"{path.name} is not a chapter of the book; add a symlink in book/ and a TOC entry"
+    assert executed.is_file(), f"the book build did not execute {path.name}:\n{built_book['log'][-3000:]}"
+    nb = nbformat.read(executed, as_version=4)
+    errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []) if o.get("output_type") == "error"]
+    assert not errors, f"{path.name} raised: {errors[0].get('ename')}: {errors[0].get('evalue')}"
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert code and all(c.execution_count for c in code if c.source.strip()), f"{path.name} was not run to the end"
+    shipped = [c.source for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code"]
+    assert [c.source for c in code] == shipped, f"the book executed another version of {path.name}"
     text = "\n".join(t for c in nb.cells if c.cell_type == "code" for t in _output_texts(c))
     assert "✅" not in text and "❌" not in text, "an unanswered exercise must not be judged"
     for cell in _exercise_cells(nb):

@@ -226,3 +226,46 @@ def test_batches_reuse_the_dicts_built_for_row_sinks():
     rows = [row for batch in grabber.batches for row in batch.rows()]
     assert len(rows) == len(memory.rows) > 300
     assert all(a is b for a, b in zip(rows, memory.rows))
+
+
+# ---- the proxy's statsLock: no SimPy event when free, same order as a PriorityResource ----------------
+def _grants(use_stats_lock: bool, requests: list[tuple[float, int, float]]) -> list[tuple[int, float]]:
+    """(request index, time granted) in grant order, for requests ``(arrival, priority, hold)``."""
+    import simpy
+
+    from milvus_edu.mechanisms.timetick.nodes import StatsLock
+
+    env = simpy.Environment()
+    lock = StatsLock(env) if use_stats_lock else simpy.PriorityResource(env, capacity=1)
+    grants = []
+
+    def task(i, arrival, priority, hold):
+        yield env.timeout(arrival)
+        if use_stats_lock:
+            wait = lock.acquire(priority)
+            if wait is not None:
+                yield wait
+            try:
+                grants.append((i, env.now))
+                yield env.timeout(hold)
+            finally:
+                lock.release()
+        else:
+            with lock.request(priority=priority) as held:
+                yield held
+                grants.append((i, env.now))
+                yield env.timeout(hold)
+
+    for i, (arrival, priority, hold) in enumerate(requests):
+        env.process(task(i, arrival, priority, hold))
+    env.run()
+    return grants
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 40).map(lambda t: t / 4), st.sampled_from([0, 1]),
+                          st.integers(0, 12).map(lambda t: t / 4)), min_size=1, max_size=25))
+def test_stats_lock_grants_like_a_priority_resource(requests):
+    """Who gets the lock, and when, is the same as with ``simpy.PriorityResource(capacity=1)`` (readers,
+    priority 0, before writers, then arrival order), ties in time included."""
+    assert _grants(True, requests) == _grants(False, requests)
