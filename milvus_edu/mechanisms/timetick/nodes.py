@@ -73,9 +73,10 @@ class StatsLock:
     ticker's read before enqueues and pops), then in arrival order. The holder must call
     :meth:`release` exactly once, whatever happens (``try``/``finally``).
 
-    Simplification: Go's ``statsLock`` is an RWMutex, where a reader waits only for the writer
-    holding it; here the one reader (the ticker) is served before queued writers, which gives the
-    same order for a proxy's single ticker.
+    Simplification: Go's ``statsLock`` is an RWMutex, which readers may share; a proxy has one reader
+    (its ticker), so a mutex serves. The order is Go's: a reader waits only for the writer that holds
+    the lock (or has announced itself next), while writers queued behind it wait on the RWMutex's
+    inner mutex, so a waiting read goes before waiting enqueues and pops.
     """
 
     def __init__(self, env: simpy.Environment):
