@@ -12,8 +12,10 @@ from the events' own columns; no model logic is re-run.
 
 from __future__ import annotations
 
+import copy
 import os
 import re
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import numpy as np
@@ -196,3 +198,29 @@ def _null(v) -> bool:
 def _natural(name) -> list:
     return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", str(name))]
 
+
+
+class Snapshots:
+    """A panel's state after each event of ``kinds``, replayed once so that a step is a lookup.
+
+    ``apply(state, kind, row, detail)`` updates ``state`` (a fresh ``empty()``) for one event; ``row`` holds the
+    event's ``columns`` and ``detail`` its parsed ``detail``. :meth:`at` gives the state at stepper position ``i``
+    (``empty()`` before the first such event).
+    """
+
+    def __init__(self, index, kinds: Iterable[str], columns: Iterable[str], empty: Callable[[], dict],
+                 apply: Callable[[dict, str, dict, dict], None]):
+        cols, kind_at, columns = index.cols, index.kinds, tuple(columns)
+        positions = sorted(int(p) for k in kinds for p in index.kind_positions.get(k, ()))
+        self._empty = empty
+        self._pos = np.asarray(positions, dtype=np.int64)
+        self._snaps: list[dict] = []
+        state = empty()
+        for i in positions:
+            apply(state, kind_at[i], {name: cols[name][i] for name in columns}, detail_dict(cols["detail"][i]))
+            self._snaps.append(copy.deepcopy(state))
+
+    def at(self, i: int) -> dict:
+        """The state after the last event of ``kinds`` at or before position ``i``."""
+        k = int(np.searchsorted(self._pos, i, side="right")) - 1
+        return self._snaps[k] if k >= 0 else self._empty()

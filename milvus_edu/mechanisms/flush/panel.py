@@ -19,13 +19,12 @@ everything of the crashed DataNode (its memory is gone; DataCoord's state stays)
 
 from __future__ import annotations
 
-import copy
 import html
 
-import numpy as np
 
 from ...narrate import detail_dict, ts_text
 from ...registry import Mark
+from ...viz.data import Snapshots
 from ..timetick.panel import natural, short_channel
 
 #: Kinds that change the panel's state.
@@ -51,21 +50,7 @@ class FlushPanel:
 
     def __init__(self, index):
         self.index = index
-        self._precompute()
-
-    def _precompute(self) -> None:
-        cols = self.index.cols
-        kinds = self.index.kinds
-        positions = sorted(int(p) for k in KINDS for p in self.index.kind_positions.get(k, ()))
-        state = _empty()
-        self._pos = np.asarray(positions, dtype=np.int64)
-        self._snaps: list[dict] = []
-        for i in positions:
-            self._apply(state, kinds[i], {name: cols[name][i] for name in
-                                          ("node", "peer", "vchannel", "segment", "ts", "tick_ts", "end_ts", "count",
-                                           "error", "t_ms")},
-                        detail_dict(cols["detail"][i]))
-            self._snaps.append(copy.deepcopy(state))
+        self._snapshots = Snapshots(index, KINDS, ("node", "peer", "vchannel", "segment", "ts", "tick_ts", "end_ts", "count", "error", "t_ms"), _empty, self._apply)
 
     @staticmethod
     def _apply(state: dict, kind: str, row: dict, d: dict) -> None:
@@ -145,8 +130,7 @@ class FlushPanel:
         ``node``, ``consumed``, ``buffered`` rows per segment, ``syncing`` segments, ``flush_ts``, ``stored``
         checkpoint), ``updater`` (``tasks`` per vchannel, ``last_rpc``), ``segments`` (DataCoord's state and rows
         per segment id) and ``datanodes_down``."""
-        k = int(np.searchsorted(self._pos, i, side="right")) - 1
-        s = self._snaps[k] if k >= 0 else _empty()
+        s = self._snapshots.at(i)
         return {
             "vchannels": [{"vchannel": name, **v} for name, v in sorted(s["vchannels"].items(),
                                                                         key=lambda kv: natural(kv[0]))],

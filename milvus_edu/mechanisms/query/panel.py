@@ -17,13 +17,12 @@ node of its ``client.read_start`` (the QueryNode's rows carry only the ``request
 
 from __future__ import annotations
 
-import copy
 import html
 
-import numpy as np
 
-from ...narrate import detail_dict, ts_text
+from ...narrate import ts_text
 from ...tsoutil import LOGICAL_BITS
+from ...viz.data import Snapshots
 from ..timetick.panel import natural, short_channel
 
 #: Kinds that change the panel's state.
@@ -57,18 +56,7 @@ class QueryPanel:
 
     def __init__(self, index):
         self.index = index
-        self._precompute()
-
-    def _precompute(self) -> None:
-        cols = self.index.cols
-        kinds = self.index.kinds
-        positions = sorted(int(p) for k in KINDS for p in self.index.kind_positions.get(k, ()))
-        state = _empty()
-        self._pos = np.asarray(positions, dtype=np.int64)
-        self._snaps: list[dict] = []
-        for i in positions:
-            self._apply(state, kinds[i], {name: cols[name][i] for name in _COLS}, detail_dict(cols["detail"][i]))
-            self._snaps.append(copy.deepcopy(state))
+        self._snapshots = Snapshots(index, KINDS, _COLS, _empty, self._apply)
 
     @staticmethod
     def _apply(state: dict, kind: str, row: dict, d: dict) -> None:
@@ -132,8 +120,7 @@ class QueryPanel:
         ``tsafe``, ``in_flight`` reads waiting on it in arrival order, ``last_read`` answered or failed,
         ``loaded`` sealed segments) and ``clients`` (one dict per client: its last ``writes``, the read
         ``in_flight``, its ``last_read`` answer)."""
-        k = int(np.searchsorted(self._pos, i, side="right")) - 1
-        s = self._snaps[k] if k >= 0 else _empty()
+        s = self._snapshots.at(i)
         return {
             "vchannels": [{"vchannel": name, "tsafe": v["tsafe"], "in_flight": list(v["in_flight"].values()),
                            "last_read": v["last_read"], "loaded": list(v["loaded"])}
