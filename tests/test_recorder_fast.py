@@ -236,3 +236,83 @@ def test_parquet_sink_mixing_single_rows_and_batches_keeps_order_and_group_sizes
     assert table.equals(arrow_table(rows.rows, arrow_schema()))
     meta = pq.ParquetFile(path).metadata
     assert [meta.row_group(i).num_rows for i in range(meta.num_row_groups - 1)] == [64] * (meta.num_row_groups - 1)
+
+
+# ---------------------------------------------------------------------------------------------
+# Bound emitters (Recorder.emitter) record exactly what emit records.
+
+#: (kind, column names, strategy of one value per column): layouts the hot call sites use, with a detail.
+_EMITTER_LAYOUTS = [
+    ("proxy.enqueue", ("ts", "count", "channel", "min_ts", "max_ts")),
+    ("tso.update", ("clock_ms", "detail", "physical_ms", "logical", "window_end_ms")),
+    ("mq.produce", ("ts", "channel", "vchannel", "msg_id", "msg_type", "begin_ts", "end_ts", "count", "segment")),
+]
+_INTS = st.one_of(st.none(), st.integers(-2**63, 2**63 - 1))
+_TEXT = st.one_of(st.none(), st.sampled_from(["a", "by-dev-rootcoord-dml_0", "é\"\\"]))
+_DETAIL = st.one_of(st.none(), st.text(max_size=3), st.dictionaries(st.sampled_from(["reason", "jet_lag_ms", "x"]),
+                    st.one_of(st.integers(-5, 5), st.floats(allow_nan=False), st.text(max_size=2), st.booleans(),
+                              st.lists(st.integers(0, 3), max_size=2)), max_size=3))
+_VALUE = {"detail": _DETAIL, "channel": _TEXT, "vchannel": _TEXT, "msg_type": _TEXT}
+
+
+@st.composite
+def _emit_plans(draw):
+    """A list of (layout index, node, values, bound?) and the step at which a row sink is added (or never)."""
+    steps = []
+    for _ in range(draw(st.integers(0, 40))):
+        i = draw(st.integers(0, len(_EMITTER_LAYOUTS) - 1))
+        _, names = _EMITTER_LAYOUTS[i]
+        values = tuple(draw(_VALUE.get(name, _INTS)) for name in names)
+        steps.append((i, draw(st.sampled_from(["p1", "p2"])), values, draw(st.booleans())))
+    return steps, draw(st.one_of(st.none(), st.integers(0, 40)))
+
+
+def _record(plan, row_sink_at, bound: bool):
+    """Run ``plan`` through emit only (``bound=False``) or through emitters where the plan says so."""
+    steps, row_sink_at = plan, row_sink_at
+    grabber, memory = BatchGrabber(), MemorySink()
+    clock = iter(range(10_000))
+    rec = Recorder("r", now_ms=lambda: next(clock) / 4, sinks=[grabber], batch_rows=7)
+    emitters = [rec.emitter(kind, *names) for kind, names in _EMITTER_LAYOUTS]
+    for step, (i, node, values, use_emitter) in enumerate(steps):
+        if step == row_sink_at:
+            rec.sinks.append(memory)
+        kind, names = _EMITTER_LAYOUTS[i]
+        if bound and use_emitter:
+            emitters[i](node, *values)
+        else:
+            rec.emit(kind, node, **dict(zip(names, values)))
+    rec.close()
+    rows = [row for batch in grabber.batches for row in batch.rows()]
+    tables = [batch.table().to_pylist() for batch in grabber.batches]
+    return rows, tables, memory.rows, rec.counts, rec.seq
+
+
+@settings(max_examples=150, deadline=None)
+@given(_emit_plans())
+def test_bound_emitters_record_the_same_rows_as_emit(plan):
+    steps, row_sink_at = plan
+    assert _record(steps, row_sink_at, bound=True) == _record(steps, row_sink_at, bound=False)
+
+
+def test_an_emitter_checks_its_layout_once_and_its_arity_every_time():
+    rec = Recorder("r", sinks=[BatchGrabber()])
+    with pytest.raises(ValueError, match="does not carry"):
+        rec.emitter("proxy.enqueue", "ts", "no_such_column")
+    with pytest.raises(ValueError, match="unknown event kind"):
+        rec.emitter("no.such.kind", "ts")
+    with pytest.raises(ValueError, match="named twice"):
+        rec.emitter("proxy.enqueue", "ts", "ts")
+    emit = rec.emitter("proxy.finish", "ts", "channel")
+    with pytest.raises(TypeError, match="takes 2 values"):
+        emit("p1", 5)
+    emit("p1", 5, "c")
+    assert rec.seq == 1 and rec.counts == {"proxy.finish": 1}
+
+
+def test_the_null_recorders_emitters_validate_and_drop():
+    from milvus_edu.events import NULL_RECORDER
+    with pytest.raises(ValueError):
+        NULL_RECORDER.emitter("proxy.enqueue", "nope")
+    NULL_RECORDER.emitter("proxy.finish", "ts")("p", 1)
+    assert NULL_RECORDER.seq == 0

@@ -42,6 +42,7 @@ class Core:
         self.params = params or TSOParams()
         self.switches = switches or BugSwitches()
         self.recorder = recorder
+        self._emit_alloc = recorder.emitter("rootcoord.alloc_timestamp", "ts", "count", "peer")
         self.tso_allocator: GlobalTSOAllocator | None = None
 
     def init_tso_allocator(self) -> None:
@@ -78,5 +79,5 @@ class Core:
             self.recorder.emit("rootcoord.alloc_timestamp", self.node, count=count, peer=peer, error=str(exc))
             raise
         first = last - count + 1
-        self.recorder.emit("rootcoord.alloc_timestamp", self.node, ts=first, count=count, peer=peer)
+        self._emit_alloc(self.node, first, count, peer)
         return first, count

@@ -365,6 +365,8 @@ class TSOClient:
     def run(self):
         """Request, wait for the answer, sleep, repeat."""
         env, rec = self.sim.env, self.sim.recorder
+        emit_request = rec.emitter("client.request", "count", "peer")
+        emit_recv = rec.emitter("client.recv", "ts", "count", "peer")
         rng = self.sim.rng(self.name)
         key = active_key("by-dev/meta", "rootcoord")
         target = None
@@ -377,7 +379,7 @@ class TSOClient:
                     rec.emit("client.error", self.name, error="no active rootcoord in the session registry")
                     yield env.timeout(self.retry_ms)
                     continue
-            rec.emit("client.request", self.name, count=self.count, peer=target)
+            emit_request(self.name, self.count, target)
             try:
                 first, count = yield from self._call(target)
             except RPCError as exc:
@@ -385,7 +387,7 @@ class TSOClient:
                 target = None
                 yield env.timeout(self.retry_ms)
                 continue
-            rec.emit("client.recv", self.name, ts=first, count=count, peer=target)
+            emit_recv(self.name, first, count, target)
 
 
 PAUSE_AT_MS = 30_000.0

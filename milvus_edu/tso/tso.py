@@ -61,6 +61,8 @@ class TimestampOracle:
         self.switches = switches or BugSwitches()
         self.recorder = recorder
         self.node = node
+        self._emit_update = recorder.emitter("tso.update", "clock_ms", "detail", "physical_ms", "logical",
+                                             "window_end_ms")
         self.tso: AtomicObject | None = None
         self.last_saved_time_ns: int = ZERO_TIME
 
@@ -149,7 +151,8 @@ class TimestampOracle:
         detail = {"reason": reason, "jet_lag_ms": jet_lag / MS}
         if jet_lag > 3 * self.params.update_timestamp_step_ns:
             detail["warning"] = "clock offset is huge, check network latency and clock skew"
-        self.recorder.emit("tso.update", self.node, clock_ms=now // MS, detail=detail, **self._state())
+        state = self._state()
+        self._emit_update(self.node, now // MS, detail, state["physical_ms"], state["logical"], state["window_end_ms"])
 
     def reset_user_timestamp(self, tso: int) -> None:
         """``ResetUserTimestamp`` (SetTSO): move the window forward to a user ts, by at most 3 s.

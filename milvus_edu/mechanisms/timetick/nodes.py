@@ -148,6 +148,12 @@ class ProxyNode:
         #: ``(probability, extra_ms)``: how often an AllocTimestamp answer is held up, and by how much.
         self.alloc_hiccup: tuple[float, float] = (0.0, 0.0)
         self.rng = sim.rng(name)
+        # the events every DML task writes, bound once (emitted several times per insert)
+        rec = sim.recorder
+        self._emit_enqueue = rec.emitter("proxy.enqueue", "ts", "count", "channel", "min_ts", "max_ts")
+        self._emit_finish = rec.emitter("proxy.finish", "ts", "channel", "min_ts", "max_ts")
+        self._emit_produce = rec.emitter("mq.produce", "ts", "channel", "vchannel", "msg_id", "msg_type", "begin_ts",
+                                         "end_ts", "count", "segment")
         self._fresh_state()
 
     def _fresh_state(self) -> None:
@@ -236,7 +242,7 @@ class ProxyNode:
         return (yield from self._dml(collection, pks, MsgType.DELETE, None))
 
     def _dml(self, collection: Collection, pks: list[int], msg_type: str, task_ms: float | None):
-        env, rec = self.sim.env, self.sim.recorder
+        env = self.sim.env
         shards = hash_pk_2_channels(pks, collection.vchannels)
         rows: dict[str, list[int]] = {}
         for pk, shard in zip(pks, shards):
@@ -272,8 +278,9 @@ class ProxyNode:
                     lock.release()
         except RPCError:
             return
+        emit_enqueue = self._emit_enqueue
         for ch, stat in self._stats_rows(pchannels):
-            rec.emit("proxy.enqueue", self.name, ts=ts, count=rows_on[ch], channel=ch, min_ts=stat[0], max_ts=stat[1])
+            emit_enqueue(self.name, ts, rows_on[ch], ch, stat[0], stat[1])
         queue.pop_unissued_task()
         queue.add_active_task(task)
         if task_ms is None:
@@ -300,8 +307,9 @@ class ProxyNode:
             queue.pop_active_task(task.id)
         finally:
             lock.release()
+        emit_finish = self._emit_finish
         for ch, stat in self._stats_rows(pchannels):
-            rec.emit("proxy.finish", self.name, ts=ts, channel=ch, min_ts=stat[0], max_ts=stat[1])
+            emit_finish(self.name, ts, ch, stat[0], stat[1])
         return ts
 
     def _produce(self, collection: Collection, vch: str, pks_v: list[int], ts: int, queue: DmTaskQueue,
@@ -328,8 +336,7 @@ class ProxyNode:
                                    msg_type=msg_type, begin_ts=ts, end_ts=ts, count=len(pks_v), segment=segment,
                                    detail={"pks": list(pks_v)})
         else:
-            self.sim.recorder.emit("mq.produce", self.name, ts=ts, channel=ch, vchannel=vch, msg_id=log_id,
-                                   msg_type=msg_type, begin_ts=ts, end_ts=ts, count=len(pks_v), segment=segment)
+            self._emit_produce(self.name, ts, ch, vch, log_id, msg_type, ts, ts, len(pks_v), segment)
 
     def _stats_rows(self, pchannels):
         """``(pchannel, (min_ts, max_ts))`` of each of ``pchannels`` after ``getPChanStatsInfo`` (Nones when it has none)."""
@@ -590,6 +597,7 @@ class ConsumerNode:
     def run(self):
         """Wake when a time tick is appended to the pchannel, then take every complete pack."""
         env, rec = self.sim.env, self.sim.recorder
+        emit_consume = rec.emitter("mq.consume", "ts", "channel", "vchannel", "msg_id", "msg_type", "tick_ts")
         while self.alive:
             yield self._wake
             self._wake = env.event()
@@ -599,8 +607,8 @@ class ConsumerNode:
                     pack = packs[vch]
                     for m in pack.msgs:
                         if m.msg_type in ("Insert", "Delete"):
-                            rec.emit("mq.consume", self.name, ts=m.end_ts(), channel=self.pchannel, vchannel=vch,
-                                     msg_id=m.position.msg_id, msg_type=m.msg_type, tick_ts=pack.end_ts)
+                            emit_consume(self.name, m.end_ts(), self.pchannel, vch, m.position.msg_id, m.msg_type,
+                                         pack.end_ts)
                     end = pack.end_positions[0] if pack.end_positions else None
                     rec.emit("mq.pack", self.name, channel=self.pchannel, vchannel=vch,
                              msg_id=end.msg_id if end is not None else None, begin_ts=pack.begin_ts,

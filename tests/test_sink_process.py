@@ -1,0 +1,170 @@
+"""The sinks run in a second process give exactly what they give in process.
+
+``simulate`` writes the run folder and runs the checkers and summaries in a forked child when it
+writes a folder (``sink_process=None``, :mod:`milvus_edu.events.worker`). These tests run real
+scenarios of every mechanism both ways and compare the files byte for byte and the summaries, and
+check that a failing sink, a failing run and a sink that wants rows one at a time behave.
+"""
+
+import multiprocessing
+import time
+
+import pytest
+
+import milvus_edu
+from milvus_edu.events import MemorySink, Recorder
+from milvus_edu.events import worker
+from milvus_edu.events.worker import SinkProcess, SinkProcessError
+from milvus_edu.sim import run as run_module
+
+#: (scenario, simulated seconds, switches): every mechanism, a failover, a bug switch, violations found.
+RUNS = [
+    ("tso-failover", 40.0, []),
+    ("timetick-basics", 3.0, []),
+    ("timetick-unlocked-enqueue", 3.0, ["allocate_outside_enqueue_lock"]),
+    ("flush-basics", None, []),
+    ("insert-then-search", None, []),
+]
+
+
+@pytest.mark.parametrize(("scenario", "duration_s", "switches"), RUNS)
+def test_a_sink_process_writes_the_same_run_folder_as_in_process(tmp_path, scenario, duration_s, switches):
+    home = milvus_edu.simulate(scenario, seed=3, duration_s=duration_s, switches=switches, out_dir=tmp_path / "home",
+                               sink_process=False, keep_events=False)
+    away = milvus_edu.simulate(scenario, seed=3, duration_s=duration_s, switches=switches, out_dir=tmp_path / "away",
+                               sink_process=True, keep_events=False)
+    assert home.summary["events"] > 100
+    for name in ("events.parquet", "events.jsonl", "summary.json"):
+        assert (tmp_path / "home" / name).read_bytes() == (tmp_path / "away" / name).read_bytes(), name
+    assert away.summary == home.summary
+
+
+def test_the_default_uses_a_sink_process_only_when_a_folder_is_written(tmp_path, monkeypatch):
+    started = []
+    real = worker.SinkProcess
+
+    def spy(*args, **kwargs):
+        started.append(args)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(worker, "SinkProcess", spy)
+    milvus_edu.simulate("tso-basics", seed=1, duration_s=2)
+    assert started == []
+    milvus_edu.simulate("tso-basics", seed=1, duration_s=2, out_dir=tmp_path / "r")
+    assert len(started) == 1
+    assert multiprocessing.active_children() == []
+
+
+def test_kept_events_and_a_sink_process_go_together(tmp_path):
+    run = milvus_edu.simulate("timetick-basics", seed=2, duration_s=1, out_dir=tmp_path / "r", keep_events=True,
+                              sink_process=True)
+    assert run.kept and len(run.rows) == run.summary["events"]
+    assert run.events["seq"].tolist() == milvus_edu.load_run(tmp_path / "r")["seq"].tolist()
+
+
+def test_sink_process_true_where_fork_is_missing_is_a_clear_error(monkeypatch, tmp_path):
+    monkeypatch.setattr(worker, "available", lambda: False)
+    with pytest.raises(ValueError, match="needs a platform that can fork"):
+        milvus_edu.simulate("tso-basics", seed=1, duration_s=1, out_dir=tmp_path / "r", sink_process=True)
+    # the default falls back to the sinks in process
+    run = milvus_edu.simulate("tso-basics", seed=1, duration_s=1, out_dir=tmp_path / "s")
+    assert run.summary["checks"]["ok"] and (tmp_path / "s" / "events.parquet").is_file()
+
+
+class Exploding:
+    """A sink that fails on its third batch."""
+
+    def __init__(self):
+        self.batches = 0
+
+    def write_batch(self, batch):
+        self.batches += 1
+        if self.batches == 3:
+            raise OSError("No space left on device")
+
+    def close(self):
+        pass
+
+
+def test_a_failing_sink_is_reported_in_the_parent_with_the_childs_message():
+    process = SinkProcess(factories=[Exploding])
+    rec = Recorder("r", sinks=[process], batch_rows=10)
+    emit = rec.emitter("proxy.finish", "ts", "channel")
+    for i in range(100):
+        emit("p", i, "c")
+    with pytest.raises(SinkProcessError, match="No space left on device"):
+        rec.close()
+    assert not process._process.is_alive()
+
+
+def test_a_sink_that_cannot_open_is_reported_on_close(tmp_path):
+    def cannot_open():
+        raise PermissionError(f"cannot write {tmp_path}")
+
+    process = SinkProcess(factories=[cannot_open])
+    rec = Recorder("r", sinks=[process], batch_rows=4)
+    for i in range(10):
+        rec.emit("proxy.finish", "p", ts=i)
+    with pytest.raises(SinkProcessError, match="PermissionError: cannot write"):
+        rec.close()
+
+
+class Rows:
+    """A row sink (no write_batch) of some kinds, like the flush and query summaries."""
+
+    kinds = {"proxy.finish"}
+
+    def __init__(self):
+        self.rows = []
+
+    def write(self, row):
+        self.rows.append(row)
+
+    def close(self):
+        pass
+
+
+def test_row_sinks_in_the_child_get_their_kinds_in_order_and_come_back():
+    home, away = Rows(), Rows()
+    process = SinkProcess(kept=[away])
+    at_home = Recorder("r", sinks=[home], batch_rows=5)
+    in_child = Recorder("r", sinks=[process], batch_rows=5)
+    for rec in (at_home, in_child):
+        for i in range(23):
+            rec.emit("proxy.finish" if i % 3 else "proxy.enqueue", f"p{i % 2}", ts=i, channel="c")
+        rec.close()
+    assert away.rows == [] and process.kept[0] is not away  # the child's copy came back
+    assert process.kept[0].rows == home.rows and len(home.rows) == 15
+
+
+def test_a_failing_run_stops_the_sink_process_and_writes_no_files(tmp_path):
+    calls = []
+
+    def progress(done, total):
+        calls.append(done)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        milvus_edu.simulate("timetick-basics", seed=1, duration_s=2, out_dir=tmp_path / "r", progress=progress,
+                            sink_process=True)
+    deadline = time.monotonic() + 10
+    while multiprocessing.active_children() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert multiprocessing.active_children() == []
+    assert not (tmp_path / "r" / "events.parquet").exists() and not (tmp_path / "r" / "summary.json").exists()
+
+
+def test_memory_sink_stays_in_the_parent(tmp_path, monkeypatch):
+    seen = []
+    real = worker.SinkProcess
+
+    def spy(factories, kept):
+        seen.append([type(k).__name__ for k in kept])
+        return real(factories, kept)
+
+    monkeypatch.setattr(worker, "SinkProcess", spy)
+    milvus_edu.simulate("tso-basics", seed=1, duration_s=1, out_dir=tmp_path / "r", keep_events=True)
+    assert seen == [["TSOChecker", "TSOSummary"]]
+    assert MemorySink.__name__ not in seen[0]
+    assert run_module.worker is worker
