@@ -487,6 +487,8 @@ def test_heap_statistics_equal_the_scan_after_every_step(ops):
             scan.pop(pchans, ts)
             heap.pop(pchans, ts)
         assert heap.info() == scan.info()
+        info = scan.info()
+        assert scan.info_of(PCHANS) == heap.info_of(PCHANS) == [info.get(p) for p in PCHANS]
 
 
 queue_ops = st.lists(

@@ -104,8 +104,8 @@ class Layout:
     tuple (:attr:`positions`) without looking at the rows.
     """
 
-    __slots__ = ("kind", "names", "columns", "positions", "has_detail", "template", "writers", "pending", "pending_rows",
-                 "count")
+    __slots__ = ("kind", "names", "columns", "positions", "has_detail", "template", "writers", "fast", "pending",
+                 "pending_rows", "count")
 
     def __init__(self, kind: str, names: Iterable[str]):
         names = tuple(names)
@@ -125,6 +125,8 @@ class Layout:
         self.template = {**_EMPTY_ROW, "kind": kind}
         #: ``write`` of every row sink that wants this kind (set by the recorder).
         self.writers: tuple[Callable[[dict], None], ...] = ()
+        #: No row sink wants this kind and some batch sink listens: a bound emitter may just buffer the tuple.
+        self.fast = False
         #: This layout's rows in the recorder's current batch, as tuples.
         self.pending: list[tuple] = []
         #: The dicts built for the row sinks of those rows, when there are row sinks.
@@ -555,13 +557,14 @@ class Recorder:
         emit, width = self.emit, len(names)
 
         def emit_fast(node: str, *values) -> None:
-            if len(values) != width:
-                raise TypeError(f"{kind} takes {width} values ({', '.join(names)}), got {len(values)}")
-            if self.sinks is not self._routed_list or len(self.sinks) != self._routed_len:
-                self._route()
-            if layout.writers or not self._batch_sinks:
-                emit(kind, node, **dict(zip(names, values)))
-                return
+            if not (layout.fast and self.sinks is self._routed_list and len(self.sinks) == self._routed_len
+                    and len(values) == width):
+                if len(values) != width:
+                    raise TypeError(f"{kind} takes {width} values ({', '.join(names)}), got {len(values)}")
+                self._route_if_changed()
+                if not layout.fast:
+                    emit(kind, node, **dict(zip(names, values)))
+                    return
             if detail_at >= 0 and isinstance(values[detail_at], dict):
                 detail = values[detail_at]
                 values = (*values[:detail_at], detail.copy() if _flat(detail) else encode_detail(detail),
@@ -585,6 +588,10 @@ class Recorder:
                 counts[layout.kind] = counts.get(layout.kind, 0) + layout.count
         return counts
 
+    def _route_if_changed(self) -> None:
+        if self.sinks is not self._routed_list or len(self.sinks) != self._routed_len:
+            self._route()
+
     def _route(self) -> None:
         """Sort the sinks into batch sinks and row sinks (the sinks changed)."""
         batch_sinks = [s for s in self.sinks if hasattr(s, "write_batch")]
@@ -600,6 +607,7 @@ class Recorder:
     def _give_writers(self, layout: Layout) -> None:
         layout.writers = tuple(sink.write for sink in self._row_sinks
                                if getattr(sink, "kinds", None) is None or layout.kind in sink.kinds)
+        layout.fast = not layout.writers and bool(self._batch_sinks)
 
     def _flush(self) -> None:
         """Hand the buffered rows to the batch sinks as one :class:`RowBatch`."""

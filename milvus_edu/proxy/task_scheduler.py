@@ -113,6 +113,9 @@ class PChanStats(Protocol):
     def info(self) -> dict[str, PChanStatistics]:
         """``getPChanStatsInfo``: a copy ``{pchan: PChanStatistics(min_ts, max_ts)}``."""
 
+    def info_of(self, pchans: Iterable[str]) -> list[PChanStatistics | None]:
+        """``[info().get(p) for p in pchans]``, without copying the other pchans."""
+
 
 def _check_range(begin_ts: int, end_ts: int) -> None:
     if begin_ts > end_ts:
@@ -166,6 +169,11 @@ class ScanPChanStats:
     def info(self) -> dict[str, PChanStatistics]:
         """``getPChanStatsInfo``: a copy of every pchan's ``(minTs, maxTs)``."""
         return {p: PChanStatistics(i.min_ts, i.max_ts) for p, i in self._infos.items()}
+
+    def info_of(self, pchans: Iterable[str]) -> list[PChanStatistics | None]:
+        """:meth:`info` read for ``pchans`` only, in their order (None for a pchan without statistics)."""
+        infos = self._infos
+        return [None if (i := infos.get(p)) is None else PChanStatistics(i.min_ts, i.max_ts) for p in pchans]
 
 
 class _HeapInfo:
@@ -226,6 +234,11 @@ class HeapPChanStats:
     def info(self) -> dict[str, PChanStatistics]:
         """``getPChanStatsInfo``: a copy of every pchan's ``(minTs, maxTs)``."""
         return {p: PChanStatistics(i.min_ts, i.max_ts) for p, i in self._infos.items()}
+
+    def info_of(self, pchans: Iterable[str]) -> list[PChanStatistics | None]:
+        """:meth:`info` read for ``pchans`` only, in their order (None for a pchan without statistics)."""
+        infos = self._infos
+        return [None if (i := infos.get(p)) is None else PChanStatistics(i.min_ts, i.max_ts) for p in pchans]
 
 
 STATS_IMPLEMENTATIONS: dict[str, Callable[[], PChanStats]] = {"scan": ScanPChanStats, "heap": HeapPChanStats}
@@ -383,6 +396,12 @@ class DmTaskQueue:
         """``getPChanStatsInfo``: a copy ``{pchan: PChanStatistics(min_ts, max_ts)}``."""
         with self.stats_lock:
             return self._stats.info()
+
+    def get_pchan_stats_of(self, pchans: Iterable[str]) -> list[PChanStatistics | None]:
+        """``getPChanStatsInfo`` looked up for ``pchans``: ``[info.get(p) for p in pchans]`` (a DML task
+        reads its own pchannels after each enqueue and pop; this skips copying the rest)."""
+        with self.stats_lock:
+            return self._stats.info_of(pchans)
 
     def get_pchan_statistics(self) -> dict[str, PChanStatistics]:
         """``taskScheduler.getPChanStatistics``: the DML queue's statistics (the ticker's input)."""

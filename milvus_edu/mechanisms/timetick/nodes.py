@@ -340,8 +340,8 @@ class ProxyNode:
 
     def _stats_rows(self, pchannels):
         """``(pchannel, (min_ts, max_ts))`` of each of ``pchannels`` after ``getPChanStatsInfo`` (Nones when it has none)."""
-        info = self.queue.get_pchan_stats_info()
-        return [(ch, info.get(ch, _NO_STATS)) for ch in pchannels]
+        return [(ch, _NO_STATS if stat is None else stat)
+                for ch, stat in zip(pchannels, self.queue.get_pchan_stats_of(pchannels))]
 
     # ------------------------------------------------------------------------------ ticker and reports
 
