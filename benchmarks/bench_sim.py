@@ -1,13 +1,16 @@
 """Simulator throughput: logged events per wall second, against bare SimPy's timeout rate.
 
 For each scenario, runs ``simulate(scenario, out_dir=<tmp>, keep_events=False)`` as the CLI does
-(``events.parquet``, ``events.jsonl`` and ``summary.json`` written, checkers and summaries on) and
-divides the events logged by the wall time of the whole call. It also times the same run kept in
-memory only (no folder), and in the same process a loop of bare ``env.timeout(1)`` in a few SimPy
-processes, the yardstick the target is stated against: at least 200,000 events/s and at least 1/8 of
-bare SimPy's timeout rate. Each written run is timed right after its own bare-SimPy loop and the
-pair with the best ratio counts, so a machine whose load changes between runs still gives a fair
-ratio.
+(``events.parquet``, ``events.jsonl`` and ``summary.json`` written, checkers and summaries on, the
+sinks in their own process) and divides the events logged by the wall time of the whole call. It
+also gives the CPU seconds of the simulating process and of the sink process (whichever is larger
+bounds the rate), the same run with the sinks in process (``sink_process=False``, the baseline of
+the sink process), the run kept in memory only (no folder), the wall time of a run of one simulated
+second (what every run costs whatever its length: the sink process, opening and closing the files),
+and in the same process a loop of bare ``env.timeout(1)`` in a few SimPy processes, the yardstick
+the target is stated against: at least 200,000 events/s and at least 1/8 of bare SimPy's timeout
+rate. Each written run is timed right after its own bare-SimPy loop and the pair with the best ratio
+counts, so a machine whose load changes between runs still gives a fair ratio.
 
 Prints figures only (no assertions). Run from the repo root:
 ``python benchmarks/bench_sim.py [--scenarios tso-basics timetick-basics] [--duration S] [--repeat 2]``.
@@ -20,6 +23,7 @@ from __future__ import annotations
 import argparse
 import cProfile
 import pstats
+import resource
 import sys
 import tempfile
 import time
@@ -33,10 +37,11 @@ from milvus_edu.registry import scenarios  # noqa: E402
 
 TARGET_EVENTS_PER_S = 200_000
 TARGET_RATIO = 1 / 8
-#: Simulated seconds per run when --duration is not given: long enough that opening and closing the
-#: run folder is a small part of the time (tso-basics logs ~110 events per simulated second,
-#: timetick-basics ~14,000).
-DEFAULT_DURATION_S = {"tso-basics": 120.0, "timetick-basics": 60.0}
+#: Simulated seconds per run when --duration is not given: long enough that what every run costs
+#: whatever its length (forking the sink process, opening and closing the files: ~20-30 ms, shown
+#: by the run of 1 simulated second) is a small part of the time. tso-basics logs ~110 events per simulated second,
+#: timetick-basics ~14,000.
+DEFAULT_DURATION_S = {"tso-basics": 600.0, "timetick-basics": 60.0}
 
 
 def bare_simpy_rate(processes: int = 4, timeouts: int = 1_000_000) -> float:
@@ -55,15 +60,29 @@ def bare_simpy_rate(processes: int = 4, timeouts: int = 1_000_000) -> float:
     return each * processes / (time.perf_counter() - start)
 
 
-def timed_run(scenario: str, seed: int, duration_s: float, write: bool) -> tuple[int, float]:
+def timed_run(scenario: str, seed: int, duration_s: float, write: bool,
+              sink_process: bool | None = None) -> tuple[int, float]:
     """(events logged, wall seconds) of one ``simulate`` call; ``write`` puts the run folder in a temp dir."""
+    events, wall, _, _ = timed_run_cpu(scenario, seed, duration_s, write, sink_process)
+    return events, wall
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def timed_run_cpu(scenario: str, seed: int, duration_s: float, write: bool,
+                  sink_process: bool | None = None) -> tuple[int, float, float, float]:
+    """:func:`timed_run` plus the CPU seconds of this process and of the sink process it forked."""
     with tempfile.TemporaryDirectory(prefix="bench-sim-") as tmp:
         out = Path(tmp) / "run" if write else None
-        start = time.perf_counter()
+        children, cpu, start = _children_cpu(), time.process_time(), time.perf_counter()
         result = milvus_edu.simulate(scenario, seed=seed, duration_s=duration_s, out_dir=out,
-                                     keep_events=not write)
+                                     keep_events=not write, sink_process=sink_process if write else None)
         wall = time.perf_counter() - start
-    return result.summary["events"], wall
+        cpu, children = time.process_time() - cpu, _children_cpu() - children
+    return result.summary["events"], wall, cpu, children
 
 
 def best_rate(scenario: str, seed: int, duration_s: float, write: bool, repeat: int) -> tuple[int, float]:
@@ -88,7 +107,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scenarios", nargs="+", default=["tso-basics", "timetick-basics"])
     parser.add_argument("--duration", type=float, default=None,
-                        help="simulated seconds per run (default: 120 for tso-basics, 60 otherwise)")
+                        help="simulated seconds per run (default: 600 for tso-basics, 60 otherwise)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--repeat", type=int, default=2, help="runs per measurement; the best counts (default 2)")
     parser.add_argument("--profile", action="store_true", help="profile one written run per scenario instead")
@@ -111,17 +130,22 @@ def main() -> None:
 
     for name in todo:
         duration = args.duration or DEFAULT_DURATION_S.get(name, 60.0)
-        pairs = []  # (bare SimPy rate, written events/s), each measured right before the other
+        runs = []  # (bare SimPy rate, written events/s, main CPU s, sink process CPU s, in-process events/s)
         for _ in range(args.repeat):
             bare_rate = bare_simpy_rate()
-            events, wall = timed_run(name, args.seed, duration, write=True)
-            pairs.append((bare_rate, events / wall))
-        bare, written = max(pairs, key=lambda pair: pair[1] / pair[0])
+            events, wall, cpu, child = timed_run_cpu(name, args.seed, duration, write=True)
+            _, home_wall, _, _ = timed_run_cpu(name, args.seed, duration, write=True, sink_process=False)
+            runs.append((bare_rate, events / wall, cpu, child, events / home_wall))
+        bare, written, cpu, child, home = max(runs, key=lambda run: run[1] / run[0])
         _, memory = best_rate(name, args.seed, duration, False, args.repeat)
+        short = [timed_run(name, args.seed, 1.0, write=True) for _ in range(3)]
+        short_events, fixed = short[0][0], min(wall for _, wall in short)
         ok = written >= TARGET_EVENTS_PER_S and written >= bare * TARGET_RATIO
         print(f"{name}: {events:,} events in {duration:g} simulated s; bare SimPy {bare:,.0f} timeouts/s; "
-              f"folder written {written:,.0f} events/s (1/{bare / written:.1f} of bare); "
-              f"in memory only {memory:,.0f} events/s (1/{bare / memory:.1f}); "
+              f"folder written {written:,.0f} events/s (1/{bare / written:.1f} of bare; CPU: simulation "
+              f"{cpu:.2f} s, sink process {child:.2f} s); sinks in process {home:,.0f} events/s "
+              f"(x{written / home:.2f} with the sink process); in memory only {memory:,.0f} events/s "
+              f"(1/{bare / memory:.1f}); a run of 1 simulated s ({short_events:,} events) takes {fixed * 1000:.0f} ms; "
               f"target (>= {TARGET_EVENTS_PER_S:,}/s and >= 1/8 of bare) {'met' if ok else 'NOT met'}")
 
 if __name__ == "__main__":
