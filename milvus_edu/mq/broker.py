@@ -21,12 +21,14 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from ..proto import MsgPosition
-from .msg import TsMsg
+from .msg import DeleteMsg, InsertMsg, TimeTickMsg, TsMsg
 
 #: The id of the first message of every channel.
 FIRST_MSG_ID = 1
 
 GrowCallback = Callable[[str, int], None]
+#: The messages produced on every DML task and tick: known to be ``TsMsg`` without asking the ABC.
+_PRODUCIBLE = frozenset({InsertMsg, DeleteMsg, TimeTickMsg})
 
 
 def _with_position(msg: TsMsg, position: MsgPosition) -> TsMsg:
@@ -64,14 +66,18 @@ class Broker:
         The stored message carries its position from now on. Watchers of the channel are called
         after the append, with ``(channel, msg_id)``.
         """
-        if not isinstance(msg, TsMsg):
+        if type(msg) not in _PRODUCIBLE and not isinstance(msg, TsMsg):
             raise ValueError(f"can only produce a TsMsg, got {type(msg).__name__}")
-        self.create_channel(channel)
-        log = self._logs[channel]
+        log = self._logs.get(channel)
+        if log is None:
+            self.create_channel(channel)
+            log = self._logs[channel]
         msg_id = FIRST_MSG_ID + len(log)
         log.append(_with_position(msg, MsgPosition(channel, msg_id, msg.begin_ts())))
-        for callback in list(self._watchers.get(channel, ())):
-            callback(channel, msg_id)
+        watchers = self._watchers.get(channel)
+        if watchers:
+            for callback in tuple(watchers):  # a callback may cancel its own watch
+                callback(channel, msg_id)
         return msg_id
 
     def broadcast(self, channels: Iterable[str], msg: TsMsg) -> dict[str, int]:

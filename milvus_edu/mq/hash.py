@@ -78,6 +78,20 @@ def hash32_int64(v: int) -> int:
     return hash32_uint64(v & 0xFFFFFFFFFFFFFFFF)
 
 
+#: The mixed second block of recent keys, by the key's upper 32 bits: keys that are close together
+#: share them, so each is mixed once. Bounded, so random 64-bit keys cannot grow it without end.
+_HIGH_BLOCKS: dict[int, int] = {}
+_HIGH_BLOCKS_MAX = 4096
+
+
+def _high_block(high: int) -> int:
+    k = (high * _C1) & _MASK32
+    k = (((k << 15) | (k >> 17)) & _MASK32) * _C2 & _MASK32
+    if len(_HIGH_BLOCKS) < _HIGH_BLOCKS_MAX:
+        _HIGH_BLOCKS[high] = k
+    return k
+
+
 def _hash32_int64_unrolled(v: int) -> int:
     """:func:`hash32_int64` of an int64 ``v``, with murmur3's two blocks and finalisation inlined."""
     u = v & 0xFFFFFFFFFFFFFFFF
@@ -85,9 +99,9 @@ def _hash32_int64_unrolled(v: int) -> int:
     k = (((k << 15) | (k >> 17)) & _MASK32) * _C2 & _MASK32
     h = ((k << 13) | (k >> 19)) & _MASK32  # seed 0: h ^= k leaves k
     h = (h * 5 + 0xE6546B64) & _MASK32
-    k = ((u >> 32) * _C1) & _MASK32
-    k = (((k << 15) | (k >> 17)) & _MASK32) * _C2 & _MASK32
-    h ^= k
+    high = u >> 32
+    k = _HIGH_BLOCKS.get(high)
+    h ^= _high_block(high) if k is None else k
     h = ((h << 13) | (h >> 19)) & _MASK32
     h = (h * 5 + 0xE6546B64) & _MASK32
     h ^= 8  # the length

@@ -215,13 +215,18 @@ class ProxyNode:
         return ts
 
     def _call_rootcoord(self, handler):
-        """An RPC to rootcoord over this proxy's link: ``rootcoord_extra_ms`` more on each leg."""
-        extra = self.rootcoord_extra_ms
-        if extra:
-            yield self.sim.env.timeout(extra)
+        """An RPC to rootcoord over this proxy's link: ``rootcoord_extra_ms`` more on each leg.
+
+        Use as ``yield from``. On a link without extra delay it is the plain ``Simulation.call``
+        (every DML task makes one, so no wrapper generator is stacked on it)."""
+        if not self.rootcoord_extra_ms:
+            return self.sim.call(self.name, self.rootcoord.name, handler)
+        return self._call_slow_link(handler, self.rootcoord_extra_ms)
+
+    def _call_slow_link(self, handler, extra: float):
+        yield self.sim.env.timeout(extra)
         result = yield from self.sim.call(self.name, self.rootcoord.name, handler)
-        if extra:
-            yield self.sim.env.timeout(extra)
+        yield self.sim.env.timeout(extra)
         return result
 
     # ------------------------------------------------------------------------------ DML path
@@ -234,12 +239,14 @@ class ProxyNode:
         Returns the task's timestamp once its messages are in the pchannels and it left the queue (the
         client's acknowledgement), ``None`` when it failed or the proxy died. ``task_ms`` fixes this task's
         execution time (default: exponential with mean ``self.task_ms``).
+
+        A generator, as every simulated request is: run it as a SimPy process or ``yield from`` it.
         """
-        return (yield from self._dml(collection, pks, MsgType.INSERT, task_ms))
+        return self._dml(collection, pks, MsgType.INSERT, task_ms)
 
     def delete(self, collection: Collection, pks: list[int]):
         """One delete request (``deleteTask``): the same DML path, a ``DeleteMsg`` per vchannel its keys hash to."""
-        return (yield from self._dml(collection, pks, MsgType.DELETE, None))
+        return self._dml(collection, pks, MsgType.DELETE, None)
 
     def _dml(self, collection: Collection, pks: list[int], msg_type: str, task_ms: float | None):
         env = self.sim.env
