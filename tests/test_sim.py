@@ -159,3 +159,17 @@ def test_narration_says_when_a_bug_switch_ignored_the_saved_window():
     text = describe(init2)
     assert "ignoring the saved window end 00:00:12.000" in text and "tso_skip_load_on_init" in text
     assert "-00:00:15.000" in text  # its clock is before the run's time zero, printed signed
+
+
+def test_one_way_draws_exactly_what_expovariate_would():
+    """``Simulation.one_way`` writes ``expovariate`` out for speed; the latencies must be the same numbers."""
+    import random as _random
+
+    from milvus_edu.events import NULL_RECORDER
+    from milvus_edu.sim.kernel import NetworkParams, Simulation
+
+    for jitter in (0.3, 1.0, 7.25):
+        sim = Simulation(4, NULL_RECORDER, network=NetworkParams(latency_ms=0.5, jitter_ms=jitter))
+        twin = _random.Random("4/net/proxy-1")
+        for _ in range(500):
+            assert sim.one_way("proxy-1") == 0.5 + twin.expovariate(1.0 / jitter)

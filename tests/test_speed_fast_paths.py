@@ -269,3 +269,40 @@ def test_stats_lock_grants_like_a_priority_resource(requests):
     """Who gets the lock, and when, is the same as with ``simpy.PriorityResource(capacity=1)`` (readers,
     priority 0, before writers, then arrival order), ties in time included."""
     assert _grants(True, requests) == _grants(False, requests)
+
+
+# ---------------------------------------------------------------------------------------------
+# Messages and positions built without the frozen dataclass's per-field setattr.
+
+_PKS = st.lists(st.one_of(st.integers(-(2**63), 2**63 - 1), st.text(max_size=5)), min_size=0, max_size=6)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_PKS, st.integers(0, 2**63 - 1), st.integers(0, 3), st.integers(0, 10**15), st.integers(0, 99),
+       st.integers(0, 4096))
+def test_new_insert_msg_equals_the_dataclass_constructor(pks, ts, extra_rows, msg_id, source_id, payload):
+    from milvus_edu.mq.msg import new_insert_msg
+    fields = dict(shard_name="by-dev-rootcoord-dml_0_100v0", collection_id=100, partition_id=1001,
+                  segment_id=100000, pks=tuple(pks), timestamps=(ts,) * (len(pks) + (extra_rows == 3)),  # sometimes one too many
+                  payload_bytes=payload, msg_id=msg_id, source_id=source_id)
+    try:
+        readable = InsertMsg(**fields)
+    except ValueError as exc:
+        with pytest.raises(ValueError, match=str(exc)[:30].replace("(", r"\(").replace(")", r"\)")):
+            new_insert_msg(**fields)
+        return
+    fast = new_insert_msg(**fields)
+    assert fast == readable and vars(fast) == vars(readable) and hash(fast) == hash(readable)
+    assert (fast.begin_ts(), fast.end_ts(), fast.size(), fast.base) == (readable.begin_ts(), readable.end_ts(),
+                                                                        readable.size(), readable.base)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        fast.pks = ()
+
+
+@given(st.text(max_size=30), st.one_of(st.none(), st.integers(1, 2**40)), st.integers(0, 2**63 - 1))
+def test_the_brokers_position_stamp_equals_msg_position(channel, msg_id, ts):
+    from milvus_edu.mq.broker import _position
+    from milvus_edu.proto import MsgPosition
+    fast, readable = _position(channel, msg_id, ts), MsgPosition(channel, msg_id, ts)
+    assert fast == readable and vars(fast) == vars(readable) and hash(fast) == hash(readable)
+    assert dataclasses.replace(fast, msg_group="g") == dataclasses.replace(readable, msg_group="g")

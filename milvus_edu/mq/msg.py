@@ -85,6 +85,9 @@ def _check_rows(kind: str, pks: tuple, timestamps: tuple) -> None:
 
 
 def _pk_bytes(pks: tuple) -> int:
+    """Bytes of the primary keys: 8 per Int64 key, the UTF-8 length of a VarChar one."""
+    if all(type(pk) is int for pk in pks):  # an Int64 primary key field: no string to measure
+        return _NUMBER_BYTES * len(pks)
     return sum(len(pk.encode("utf-8")) if isinstance(pk, str) else _NUMBER_BYTES for pk in pks)
 
 
@@ -128,6 +131,20 @@ class InsertMsg(TsMsg):
             _HEADER_BYTES + len(self.shard_name) + 3 * _NUMBER_BYTES + _pk_bytes(self.pks)
             + 2 * _NUMBER_BYTES * rows + self.payload_bytes
         )
+
+
+def new_insert_msg(shard_name: str, collection_id: int, partition_id: int, segment_id: int, pks: tuple,
+                   timestamps: tuple, payload_bytes: int, msg_id: int, source_id: int) -> InsertMsg:
+    """``InsertMsg(shard_name=..., ...)`` for the simulator's DML path, which builds one per vchannel of
+    every insert: the same message (equal, same fields), built without the frozen dataclass's
+    ``object.__setattr__`` per field. ``pks`` and ``timestamps`` must be tuples; the rows are checked
+    as the constructor checks them (``tests/test_speed_fast_paths.py`` compares the two)."""
+    _check_rows("Insert", pks, timestamps)
+    msg = object.__new__(InsertMsg)
+    msg.__dict__.update(msg_id=msg_id, source_id=source_id, position=None, shard_name=shard_name,
+                        collection_id=collection_id, partition_id=partition_id, segment_id=segment_id, pks=pks,
+                        timestamps=timestamps, payload_bytes=payload_bytes)
+    return msg
 
 
 @dataclass(frozen=True, kw_only=True)

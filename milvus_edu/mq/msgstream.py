@@ -41,6 +41,9 @@ from ..tsoutil import physical_time
 from .broker import FIRST_MSG_ID, Broker
 from .msg import MsgPack, TsMsg, is_dml_msg
 
+#: Messages a consumer takes from the broker per read (a read copies them; a tick usually comes sooner).
+_READ_CHUNK = 256
+
 
 class SubscriptionPosition:
     """``common.SubscriptionInitialPosition``: where a new consumer starts."""
@@ -238,13 +241,14 @@ class MqTtMsgStream:
         first; what was read stays buffered and the next call goes on from there.
         """
         consumer = self._consumers[channel]
-        while consumer.next_id < self.broker.next_msg_id(channel):
-            msg = self.broker.get(channel, consumer.next_id)
-            consumer.next_id += 1
-            self._chan_msg_buf[channel].append(msg)
-            if msg.msg_type == MsgType.TIME_TICK:
-                self._chan_tt_msg_time[channel] = msg.timestamp
-                return True
+        buffered = self._chan_msg_buf[channel]
+        while msgs := self.broker.read(channel, consumer.next_id, limit=_READ_CHUNK):
+            for msg in msgs:
+                consumer.next_id += 1
+                buffered.append(msg)
+                if msg.msg_type == MsgType.TIME_TICK:
+                    self._chan_tt_msg_time[channel] = msg.timestamp
+                    return True
         return False
 
     def all_chan_reach_same_tt_msg(self) -> tuple[int, bool]:

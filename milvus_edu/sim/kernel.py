@@ -15,6 +15,9 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Generator
+from functools import partial
+from math import log
+from operator import attrgetter
 from dataclasses import dataclass
 
 import simpy
@@ -87,7 +90,8 @@ class Simulation:
         self.env = simpy.Environment()
         self.recorder = recorder
         env = self.env
-        recorder.now_ms = lambda: env.now
+        # env.now, read for every event: SimPy's property returns env._now, read here without a Python call
+        recorder.now_ms = partial(attrgetter("_now"), env)
         self.config = config or Config()
         self.net = network or NetworkParams()
         # etcd runs on true time: leases are measured on its clock.
@@ -121,12 +125,14 @@ class Simulation:
         self.nodes[node.name] = node
 
     def one_way(self, src: str) -> float:
-        """One network leg's latency from ``src``, drawn from ``src``'s own stream."""
+        """One network leg's latency from ``src``, drawn from ``src``'s own stream: the fixed part plus
+        ``rng.expovariate(1 / jitter_ms)``, written out (``-log(1 - random()) / lambd``, the standard
+        library's formula) because every RPC leg draws one; ``tests/test_sim.py`` checks they agree."""
         net = self.net
         if not net.jitter_ms > 0:
             return net.latency_ms + 0.0  # a float, as when a jitter is drawn
         rng = self._net_rngs.get(src) or self._net_rng(src)  # every RPC leg asks: the dict first
-        return net.latency_ms + rng.expovariate(1.0 / net.jitter_ms)
+        return net.latency_ms + -log(1.0 - rng.random()) / (1.0 / net.jitter_ms)
 
     def call(self, src: str, dst: str, handler: Callable[[], Generator]):
         """A request/response RPC from ``src`` to node ``dst`` running ``handler()`` there.

@@ -30,7 +30,8 @@ from functools import partial
 import simpy
 
 from ...config import MS
-from ...mq import Broker, DeleteMsg, Dispatcher, InsertMsg, SubscriptionPosition, TimeTickMsg, hash_pk_2_channels
+from ...mq import Broker, DeleteMsg, Dispatcher, SubscriptionPosition, TimeTickMsg, hash_pk_2_channels
+from ...mq.msg import new_insert_msg
 from ...mq.names import to_physical_channel
 from ...proto import ChannelTimeTickMsg, MsgType
 from ...proxy import ChannelsTimeTicker, DmlTask, DmTaskQueue, channels_time_tick_msg
@@ -114,13 +115,14 @@ class Collection:
         # pchannels in order (a DML task's channels, as getChannels returns them).
         self.pchannel_of = {v: to_physical_channel(v) for v in self.vchannels}
         self.pchannels = tuple(sorted(set(self.pchannel_of.values())))
-        self._segments = {v: collection_id * 1000 + i for i, v in enumerate(self.vchannels)}
+        #: The growing segment each vchannel's rows go to (one per shard here): :meth:`segment_of`.
+        self.segments = {v: collection_id * 1000 + i for i, v in enumerate(self.vchannels)}
         #: Bytes of field data (vectors, scalars) each row carries besides its key: ``InsertMsg.payload_bytes``.
         self.payload_bytes_per_row = 0
 
     def segment_of(self, vchannel: str) -> int:
         """The growing segment a vchannel's rows go to (one per shard here)."""
-        return self._segments[vchannel]
+        return self.segments[vchannel]
 
 
 class ProxyNode:
@@ -329,10 +331,8 @@ class ProxyNode:
         segment = None
         if msg_type == MsgType.INSERT:
             segment = collection.segment_of(vch)
-            msg = InsertMsg(shard_name=vch, collection_id=collection.id, partition_id=collection.partition_id,
-                            segment_id=segment, pks=tuple(pks_v), timestamps=(ts,) * len(pks_v),
-                            payload_bytes=len(pks_v) * collection.payload_bytes_per_row,
-                            msg_id=msg_id, source_id=self.server_id)
+            msg = new_insert_msg(vch, collection.id, collection.partition_id, segment, tuple(pks_v), (ts,) * len(pks_v),
+                                 len(pks_v) * collection.payload_bytes_per_row, msg_id, self.server_id)
         else:
             msg = DeleteMsg(shard_name=vch, collection_id=collection.id, partition_id=collection.partition_id,
                             pks=tuple(pks_v), timestamps=(ts,) * len(pks_v), msg_id=msg_id, source_id=self.server_id)
