@@ -316,3 +316,44 @@ def test_the_null_recorders_emitters_validate_and_drop():
         NULL_RECORDER.emitter("proxy.enqueue", "nope")
     NULL_RECORDER.emitter("proxy.finish", "ts")("p", 1)
     assert NULL_RECORDER.seq == 0
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, len(_EMITTER_LAYOUTS) - 1), st.sampled_from(["p1", "p2"]),
+                          st.integers(0, 5), st.data()), max_size=15), st.integers(1, 9))
+def test_emitting_rows_at_once_equals_one_call_per_row(groups, batch_rows):
+    """``emitter(...).rows(node, rows)`` records what that many single emits record, across batch ends."""
+    plan = []
+    for i, node, n, data in groups:
+        _, names = _EMITTER_LAYOUTS[i]
+        plan.append((i, node, [tuple(data.draw(_VALUE.get(name, _INTS)) for name in names) for _ in range(n)]))
+
+    def record(at_once: bool):
+        grabber = BatchGrabber()
+        clock = iter(range(10_000))
+        rec = Recorder("r", now_ms=lambda: next(clock) / 4, sinks=[grabber], batch_rows=batch_rows)
+        emitters = [rec.emitter(kind, *names) for kind, names in _EMITTER_LAYOUTS]
+        for i, node, rows in plan:
+            if at_once:
+                emitters[i].rows(node, rows)
+            else:
+                for values in rows:
+                    emitters[i](node, *values)
+        rec.close()
+        return [row for batch in grabber.batches for row in batch.rows()], rec.counts, rec.seq
+
+    at_once, one_by_one = record(True), record(False)
+    # one call stamps its rows with one reading of the clock; single calls read it once each
+    for rows in (at_once[0], one_by_one[0]):
+        for row in rows:
+            row["t_ms"] = None
+    assert at_once == one_by_one
+
+
+def test_emitting_rows_checks_each_rows_arity_and_keeps_the_rows_before():
+    rec = Recorder("r", sinks=[BatchGrabber()])
+    emit = rec.emitter("proxy.finish", "ts", "channel")
+    with pytest.raises(TypeError, match="takes 2 values"):
+        emit.rows("p1", [(1, "a"), (2, "b"), (3,)])
+    emit.rows("p1", [(4, "c")])
+    assert rec.seq == 3 and rec.counts == {"proxy.finish": 3}

@@ -553,6 +553,10 @@ class Recorder:
         ``seq``), without building a keyword dict and looking the layout up on every call. When a
         row sink wants the kind (it needs a dict anyway) or no batch sink listens, it calls
         :meth:`emit` itself. ``tests/test_recorder_fast.py`` checks that both give the same rows.
+
+        ``emit_enqueue.rows(node, [(ts, ch), ...])`` records several events of the same node at the
+        same moment, one per tuple in order, as that many calls would (a DML task logs one row per
+        pchannel).
         """
         key = (kind, *names)
         if len(set(names)) != len(names):
@@ -586,6 +590,30 @@ class Recorder:
             if self._batched >= self.batch_rows:
                 self._flush()
 
+        def emit_rows(node: str, rows: Iterable[tuple]) -> None:
+            if (detail_at >= 0 or not (layout.fast and self.sinks is self._routed_list
+                                       and len(self.sinks) == self._routed_len)):
+                for values in rows:
+                    emit_fast(node, *values)
+                return
+            first = seq = self.seq
+            now = float(self.now_ms())
+            pending = layout.pending
+            for values in rows:
+                if len(values) != width:
+                    self.seq = seq  # the rows before it stay recorded, as with single calls
+                    layout.count += seq - first
+                    self._batched += seq - first
+                    raise TypeError(f"{kind} takes {width} values ({', '.join(names)}), got {len(values)}")
+                pending.append((seq, now, node, *values))
+                seq += 1
+            self.seq = seq
+            layout.count += seq - first
+            self._batched += seq - first
+            if self._batched >= self.batch_rows:
+                self._flush()
+
+        emit_fast.rows = emit_rows
         return emit_fast
 
     @property
@@ -650,6 +678,13 @@ class _NullRecorder(Recorder):
 
 def _drop(node: str, *values) -> None:
     """What the null recorder's emitters do: nothing."""
+
+
+def _drop_rows(node: str, rows) -> None:
+    """What the null recorder's emitters do with several rows: nothing."""
+
+
+_drop.rows = _drop_rows
 
 
 #: A recorder that drops everything (the default for components used on their own).

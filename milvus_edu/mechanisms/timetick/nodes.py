@@ -287,9 +287,7 @@ class ProxyNode:
                     lock.release()
         except RPCError:
             return
-        emit_enqueue = self._emit_enqueue
-        for ch, stat in self._stats_rows(pchannels):
-            emit_enqueue(self.name, ts, rows_on[ch], ch, stat[0], stat[1])
+        self._emit_enqueue.rows(self.name, [(ts, rows_on[ch], ch, *stat) for ch, stat in self._stats_rows(pchannels)])
         queue.pop_unissued_task()
         queue.add_active_task(task)
         if task_ms is None:
@@ -316,9 +314,7 @@ class ProxyNode:
             queue.pop_active_task(task.id)
         finally:
             lock.release()
-        emit_finish = self._emit_finish
-        for ch, stat in self._stats_rows(pchannels):
-            emit_finish(self.name, ts, ch, stat[0], stat[1])
+        self._emit_finish.rows(self.name, [(ts, ch, *stat) for ch, stat in self._stats_rows(pchannels)])
         return ts
 
     def _produce(self, collection: Collection, vch: str, pks_v: list[int], ts: int, queue: DmTaskQueue,
