@@ -27,7 +27,7 @@ from milvus_edu.mq import (
     get_virtual_channel,
     to_physical_channel,
 )
-from milvus_edu.mq.broker import Broker, _with_position
+from milvus_edu.mq.broker import Broker, _stamped
 from milvus_edu.proto import MsgPosition
 from milvus_edu.registry import get_scenario, scenario_mechanisms, scenario_options
 from milvus_edu.sim.kernel import Simulation
@@ -182,7 +182,6 @@ def test_rows_of_kinds_are_in_order_and_shared_between_readers():
 
 
 def test_broker_stamps_the_position_as_dataclasses_replace_would():
-    position = MsgPosition("ch", 3, 9)
     messages = [
         InsertMsg(shard_name="ch_1v0", collection_id=1, partition_id=2, segment_id=3, pks=(1, 2),
                   timestamps=(9, 9), msg_id=7, source_id=4),
@@ -191,8 +190,10 @@ def test_broker_stamps_the_position_as_dataclasses_replace_would():
         CreateCollectionMsg(timestamp=9, collection_id=1),
     ]
     for msg in messages:
-        stamped = _with_position(msg, position)
-        assert stamped == dataclasses.replace(msg, position=position)
+        stamped = _stamped(msg, "ch", 3)
+        readable = dataclasses.replace(msg, position=MsgPosition("ch", 3, msg.begin_ts()))
+        assert stamped == readable and vars(stamped) == vars(readable) and vars(stamped.position) == vars(readable.position)
+        assert hash(stamped.position) == hash(readable.position)
         assert type(stamped) is type(msg) and stamped is not msg and msg.position is None
         with pytest.raises(dataclasses.FrozenInstanceError):
             stamped.position = None
@@ -299,10 +300,11 @@ def test_new_insert_msg_equals_the_dataclass_constructor(pks, ts, extra_rows, ms
         fast.pks = ()
 
 
-@given(st.text(max_size=30), st.one_of(st.none(), st.integers(1, 2**40)), st.integers(0, 2**63 - 1))
-def test_the_brokers_position_stamp_equals_msg_position(channel, msg_id, ts):
-    from milvus_edu.mq.broker import _position
-    from milvus_edu.proto import MsgPosition
-    fast, readable = _position(channel, msg_id, ts), MsgPosition(channel, msg_id, ts)
-    assert fast == readable and vars(fast) == vars(readable) and hash(fast) == hash(readable)
-    assert dataclasses.replace(fast, msg_group="g") == dataclasses.replace(readable, msg_group="g")
+@given(st.text(max_size=30), st.integers(1, 2**40), st.integers(0, 2**63 - 1), st.lists(st.integers(), max_size=3))
+def test_the_brokers_stamp_equals_replace_with_a_msg_position(channel, msg_id, ts, pks):
+    msg = TimeTickMsg(timestamp=ts, source_id=1) if not pks else DeleteMsg(
+        shard_name="ch_1v0", collection_id=1, partition_id=2, pks=tuple(pks), timestamps=(ts,) * len(pks))
+    fast = _stamped(msg, channel, msg_id)
+    readable = dataclasses.replace(msg, position=MsgPosition(channel, msg_id, ts))
+    assert fast == readable and vars(fast) == vars(readable) and hash(fast.position) == hash(readable.position)
+    assert dataclasses.replace(fast.position, msg_group="g") == dataclasses.replace(readable.position, msg_group="g")

@@ -31,24 +31,11 @@ GrowCallback = Callable[[str, int], None]
 _PRODUCIBLE = frozenset({InsertMsg, DeleteMsg, TimeTickMsg})
 
 
-def _position(channel: str, msg_id: int, timestamp: int) -> MsgPosition:
-    """``MsgPosition(channel, msg_id, timestamp)`` built without the frozen dataclass's per-field
-    ``object.__setattr__`` (one per produced message; ``tests/test_speed_fast_paths.py`` compares)."""
-    position = object.__new__(MsgPosition)
-    position.__dict__.update(channel_name=channel, msg_id=msg_id, timestamp=timestamp, msg_group="")
-    return position
-
-
-def _with_position(msg: TsMsg, position: MsgPosition) -> TsMsg:
-    """``dataclasses.replace(msg, position=position)`` without running the message's checks again
-    (it passed them when it was built): a copy of its fields with the position set."""
-    stamped = object.__new__(type(msg))
-    stamped.__dict__.update(msg.__dict__, position=position)
-    return stamped
-
-
 def _stamped(msg: TsMsg, channel: str, msg_id: int) -> TsMsg:
-    """``_with_position(msg, _position(channel, msg_id, msg.begin_ts()))`` in one call (every produce)."""
+    """``dataclasses.replace(msg, position=MsgPosition(channel, msg_id, msg.begin_ts()))``, built
+    without the frozen dataclasses' per-field ``object.__setattr__`` and without running the
+    message's checks again (it passed them when it was built): one per produced message.
+    ``tests/test_speed_fast_paths.py`` compares it with the readable form."""
     position = object.__new__(MsgPosition)
     position.__dict__.update(channel_name=channel, msg_id=msg_id, timestamp=msg.begin_ts(), msg_group="")
     stamped = object.__new__(type(msg))
