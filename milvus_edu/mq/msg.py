@@ -29,6 +29,7 @@ from ..proto import MsgBase, MsgPosition, MsgType
 #: Bytes assumed for the header every message carries (``MsgBase``: type, id, timestamp, source id).
 _HEADER_BYTES = 32
 _NUMBER_BYTES = 8
+_INTS = frozenset({int})
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -86,7 +87,7 @@ def _check_rows(kind: str, pks: tuple, timestamps: tuple) -> None:
 
 def _pk_bytes(pks: tuple) -> int:
     """Bytes of the primary keys: 8 per Int64 key, the UTF-8 length of a VarChar one."""
-    if all(type(pk) is int for pk in pks):  # an Int64 primary key field: no string to measure
+    if _INTS.issuperset(map(type, pks)):  # an Int64 primary key field: no string to measure
         return _NUMBER_BYTES * len(pks)
     return sum(len(pk.encode("utf-8")) if isinstance(pk, str) else _NUMBER_BYTES for pk in pks)
 
