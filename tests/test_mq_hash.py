@@ -254,3 +254,33 @@ def test_vchannel_round_trips_to_its_pchannel_and_collection(collection_id, shar
     assert not is_physical_channel(vchannel)
     assert to_physical_channel(vchannel) == pchannel
     assert get_collection_id_from_vchannel(vchannel) == collection_id
+
+
+@given(st.lists(st.one_of(st.integers(min_value=-(1 << 63), max_value=(1 << 63) - 1),
+                          st.integers(min_value=1 << 63, max_value=1 << 70)), max_size=300))
+def test_keys_hashed_ahead_with_numpy_equal_the_readable_hash(pks):
+    """``prehash_int64`` (numpy, many keys at once) gives ``Hash32Int64`` of every int64 key and skips others."""
+    from milvus_edu.mq import hash as hashing
+
+    hashing._PREHASHED.clear()
+    hashing.prehash_int64(pks)
+    for pk in pks:
+        if pk <= (1 << 63) - 1:
+            assert hashing._PREHASHED[pk] == hash32_int64(pk)
+        else:
+            assert pk not in hashing._PREHASHED
+    shards = [f"v{i}" for i in range(5)]
+    ints = [pk for pk in pks if pk <= (1 << 63) - 1]
+    assert hash_pk_2_channels(ints, shards) == [hash32_int64(pk) % 5 for pk in ints]
+
+
+def test_the_table_of_keys_hashed_ahead_stays_bounded_and_bools_are_still_refused():
+    from milvus_edu.mq import hash as hashing
+
+    hashing._PREHASHED.clear()
+    for start in range(0, 3 * hashing._PREHASHED_MAX, 4096):
+        hashing.prehash_int64(range(start, start + 4096))
+        assert len(hashing._PREHASHED) <= hashing._PREHASHED_MAX
+    hashing.prehash_int64([1, 0])
+    with pytest.raises(ValueError, match="neither int nor str"):
+        hash_pk_2_channels([True], ["a", "b"])

@@ -10,6 +10,7 @@ inserts of 1-8 rows at Poisson times; primary keys are hashed to shards with Mil
 from __future__ import annotations
 
 from ...mq import Broker, get_channel_name, get_virtual_channel
+from ...mq.hash import prehash_int64
 from ...mq.names import chan_name_prefix
 from ...registry import Scenario
 from ...sim.kernel import NodeClock, Simulation
@@ -17,6 +18,7 @@ from ...sim.nodes import RootCoordNode
 from .nodes import Collection, ConsumerNode, ProxyNode, RootCoordTimeTick
 
 PCHANNELS = 4
+_PREHASH_BLOCK = 4096  # client keys hashed ahead at once
 WORKLOAD_START_MS = 200.0  # after rootcoord became active and the proxies' tickers started
 
 
@@ -74,13 +76,18 @@ class Cluster:
             return
         yield env.timeout(WORKLOAD_START_MS)
         next_pk = 0
+        hashed = (None, 0)  # (base, n): keys base + next_pk .. base + n - 1 are hashed ahead (prehash_int64)
         while True:
             yield env.timeout(rng.expovariate(rate))
             if not proxy.alive:
                 continue
             collection = self.collections[0] if rng.random() < 0.75 else self.collections[1]
             rows = rng.randint(1, 8)
-            pks = [proxy.server_id * 10**9 + next_pk + k for k in range(rows)]
+            base = proxy.server_id * 10**9  # a restarted proxy has a new server id
+            if hashed[0] != base or next_pk + rows > hashed[1]:  # the proxy hashes every key: do the next ones in bulk
+                prehash_int64(range(base + next_pk, base + next_pk + _PREHASH_BLOCK))
+                hashed = (base, next_pk + _PREHASH_BLOCK)
+            pks = [base + next_pk + k for k in range(rows)]
             next_pk += rows
             env.process(proxy.insert(collection, pks))
 
