@@ -43,6 +43,7 @@ from ...tso import TSOError
 PROXY_SESSION_PREFIX = "by-dev/meta/session/proxy-"
 READER, WRITER = 0, 1  # statsLock priorities: RLock (statistics reads) before Lock (enqueue, pop)
 _NO_STATS = (None, None)  # a pchannel without statistics, as (min_ts, max_ts)
+_DML_TYPES = frozenset({MsgType.INSERT, MsgType.DELETE})
 
 
 class Ticker:
@@ -287,7 +288,8 @@ class ProxyNode:
                     lock.release()
         except RPCError:
             return
-        self._emit_enqueue.rows(self.name, [(ts, rows_on[ch], ch, *stat) for ch, stat in self._stats_rows(pchannels)])
+        self._emit_enqueue.rows(self.name, [(ts, rows_on[ch], ch, *(stat or _NO_STATS))
+                                            for ch, stat in zip(pchannels, queue.get_pchan_stats_of(pchannels))])
         queue.pop_unissued_task()
         queue.add_active_task(task)
         if task_ms is None:
@@ -314,7 +316,8 @@ class ProxyNode:
             queue.pop_active_task(task.id)
         finally:
             lock.release()
-        self._emit_finish.rows(self.name, [(ts, ch, *stat) for ch, stat in self._stats_rows(pchannels)])
+        self._emit_finish.rows(self.name, [(ts, ch, *(stat or _NO_STATS))
+                                           for ch, stat in zip(pchannels, queue.get_pchan_stats_of(pchannels))])
         return ts
 
     def _produce(self, collection: Collection, vch: str, pks_v: list[int], ts: int, queue: DmTaskQueue,
@@ -340,11 +343,6 @@ class ProxyNode:
                                    detail={"pks": list(pks_v)})
         else:
             self._emit_produce(self.name, ts, ch, vch, log_id, msg_type, ts, ts, len(pks_v), segment)
-
-    def _stats_rows(self, pchannels):
-        """``(pchannel, (min_ts, max_ts))`` of each of ``pchannels`` after ``getPChanStatsInfo`` (Nones when it has none)."""
-        return [(ch, _NO_STATS if stat is None else stat)
-                for ch, stat in zip(pchannels, self.queue.get_pchan_stats_of(pchannels))]
 
     # ------------------------------------------------------------------------------ ticker and reports
 
@@ -608,12 +606,11 @@ class ConsumerNode:
             for packs in self.dispatcher.poll_all():
                 for vch in sorted(packs):
                     pack = packs[vch]
-                    for m in pack.msgs:
-                        if m.msg_type in ("Insert", "Delete"):
-                            emit_consume(self.name, m.end_ts(), self.pchannel, vch, m.position.msg_id, m.msg_type,
-                                         pack.end_ts)
+                    dml = [(m.end_ts(), self.pchannel, vch, m.position.msg_id, m.msg_type, pack.end_ts)
+                           for m in pack.msgs if m.msg_type in _DML_TYPES]
+                    emit_consume.rows(self.name, dml)
                     end = pack.end_positions[0] if pack.end_positions else None
                     rec.emit("mq.pack", self.name, channel=self.pchannel, vchannel=vch,
                              msg_id=end.msg_id if end is not None else None, begin_ts=pack.begin_ts,
                              end_ts=pack.end_ts, tick_ts=pack.end_ts,
-                             count=sum(1 for m in pack.msgs if m.msg_type in ("Insert", "Delete")))
+                             count=len(dml))
