@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+from ...check.violation import ROW, Read, batch_columns
 from ...narrate import detail_dict
+
+# What the fast path (FlushSummary.write_batch) reads by columns: the acknowledged writes; the rare kinds come
+# as row dicts, for write.
+_INSERT, _DELETE = range(2)
+_READS = {"client.insert": Read(_INSERT, ("error", "count")), "client.delete": Read(_DELETE, ("error", "count"))}
 
 
 class FlushSummary:
@@ -12,6 +18,8 @@ class FlushSummary:
                        "datanode.filter", "client.insert", "client.delete", "client.flush", "storage.audit",
                        "fault.kill", "fault.restart", "datanode.cp_rpc", "datanode.steps",
                        "datacoord.reassign"})
+    #: How write_batch reads each kind (the ones not in _READS as row dicts).
+    _reads = {kind: _READS.get(kind, Read(ROW)) for kind in kinds}
 
     def __init__(self):
         self.syncs = 0
@@ -82,6 +90,24 @@ class FlushSummary:
             self.restarts += 1
         elif kind == "datacoord.reassign":
             self.takeovers += 1
+
+    def write_batch(self, batch) -> None:
+        """The recorder's fast path: what :meth:`write` does with each row of ``batch`` (a ``RowBatch``) of
+        :attr:`kinds`, in ``seq`` order. The acknowledged writes are read straight from the batch's tuples; the
+        rare kinds are handed to :meth:`write` as rows.
+
+        It mirrors the branches of :meth:`write` it replaces; ``tests/test_checker_fast.py`` proves both give
+        the same section on real runs.
+        """
+        for _, code, columns in batch_columns(batch, self._reads):
+            if code == _INSERT:
+                if columns[0] is None:
+                    self.acked_rows += int(columns[1])
+            elif code == _DELETE:
+                if columns[0] is None:
+                    self.deleted_keys += int(columns[1])
+            else:  # ROW
+                self.write(columns)
 
     def close(self) -> None:
         """Nothing to release."""

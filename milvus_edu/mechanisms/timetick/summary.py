@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from ...check.violation import Read, batch_columns, column, detail_of
 from ...narrate import detail_dict
+
+# What the fast path (TimeTickSummary.write_batch) reads of the message rows, in seq order; the other kinds it counts.
+_PRODUCE = {"mq.produce": Read(0, ("channel", "msg_type", "tick_ts", "t_ms", "end_ts"))}
 
 
 class TimeTickSummary:
@@ -57,9 +61,41 @@ class TimeTickSummary:
             self.reports += 1
 
     def write_batch(self, batch) -> None:
-        """The recorder's fast path: :meth:`write` each row of ``batch`` (a ``RowBatch``) of :attr:`kinds`, in order."""
-        for row in batch.rows(self.kinds):
-            self.write(row)
+        """The recorder's fast path: what :meth:`write` does with each row of ``batch`` (a ``RowBatch``) of
+        :attr:`kinds`, reading the columns it needs straight from the batch's tuples.
+
+        Only the ``mq.produce`` rows are read one by one, in ``seq`` order (a channel's ticks and messages
+        depend on the ones before); the other kinds are counted a group at a time, since nothing else depends
+        on their order. It mirrors :meth:`write` branch by branch; ``tests/test_checker_fast.py`` proves both
+        give the same section on real runs.
+        """
+        last_tick, last_tick_t, max_dml = self._last_tick, self._last_tick_t, self._max_dml
+        for _, _, (ch, msg_type, tick_ts, t_ms, end_ts) in batch_columns(batch, _PRODUCE):
+            if msg_type == "TimeTick":
+                self.ticks += 1
+                if last_tick.get(ch) == tick_ts:
+                    self.repeated_ticks += 1
+                last_tick[ch] = tick_ts
+                last = last_tick_t.get(ch)
+                if last is not None and t_ms - last > self.longest_gap[0]:
+                    self.longest_gap = (t_ms - last, ch)
+                last_tick_t[ch] = t_ms
+            elif msg_type in ("Insert", "Delete"):
+                self.dml += 1
+                if end_ts < max_dml.get(ch, 0):
+                    self.out_of_order += 1
+                else:
+                    max_dml[ch] = end_ts
+        for layout, values in batch.groups.items():
+            kind = layout.kind
+            if kind == "rootcoord.timetick_update":
+                self.rounds += sum(1 for detail in column(layout, values, "detail") if detail_of(detail).get("sent"))
+            elif kind == "mq.pack":
+                self.packs += len(values)
+            elif kind == "mq.consume":
+                self.consumed += len(values)
+            elif kind == "proxy.report":
+                self.reports += len(values)
 
     def close(self) -> None:
         """Nothing to release."""

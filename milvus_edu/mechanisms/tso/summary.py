@@ -4,7 +4,20 @@ from __future__ import annotations
 
 import json
 
+from ...check.violation import Read, batch_columns
 from ...narrate import ts_text
+
+# What the fast path (TSOSummary.write_batch) reads: the allocations (they depend only on each other), then the
+# answers, faults and sessions in seq order (an answer counts as before or after the first fault).
+_ALLOCATIONS = {"rootcoord.alloc_timestamp": Read(0, ("error", "count", "ts"))}
+_RECV, _FAULT, _KEEPALIVE, _ACTIVE = range(4)
+_AROUND_FAULT = {
+    "client.recv": Read(_RECV, ("t_ms",)),  # one column: the item holds the value itself
+    "fault.kill": Read(_FAULT, ("node", "t_ms")),
+    "fault.pause": Read(_FAULT, ("node", "t_ms")),
+    "session.keepalive": Read(_KEEPALIVE, ("node", "t_ms")),
+    "session.active": Read(_ACTIVE, ("node", "t_ms")),
+}
 
 
 class TSOSummary:
@@ -54,9 +67,36 @@ class TSOSummary:
             self.new_active = (row["node"], row["t_ms"])
 
     def write_batch(self, batch) -> None:
-        """The recorder's fast path: :meth:`write` each row of ``batch`` (a ``RowBatch``) of :attr:`kinds`, in order."""
-        for row in batch.rows(self.kinds):
-            self.write(row)
+        """The recorder's fast path: what :meth:`write` does with each row of ``batch`` (a ``RowBatch``) of
+        :attr:`kinds`, reading the columns it needs straight from the batch's tuples.
+
+        It mirrors :meth:`write` branch by branch; the allocations are read in a pass of their own, since no
+        other kind changes what they count. ``tests/test_checker_fast.py`` proves both give the same sections
+        on real runs.
+        """
+        for _, _, (error, count, ts) in batch_columns(batch, _ALLOCATIONS):
+            if error is None:
+                self.allocations += 1
+                self.handed_out += count
+                if self.first_ts is None:
+                    self.first_ts = ts
+                self.last_ts = ts + count - 1
+        for _, code, columns in batch_columns(batch, _AROUND_FAULT):
+            if code == _RECV:
+                self.client_answers += 1
+                if self.kill is None:
+                    self.last_recv_before_kill = columns
+                elif self.first_recv_after_kill is None and columns > self.kill[1]:
+                    self.first_recv_after_kill = columns
+            elif code == _FAULT:
+                if self.kill is None:
+                    self.kill = columns
+                    self.renewed_before_kill = self._renewed.get(columns[0])
+            elif code == _KEEPALIVE:
+                node, t_ms = columns
+                self._renewed[node] = t_ms
+            elif self.kill is not None and self.new_active is None:  # _ACTIVE
+                self.new_active = columns
 
     def close(self) -> None:
         """Nothing to release."""

@@ -1,0 +1,314 @@
+"""The checkers' and summaries' fast paths equal their readable ones.
+
+Every checker and summary has ``write(row)``, the readable definition (``check_frame`` uses it on
+DataFrames), and ``write_batch(batch)``, the recorder's fast path, which reads the columns it needs
+straight from the batch's tuples (``milvus_edu.check.violation.batch_columns``), merges its kinds in
+``seq`` order, counts order-free kinds a group at a time and skips rows ``write`` would ignore. These
+tests feed the same batches both ways and compare everything a run reports: the violations (in the
+order they were found, and as ``result()`` sorts them), the counts per invariant, the summary
+sections (as JSON text, so an int that became a float would show), and the whole internal state.
+
+The batches come from real runs of scenarios that break invariants (bug switches) and of clean ones,
+cut at 300 rows so kinds interleave across layouts and batches; and from random event streams
+(hypothesis) with odd values (bools, floats, None) that send a layout down the row-dict fallback.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import milvus_edu  # noqa: F401  (registers the mechanisms' kinds and scenarios)
+from milvus_edu.check.flush import FlushChecker
+from milvus_edu.check.query import QueryChecker
+from milvus_edu.check.timetick import TimeTickChecker
+from milvus_edu.check.tso import TSOChecker
+from milvus_edu.check.violation import ROW, Read, batch_columns, detail_of
+from milvus_edu.config import BugSwitches, Config
+from milvus_edu.events import MemorySink, Recorder
+from milvus_edu.events.recorder import RowBatch, encode_detail
+from milvus_edu.mechanisms.flush.summary import FlushSummary
+from milvus_edu.mechanisms.query.summary import QuerySummary
+from milvus_edu.mechanisms.timetick.summary import TimeTickSummary
+from milvus_edu.mechanisms.tso.summary import TSOSummary
+from milvus_edu.narrate import detail_dict
+from milvus_edu.registry import get_scenario, scenario_options
+from milvus_edu.sim.kernel import Simulation
+
+CHECKERS = [TimeTickChecker, TSOChecker, FlushChecker, QueryChecker]
+SUMMARIES = [TimeTickSummary, TSOSummary, FlushSummary, QuerySummary]
+
+#: (scenario, switches, simulated ms, invariant the readable checker must find broken, or None for a clean run)
+RUNS = [
+    ("timetick-basics", [], 3_000.0, None),
+    ("timetick-unlocked-enqueue", ["allocate_outside_enqueue_lock"], 5_000.0, "watermark"),
+    ("timetick-proxy-stall", [], 8_000.0, None),
+    ("tso-failover", [], 80_000.0, None),
+    ("tso-failover", ["tso_skip_load_on_init"], 80_000.0, "global-monotonic"),
+    ("tso-basics", ["tso_no_window_save"], 10_000.0, "window"),
+    ("flush-basics", [], 40_000.0, None),
+    ("flush-ts-boundary", ["reset_flush_ts_inclusive"], 40_000.0, "flush-complete"),
+    ("checkpoint-during-sync", ["checkpoint_ignores_syncing_segments"], 70_000.0, "checkpoint-safe"),
+    ("checkpoint-rpc-lost", ["drop_failed_checkpoint_tasks"], 40_000.0, "checkpoint-retried"),
+    ("insert-then-search", [], 8_000.0, None),
+    ("insert-then-search", ["session_uses_zero_ts"], 8_000.0, "session-sees-own"),
+    ("seed-example", ["skip_wait_tsafe"], 8_000.0, "read-after-guarantee"),
+    ("insert-delete-reorder", ["update_tsafe_before_delete"], 4_000.0, "mvcc-exact"),
+]
+
+
+class BatchGrabber:
+    """A batch sink that keeps every batch it is handed."""
+
+    def __init__(self):
+        self.batches: list[RowBatch] = []
+
+    def write_batch(self, batch: RowBatch) -> None:
+        self.batches.append(batch)
+
+    def close(self) -> None:
+        pass
+
+
+def _run(scenario: str, switches: list[str], until_ms: float, batch_rows: int = 300,
+         row_sink: bool = False) -> tuple[list[RowBatch], dict]:
+    """The batches of a run (and its event counts), built as ``tests/test_recorder_fast.py`` builds a run.
+
+    With ``row_sink`` a MemorySink listens too: the recorder then encodes ``detail`` dicts as they are
+    emitted and hands the batches the row dicts it built (without it, flat dicts reach the batches as dicts).
+    """
+    grabber = BatchGrabber()
+    spec = get_scenario(scenario)
+    recorder = Recorder(f"{scenario}-s3", sinks=[grabber] + ([MemorySink()] if row_sink else []),
+                        batch_rows=batch_rows)
+    sim = Simulation(3, recorder, Config(switches=BugSwitches.from_names(switches)))
+    spec.build(sim, **scenario_options(spec, None))
+    recorder.emit("run.start", "sim", detail={"scenario": scenario})
+    sim.run(until_ms)
+    recorder.emit("run.end", "sim", detail={"events": recorder.seq + 1})
+    recorder.close()
+    return grabber.batches, recorder.counts
+
+
+def _fast(cls, batches: list[RowBatch]):
+    sink = cls()
+    for batch in batches:
+        sink.write_batch(batch)
+    sink.close()
+    return sink
+
+
+def _readable(cls, batches: list[RowBatch]):
+    sink = cls()
+    for batch in batches:
+        for row in batch.rows(cls.kinds):
+            sink.write(row)
+    sink.close()
+    return sink
+
+
+def _assert_same(fast, slow, counts: dict) -> None:
+    """Everything the two sinks report, and their whole state, are equal."""
+    if hasattr(slow, "result"):
+        assert fast.violations == slow.violations  # found in the same order
+        assert fast.result() == slow.result()
+        assert fast.counts == slow.counts
+        assert json.dumps([v.to_dict() for v in fast.result()]) == json.dumps([v.to_dict() for v in slow.result()])
+    else:
+        assert json.dumps(fast.sections(counts), sort_keys=True) == json.dumps(slow.sections(counts), sort_keys=True)
+    assert vars(fast) == vars(slow)
+
+
+@pytest.mark.parametrize("scenario,switches,until_ms,broken", RUNS)
+def test_fast_paths_report_what_the_readable_ones_report_on_real_runs(scenario, switches, until_ms, broken):
+    batches, counts = _run(scenario, switches, until_ms)
+    assert len(batches) > 1
+    for cls in CHECKERS + SUMMARIES:
+        slow = _readable(cls, batches)
+        _assert_same(_fast(cls, batches), slow, counts)
+        if broken is not None and broken in getattr(slow, "counts", {}):
+            assert slow.counts[broken] > 0  # the comparison covers violations, not only clean runs
+
+
+def test_fast_paths_equal_the_readable_ones_when_the_recorder_encoded_details_and_built_rows():
+    batches, counts = _run("timetick-unlocked-enqueue", ["allocate_outside_enqueue_lock"], 5_000.0, row_sink=True)
+    assert any(batch._rows for batch in batches)  # the recorder handed over its row dicts
+    for cls in CHECKERS + SUMMARIES:
+        _assert_same(_fast(cls, batches), _readable(cls, batches), counts)
+
+
+def test_the_recorder_batch_size_does_not_change_what_the_fast_paths_report():
+    reports = []
+    for batch_rows in (1, 333, 8192):
+        batches, counts = _run("timetick-unlocked-enqueue", ["allocate_outside_enqueue_lock"], 2_000.0, batch_rows)
+        reports.append([(vars(_fast(cls, batches))) for cls in CHECKERS + SUMMARIES])
+    assert reports[0] == reports[1] == reports[2]
+
+
+def test_the_timetick_and_tso_fast_paths_build_no_row_dicts():
+    batches, _ = _run("timetick-basics", [], 2_000.0)
+    for cls in (TimeTickChecker, TSOChecker, TimeTickSummary, TSOSummary):
+        _fast(cls, batches)
+    assert all(not batch._rows for batch in batches)
+
+
+def test_the_enqueue_filter_keeps_the_enqueues_that_found_a_report_at_or_above_their_ts():
+    batches, _ = _run("timetick-unlocked-enqueue", ["allocate_outside_enqueue_lock"], 5_000.0)
+    slow = _readable(TimeTickChecker, batches)
+    assert slow._late  # the switch lets tasks enter the statistics after a report passed them
+    assert any(len(v.seqs) == 4 for v in slow.violations)  # explained by such an enqueue
+    assert _fast(TimeTickChecker, batches)._late == slow._late
+
+
+def _stream(emits: list[tuple[str, str, dict]], batch_rows: int) -> list[RowBatch]:
+    grabber = BatchGrabber()
+    recorder = Recorder("made", sinks=[grabber], batch_rows=batch_rows)
+    for kind, node, fields in emits:
+        recorder.emit(kind, node, **fields)
+    recorder.close()
+    return grabber.batches
+
+
+@pytest.mark.parametrize("batch_rows", [1, 3, 100])
+def test_an_enqueue_is_late_exactly_when_its_proxys_latest_report_is_at_or_above_its_ts(batch_rows):
+    ch = "by-dev-rootcoord-dml_0"
+    batches = _stream([
+        ("proxy.enqueue", "proxy-1", {"ts": 1, "channel": ch}),  # no report yet
+        ("proxy.report", "proxy-1", {"ts": 5, "detail": {"channels": {ch: 7}}}),
+        ("proxy.enqueue", "proxy-1", {"ts": 7, "channel": ch}),  # at the reported value: late
+        ("proxy.enqueue", "proxy-1", {"ts": 8, "channel": ch}),  # above it
+        ("proxy.enqueue", "proxy-1", {"ts": 5, "channel": "other"}),  # the report's default covers other pchannels
+        ("proxy.enqueue", "proxy-2", {"ts": 2, "channel": ch}),  # another proxy's report does not count
+        ("proxy.report", "proxy-1", {"ts": 3}),  # replaces the first
+        ("proxy.enqueue", "proxy-1", {"ts": 6, "channel": ch}),
+        ("proxy.enqueue", "proxy-1", {"ts": 3, "channel": ch}),
+        ("mq.produce", "rootcoord-1", {"channel": ch, "msg_type": "TimeTick", "tick_ts": 9}),
+        ("mq.produce", "proxy-1", {"channel": ch, "msg_type": "Insert", "end_ts": 7, "msg_id": 1}),
+    ], batch_rows)
+    slow = _readable(TimeTickChecker, batches)
+    assert sorted(slow._late) == [("proxy-1", 3), ("proxy-1", 5), ("proxy-1", 7)]
+    assert [len(v.seqs) for v in slow.violations] == [4]  # the broken watermark names the late enqueue
+    _assert_same(_fast(TimeTickChecker, batches), slow, {})
+
+
+# ---- batch_columns and detail_of
+
+def _batch_of(emits: list[tuple[str, str, dict]], batch_rows: int | None = None) -> list[RowBatch]:
+    grabber = BatchGrabber()
+    recorder = Recorder("odd", sinks=[grabber], batch_rows=batch_rows or max(1, len(emits)))
+    for kind, node, fields in emits:
+        recorder.emit(kind, node, **fields)
+    recorder.close()
+    return grabber.batches
+
+
+def test_batch_columns_merges_layouts_in_seq_order_and_reads_a_missing_column_as_none():
+    (batch,) = _batch_of([
+        ("mq.produce", "p", {"channel": "c", "msg_type": "Insert", "end_ts": 5}),
+        ("mq.consume", "q", {"vchannel": "v", "msg_id": 1, "ts": 2}),
+        ("mq.produce", "p", {"msg_type": "TimeTick", "tick_ts": 7, "channel": "c"}),
+        ("mq.produce", "p", {"channel": "d", "msg_type": "Insert", "end_ts": 6}),
+        ("proxy.report", "p", {"ts": 3}),
+    ])
+    reads = {"mq.produce": Read(0, ("channel", "tick_ts", "end_ts")), "mq.consume": Read(1, ("ts",))}
+    assert batch_columns(batch, reads) == [(0, 0, ("c", None, 5)), (1, 1, 2), (2, 0, ("c", 7, None)),
+                                           (3, 0, ("d", None, 6))]
+    rows = batch.rows({"mq.consume"})
+    assert batch_columns(batch, {"mq.consume": Read(ROW)}) == [(1, ROW, rows[0])]
+
+
+def test_batch_columns_hands_over_rows_where_write_would_convert_a_value_that_is_not_an_int():
+    (batch,) = _batch_of([("mq.consume", "q", {"vchannel": "v", "msg_id": 1, "ts": 2}),
+                          ("mq.consume", "q", {"vchannel": "v", "msg_id": 1, "ts": 2.0}),
+                          ("mq.consume", "q", {"ts": 5, "vchannel": "v", "msg_id": True})])
+    reads = {"mq.consume": Read(1, ("ts", "msg_id"), ints=("ts", "msg_id"))}
+    items = batch_columns(batch, reads)
+    assert [code for _, code, _ in items] == [ROW, ROW, ROW]  # 2.0 sends its whole group, True its own
+    assert [columns["ts"] for _, _, columns in items] == [2, 2.0, 5]
+    (batch,) = _batch_of([("mq.consume", "q", {"vchannel": "v", "msg_id": 1, "ts": None})])
+    assert batch_columns(batch, reads) == [(0, 1, (None, 1))]  # None is what write would see too
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.dictionaries(st.text(max_size=4), st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=4),
+                                                      st.floats(allow_nan=False)), max_size=5))
+def test_detail_of_a_flat_dict_reads_as_detail_dict_of_its_encoded_text(detail):
+    expected = detail_dict(encode_detail(detail))
+    got = detail_of(detail)
+    assert got == expected and list(got) == list(expected)
+    assert detail_of(encode_detail(detail)) == expected
+
+
+# ---- random event streams
+
+_NODES = st.sampled_from(["proxy-1", "proxy-2", "rootcoord-1"])
+_CHANNELS = st.sampled_from(["by-dev-rootcoord-dml_0", "by-dev-rootcoord-dml_1"])
+_VCHANNELS = st.sampled_from(["by-dev-rootcoord-dml_0_100v0", "by-dev-rootcoord-dml_1_100v1"])
+_INT = st.integers(0, 6)
+#: Mostly small ints (so reports, ticks and messages collide); now and then a value ``int()`` would change.
+_NUM = st.one_of(_INT, _INT, _INT, _INT, _INT, st.sampled_from([True, 3.0, 2.5]))
+_PKS = st.lists(st.integers(0, 5), max_size=3)
+
+
+def _fields(**columns) -> st.SearchStrategy[dict]:
+    """A dict of the required columns (strategies), then optional ones (``name=(strategy, optional)``) in a
+    shuffled order: another order or another set of names is another layout."""
+    required = {k: v for k, v in columns.items() if not isinstance(v, tuple)}
+    optional = {k: v[0] for k, v in columns.items() if isinstance(v, tuple)}
+    return st.tuples(st.fixed_dictionaries(required, optional=optional), st.randoms(use_true_random=False)).map(
+        lambda pair: dict(sorted(pair[0].items(), key=lambda _: pair[1].random())))
+
+
+_EVENTS = st.one_of(
+    st.tuples(st.just("proxy.enqueue"), _NODES, _fields(ts=_NUM, channel=_CHANNELS, count=(_INT, True))),
+    st.tuples(st.just("proxy.report"), _NODES, _fields(
+        ts=_NUM, detail=st.one_of(st.none(), st.builds(lambda chs: {"channels": chs},
+                                                        st.dictionaries(_CHANNELS, _INT, max_size=2))))),
+    st.tuples(st.just("mq.produce"), _NODES, _fields(
+        msg_type=st.sampled_from(["Insert", "Delete", "TimeTick", "CreateCollection"]), channel=_CHANNELS,
+        vchannel=(st.one_of(st.none(), _VCHANNELS), True), msg_id=_NUM, end_ts=_NUM, tick_ts=_NUM, ts=_NUM,
+        count=_INT, segment=(st.one_of(st.none(), st.integers(1, 3)), True),
+        detail=(st.one_of(st.builds(lambda pks: {"pks": pks}, _PKS), st.just({"min_from": "proxy-1"})), True))),
+    st.tuples(st.just("mq.consume"), _NODES, _fields(vchannel=_VCHANNELS, msg_id=_NUM, ts=_NUM,
+                                                     tick_ts=(_INT, True))),
+    st.tuples(st.just("mq.pack"), _NODES, _fields(vchannel=_VCHANNELS, begin_ts=_NUM, end_ts=_NUM,
+                                                  count=(_INT, True))),
+    st.tuples(st.just("rootcoord.timetick_update"), _NODES, _fields(
+        detail=st.one_of(st.none(), st.builds(lambda sent: {"sent": sent}, st.booleans()), st.just('{"sent":true}')))),
+    st.tuples(st.just("rootcoord.alloc_timestamp"), _NODES, _fields(
+        ts=_NUM, count=st.integers(1, 3), error=(st.one_of(st.none(), st.just("x")), True))),
+    st.tuples(st.just("client.recv"), _NODES, _fields(ts=st.one_of(st.none(), _NUM), peer=(_NODES, True))),
+    st.tuples(st.just("tso.alloc"), _NODES, _fields(ts=_NUM, physical_ms=_NUM,
+                                                    window_end_ms=(st.one_of(st.none(), _NUM), True))),
+    st.tuples(st.sampled_from(["fault.kill", "fault.pause", "session.keepalive", "session.active"]), _NODES,
+              st.just({})),
+    st.tuples(st.sampled_from(["client.insert", "client.delete"]), _NODES, _fields(
+        ts=_INT, count=_NUM, detail=st.builds(lambda pks: {"pks": pks}, _PKS),
+        error=(st.one_of(st.none(), st.just("x")), True))),
+    st.tuples(st.just("datacoord.save_binlog_paths"), _NODES, _fields(segment=st.integers(1, 3), ts=_INT)),
+    st.tuples(st.just("datacoord.channel_cp"), _NODES, _fields(
+        vchannel=_VCHANNELS, ts=_INT, detail=st.builds(lambda saved: {"saved": saved}, st.booleans()))),
+    st.tuples(st.just("querynode.tsafe"), _NODES, _fields(vchannel=_VCHANNELS, ts=_NUM)),
+    st.tuples(st.just("querynode.wait"), _NODES, _fields(level=st.sampled_from(["Strong", "Bounded"]))),
+    st.tuples(st.sampled_from(["querynode.pack", "querynode.load"]), _NODES, st.just({})),
+    st.tuples(st.just("querynode.read"), _NODES, _fields(
+        level=st.sampled_from(["Strong", "Bounded"]), error=st.just("x"),
+        detail=st.builds(lambda ms: {"waited_ms": ms}, st.one_of(st.none(), st.floats(0, 100))))),
+)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(st.lists(_EVENTS, max_size=80), st.integers(1, 30))
+def test_fast_paths_equal_the_readable_ones_on_any_event_stream(events, batch_rows):
+    # keep t_ms moving, so a summary's gaps and "after the kill" differ between events
+    grabber = BatchGrabber()
+    clock = iter(range(10**6))
+    recorder = Recorder("random", now_ms=lambda: float(next(clock) // 2), sinks=[grabber], batch_rows=batch_rows)
+    for kind, node, fields in events:
+        recorder.emit(kind, node, **fields)
+    recorder.close()
+    for cls in CHECKERS + SUMMARIES:
+        _assert_same(_fast(cls, grabber.batches), _readable(cls, grabber.batches), recorder.counts)
