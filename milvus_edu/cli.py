@@ -21,6 +21,10 @@ class UserError(Exception):
     """A mistake in what the user asked for; reported in one line, exit status 2."""
 
 
+class RunFailed(Exception):
+    """The run could not finish for a reason outside the command (a full disk); one line, exit status 1."""
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message):  # one line, not usage + message
         raise UserError(f"{message} (see `{self.prog} --help`)")
@@ -146,6 +150,7 @@ def _progress_printer():
 
 
 def _run(scenario, seed, duration, out, force, switches, options=(), params=()):
+    from .events.worker import SinkProcessError
     from .sim.run import RunFolderError, simulate
 
     try:
@@ -153,6 +158,10 @@ def _run(scenario, seed, duration, out, force, switches, options=(), params=()):
                         keep_events=False, progress=_progress_printer(), options=dict(options), params=dict(params))
     except (ValueError, RunFolderError) as exc:
         raise UserError(exc.args[0] if exc.args else str(exc)) from None
+    except OSError as exc:  # the disk filled up, the folder vanished, ...: the machine's trouble, not the command's
+        raise RunFailed(f"could not write the run folder {out}: {exc.strerror or exc}") from None
+    except SinkProcessError as exc:
+        raise RunFailed(str(exc)) from None
 
 
 def _report(result) -> None:
@@ -246,6 +255,9 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as exc:
         print(f"milvus-edu: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except RunFailed as exc:
+        print(f"milvus-edu: error: {exc}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("milvus-edu: interrupted", file=sys.stderr)
         return 130

@@ -164,3 +164,20 @@ def test_failed_checks_report_true_totals(tmp_path):
     assert counts["global-monotonic"] > 20  # every batch of the new active, not just the 20 kept
     assert f"{counts['global-monotonic']:,} global-monotonic" in out
     assert len([v for v in summary["checks"]["violations"] if v["invariant"] == "global-monotonic"]) == 20
+
+
+@pytest.mark.parametrize("failure", [OSError(28, "No space left on device"), "sink process"])
+def test_a_full_disk_or_a_dead_sink_process_is_one_line_exit_1(tmp_path, capsys, monkeypatch, failure):
+    from milvus_edu.events.worker import SinkProcessError
+    from milvus_edu.sim import run as run_module
+
+    def broken(*args, **kwargs):
+        if failure == "sink process":
+            raise SinkProcessError("the sink process ended before the run did (exit code -9); run the scenario again")
+        raise failure
+
+    monkeypatch.setattr(run_module, "simulate", broken)
+    code = main(["simulate", "--scenario", "tso-basics", "--out", str(tmp_path / "r")])
+    err = capsys.readouterr().err
+    assert code == 1 and "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert ("No space left on device" in err) if failure != "sink process" else ("exit code -9" in err)

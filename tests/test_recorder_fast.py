@@ -357,3 +357,35 @@ def test_emitting_rows_checks_each_rows_arity_and_keeps_the_rows_before():
         emit.rows("p1", [(1, "a"), (2, "b"), (3,)])
     emit.rows("p1", [(4, "c")])
     assert rec.seq == 3 and rec.counts == {"proxy.finish": 3}
+
+
+def test_emitting_rows_that_fail_midway_leaves_the_recorder_consistent():
+    grabber = BatchGrabber()
+    rec = Recorder("r", sinks=[grabber], batch_rows=4)
+    emit = rec.emitter("proxy.finish", "ts", "channel")
+
+    def rows_then_trouble():
+        yield (1, "a")
+        yield (2, "b")
+        raise RuntimeError("the caller's generator failed")
+
+    with pytest.raises(RuntimeError):
+        emit.rows("p1", rows_then_trouble())
+    with pytest.raises(TypeError):
+        emit.rows("p1", [(3, "c"), 5])
+    emit.rows("p1", [(4, "d")])
+    rec.close()
+    rows = [row for batch in grabber.batches for row in batch.rows()]
+    assert [row["seq"] for row in rows] == [0, 1, 2, 3] and [row["ts"] for row in rows] == [1, 2, 3, 4]
+    assert rec.counts == {"proxy.finish": 4}
+
+
+def test_emit_turns_numpy_scalars_into_python_values():
+    import numpy as np
+
+    memory = MemorySink()
+    rec = Recorder("r", sinks=[memory, BatchGrabber()])
+    rec.emit("tso.alloc", "rc", ts=np.int64(5), clock_ms=np.float64(1.5), count=3)
+    row = memory.rows[0]
+    assert (row["ts"], row["clock_ms"], row["count"]) == (5, 1.5, 3)
+    assert type(row["ts"]) is int and type(row["clock_ms"]) is float

@@ -6,7 +6,13 @@ scenarios of every mechanism both ways and compare the files byte for byte and t
 check that a failing sink, a failing run and a sink that wants rows one at a time behave.
 """
 
+import gc
 import multiprocessing
+import os
+import signal
+import subprocess
+import sys
+import threading
 import time
 
 import pytest
@@ -86,27 +92,78 @@ class Exploding:
         pass
 
 
-def test_a_failing_sink_is_reported_in_the_parent_with_the_childs_message():
+def test_a_failing_sink_stops_the_run_soon_with_the_same_exception():
     process = SinkProcess(factories=[Exploding])
     rec = Recorder("r", sinks=[process], batch_rows=10)
     emit = rec.emitter("proxy.finish", "ts", "channel")
-    for i in range(100):
-        emit("p", i, "c")
-    with pytest.raises(SinkProcessError, match="No space left on device"):
-        rec.close()
-    assert not process._process.is_alive()
+    with pytest.raises(OSError, match="No space left on device") as caught:
+        for i in range(100_000):  # 10,000 batches: the error must come long before the end
+            emit("p", i, "c")
+    assert rec.seq < 100_000
+    assert any("sink process" in note and "raise OSError" in note for note in caught.value.__notes__)
+    assert process.exitcode == 0
+    rec.sinks.clear()  # the recorder may be closed afterwards without the failed sink
 
 
-def test_a_sink_that_cannot_open_is_reported_on_close(tmp_path):
+def test_a_sink_that_cannot_open_is_reported_with_its_own_exception(tmp_path):
     def cannot_open():
         raise PermissionError(f"cannot write {tmp_path}")
 
     process = SinkProcess(factories=[cannot_open])
     rec = Recorder("r", sinks=[process], batch_rows=4)
-    for i in range(10):
-        rec.emit("proxy.finish", "p", ts=i)
-    with pytest.raises(SinkProcessError, match="PermissionError: cannot write"):
+    with pytest.raises(PermissionError, match="cannot write"):
+        for i in range(10):
+            rec.emit("proxy.finish", "p", ts=i)
         rec.close()
+
+
+def test_a_killed_sink_process_is_a_clear_error_not_a_hang():
+    process = SinkProcess(kept=[Rows()])
+    rec = Recorder("r", sinks=[process], batch_rows=10)
+    os.kill(process._process.pid, signal.SIGKILL)
+    with pytest.raises(SinkProcessError, match=r"ended before the run did \(exit code -9\)"):
+        for i in range(10_000):
+            rec.emit("proxy.finish", "p", ts=i)
+        rec.close()
+
+
+def test_checkers_that_do_not_pickle_give_a_clear_error_and_the_files():
+    class Unpicklable(Rows):
+        def __init__(self):
+            super().__init__()
+            self.key = lambda row: row["seq"]
+
+    process = SinkProcess(kept=[Unpicklable()])
+    rec = Recorder("r", sinks=[process], batch_rows=10)
+    for i in range(25):
+        rec.emit("proxy.finish", "p", ts=i)
+    with pytest.raises(SinkProcessError, match="could not be sent back.*picklable"):
+        rec.close()
+
+
+def test_the_sink_process_ends_when_its_parent_is_killed(tmp_path):
+    script = ("import sys, time\n"
+              "from milvus_edu.events.worker import SinkProcess\n"
+              "p = SinkProcess()\n"
+              "print(p._process.pid, flush=True)\n"
+              "time.sleep(60)\n")
+    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    child = int(parent.stdout.readline())
+    parent.kill()
+    parent.wait()
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and _running(child):
+        time.sleep(0.05)
+    assert not _running(child), "the orphaned sink process kept waiting for batches"
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie, never reaped in a container without an init, has ended)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
 
 
 class Rows:
@@ -168,3 +225,78 @@ def test_memory_sink_stays_in_the_parent(tmp_path, monkeypatch):
     assert seen == [["TSOChecker", "TSOSummary"]]
     assert MemorySink.__name__ not in seen[0]
     assert run_module.worker is worker
+
+
+def test_many_runs_leak_no_file_descriptors_and_no_processes(tmp_path):
+    def open_fds() -> int:
+        return len(os.listdir("/proc/self/fd"))
+
+    milvus_edu.simulate("tso-basics", seed=1, duration_s=0.3, out_dir=tmp_path / "warm")
+    before = open_fds()
+    for i in range(30):
+        milvus_edu.simulate("tso-basics", seed=1, duration_s=0.3, out_dir=tmp_path / f"r{i}")
+    assert open_fds() == before
+    assert multiprocessing.active_children() == []
+
+
+def test_collector_settings_come_back_after_runs_in_threads_and_after_a_failure(tmp_path):
+    threshold, frozen = gc.get_threshold(), gc.get_freeze_count()
+    errors = []
+
+    def run(i):
+        try:
+            milvus_edu.simulate("timetick-basics", seed=i, duration_s=1, out_dir=tmp_path / f"t{i}")
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == [] and gc.get_threshold() == threshold and gc.get_freeze_count() == frozen
+
+    def fail(done, total):
+        raise RuntimeError("stop")
+
+    with pytest.raises(RuntimeError):
+        milvus_edu.simulate("tso-basics", seed=1, duration_s=2, out_dir=tmp_path / "f", progress=fail)
+    assert gc.get_threshold() == threshold and gc.get_freeze_count() == frozen
+
+
+def _run_in_pool_worker(out: str) -> int:
+    return milvus_edu.simulate("tso-basics", seed=4, duration_s=2, out_dir=out).summary["events"]
+
+
+def test_a_multiprocessing_pool_worker_writes_its_run_folder_in_process(tmp_path):
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        events = pool.apply(_run_in_pool_worker, (str(tmp_path / "pool"),))
+    milvus_edu.simulate("tso-basics", seed=4, duration_s=2, out_dir=tmp_path / "here")
+    assert events > 10
+    for name in ("events.parquet", "events.jsonl", "summary.json"):
+        assert (tmp_path / "pool" / name).read_bytes() == (tmp_path / "here" / name).read_bytes()
+
+
+def test_numpy_scalars_are_written_as_their_values_through_the_pipe(tmp_path):
+    import numpy as np
+
+    from milvus_edu.events import JsonlSink, ParquetSink
+    from functools import partial
+
+    def record(sinks):
+        rec = Recorder("r", sinks=sinks, batch_rows=3)
+        for i in range(7):
+            rec.emit("tso.alloc", "rc", ts=np.int64(7 + i), count=np.int32(1), clock_ms=float(np.float64(2.5)),
+                     physical_ms=np.int64(100))
+        rec.close()
+
+    record([ParquetSink(tmp_path / "home.parquet"), JsonlSink(tmp_path / "home.jsonl")])
+    record([SinkProcess([partial(ParquetSink, tmp_path / "away.parquet"), partial(JsonlSink, tmp_path / "away.jsonl")])])
+    assert (tmp_path / "home.jsonl").read_bytes() == (tmp_path / "away.jsonl").read_bytes()
+    assert (tmp_path / "home.parquet").read_bytes() == (tmp_path / "away.parquet").read_bytes()
+    assert b'"ts":7,' in (tmp_path / "away.jsonl").read_bytes()
+
+
+def test_sink_process_true_without_a_folder_is_a_clear_error():
+    with pytest.raises(ValueError, match="give out_dir too"):
+        milvus_edu.simulate("tso-basics", seed=1, duration_s=1, sink_process=True)

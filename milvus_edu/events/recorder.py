@@ -79,6 +79,16 @@ BATCH_ROWS = 8192
 _SCALARS = frozenset({str, int, float, bool, type(None)})
 _STR = frozenset({str})
 _INT_OR_NONE = frozenset({int, type(None)})
+#: The value types emit passes on as they are; others (numpy scalars) become Python ones (:func:`_plain`).
+_PLAIN = frozenset({int, float, str, bool, type(None), dict})
+
+
+def _plain(value):
+    """A numpy scalar as the Python value it holds (what Arrow would store anyway); anything else as is.
+
+    So every buffered value is a plain Python one, which the sink process's pipe (``marshal``) carries
+    unchanged: marshal would write a numpy scalar as its raw bytes."""
+    return value.item() if isinstance(value, np.generic) else value
 _INT64 = pa.int64()
 
 
@@ -524,6 +534,8 @@ class Recorder:
             self._give_writers(layout)
         if self.sinks is not self._routed_list or len(self.sinks) != self._routed_len:
             self._route()
+        if not _PLAIN.issuperset(map(type, fields.values())):
+            fields = {name: _plain(value) for name, value in fields.items()}
         if layout.has_detail and isinstance(fields["detail"], dict):
             detail = fields["detail"]
             fields["detail"] = detail.copy() if not layout.writers and _flat(detail) else encode_detail(detail)
@@ -557,6 +569,9 @@ class Recorder:
         ``emit_enqueue.rows(node, [(ts, ch), ...])`` records several events of the same node at the
         same moment, one per tuple in order, as that many calls would (a DML task logs one row per
         pchannel).
+
+        For speed, the values are buffered as given: pass plain Python values (int, float, str, None,
+        and a dict for ``detail``), not numpy scalars, which :meth:`emit` converts.
         """
         key = (kind, *names)
         if len(set(names)) != len(names):
@@ -599,17 +614,16 @@ class Recorder:
             first = seq = self.seq
             now = float(self.now_ms())
             pending = layout.pending
-            for values in rows:
-                if len(values) != width:
-                    self.seq = seq  # the rows before it stay recorded, as with single calls
-                    layout.count += seq - first
-                    self._batched += seq - first
-                    raise TypeError(f"{kind} takes {width} values ({', '.join(names)}), got {len(values)}")
-                pending.append((seq, now, node, *values))
-                seq += 1
-            self.seq = seq
-            layout.count += seq - first
-            self._batched += seq - first
+            try:
+                for values in rows:
+                    if len(values) != width:
+                        raise TypeError(f"{kind} takes {width} values ({', '.join(names)}), got {len(values)}")
+                    pending.append((seq, now, node, *values))
+                    seq += 1
+            finally:  # the rows buffered so far stay recorded, as with single calls, whatever went wrong
+                self.seq = seq
+                layout.count += seq - first
+                self._batched += seq - first
             if self._batched >= self.batch_rows:
                 self._flush()
 

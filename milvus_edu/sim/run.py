@@ -7,12 +7,10 @@ depends on the wall clock, so the same scenario, seed and config give byte-ident
 
 from __future__ import annotations
 
-import gc
 import json
 import os
 import shutil
 from collections.abc import Callable
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -120,8 +118,8 @@ def simulate(
     * ``options``: the scenario's own knobs, e.g. ``{"proxies": 3}`` (``Scenario.options`` lists them).
     * ``sink_process``: write the files and run the checkers and summaries in a second process
       (:mod:`milvus_edu.events.worker`), so a long run uses two cores. ``None`` (the default) does so
-      when a folder is written and the platform can fork (Linux). The files and the summary are the
-      same either way.
+      when a folder is written and the platform can fork (Linux; not inside a ``multiprocessing.Pool``
+      worker). The files and the summary are the same either way.
 
     Raises ``ValueError`` for an unknown scenario, switch, parameter or option, a value out of range,
     a bad seed or duration, and :class:`RunFolderError` for an unusable ``out_dir``.
@@ -144,8 +142,11 @@ def simulate(
     mechs = scenario_mechanisms(spec)
     checkers = [m.checker() for m in mechs if m.checker is not None]
     summaries = [m.summary() for m in mechs if m.summary is not None]
+    if sink_process and out_dir is None:
+        raise ValueError("sink_process=True runs the sinks that write a run folder: give out_dir too, or leave it at None")
     if sink_process and not worker.available():
-        raise ValueError("sink_process=True needs a platform that can fork (Linux); leave it at None")
+        raise ValueError("sink_process=True needs a platform that can fork (Linux) and a process that may start "
+                         "children (not a multiprocessing.Pool worker); leave it at None")
     local = [memory] if keep_events else []
     recorder = Recorder(run_id, sinks=local + checkers + summaries)
     sim = Simulation(seed, recorder, config, network)
@@ -173,14 +174,13 @@ def simulate(
     try:
         recorder.emit("run.start", "sim", detail=start)
         total_ms = duration_s * 1000.0
-        with _fewer_gc_passes():
-            if progress is None:
-                sim.run(total_ms)
-            else:
-                steps = 50
-                for i in range(1, steps + 1):
-                    sim.run(total_ms * i / steps)
-                    progress(duration_s * i / steps, duration_s)
+        if progress is None:
+            sim.run(total_ms)
+        else:
+            steps = 50
+            for i in range(1, steps + 1):
+                sim.run(total_ms * i / steps)
+                progress(duration_s * i / steps, duration_s)
         recorder.emit("run.end", "sim", detail={"events": recorder.seq + 1})
         recorder.close()
     except BaseException:
@@ -198,30 +198,6 @@ def simulate(
             json.dump(summary, fh, indent=2, sort_keys=True)
             fh.write("\n")
     return RunResult(summary, out, memory.rows if keep_events else [], kept=keep_events)
-
-
-@contextmanager
-def _fewer_gc_passes(gen0: int = 50_000):
-    """Run the cyclic garbage collector less often while simulating.
-
-    A run allocates many short-lived objects (events, messages, generator frames) that plain
-    reference counting frees, but each 700 allocations Python's collector scans the young ones, and
-    now and then the whole heap: the caller's too (a notebook's, a test session's), and the broker's
-    logs as they grow. Scanning after every ``gen0`` allocations instead, with what existed before
-    the run frozen out of the scans (``gc.freeze``), saves a tenth or more of a long run's time. The
-    thresholds and the frozen objects are put back afterwards.
-    """
-    before = gc.get_threshold()
-    freeze = gc.get_freeze_count() == 0  # leave a caller's own freeze alone
-    if freeze:
-        gc.freeze()
-    gc.set_threshold(max(gen0, before[0]), *before[1:])
-    try:
-        yield
-    finally:
-        gc.set_threshold(*before)
-        if freeze:
-            gc.unfreeze()
 
 
 def _summary(spec, seed, duration_s, config, recorder, summaries, checkers, run_id) -> dict:
