@@ -87,7 +87,9 @@ class Mechanism:
       ``counts``, ``limit`` and ``result() -> list[Violation]``) plus ``promise``, one sentence saying what
       passing means.
     * ``summary()``: a new sink with ``write(row)``, ``close()`` and ``sections(counts) -> dict`` (its
-      part of ``summary.json``).
+      part of ``summary.json``). Checkers and summaries must pickle (plain attributes, no lambdas):
+      a run that writes a folder runs them in a second process and brings them back
+      (:mod:`milvus_edu.events.worker`).
     * ``describe``: kind -> ``f(row) -> str``, the event in words.
     * ``key_events()``: a new filter with ``show(row) -> bool`` and ``notes() -> list[str]`` picking the
       events ``milvus-edu timeline`` prints by default.

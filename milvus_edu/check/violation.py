@@ -145,7 +145,7 @@ def batch_columns(batch, reads: Mapping[str, Read],
         if read is None or not values:
             continue
         if read.columns is None or (read.ints and not _plain_ints(layout, values, read.ints)):
-            rows = batch._group_rows(layout)  # the dicts rows() gives (built once per batch)
+            rows = batch.group_rows(layout)  # the dicts rows() gives (built once per batch)
             parts.append(list(zip(map(_first, values), repeat(ROW), rows)))
             continue
         if keep is not None and layout.kind in keep:

@@ -187,12 +187,12 @@ class RowBatch:
         first = self.first_seq
         for layout, values in self.groups.items():
             if kinds is None or layout.kind in kinds:
-                for value, row in zip(values, self._group_rows(layout)):
+                for value, row in zip(values, self.group_rows(layout)):
                     ordered[value[_SEQ] - first] = row
         return ordered if kinds is None else [row for row in ordered if row is not None]
 
-    def _group_rows(self, layout: Layout) -> list[dict]:
-        """The row dicts of a group (built once)."""
+    def group_rows(self, layout: Layout) -> list[dict]:
+        """The row dicts of one layout's rows, in the group's order (built once, shared with :meth:`rows`)."""
         rows = self._rows.get(layout)
         if rows is None:
             run_id = self.run_id
