@@ -256,6 +256,11 @@ def test_collector_settings_come_back_after_runs_in_threads_and_after_a_failure(
         t.join()
     assert errors == [] and gc.get_threshold() == threshold and gc.get_freeze_count() == frozen
 
+    during = []
+    milvus_edu.simulate("tso-basics", seed=1, duration_s=2, progress=lambda done, total: during.append(gc.get_threshold()))
+    assert during and all(t[0] >= 50_000 and t[1:] == threshold[1:] for t in during)
+    assert gc.get_threshold() == threshold
+
     def fail(done, total):
         raise RuntimeError("stop")
 
