@@ -27,7 +27,6 @@ from milvus_edu.check.query import QueryChecker
 from milvus_edu.check.timetick import TimeTickChecker
 from milvus_edu.check.tso import TSOChecker
 from milvus_edu.check.violation import ROW, Read, batch_columns, detail_of
-from milvus_edu.config import BugSwitches, Config
 from milvus_edu.events import MemorySink, Recorder
 from milvus_edu.events.recorder import RowBatch, encode_detail
 from milvus_edu.mechanisms.flush.summary import FlushSummary
@@ -35,8 +34,8 @@ from milvus_edu.mechanisms.query.summary import QuerySummary
 from milvus_edu.mechanisms.timetick.summary import TimeTickSummary
 from milvus_edu.mechanisms.tso.summary import TSOSummary
 from milvus_edu.narrate import detail_dict
-from milvus_edu.registry import get_scenario, scenario_options
-from milvus_edu.sim.kernel import Simulation
+from test_recorder_fast import BatchGrabber
+from test_recorder_fast import _run as _record_run
 
 CHECKERS = [TimeTickChecker, TSOChecker, FlushChecker, QueryChecker]
 SUMMARIES = [TimeTickSummary, TSOSummary, FlushSummary, QuerySummary]
@@ -60,36 +59,15 @@ RUNS = [
 ]
 
 
-class BatchGrabber:
-    """A batch sink that keeps every batch it is handed."""
-
-    def __init__(self):
-        self.batches: list[RowBatch] = []
-
-    def write_batch(self, batch: RowBatch) -> None:
-        self.batches.append(batch)
-
-    def close(self) -> None:
-        pass
-
-
 def _run(scenario: str, switches: list[str], until_ms: float, batch_rows: int = 300,
          row_sink: bool = False) -> tuple[list[RowBatch], dict]:
-    """The batches of a run (and its event counts), built as ``tests/test_recorder_fast.py`` builds a run.
+    """The batches of a run (and its event counts), built by ``tests/test_recorder_fast.py``'s ``_run``.
 
     With ``row_sink`` a MemorySink listens too: the recorder then encodes ``detail`` dicts as they are
     emitted and hands the batches the row dicts it built (without it, flat dicts reach the batches as dicts).
     """
     grabber = BatchGrabber()
-    spec = get_scenario(scenario)
-    recorder = Recorder(f"{scenario}-s3", sinks=[grabber] + ([MemorySink()] if row_sink else []),
-                        batch_rows=batch_rows)
-    sim = Simulation(3, recorder, Config(switches=BugSwitches.from_names(switches)))
-    spec.build(sim, **scenario_options(spec, None))
-    recorder.emit("run.start", "sim", detail={"scenario": scenario})
-    sim.run(until_ms)
-    recorder.emit("run.end", "sim", detail={"events": recorder.seq + 1})
-    recorder.close()
+    recorder = _record_run(scenario, switches, until_ms, [grabber] + ([MemorySink()] if row_sink else []), batch_rows)
     return grabber.batches, recorder.counts
 
 
