@@ -125,7 +125,9 @@ def simulate(
       worker). The files and the summary are the same either way.
 
     Raises ``ValueError`` for an unknown scenario, switch, parameter or option, a value out of range,
-    a bad seed or duration, and :class:`RunFolderError` for an unusable ``out_dir``.
+    a bad seed or duration, and :class:`RunFolderError` for an unusable ``out_dir``. A failure while
+    writing (a full disk: ``OSError``) is raised as it happened, from the sink process too;
+    :class:`~milvus_edu.events.worker.SinkProcessError` says the sink process died.
     """
     spec = get_scenario(scenario)
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
