@@ -79,6 +79,7 @@ BATCH_ROWS = 8192
 _SCALARS = frozenset({str, int, float, bool, type(None)})
 _STR = frozenset({str})
 _INT_OR_NONE = frozenset({int, type(None)})
+_INT64 = pa.int64()
 #: The value types emit passes on as they are; others (numpy scalars) become Python ones (:func:`_plain`).
 _PLAIN = frozenset({int, float, str, bool, type(None), dict})
 
@@ -89,12 +90,16 @@ def _plain(value):
     So every buffered value is a plain Python one, which the sink process's pipe (``marshal``) carries
     unchanged: marshal would write a numpy scalar as its raw bytes."""
     return value.item() if isinstance(value, np.generic) else value
-_INT64 = pa.int64()
 
 
 def _flat(detail: dict) -> bool:
     """Whether ``detail`` is a plain dict of str keys and scalar values (a copy of it cannot change)."""
     return type(detail) is dict and _SCALARS.issuperset(map(type, detail.values())) and _STR.issuperset(map(type, detail))
+
+
+def _deferred(detail: dict) -> dict | str:
+    """A ``detail`` dict as a batch-only row keeps it: a copy to encode with its batch when flat, else its text."""
+    return detail.copy() if _flat(detail) else encode_detail(detail)
 
 
 def json_line(row: dict) -> str:
@@ -538,7 +543,7 @@ class Recorder:
             fields = {name: _plain(value) for name, value in fields.items()}
         if layout.has_detail and isinstance(fields["detail"], dict):
             detail = fields["detail"]
-            fields["detail"] = detail.copy() if not layout.writers and _flat(detail) else encode_detail(detail)
+            fields["detail"] = encode_detail(detail) if layout.writers else _deferred(detail)
         seq = self.seq
         # never "kind" or "node" among the fields: they are emit's own arguments
         values = (seq, float(self.now_ms()), node, *fields.values())
@@ -594,9 +599,7 @@ class Recorder:
                     emit(kind, node, **dict(zip(names, values)))
                     return
             if detail_at >= 0 and isinstance(values[detail_at], dict):
-                detail = values[detail_at]
-                values = (*values[:detail_at], detail.copy() if _flat(detail) else encode_detail(detail),
-                          *values[detail_at + 1:])
+                values = (*values[:detail_at], _deferred(values[detail_at]), *values[detail_at + 1:])
             seq = self.seq
             layout.pending.append((seq, float(self.now_ms()), node, *values))
             self.seq = seq + 1

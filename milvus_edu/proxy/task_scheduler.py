@@ -122,6 +122,23 @@ def _check_range(begin_ts: int, end_ts: int) -> None:
         raise ValueError(f"begin_ts {begin_ts} > end_ts {end_ts}: a task's BeginTs must not exceed its EndTs")
 
 
+class _StatsReads:
+    """The reads both statistics implementations share: each keeps ``_infos``, pchan -> an info with
+    ``min_ts`` and ``max_ts``."""
+
+    _infos: dict
+
+    def info(self) -> dict[str, PChanStatistics]:
+        """``getPChanStatsInfo``: a copy of every pchan's ``(minTs, maxTs)``."""
+        return {p: PChanStatistics(i.min_ts, i.max_ts) for p, i in self._infos.items()}
+
+    def info_of(self, pchans: Iterable[str]) -> list[tuple[int, int] | None]:
+        """:meth:`info` read for ``pchans`` only, in their order: ``(min_ts, max_ts)`` as a plain tuple
+        (equal to its ``PChanStatistics``, and cheaper to build), None for a pchan without statistics."""
+        infos = self._infos
+        return [None if (i := infos.get(p)) is None else (i.min_ts, i.max_ts) for p in pchans]
+
+
 class _ScanInfo:
     """``pChanStatInfo``: ``pChanStatistics`` plus ``tsSet``."""
 
@@ -133,7 +150,7 @@ class _ScanInfo:
         self.ts_set = {ts}
 
 
-class ScanPChanStats:
+class ScanPChanStats(_StatsReads):
     """Go's exact statistics: a ts set per pchannel, rescanned on every pop (``popPChanStats``)."""
 
     def __init__(self):
@@ -166,15 +183,6 @@ class ScanPChanStats:
             else:
                 info.min_ts = min(info.max_ts, min(info.ts_set))
 
-    def info(self) -> dict[str, PChanStatistics]:
-        """``getPChanStatsInfo``: a copy of every pchan's ``(minTs, maxTs)``."""
-        return {p: PChanStatistics(i.min_ts, i.max_ts) for p, i in self._infos.items()}
-
-    def info_of(self, pchans: Iterable[str]) -> list[tuple[int, int] | None]:
-        """:meth:`info` read for ``pchans`` only, in their order: ``(min_ts, max_ts)`` as a plain tuple
-        (equal to its ``PChanStatistics``, and cheaper to build), None for a pchan without statistics."""
-        infos = self._infos
-        return [None if (i := infos.get(p)) is None else (i.min_ts, i.max_ts) for p in pchans]
 
 
 class _HeapInfo:
@@ -189,7 +197,7 @@ class _HeapInfo:
         self.heap = [ts]
 
 
-class HeapPChanStats:
+class HeapPChanStats(_StatsReads):
     """The seed's optimisation of ``popPChanStats``: a min-heap per pchan with lazy deletion.
 
     ``live`` is the exact ts set (so duplicates collapse as in Go); the heap is only an index to its
@@ -232,15 +240,6 @@ class HeapPChanStats:
                 heapq.heapify(heap)
             info.min_ts = min(info.max_ts, heap[0])
 
-    def info(self) -> dict[str, PChanStatistics]:
-        """``getPChanStatsInfo``: a copy of every pchan's ``(minTs, maxTs)``."""
-        return {p: PChanStatistics(i.min_ts, i.max_ts) for p, i in self._infos.items()}
-
-    def info_of(self, pchans: Iterable[str]) -> list[tuple[int, int] | None]:
-        """:meth:`info` read for ``pchans`` only, in their order: ``(min_ts, max_ts)`` as a plain tuple
-        (equal to its ``PChanStatistics``, and cheaper to build), None for a pchan without statistics."""
-        infos = self._infos
-        return [None if (i := infos.get(p)) is None else (i.min_ts, i.max_ts) for p in pchans]
 
 
 STATS_IMPLEMENTATIONS: dict[str, Callable[[], PChanStats]] = {"scan": ScanPChanStats, "heap": HeapPChanStats}

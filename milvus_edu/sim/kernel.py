@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Generator
+from dataclasses import dataclass
 from functools import partial
 from math import log
 from operator import attrgetter
-from dataclasses import dataclass
 
 import simpy
 

@@ -116,14 +116,13 @@ class Collection:
         # pchannels in order (a DML task's channels, as getChannels returns them).
         self.pchannel_of = {v: to_physical_channel(v) for v in self.vchannels}
         self.pchannels = tuple(sorted(set(self.pchannel_of.values())))
-        #: The growing segment each vchannel's rows go to (one per shard here): :meth:`segment_of`.
-        self.segments = {v: collection_id * 1000 + i for i, v in enumerate(self.vchannels)}
+        self._segments = {v: collection_id * 1000 + i for i, v in enumerate(self.vchannels)}
         #: Bytes of field data (vectors, scalars) each row carries besides its key: ``InsertMsg.payload_bytes``.
         self.payload_bytes_per_row = 0
 
     def segment_of(self, vchannel: str) -> int:
         """The growing segment a vchannel's rows go to (one per shard here)."""
-        return self.segments[vchannel]
+        return self._segments[vchannel]
 
 
 class ProxyNode:
