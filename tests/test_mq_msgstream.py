@@ -131,6 +131,31 @@ def test_watch_reports_every_append_until_cancelled():
     assert seen == [("a", 1), ("a", 2)]
 
 
+def test_broker_watch_filters_by_msg_type():
+    """A watch with ``msg_types`` hears only those messages (a tick-driven consumer is not called per
+    DML message); cancelling one of two watches of the same callback leaves the other."""
+    b = Broker()
+    ticks, every = [], []
+    cancel_ticks = b.watch("a", lambda ch, msg_id: ticks.append(msg_id), msg_types=[MsgType.TIME_TICK])
+    b.watch("a", lambda ch, msg_id: every.append(msg_id))
+    produce(b, "a", ins(5), tt(10), ins(12), tt(20))
+    assert ticks == [2, 4]
+    assert every == [1, 2, 3, 4]
+    cancel_ticks()
+    produce(b, "a", tt(30))
+    assert ticks == [2, 4] and every == [1, 2, 3, 4, 5]
+    b.watch("a", lambda ch, msg_id: ticks.append(msg_id), msg_types=MsgType.INSERT)  # one name alone
+    produce(b, "a", ins(31), tt(40))
+    assert ticks == [2, 4, 6]
+
+
+@pytest.mark.parametrize("msg_types", [[], ["Tick"], ["TimeTick", 3]])
+def test_broker_watch_rejects_unknown_msg_types(msg_types):
+    """An empty or misspelt ``msg_types`` is a clear error, not a watch that never fires."""
+    with pytest.raises(ValueError, match="unknown; pass MsgType names"):
+        Broker().watch("a", lambda ch, msg_id: None, msg_types=msg_types)
+
+
 def test_bad_broker_reads_raise_value_error():
     """Unknown channels and ids that were never produced are rejected."""
     b = Broker()

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from ..proto import MsgPosition
+from ..proto import MsgPosition, MsgType
 from .msg import DeleteMsg, InsertMsg, TimeTickMsg, TsMsg
 
 #: The id of the first message of every channel.
@@ -29,6 +29,8 @@ FIRST_MSG_ID = 1
 GrowCallback = Callable[[str, int], None]
 #: The messages produced on every DML task and tick: known to be ``TsMsg`` without asking the ABC.
 _PRODUCIBLE = frozenset({InsertMsg, DeleteMsg, TimeTickMsg})
+#: Every ``MsgType`` name (what ``watch``'s ``msg_types`` may name).
+_MSG_TYPES = frozenset(v for k, v in vars(MsgType).items() if k.isupper())
 
 
 def _stamped(msg: TsMsg, channel: str, msg_id: int) -> TsMsg:
@@ -48,7 +50,7 @@ class Broker:
 
     def __init__(self) -> None:
         self._logs: dict[str, list[TsMsg]] = {}
-        self._watchers: dict[str, list[GrowCallback]] = {}
+        self._watchers: dict[str, list[tuple[GrowCallback, frozenset[str] | None]]] = {}
 
     def create_channel(self, channel: str) -> None:
         """Create ``channel`` if it does not exist (topics are created on first use, as in Pulsar/RocksMQ)."""
@@ -80,8 +82,10 @@ class Broker:
         log.append(_stamped(msg, channel, msg_id))
         watchers = self._watchers.get(channel)
         if watchers:
-            for callback in tuple(watchers):  # a callback may cancel its own watch
-                callback(channel, msg_id)
+            msg_type = msg.msg_type
+            for callback, msg_types in tuple(watchers):  # a callback may cancel its own watch
+                if msg_types is None or msg_type in msg_types:
+                    callback(channel, msg_id)
         return msg_id
 
     def broadcast(self, channels: Iterable[str], msg: TsMsg) -> dict[str, int]:
@@ -117,15 +121,25 @@ class Broker:
         """The id the next produced message will get (where a ``Latest`` subscription starts)."""
         return FIRST_MSG_ID + len(self._log(channel))
 
-    def watch(self, channel: str, callback: GrowCallback) -> Callable[[], None]:
+    def watch(self, channel: str, callback: GrowCallback, msg_types: Iterable[str] | None = None) -> Callable[[], None]:
         """Call ``callback(channel, msg_id)`` after every message produced to ``channel``.
 
-        Creates the channel if needed. Returns a function that cancels the watch.
+        With ``msg_types`` (``MsgType`` names), only after messages of those types: a consumer that
+        wakes on time ticks alone is then not called for every DML message. Creates the channel if
+        needed. Returns a function that cancels the watch.
         """
+        types = None
+        if msg_types is not None:
+            types = frozenset((msg_types,) if isinstance(msg_types, str) else msg_types)
+            unknown = sorted(map(repr, types - _MSG_TYPES))
+            if not types or unknown:
+                raise ValueError(f"msg_types {', '.join(unknown) or '(none)'} unknown; pass MsgType names, "
+                                 f"one or more of {', '.join(sorted(_MSG_TYPES))}")
         self.create_channel(channel)
         watchers = self._watchers.setdefault(channel, [])
-        watchers.append(callback)
-        return lambda: watchers.remove(callback) if callback in watchers else None
+        entry = (callback, types)
+        watchers.append(entry)
+        return lambda: watchers.remove(entry) if entry in watchers else None
 
     def _log(self, channel: str) -> list[TsMsg]:
         try:

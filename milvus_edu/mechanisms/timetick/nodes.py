@@ -581,13 +581,12 @@ class ConsumerNode:
             self.dispatcher.add_target(v)
         self.alive = True
         self._wake = sim.env.event()
-        self.broker = broker
-        broker.watch(pchannel, self._on_append)
+        # Woken by time ticks only: a pack closes only on a tick, so a DML message alone would wake the
+        # consumer for nothing (it waits in the pchannel and is read with the tick that closes its pack).
+        broker.watch(pchannel, self._on_tick, msg_types=(MsgType.TIME_TICK,))
 
-    def _on_append(self, ch: str, msg_id: int) -> None:
-        """Wake when a time tick lands: a pack closes only on a tick, so a DML message alone would wake
-        the consumer for nothing (it waits in the pchannel and is read with the tick that closes its pack)."""
-        if self.broker.get(ch, msg_id).msg_type == MsgType.TIME_TICK and not self._wake.triggered:
+    def _on_tick(self, ch: str, msg_id: int) -> None:
+        if not self._wake.triggered:
             self._wake.succeed()
 
     def start(self) -> None:
