@@ -79,14 +79,15 @@ class RootCoordNode:
         while self._resume is not None:
             yield self._resume
 
-    def _steps(self, steps):
+    def _steps(self, steps, first_wait: float | None = None):
         """Drive a component's step generator (yielded ns are sleeps), honouring pauses.
 
-        Returns the generator's result, or None when the node died meanwhile.
+        Returns the generator's result, or None when the node died meanwhile. ``first_wait`` is the
+        sleep the caller already took from ``steps`` with ``next`` (see ``handle_alloc_timestamp``).
         """
         env = self.sim.env
         try:
-            wait = next(steps)
+            wait = next(steps) if first_wait is None else first_wait
             while True:
                 yield env.timeout(wait / MS)
                 yield from self._runnable()
@@ -267,7 +268,12 @@ class RootCoordNode:
             raise RPCError(f"{self.name} exited before answering")
         if not self.serving:
             raise RPCError(f"{self.name} is not the active rootcoord")
-        result = yield from self._steps(self.core.alloc_timestamp_steps(count, peer=peer))
+        steps = self.core.alloc_timestamp_steps(count, peer=peer)
+        try:  # nearly every allocation needs no sleep: it is over without a generator to drive it
+            first_wait = next(steps)
+        except StopIteration as done:
+            return done.value
+        result = yield from self._steps(steps, first_wait)
         if result is None:
             raise RPCError(f"{self.name} exited before answering")
         return result

@@ -209,8 +209,7 @@ class ProxyNode:
 
     def _alloc_one(self):
         """``tsoAllocator.AllocOne``: an AllocTimestamp RPC to rootcoord (the FIRST ts of a batch of 1)."""
-        rc = self.rootcoord
-        ts, _count = yield from self._call_rootcoord(lambda: rc.handle_alloc_timestamp(1, self.name))
+        ts, _count = yield from self._call_rootcoord(partial(self.rootcoord.handle_alloc_timestamp, 1, self.name))
         prob, extra_ms = self.alloc_hiccup
         if prob and self.rng.random() < prob:
             yield self.sim.env.timeout(extra_ms)
