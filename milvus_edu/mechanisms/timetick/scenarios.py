@@ -19,6 +19,9 @@ from .nodes import Collection, ConsumerNode, ProxyNode, RootCoordTimeTick
 
 PCHANNELS = 4
 _PREHASH_BLOCK = 4096  # client keys hashed ahead at once
+# Rows per insert, drawn with rng.choice: the same draw as rng.randint(1, 8), minus randrange's
+# argument checks (both are 1 + _randbelow(8)).
+_ROWS_PER_INSERT = range(1, 9)
 WORKLOAD_START_MS = 200.0  # after rootcoord became active and the proxies' tickers started
 
 
@@ -82,7 +85,7 @@ class Cluster:
             if not proxy.alive:
                 continue
             collection = self.collections[0] if rng.random() < 0.75 else self.collections[1]
-            rows = rng.randint(1, 8)
+            rows = rng.choice(_ROWS_PER_INSERT)
             base = proxy.server_id * 10**9  # a restarted proxy has a new server id
             if hashed[0] != base or next_pk + rows > hashed[1]:  # the proxy hashes every key: do the next ones in bulk
                 prehash_int64(range(base + next_pk, base + next_pk + _PREHASH_BLOCK))
