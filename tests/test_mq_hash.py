@@ -284,3 +284,24 @@ def test_the_table_of_keys_hashed_ahead_stays_bounded_and_bools_are_still_refuse
     hashing.prehash_int64([1, 0])
     with pytest.raises(ValueError, match="neither int nor str"):
         hash_pk_2_channels([True], ["a", "b"])
+
+
+@given(st.lists(st.one_of(st.integers(min_value=-(1 << 63), max_value=(1 << 63) - 1), st.text(max_size=8)),
+                max_size=40),
+       st.data())
+def test_shards_of_keys_partly_hashed_ahead_equal_the_readable_hash(pks, data):
+    """``hash_pk_2_channels`` looks keys up when all are ints hashed ahead, and hashes the rest itself:
+    either way each key's shard is its own hash modulo the shard count, whatever was hashed before."""
+    from milvus_edu.mq import hash as hashing
+
+    hashing._PREHASHED.clear()
+    ints = [pk for pk in pks if type(pk) is int]
+    hashing.prehash_int64(data.draw(st.lists(st.sampled_from(ints), unique=True)) if ints else [])
+    for keys in (pks, ints):
+        expected = [(hash_string_2_uint32(pk) if isinstance(pk, str) else hash32_int64(pk)) % 3 for pk in keys]
+        assert hash_pk_2_channels(keys, ["a", "b", "c"]) == expected
+    if ints:
+        hashing.prehash_int64(ints)  # all hashed ahead: the look-up path
+        assert hash_pk_2_channels(ints, ["a", "b", "c"]) == [hash32_int64(pk) % 3 for pk in ints]
+        with pytest.raises(ValueError, match="neither int nor str"):
+            hash_pk_2_channels([*ints, True], ["a", "b", "c"])
