@@ -117,7 +117,6 @@ def _hash32_int64_unrolled(v: int) -> int:
 
 #: ``Hash32Int64`` of keys hashed ahead by :func:`prehash_int64` (key -> hash); bounded, cleared when full.
 _PREHASHED: dict[int, int] = {}
-_INT_TYPE = frozenset({int})  # bool is an int subclass but not a key: exact types only
 _PREHASHED_MAX = 1 << 16
 
 
@@ -182,12 +181,8 @@ def hash_pk_2_channels(pks: Sequence[int | str], shard_names: Sequence[str]) -> 
     num_shard = len(shard_names)
     if num_shard == 0:
         raise ValueError("no shard names given; pass the collection's vchannels (at least one)")
-    prehashed = _PREHASHED
-    if _INT_TYPE.issuperset(map(type, pks)):  # int keys, all hashed ahead (prehash_int64): only look them up
-        values = list(map(prehashed.get, pks))
-        if None not in values:
-            return [value % num_shard for value in values]
     out = []
+    prehashed = _PREHASHED
     for pk in pks:
         if type(pk) is int and _INT64_MIN <= pk <= _INT64_MAX:
             value = prehashed.get(pk)
