@@ -14,7 +14,6 @@ Determinism rules (architecture guide):
 from __future__ import annotations
 
 import random
-from heapq import heappush
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from functools import partial
@@ -22,8 +21,6 @@ from math import log
 from operator import attrgetter
 
 import simpy
-from simpy.core import BoundClass
-from simpy.events import NORMAL
 
 from ..config import MS, Config
 from ..events import SIM_EPOCH_MS, Recorder
@@ -31,28 +28,6 @@ from ..storage.kv import MemoryKV
 
 #: Unix time (ns) at simulated time 0 (the run-log contract's ``SIM_EPOCH_MS``), so timestamps look real.
 EPOCH_NS = SIM_EPOCH_MS * MS
-
-
-class _Timeout(simpy.Timeout):
-    """SimPy's ``Timeout`` with ``Environment.schedule`` written out: a run makes about one timeout per
-    logged event, and this saves a Python call on each. It is still a ``simpy.Timeout``, scheduled with
-    the same ``(time, NORMAL, event id)`` key, so events fire in the same order (``tests/test_sim.py``)."""
-
-    def __init__(self, env: simpy.Environment, delay: float, value=None):
-        if delay < 0:
-            raise ValueError(f"Negative delay {delay}")
-        self.env = env
-        self.callbacks = []
-        self._value = value
-        self._delay = delay
-        self._ok = True
-        heappush(env._queue, (env._now + delay, NORMAL, next(env._eid), self))
-
-
-class Environment(simpy.Environment):
-    """The simulation's SimPy environment: :class:`_Timeout` as its ``timeout``."""
-
-    timeout = BoundClass(_Timeout)
 
 
 class RPCError(Exception):
@@ -112,7 +87,7 @@ class Simulation:
     def __init__(self, seed: int, recorder: Recorder, config: Config | None = None,
                  network: NetworkParams | None = None):
         self.seed = seed
-        self.env = Environment()
+        self.env = simpy.Environment()
         self.recorder = recorder
         env = self.env
         # env.now, read for every event: SimPy's property returns env._now, read here without a Python call
