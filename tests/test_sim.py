@@ -173,3 +173,37 @@ def test_one_way_draws_exactly_what_expovariate_would():
         twin = _random.Random("4/net/proxy-1")
         for _ in range(500):
             assert sim.one_way("proxy-1") == 0.5 + twin.expovariate(1.0 / jitter)
+
+
+def test_alloc_timestamp_that_must_wait_for_the_next_window_still_answers_in_order():
+    """``handle_alloc_timestamp`` finishes an allocation that needs no sleep at once, and drives one that
+    does (the logical space of the window is used up) through the node's step loop: both answer, the
+    second after ``UpdateTimestamp`` moved the window on, and never below the first."""
+    from milvus_edu.config import MS
+    from milvus_edu.events import MemorySink, Recorder
+    from milvus_edu.sim import NodeClock, Simulation
+    from milvus_edu.sim.nodes import RootCoordNode
+
+    sink = MemorySink()
+    sim = Simulation(3, Recorder("alloc-wait", sinks=[sink]))
+    rc = RootCoordNode(sim, "rootcoord-1", 1, NodeClock(sim.env))
+    sim.add(rc)
+    rc.start()
+    answers = []
+
+    def client():
+        while not rc.serving:
+            yield sim.env.timeout(10)
+        for _ in range(2):  # 2 x 200,000 > 2**18 logical values of one window
+            asked = sim.env.now
+            first, count = yield from rc.handle_alloc_timestamp(200_000, "client")
+            answers.append((asked, sim.env.now, first, count))
+
+    sim.env.process(client())
+    sim.run(2_000)
+    (asked1, done1, first1, n1), (asked2, done2, first2, n2) = answers
+    assert done1 == asked1  # no sleep: answered at once
+    assert done2 - asked2 >= sim.config.tso.update_timestamp_step_ns / MS  # waited a tsLoop step at least
+    assert first2 > first1 + n1 - 1
+    retries = [r for r in sink.rows if r["kind"] == "tso.alloc_retry"]
+    assert retries and all("logical" in r["error"] for r in retries)

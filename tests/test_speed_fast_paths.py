@@ -308,3 +308,16 @@ def test_the_brokers_stamp_equals_replace_with_a_msg_position(channel, msg_id, t
     readable = dataclasses.replace(msg, position=MsgPosition(channel, msg_id, ts))
     assert fast == readable and vars(fast) == vars(readable) and hash(fast.position) == hash(readable.position)
     assert dataclasses.replace(fast.position, msg_group="g") == dataclasses.replace(readable.position, msg_group="g")
+
+
+@given(st.integers(0, 2**32))
+def test_rows_per_insert_drawn_with_choice_are_randint_draws(seed):
+    """The TimeTick clients draw rows per insert with ``rng.choice(range(1, 9))`` for speed; the stream
+    must be the one ``rng.randint(1, 8)`` gives, so run logs do not depend on the shortcut."""
+    import random
+
+    from milvus_edu.mechanisms.timetick.scenarios import _ROWS_PER_INSERT
+
+    a, b = random.Random(seed), random.Random(seed)
+    assert [a.choice(_ROWS_PER_INSERT) for _ in range(64)] == [b.randint(1, 8) for _ in range(64)]
+    assert a.random() == b.random()  # and they leave the generator in the same state
