@@ -274,6 +274,23 @@ def test_keys_hashed_ahead_with_numpy_equal_the_readable_hash(pks):
     assert hash_pk_2_channels(ints, shards) == [hash32_int64(pk) % 5 for pk in ints]
 
 
+@given(st.integers(min_value=-(1 << 64), max_value=1 << 64), st.integers(min_value=0, max_value=200),
+       st.integers(min_value=-5, max_value=5).filter(bool))
+def test_a_range_of_keys_hashed_ahead_equals_the_same_keys_as_a_list(start, length, step):
+    """A ``range`` skips the per-key check when all of it is int64; either way only int64 keys are
+    hashed, each to its own ``Hash32Int64``, as when the same keys come as a list."""
+    from milvus_edu.mq import hash as hashing
+
+    keys = range(start, start + length * step, step)
+    hashing._PREHASHED.clear()
+    hashing.prehash_int64(keys)
+    from_range = dict(hashing._PREHASHED)
+    hashing._PREHASHED.clear()
+    hashing.prehash_int64(list(keys))
+    assert from_range == hashing._PREHASHED
+    assert from_range == {pk: hash32_int64(pk) for pk in keys if -(1 << 63) <= pk < 1 << 63}
+
+
 def test_the_table_of_keys_hashed_ahead_stays_bounded_and_bools_are_still_refused():
     from milvus_edu.mq import hash as hashing
 

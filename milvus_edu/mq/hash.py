@@ -129,7 +129,11 @@ def prehash_int64(pks: Sequence[int]) -> None:
     compares them). At most ``2**16`` keys are kept: the table is cleared when it would overflow.
     Keys outside int64 are ignored (they are refused when hashed).
     """
-    keys = [pk for pk in pks if type(pk) is int and _INT64_MIN <= pk <= _INT64_MAX]
+    if isinstance(pks, range) and (not pks or _INT64_MIN <= min(pks[0], pks[-1])
+                                   and max(pks[0], pks[-1]) <= _INT64_MAX):
+        keys = pks  # every key an int64 (a client's next keys): no need to look at each one
+    else:
+        keys = [pk for pk in pks if type(pk) is int and _INT64_MIN <= pk <= _INT64_MAX]
     if not keys:
         return
     if len(_PREHASHED) + len(keys) > _PREHASHED_MAX:
