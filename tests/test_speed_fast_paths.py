@@ -310,6 +310,34 @@ def test_the_brokers_stamp_equals_replace_with_a_msg_position(channel, msg_id, t
     assert dataclasses.replace(fast.position, msg_group="g") == dataclasses.replace(readable.position, msg_group="g")
 
 
+@given(st.text(max_size=30), st.integers(1, 2**40), st.integers(0, 2**63 - 1))
+def test_a_position_built_fast_equals_the_dataclass(channel, msg_id, ts):
+    from milvus_edu.mq.msg import new_msg_position
+
+    fast, readable = new_msg_position(channel, msg_id, ts), MsgPosition(channel, msg_id, ts)
+    assert fast == readable and vars(fast) == vars(readable) and hash(fast) == hash(readable)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        fast.msg_id = 0
+
+
+@pytest.mark.parametrize("change", [None, "channel_name", "msg_id", "timestamp", "msg_group"])
+def test_the_broker_keeps_a_message_built_with_its_position_and_stamps_any_other(change):
+    """A message that already carries the position the broker gives it is stored as it is; one whose
+    position differs in any field is stored as a copy with the right position, as before."""
+    from milvus_edu.mq.msg import new_insert_msg
+
+    broker = Broker()
+    broker.produce("ch", TimeTickMsg(timestamp=5, source_id=1))
+    right = {"channel_name": "ch", "msg_id": broker.next_msg_id("ch"), "timestamp": 9, "msg_group": ""}
+    wrong = {"channel_name": "other", "msg_id": 1, "timestamp": 8, "msg_group": "g"}
+    fields = {**right, **({change: wrong[change]} if change else {})}
+    msg = new_insert_msg("ch_1v0", 1, 2, 3, (1, 2), (9, 9), 0, 7, 4, MsgPosition(**fields))
+    msg_id = broker.produce("ch", msg)
+    stored = broker.get("ch", msg_id)
+    assert (stored is msg) == (change is None)
+    assert stored.position == MsgPosition("ch", 2, 9) and stored == dataclasses.replace(msg, position=stored.position)
+
+
 @given(st.integers(0, 2**32))
 def test_rows_per_insert_drawn_with_choice_are_randint_draws(seed):
     """The TimeTick clients draw rows per insert with ``rng.choice(range(1, 9))`` for speed; the stream

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from ..proto import MsgPosition, MsgType
-from .msg import DeleteMsg, InsertMsg, TimeTickMsg, TsMsg
+from ..proto import MsgType
+from .msg import DeleteMsg, InsertMsg, TimeTickMsg, TsMsg, new_msg_position
 
 #: The id of the first message of every channel.
 FIRST_MSG_ID = 1
@@ -38,8 +38,7 @@ def _stamped(msg: TsMsg, channel: str, msg_id: int) -> TsMsg:
     without the frozen dataclasses' per-field ``object.__setattr__`` and without running the
     message's checks again (it passed them when it was built): one per produced message.
     ``tests/test_speed_fast_paths.py`` compares it with the readable form."""
-    position = object.__new__(MsgPosition)
-    position.__dict__.update(channel_name=channel, msg_id=msg_id, timestamp=msg.begin_ts(), msg_group="")
+    position = new_msg_position(channel, msg_id, msg.begin_ts())
     stamped = object.__new__(type(msg))
     stamped.__dict__.update(msg.__dict__, position=position)
     return stamped
@@ -69,8 +68,10 @@ class Broker:
     def produce(self, channel: str, msg: TsMsg) -> int:
         """``Producer.Send``: append ``msg`` to ``channel``; return its msg id.
 
-        The stored message carries its position from now on. Watchers of the channel are called
-        after the append, with ``(channel, msg_id)``.
+        The stored message carries its position from now on: a copy of ``msg`` with it, or ``msg``
+        itself when it was built with exactly that position (``channel``, :meth:`next_msg_id`, its
+        ``BeginTs``, no group), as the simulator's DML path builds its messages. Watchers of the
+        channel are called after the append, with ``(channel, msg_id)``.
         """
         if type(msg) not in _PRODUCIBLE and not isinstance(msg, TsMsg):
             raise ValueError(f"can only produce a TsMsg, got {type(msg).__name__}")
@@ -79,7 +80,11 @@ class Broker:
             self.create_channel(channel)
             log = self._logs[channel]
         msg_id = FIRST_MSG_ID + len(log)
-        log.append(_stamped(msg, channel, msg_id))
+        pos = msg.position
+        if (pos is None or pos.msg_id != msg_id or pos.channel_name != channel or pos.msg_group
+                or pos.timestamp != msg.begin_ts()):
+            msg = _stamped(msg, channel, msg_id)
+        log.append(msg)
         watchers = self._watchers.get(channel)
         if watchers:
             msg_type = msg.msg_type

@@ -31,7 +31,7 @@ import simpy
 
 from ...config import MS
 from ...mq import Broker, DeleteMsg, Dispatcher, SubscriptionPosition, TimeTickMsg, hash_pk_2_channels
-from ...mq.msg import new_insert_msg
+from ...mq.msg import new_insert_msg, new_msg_position
 from ...mq.names import to_physical_channel
 from ...proto import ChannelTimeTickMsg, MsgType
 from ...proxy import ChannelsTimeTicker, DmlTask, DmTaskQueue, channels_time_tick_msg
@@ -326,14 +326,16 @@ class ProxyNode:
         self.next_msg_id += 1
         msg_id = self.server_id * 10**12 + self.next_msg_id
         segment = None
+        ch = collection.pchannel_of[vch]
         if msg_type == MsgType.INSERT:
             segment = collection.segment_of(vch)
+            # built with the position the broker gives it, so that the broker keeps it as it is
+            position = new_msg_position(ch, self.broker.next_msg_id(ch), ts)
             msg = new_insert_msg(vch, collection.id, collection.partition_id, segment, tuple(pks_v), (ts,) * len(pks_v),
-                                 len(pks_v) * collection.payload_bytes_per_row, msg_id, self.server_id)
+                                 len(pks_v) * collection.payload_bytes_per_row, msg_id, self.server_id, position)
         else:
             msg = DeleteMsg(shard_name=vch, collection_id=collection.id, partition_id=collection.partition_id,
                             pks=tuple(pks_v), timestamps=(ts,) * len(pks_v), msg_id=msg_id, source_id=self.server_id)
-        ch = collection.pchannel_of[vch]
         log_id = self.broker.produce(ch, msg)
         if self.record_pks:
             self.sim.recorder.emit("mq.produce", self.name, ts=ts, channel=ch, vchannel=vch, msg_id=log_id,
