@@ -110,11 +110,13 @@ def test_enqueue_enters_the_task_ts_on_every_pchan_and_finishing_removes_it(stat
     for stat in info.values():
         assert stat == PChanStatistics(front.begin_ts(), front.end_ts())
 
+    view = queue.pchan_stats_view()  # live: it follows the queue without being read again
+    assert {p: (i.min_ts, i.max_ts) for p, i in view.items()} == info
     issued = queue.pop_unissued_task()
     assert queue.ut_empty()
     queue.add_active_task(issued)
     queue.pop_active_task(issued.id)
-    assert queue.get_pchan_stats_info() == {}
+    assert queue.get_pchan_stats_info() == {} and dict(view) == {}
 
 
 @both_stats
@@ -488,7 +490,11 @@ def test_heap_statistics_equal_the_scan_after_every_step(ops):
             heap.pop(pchans, ts)
         assert heap.info() == scan.info()
         info = scan.info()
-        assert scan.info_of(PCHANS) == heap.info_of(PCHANS) == [info.get(p) for p in PCHANS]
+        for stats in (scan, heap):  # the live view reads what the copy holds, and cannot be written
+            view = stats.view()
+            assert {p: (i.min_ts, i.max_ts) for p, i in view.items()} == info
+            with pytest.raises(TypeError):
+                view["x"] = None
 
 
 queue_ops = st.lists(

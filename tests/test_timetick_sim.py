@@ -95,17 +95,25 @@ def test_every_message_is_delivered_once_in_the_pack_of_its_interval(basics):
 
 
 def test_proxy_statistics_min_is_the_oldest_unfinished_task(basics):
+    """Each logged row's statistics follow Go's rules, worked out from the log alone: min is the oldest
+    unfinished task, max the newest task entered since the pchannel was last empty (never lowered)."""
     unfinished: dict[tuple[str, str], set[int]] = {}
+    newest: dict[tuple[str, str], int] = {}
     for row in basics.events.itertuples():
         if row.kind not in ("proxy.enqueue", "proxy.finish"):
             continue
         key = (row.node, row.channel)
         pending = unfinished.setdefault(key, set())
-        (pending.add if row.kind == "proxy.enqueue" else pending.discard)(int(row.ts))
-        if pending:
-            assert int(row.min_ts) == min(pending)
+        if row.kind == "proxy.enqueue":
+            pending.add(int(row.ts))
+            newest[key] = max(newest.get(key, 0), int(row.ts))
         else:
-            assert row.min_ts is None or str(row.min_ts) == "<NA>"
+            pending.discard(int(row.ts))
+        if pending:
+            assert (int(row.min_ts), int(row.max_ts)) == (min(pending), newest[key])
+        else:
+            assert str(row.min_ts) == str(row.max_ts) == "<NA>"
+            del newest[key]
 
 
 def test_unlocked_enqueue_breaks_the_watermark_and_the_checker_explains_it():

@@ -38,8 +38,9 @@ from __future__ import annotations
 import heapq
 import threading
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import NamedTuple, Protocol
 
 from ..config import TimeTickParams
@@ -56,6 +57,13 @@ class TooManyRequestsError(Exception):
             f"too many concurrent requests, queue is full[limit={limit}]: "
             "retry later or raise proxy.maxTaskNum"
         )
+
+
+class PChanInfo(Protocol):
+    """What a live statistics entry offers (:meth:`DmTaskQueue.pchan_stats_view`)."""
+
+    min_ts: int
+    max_ts: int
 
 
 class PChanStatistics(NamedTuple):
@@ -113,8 +121,8 @@ class PChanStats(Protocol):
     def info(self) -> dict[str, PChanStatistics]:
         """``getPChanStatsInfo``: a copy ``{pchan: PChanStatistics(min_ts, max_ts)}``."""
 
-    def info_of(self, pchans: Iterable[str]) -> list[tuple[int, int] | None]:
-        """``[info().get(p) for p in pchans]`` (plain tuples), without copying the other pchans."""
+    def view(self) -> Mapping[str, PChanInfo]:
+        """The live statistics, read-only: ``{pchan: info}`` with ``info.min_ts`` and ``info.max_ts``."""
 
 
 def _check_range(begin_ts: int, end_ts: int) -> None:
@@ -127,16 +135,19 @@ class _StatsReads:
     ``min_ts`` and ``max_ts``."""
 
     _infos: dict
+    _view: MappingProxyType
 
     def info(self) -> dict[str, PChanStatistics]:
         """``getPChanStatsInfo``: a copy of every pchan's ``(minTs, maxTs)``."""
         return {p: PChanStatistics(i.min_ts, i.max_ts) for p, i in self._infos.items()}
 
-    def info_of(self, pchans: Iterable[str]) -> list[tuple[int, int] | None]:
-        """:meth:`info` read for ``pchans`` only, in their order: ``(min_ts, max_ts)`` as a plain tuple
-        (equal to its ``PChanStatistics``, and cheaper to build), None for a pchan without statistics."""
-        infos = self._infos
-        return [None if (i := infos.get(p)) is None else (i.min_ts, i.max_ts) for p in pchans]
+    def view(self) -> Mapping[str, PChanInfo]:
+        """The live statistics, read-only: ``{pchan: info}`` with ``info.min_ts`` and ``info.max_ts``.
+
+        No copy is made, so it is the cheapest read (the simulator logs a DML task's pchannels after
+        each enqueue and pop); an info changes with the next commit or pop, so read it at once.
+        """
+        return self._view
 
 
 class _ScanInfo:
@@ -155,6 +166,7 @@ class ScanPChanStats(_StatsReads):
 
     def __init__(self):
         self._infos: dict[str, _ScanInfo] = {}
+        self._view = MappingProxyType(self._infos)
 
     def commit(self, pchans: Iterable[str], begin_ts: int, end_ts: int) -> None:
         """``commitPChanStats``: new pchan ``{begin, end, {begin}}``; else min, max and set-add."""
@@ -209,6 +221,7 @@ class HeapPChanStats(_StatsReads):
 
     def __init__(self):
         self._infos: dict[str, _HeapInfo] = {}
+        self._view = MappingProxyType(self._infos)
 
     def commit(self, pchans: Iterable[str], begin_ts: int, end_ts: int) -> None:
         """``commitPChanStats`` with a heap push when the ts is new to the pchan."""
@@ -400,11 +413,12 @@ class DmTaskQueue:
         with self.stats_lock:
             return self._stats.info()
 
-    def get_pchan_stats_of(self, pchans: Iterable[str]) -> list[tuple[int, int] | None]:
-        """``getPChanStatsInfo`` looked up for ``pchans``: ``[info.get(p) for p in pchans]`` (a DML task
-        reads its own pchannels after each enqueue and pop; this skips copying the rest)."""
-        with self.stats_lock:
-            return self._stats.info_of(pchans)
+    def pchan_stats_view(self) -> Mapping[str, PChanInfo]:
+        """``getPChanStatsInfo`` without the copy: the live, read-only ``{pchan: info}`` (``info.min_ts``,
+        ``info.max_ts``). An info changes with the next commit or pop, so read it at once, and only
+        where nothing else can change the queue meanwhile (the single-threaded simulator); a reader
+        on another thread takes :meth:`get_pchan_stats_info`."""
+        return self._stats.view()
 
     def get_pchan_statistics(self) -> dict[str, PChanStatistics]:
         """``taskScheduler.getPChanStatistics``: the DML queue's statistics (the ticker's input)."""

@@ -42,7 +42,6 @@ from ...tso import TSOError
 
 PROXY_SESSION_PREFIX = "by-dev/meta/session/proxy-"
 READER, WRITER = 0, 1  # statsLock priorities: RLock (statistics reads) before Lock (enqueue, pop)
-_NO_STATS = (None, None)  # a pchannel without statistics, as (min_ts, max_ts)
 _DML_TYPES = frozenset({MsgType.INSERT, MsgType.DELETE})
 
 
@@ -286,8 +285,7 @@ class ProxyNode:
                     lock.release()
         except RPCError:
             return
-        self._emit_enqueue.rows(self.name, [(ts, rows_on[ch], ch, *(stat or _NO_STATS))
-                                            for ch, stat in zip(pchannels, queue.get_pchan_stats_of(pchannels))])
+        self._emit_enqueue.rows(self.name, _enqueue_rows(ts, rows_on, queue.pchan_stats_view()))
         queue.pop_unissued_task()
         queue.add_active_task(task)
         if task_ms is None:
@@ -314,8 +312,7 @@ class ProxyNode:
             queue.pop_active_task(task.id)
         finally:
             lock.release()
-        self._emit_finish.rows(self.name, [(ts, ch, *(stat or _NO_STATS))
-                                           for ch, stat in zip(pchannels, queue.get_pchan_stats_of(pchannels))])
+        self._emit_finish.rows(self.name, _finish_rows(ts, pchannels, queue.pchan_stats_view()))
         return ts
 
     def _produce(self, collection: Collection, vch: str, pks_v: list[int], ts: int, queue: DmTaskQueue,
@@ -412,6 +409,27 @@ class ProxyNode:
                 yield from self._call_rootcoord(lambda: tt.handle_update_channel_time_tick(msg, self.name))
             except RPCError:
                 continue
+
+
+def _enqueue_rows(ts: int, rows_on: dict[str, int], stats) -> list[tuple]:
+    """The ``proxy.enqueue`` rows of a task: ``(ts, rows, pchannel, min_ts, max_ts)`` for each of its
+    pchannels (``rows_on``, in order), with the statistics just after the enqueue (a loop: this runs on
+    every insert, and a comprehension's frame costs more than its four rows)."""
+    rows = []
+    for ch, count in rows_on.items():
+        info = stats.get(ch)
+        rows.append((ts, count, ch, info.min_ts, info.max_ts) if info is not None else (ts, count, ch, None, None))
+    return rows
+
+
+def _finish_rows(ts: int, pchannels: tuple[str, ...], stats) -> list[tuple]:
+    """The ``proxy.finish`` rows of a task: ``(ts, pchannel, min_ts, max_ts)`` for each of its pchannels,
+    with the statistics just after the pop (``None`` where no task is left on it)."""
+    rows = []
+    for ch in pchannels:
+        info = stats.get(ch)
+        rows.append((ts, ch, info.min_ts, info.max_ts) if info is not None else (ts, ch, None, None))
+    return rows
 
 
 def rc_timetick(rc: RootCoordNode) -> "RootCoordTimeTick":
