@@ -349,3 +349,69 @@ def test_rows_per_insert_drawn_with_choice_are_randint_draws(seed):
     a, b = random.Random(seed), random.Random(seed)
     assert [a.choice(_ROWS_PER_INSERT) for _ in range(64)] == [b.randint(1, 8) for _ in range(64)]
     assert a.random() == b.random()  # and they leave the generator in the same state
+
+
+# ---------------------------------------------------------------------------------------------
+# AllocTimestamp answered at once, without the step generators.
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(0, 1 << 18), st.integers(-2, 1 << 18), st.booleans(), st.booleans())
+def test_generate_tso_now_equals_the_first_attempt_of_the_steps_or_does_nothing(logical, count, limit, initialised):
+    """``generate_tso_now`` gives what ``generate_tso_steps`` gives when that needs no sleep (same ts,
+    same counter, same events); otherwise it returns None and changes nothing, and the steps run as before."""
+    from milvus_edu.storage.kv import MemoryKV, RootedKV
+    from milvus_edu.tso import GlobalTSOAllocator
+
+    def allocator():
+        sink = MemorySink()
+        rec = Recorder("t", sinks=[sink])
+        alloc = GlobalTSOAllocator("timestamp", RootedKV(MemoryKV(), "k"), lambda: 1_700_000_000_000_000_000,
+                                   recorder=rec)
+        if initialised:
+            alloc.initialize()
+            alloc.tso.tso.logical = logical
+        alloc.set_limit_max_logic(limit)
+        return alloc, rec, sink
+
+    def state(alloc):
+        cur = alloc.tso.tso
+        return None if cur is None else (cur.physical_ns, cur.logical)
+
+    fast, fast_rec, fast_sink = allocator()
+    before, seq = state(fast), fast_rec.seq
+    ts = fast.generate_tso_now(count)
+    slow, slow_rec, slow_sink = allocator()
+    steps = slow.generate_tso_steps(count)
+    try:
+        next(steps)
+        slept, expected = True, None
+    except StopIteration as done:
+        slept, expected = False, done.value
+    except Exception:  # a count <= 0 is refused by the steps; the fast path leaves it to them
+        slept, expected = True, None
+    if ts is None:
+        assert slept and state(fast) == before and fast_rec.seq == seq
+    else:
+        assert not slept and ts == expected and state(fast) == state(slow)
+        assert [dict(r, seq=0) for r in fast_sink.rows] == [dict(r, seq=0) for r in slow_sink.rows]
+
+
+@pytest.mark.parametrize("scenario, seconds, switches", [
+    ("tso-basics", 12.0, []), ("tso-failover", 30.0, []), ("tso-pause", 20.0, []),
+    ("timetick-basics", 2.0, []), ("timetick-unlocked-enqueue", 3.0, ["allocate_outside_enqueue_lock"]),
+    ("timetick-slow-link", 2.0, []), ("flush-basics", None, []), ("insert-then-search", None, []),
+])
+def test_runs_are_the_same_when_every_alloc_goes_through_the_step_generators(scenario, seconds, switches, tmp_path,
+                                                                            monkeypatch):
+    """Whole runs with the at-once answers and with every allocation driven through its generators
+    (``generate_tso_now`` made to always decline) write byte-identical files."""
+    from milvus_edu.tso import GlobalTSOAllocator
+
+    def files(folder):
+        milvus_edu.simulate(scenario, seed=3, duration_s=seconds, switches=switches, out_dir=folder,
+                            keep_events=False, sink_process=False)
+        return [(folder / name).read_bytes() for name in ("events.jsonl", "summary.json")]
+
+    fast = files(tmp_path / "fast")
+    monkeypatch.setattr(GlobalTSOAllocator, "generate_tso_now", lambda self, count: None)
+    assert files(tmp_path / "steps") == fast

@@ -79,15 +79,14 @@ class RootCoordNode:
         while self._resume is not None:
             yield self._resume
 
-    def _steps(self, steps, first_wait: float | None = None):
+    def _steps(self, steps):
         """Drive a component's step generator (yielded ns are sleeps), honouring pauses.
 
-        Returns the generator's result, or None when the node died meanwhile. ``first_wait`` is the
-        sleep the caller already took from ``steps`` with ``next`` (see ``handle_alloc_timestamp``).
+        Returns the generator's result, or None when the node died meanwhile.
         """
         env = self.sim.env
         try:
-            wait = next(steps) if first_wait is None else first_wait
+            wait = next(steps)
             while True:
                 yield env.timeout(wait / MS)
                 yield from self._runnable()
@@ -261,6 +260,14 @@ class RootCoordNode:
                 return
             self.core.ts_loop_tick()
 
+    def alloc_timestamp_now(self, count: int, peer: str) -> tuple[int, int] | None:
+        """The answer :meth:`handle_alloc_timestamp` would give at once, without a generator, when it
+        takes no simulated time (the node runs, serves, and the allocation needs no sleep); ``None``,
+        with no effect, otherwise. For :meth:`Simulation.call`'s ``at_once``."""
+        if self._resume is not None or not self.alive or not self.serving:
+            return None
+        return self.core.alloc_timestamp_now(count, peer)
+
     def handle_alloc_timestamp(self, count: int, peer: str):
         """The ``AllocTimestamp`` RPC handler (runs on this node; a paused node answers when it resumes)."""
         yield from self._runnable()
@@ -268,12 +275,10 @@ class RootCoordNode:
             raise RPCError(f"{self.name} exited before answering")
         if not self.serving:
             raise RPCError(f"{self.name} is not the active rootcoord")
-        steps = self.core.alloc_timestamp_steps(count, peer=peer)
-        try:  # nearly every allocation needs no sleep: it is over without a generator to drive it
-            first_wait = next(steps)
-        except StopIteration as done:
-            return done.value
-        result = yield from self._steps(steps, first_wait)
+        answer = self.core.alloc_timestamp_now(count, peer)  # nearly every allocation needs no sleep
+        if answer is not None:
+            return answer
+        result = yield from self._steps(self.core.alloc_timestamp_steps(count, peer=peer))
         if result is None:
             raise RPCError(f"{self.name} exited before answering")
         return result

@@ -36,7 +36,7 @@ from ...mq.names import to_physical_channel
 from ...proto import ChannelTimeTickMsg, MsgType
 from ...proxy import ChannelsTimeTicker, DmlTask, DmTaskQueue, channels_time_tick_msg
 from ...rootcoord import DdlTsLockManager, Scheduler, TimetickSync, send_min_ddl_ts_as_tt, update_channel_time_tick
-from ...sim.kernel import NodeClock, RPCError, Simulation, blocking
+from ...sim.kernel import NodeClock, RPCError, Simulation
 from ...sim.nodes import RootCoordNode
 from ...tso import TSOError
 
@@ -149,6 +149,8 @@ class ProxyNode:
         #: ``(probability, extra_ms)``: how often an AllocTimestamp answer is held up, and by how much.
         self.alloc_hiccup: tuple[float, float] = (0.0, 0.0)
         self.rng = sim.rng(name)
+        # AllocTimestamp(1) as an RPC to rootcoord: its handler, and its answer when it takes no time
+        self._alloc_rpc = (partial(rootcoord.handle_alloc_timestamp, 1, name), partial(rootcoord.alloc_timestamp_now, 1, name))
         # the events every DML task writes, bound once (emitted several times per insert)
         rec = sim.recorder
         self._emit_enqueue = rec.emitter("proxy.enqueue", "ts", "count", "channel", "min_ts", "max_ts")
@@ -208,24 +210,24 @@ class ProxyNode:
 
     def _alloc_one(self):
         """``tsoAllocator.AllocOne``: an AllocTimestamp RPC to rootcoord (the FIRST ts of a batch of 1)."""
-        ts, _count = yield from self._call_rootcoord(partial(self.rootcoord.handle_alloc_timestamp, 1, self.name))
+        ts, _count = yield from self._call_rootcoord(*self._alloc_rpc)
         prob, extra_ms = self.alloc_hiccup
         if prob and self.rng.random() < prob:
             yield self.sim.env.timeout(extra_ms)
         return ts
 
-    def _call_rootcoord(self, handler):
+    def _call_rootcoord(self, handler, at_once=None):
         """An RPC to rootcoord over this proxy's link: ``rootcoord_extra_ms`` more on each leg.
 
         Use as ``yield from``. On a link without extra delay it is the plain ``Simulation.call``
         (every DML task makes one, so no wrapper generator is stacked on it)."""
         if not self.rootcoord_extra_ms:
-            return self.sim.call(self.name, self.rootcoord.name, handler)
-        return self._call_slow_link(handler, self.rootcoord_extra_ms)
+            return self.sim.call(self.name, self.rootcoord.name, handler, at_once)
+        return self._call_slow_link(handler, at_once, self.rootcoord_extra_ms)
 
-    def _call_slow_link(self, handler, extra: float):
+    def _call_slow_link(self, handler, at_once, extra: float):
         yield self.sim.env.timeout(extra)
-        result = yield from self.sim.call(self.name, self.rootcoord.name, handler)
+        result = yield from self.sim.call(self.name, self.rootcoord.name, handler, at_once)
         yield self.sim.env.timeout(extra)
         return result
 
