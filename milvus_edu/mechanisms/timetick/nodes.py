@@ -251,19 +251,20 @@ class ProxyNode:
         return self._dml(collection, pks, MsgType.DELETE, None)
 
     def _dml(self, collection: Collection, pks: list[int], msg_type: str, task_ms: float | None):
-        env = self.sim.env
-        shards = hash_pk_2_channels(pks, collection.vchannels)
+        sim = self.sim
+        env = sim.env
+        vchannels, pchannel_of = collection.vchannels, collection.pchannel_of
         rows: dict[str, list[int]] = {}
-        for pk, shard in zip(pks, shards):
-            rows.setdefault(collection.vchannels[shard], []).append(pk)
+        for pk, shard in zip(pks, hash_pk_2_channels(pks, vchannels)):
+            rows.setdefault(vchannels[shard], []).append(pk)
         pchannels = collection.pchannels
         rows_on = dict.fromkeys(pchannels, 0)  # rows per pchannel
         for vch, pks_v in rows.items():
-            rows_on[collection.pchannel_of[vch]] += len(pks_v)
+            rows_on[pchannel_of[vch]] += len(pks_v)
         task = DmlTask(pchannels=pchannels, rows=len(pks))
         queue, lock = self.queue, self.lock
         try:
-            if self.sim.config.switches.allocate_outside_enqueue_lock:
+            if sim.config.switches.allocate_outside_enqueue_lock:
                 ts = yield from self._alloc_one()
                 wait = lock.acquire(WRITER)
                 if wait is not None:
@@ -298,10 +299,13 @@ class ProxyNode:
         # msgstream.Produce sends every channel's pack at once and waits for all the broker's answers:
         # each send lands after its own one-way delay, and the task goes on when the slowest answer is back.
         answered = 0.0
+        one_way, produce = sim.one_way, self._produce
         for vch in sorted(rows):
-            sent = self.sim.one_way(self.name)
-            env.timeout(sent).callbacks.append(partial(self._produce, collection, vch, rows[vch], ts, queue, msg_type))
-            answered = max(answered, sent + self.sim.one_way("mq"))
+            sent = one_way(self.name)
+            env.timeout(sent).callbacks.append(partial(produce, collection, vch, rows[vch], ts, queue, msg_type))
+            back = sent + one_way("mq")
+            if back > answered:  # max() written out
+                answered = back
         yield env.timeout(answered)
         if not self.alive or queue is not self.queue:
             return

@@ -90,7 +90,7 @@ class Cluster:
             if hashed[0] != base or next_pk + rows > hashed[1]:  # the proxy hashes every key: do the next ones in bulk
                 prehash_int64(range(base + next_pk, base + next_pk + _PREHASH_BLOCK))
                 hashed = (base, next_pk + _PREHASH_BLOCK)
-            pks = [base + next_pk + k for k in range(rows)]
+            pks = list(range(base + next_pk, base + next_pk + rows))
             next_pk += rows
             env.process(proxy.insert(collection, pks))
 
