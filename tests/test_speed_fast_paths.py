@@ -2,8 +2,8 @@
 
 Each shortcut taken for speed (issue 6, simulator speed) sits beside the readable code it replaces;
 these tests run both and compare: the recorder's deferred ``detail`` encoding and its batch-fed
-checkers and summaries, the broker's position stamp, and the TimeTick collection's cached channel
-lookups. (The int64 murmur3 fast path is pinned in ``tests/test_mq_hash.py``, the recorder's batch
+checkers and summaries, the broker's position stamp and the messages built with their position, the
+TimeTick collection's cached channel lookups, and AllocTimestamp answered without its step generators. (The int64 murmur3 fast path is pinned in ``tests/test_mq_hash.py``, the recorder's batch
 encoding in ``tests/test_recorder_fast.py``.)
 """
 
