@@ -198,7 +198,6 @@ class ScanPChanStats(_StatsReads):
                 info.min_ts = min(info.max_ts, min(info.ts_set))
 
 
-
 class _HeapInfo:
     """One pchan of :class:`HeapPChanStats`: ``live`` is Go's tsSet, ``heap`` may hold stale entries."""
 
@@ -254,7 +253,6 @@ class HeapPChanStats(_StatsReads):
                 info.heap = heap = list(info.live)
                 heapq.heapify(heap)
             info.min_ts = min(info.max_ts, heap[0])
-
 
 
 STATS_IMPLEMENTATIONS: dict[str, Callable[[], PChanStats]] = {"scan": ScanPChanStats, "heap": HeapPChanStats}
