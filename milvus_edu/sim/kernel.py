@@ -57,6 +57,63 @@ class NodeClock:
         self.offset_ns += int(round(delta_ms * MS))
 
 
+class DetachedProcess(simpy.Process):
+    """A SimPy process started for its effects alone, such as one client request among thousands.
+
+    A plain :class:`simpy.Process` is also an event: when its generator returns, the process is
+    scheduled, and the environment takes one more step to run its callbacks, even when there are
+    none. A detached process skips that step when it ends well and nothing waits for it: it is
+    marked processed at once, as that step would have left it. Everything else is ``Process``'s:
+    it is an event that can be waited for (a waiter that comes before the end is resumed by that
+    step, as usual; one that comes after is resumed at once, the value already there), it can be
+    interrupted, and a generator that raises fails it, which stops the run if nothing waits.
+
+    Leaving out an event that runs no callback changes no other event's order (the queue orders
+    ties by when they were scheduled, and the rest keep their relative order), so a run writes the
+    same run log with either (``tests/test_kernel_detached.py``). Start one with
+    :meth:`Simulation.spawn`.
+    """
+
+    def _resume(self, event: simpy.Event) -> None:
+        # SimPy's Process._resume, but on a good end with no waiter, no end event to step through.
+        env = self.env
+        env._active_proc = self
+        generator = self._generator
+        while True:
+            try:
+                if event._ok:
+                    event = generator.send(event._value)
+                else:  # as Process: the generator gets its own copy of the failure
+                    event._defused = True
+                    exc = type(event._value)(*event._value.args)
+                    exc.__cause__ = event._value
+                    event = generator.throw(exc)
+            except StopIteration as stop:
+                event = None
+                self._ok = True
+                self._value = stop.value
+                if self.callbacks:
+                    env.schedule(self)
+                else:
+                    self.callbacks = None  # processed: what stepping through it would have left
+                break
+            except BaseException as exc:
+                event = None
+                self._ok = False
+                exc.__traceback__ = exc.__traceback__.tb_next  # as Process: drop this frame
+                self._value = exc
+                env.schedule(self)
+                break
+            try:
+                if event.callbacks is not None:  # not yet processed: wait for it
+                    event.callbacks.append(self._resume)
+                    break
+            except AttributeError:
+                raise RuntimeError(f"a process may only yield SimPy events, got {event!r}") from None
+        self._target = event
+        env._active_proc = None
+
+
 def blocking(env: simpy.Environment, steps: Generator[int, None, object]):
     """Drive a component's step generator inside a SimPy process: each yielded ns becomes a timeout.
 
@@ -174,6 +231,11 @@ class Simulation:
         while True:
             yield self.env.timeout(period)
             self.kv.expire_leases()
+
+    def spawn(self, generator: Generator) -> DetachedProcess:
+        """Start ``generator`` as a :class:`DetachedProcess`: ``env.process(generator)`` for a process
+        started for its effects (a client's request), one SimPy step cheaper when nothing waits for it."""
+        return DetachedProcess(self.env, generator)
 
     def at(self, t_ms: float, action: Callable[[], None]) -> None:
         """Run ``action`` at simulated time ``t_ms`` (faults, clock jumps)."""

@@ -260,7 +260,7 @@ class FlushCluster(ControlPlane):
             rows = rng.randint(1, 8)
             pks = [proxy.server_id * 10**9 + next_pk + k for k in range(rows)]
             next_pk += rows
-            env.process(self._insert(proxy, pks))
+            self.sim.spawn(self._insert(proxy, pks))  # nothing waits for a request's end
 
     def _insert(self, proxy: ProxyNode, pks: list[int], task_ms: float | None = None):
         ts = yield from proxy.insert(self.collection, pks, task_ms=task_ms)
@@ -283,7 +283,7 @@ class FlushCluster(ControlPlane):
                 continue
             pk = live[rng.randrange(len(live))]
             self.deleted.add(pk)
-            env.process(self._delete(proxy, [pk]))
+            self.sim.spawn(self._delete(proxy, [pk]))
 
     def _delete(self, proxy: ProxyNode, pks: list[int]):
         ts = yield from proxy.delete(self.collection, pks)

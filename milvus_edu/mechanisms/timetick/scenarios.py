@@ -92,7 +92,7 @@ class Cluster:
                 hashed = (base, next_pk + _PREHASH_BLOCK)
             pks = list(range(base + next_pk, base + next_pk + rows))
             next_pk += rows
-            env.process(proxy.insert(collection, pks))
+            self.sim.spawn(proxy.insert(collection, pks))  # nothing waits for a request's end
 
 
 OPTIONS = {"proxies": 2, "inserts_per_s": 1000.0, "task_ms": 4.0}
