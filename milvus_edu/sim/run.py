@@ -206,27 +206,43 @@ def simulate(
     return RunResult(summary, out, memory.rows if keep_events else [], kept=keep_events)
 
 
-#: Runs in progress in this process (threads may simulate at once) and the collector thresholds
-#: before the first of them; guarded by the lock.
-_GC_RUNS: list = [0, None]
+#: Runs in progress in this process (threads may simulate at once), the collector thresholds before
+#: the first of them, and whether the runs freeze what survives a collection; guarded by the lock.
+_GC_RUNS: list = [0, None, False]
 _GC_LOCK = threading.Lock()
+
+
+def _freeze_survivors(phase: str, info: dict) -> None:
+    """``gc.callbacks`` entry during runs: what survived a collection is frozen (see below)."""
+    if phase == "stop":
+        gc.freeze()
 
 
 @contextmanager
 def _fewer_gc_passes(gen0: int = 50_000):
-    """Run the cyclic garbage collector less often while simulating.
+    """Run the cyclic garbage collector less often, and over less, while simulating.
 
     A run allocates many short-lived objects (events, messages, generator frames) that reference
     counting frees, but every 700 allocations Python's collector scans the young ones, and ever more
     often the older ones as the heap grows with the broker's logs. Scanning after every ``gen0``
-    allocations instead makes a long run about a third faster (``benchmarks/bench_sim.py``). Nothing
-    is frozen, so what an earlier run left for the collector stays collectable. The thresholds are
-    put back when the last run in progress in this process ends (runs in threads may overlap).
+    allocations instead makes a long run about a third faster (``benchmarks/bench_sim.py``).
+
+    What survives a collection during a run is frozen (``gc.freeze``): nearly all of it is the
+    broker's logs, kept to the end of the run, and the collector would otherwise scan every message
+    a second time in its next older generation (about a third of the collector's time in a 60-s
+    TimeTick run). When the last run in progress ends, everything is unfrozen into the oldest
+    generation, so a cycle that became garbage meanwhile is collected as usual, just later. A process
+    that froze objects of its own before the run is left to its choice: nothing is frozen or unfrozen.
+    The thresholds are put back when the last run in progress in this process ends (runs in threads
+    may overlap).
     """
     with _GC_LOCK:
         if _GC_RUNS[0] == 0:
             _GC_RUNS[1] = gc.get_threshold()
             gc.set_threshold(max(gen0, _GC_RUNS[1][0]), *_GC_RUNS[1][1:])
+            _GC_RUNS[2] = gc.get_freeze_count() == 0
+            if _GC_RUNS[2]:
+                gc.callbacks.append(_freeze_survivors)
         _GC_RUNS[0] += 1
     try:
         yield
@@ -235,6 +251,9 @@ def _fewer_gc_passes(gen0: int = 50_000):
             _GC_RUNS[0] -= 1
             if _GC_RUNS[0] == 0:
                 gc.set_threshold(*_GC_RUNS[1])
+                if _GC_RUNS[2]:
+                    gc.callbacks.remove(_freeze_survivors)
+                    gc.unfreeze()
 
 
 def _summary(spec, seed, duration_s, config, recorder, summaries, checkers, run_id) -> dict:

@@ -1,0 +1,60 @@
+"""The collector during a run: survivors frozen while it lasts, everything unfrozen after it, and
+a process's own frozen objects left alone (``milvus_edu.sim.run._fewer_gc_passes``)."""
+
+from __future__ import annotations
+
+import gc
+import weakref
+
+import milvus_edu
+from milvus_edu.sim.run import _freeze_survivors
+
+
+class _Node:
+    def __init__(self):
+        self.other = None
+
+
+def _cycle():
+    """A reference cycle, and a weak reference that says whether it was collected."""
+    a, b = _Node(), _Node()
+    a.other, b.other = b, a
+    return a, weakref.ref(a)
+
+
+def test_survivors_are_frozen_during_a_run_and_a_cycle_dropped_meanwhile_is_collected_after_it():
+    assert gc.get_freeze_count() == 0
+    seen = {}
+
+    def progress(done, total):
+        if "ref" in seen:
+            return
+        obj, seen["ref"] = _cycle()
+        gc.collect(0)  # the cycle survives (it is still referenced): it is frozen
+        seen["frozen"] = gc.get_freeze_count()
+        del obj  # now garbage, but frozen: the collector does not see it until the run ends
+        gc.collect()
+        seen["alive_during_run"] = seen["ref"]() is not None
+
+    milvus_edu.simulate("tso-basics", seed=1, duration_s=2, progress=progress)
+    assert seen["frozen"] > 0 and seen["alive_during_run"]
+    assert gc.get_freeze_count() == 0 and _freeze_survivors not in gc.callbacks
+    gc.collect()
+    assert seen["ref"]() is None
+
+
+def test_a_process_that_froze_objects_itself_keeps_them_frozen_and_nothing_more_is_frozen():
+    gc.freeze()
+    try:
+        mine = gc.get_freeze_count()
+        during = []
+
+        def progress(done, total):
+            gc.collect(0)
+            during.append((gc.get_freeze_count(), _freeze_survivors in gc.callbacks))
+
+        milvus_edu.simulate("tso-basics", seed=1, duration_s=2, progress=progress)
+        assert during and all(frozen == mine and not hooked for frozen, hooked in during)
+        assert gc.get_freeze_count() == mine
+    finally:
+        gc.unfreeze()
