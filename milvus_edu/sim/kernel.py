@@ -15,12 +15,15 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Generator
+from heapq import heappop
 from dataclasses import dataclass
 from functools import partial
 from math import log
 from operator import attrgetter
 
 import simpy
+from simpy.core import BoundClass, StopSimulation
+from simpy.events import URGENT
 
 from ..config import MS, Config
 from ..events import SIM_EPOCH_MS, Recorder
@@ -57,21 +60,69 @@ class NodeClock:
         self.offset_ns += int(round(delta_ms * MS))
 
 
+class Environment(simpy.Environment):
+    """``simpy.Environment`` whose :meth:`run` up to a time steps through the events in its own loop.
+
+    ``run(until=<time>)`` is SimPy's ``run`` with ``step`` written into the loop (no method call per
+    event: the simulation takes hundreds of thousands of steps per simulated minute): the same
+    events, in the same order, with the same stop event and the same failures. ``run()`` and
+    ``run(until=<event>)`` are SimPy's own. ``tests/test_kernel_fast_paths.py`` compares both loops.
+    """
+
+    def __init__(self, initial_time: float = 0):
+        super().__init__(initial_time)
+        # SimPy binds ``timeout``, ``event``, ``process``... to the instance once, but only those its
+        # own class defines, so a subclass must do it for them, or each ``env.timeout`` binds anew.
+        for name, attr in vars(simpy.Environment).items():
+            if isinstance(attr, BoundClass):
+                setattr(self, name, getattr(self, name))
+
+    def run(self, until=None):
+        """Run until ``until`` (a time, an event, or ``None``: until no event is left), as SimPy does."""
+        if until is None or isinstance(until, simpy.Event):
+            return super().run(until)
+        at = until if isinstance(until, int) else float(until)
+        if at <= self._now:
+            raise ValueError(f"until ({at}) must be greater than the current simulation time")
+        stop = simpy.Event(self)  # what SimPy's run schedules: an urgent event at ``at`` that stops the loop
+        stop._ok = True
+        stop._value = None
+        self.schedule(stop, URGENT, at - self._now)
+        stop.callbacks.append(StopSimulation.callback)
+        queue = self._queue
+        try:
+            while True:  # Environment.step, inline; the stop event is always in the queue
+                self._now, _, _, event = heappop(queue)
+                callbacks, event.callbacks = event.callbacks, None
+                for callback in callbacks:
+                    callback(event)
+                if not event._ok and not hasattr(event, "_defused"):  # a failure nobody handled
+                    exc = type(event._value)(*event._value.args)
+                    exc.__cause__ = event._value
+                    raise exc
+        except StopSimulation as done:
+            # as step does: the stop event is scheduled once more, now without callbacks (its
+            # StopSimulation callback was the last one), and the next run steps through it first
+            stop.callbacks = []
+            self.schedule(stop, -1)
+            return done.args[0]
+
+
 class DetachedProcess(simpy.Process):
     """A SimPy process started for its effects alone, such as one client request among thousands.
 
     A plain :class:`simpy.Process` is also an event: when its generator returns, the process is
     scheduled, and the environment takes one more step to run its callbacks, even when there are
     none. A detached process skips that step when it ends well and nothing waits for it: it is
-    marked processed at once, as that step would have left it. Everything else is ``Process``'s:
-    it is an event that can be waited for (a waiter that comes before the end is resumed by that
-    step, as usual; one that comes after is resumed at once, the value already there), it can be
-    interrupted, and a generator that raises fails it, which stops the run if nothing waits.
+    marked processed at once. Everything else is ``Process``'s: it can be interrupted, a waiter that
+    came before the end is resumed by the end step as usual, and a generator that raises fails it,
+    which stops the run if nothing waits.
 
-    Leaving out an event that runs no callback changes no other event's order (the queue orders
-    ties by when they were scheduled, and the rest keep their relative order), so a run writes the
-    same run log with either (``tests/test_kernel_detached.py``). Start one with
-    :meth:`Simulation.spawn`.
+    Leaving out an event that runs no callback changes no other event's order (the queue orders ties
+    by when they were scheduled, and the rest keep their relative order), so a run writes the same
+    run log with either (``tests/test_kernel_fast_paths.py``), provided nothing starts waiting for it
+    after it ended: such a waiter would be resumed at once, where a plain process would resume it
+    with its end step, later in the same instant. So :meth:`Simulation.spawn` hands out no handle.
     """
 
     def _resume(self, event: simpy.Event) -> None:
@@ -144,7 +195,7 @@ class Simulation:
     def __init__(self, seed: int, recorder: Recorder, config: Config | None = None,
                  network: NetworkParams | None = None):
         self.seed = seed
-        self.env = simpy.Environment()
+        self.env = Environment()
         self.recorder = recorder
         env = self.env
         # env.now, read for every event: SimPy's property returns env._now, read here without a Python call
@@ -232,10 +283,11 @@ class Simulation:
             yield self.env.timeout(period)
             self.kv.expire_leases()
 
-    def spawn(self, generator: Generator) -> DetachedProcess:
+    def spawn(self, generator: Generator) -> None:
         """Start ``generator`` as a :class:`DetachedProcess`: ``env.process(generator)`` for a process
-        started for its effects (a client's request), one SimPy step cheaper when nothing waits for it."""
-        return DetachedProcess(self.env, generator)
+        started for its effects alone (a client's request), one SimPy step cheaper. It returns no
+        process: nothing can wait for it (use ``env.process`` for a process to wait for)."""
+        DetachedProcess(self.env, generator)
 
     def at(self, t_ms: float, action: Callable[[], None]) -> None:
         """Run ``action`` at simulated time ``t_ms`` (faults, clock jumps)."""

@@ -1,5 +1,6 @@
-"""``DetachedProcess`` (``Simulation.spawn``) behaves as ``simpy.Process`` in everything but the one
-step it saves: the end event of a process that ended well with nothing waiting for it."""
+"""The kernel's fast paths beside SimPy's own: ``DetachedProcess`` (``Simulation.spawn``) behaves as
+``simpy.Process`` in everything but the one step it saves (the end event of a process that ended well
+with nothing waiting for it), and ``Environment.run`` steps through the same events as SimPy's."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from hypothesis import strategies as st
 import milvus_edu
 from milvus_edu.config import Config
 from milvus_edu.events import NULL_RECORDER
-from milvus_edu.sim.kernel import DetachedProcess, Simulation
+from milvus_edu.sim.kernel import DetachedProcess, Environment, Simulation
 
 
 def _ender(env, delay, value):
@@ -52,19 +53,30 @@ def test_a_waiter_that_comes_before_the_end_is_resumed_by_the_end_event():
     assert got == [42, 3]
 
 
-def test_a_waiter_that_comes_after_the_end_gets_the_value_at_once():
-    env = simpy.Environment()
-    child = DetachedProcess(env, _ender(env, 1, "v"))
-    got = []
+def test_a_waiter_that_comes_after_the_end_is_resumed_at_once_which_is_why_spawn_gives_no_handle():
+    """The one difference from a plain process: a waiter that comes after the end, in the same instant
+    as the end, is resumed at once, not with the end step, after the other events of that instant."""
+    order = {}
+    for start in (simpy.Environment.process, DetachedProcess):
+        env = simpy.Environment()
+        trace = order[start] = []
+        child = start(env, _ender(env, 1, "v"))
 
-    def late():
-        yield env.timeout(10)
-        got.append((yield child))
-        got.append(env.now)
+        def late():
+            yield env.timeout(1)  # due after the child's timeout, in the same instant
+            trace.append(("joined", (yield child)))
 
-    env.process(late())
-    env.run()
-    assert got == ["v", 10]
+        def other():
+            yield env.timeout(1)
+            trace.append("other")
+
+        env.process(late())
+        env.process(other())
+        env.run()
+    assert order[simpy.Environment.process] == ["other", ("joined", "v")]
+    assert order[DetachedProcess] == [("joined", "v"), "other"]
+    sim = Simulation(1, NULL_RECORDER, Config())
+    assert sim.spawn(_ender(sim.env, 2, "x")) is None
 
 
 def test_a_failing_detached_process_stops_the_run_as_a_process_does():
@@ -145,10 +157,12 @@ _programs = st.lists(
 )
 
 
-def _trace(program, start) -> list:
+def _trace(program, detach: bool) -> list:
+    """Run ``program``; with ``detach``, every process that no other waits for is detached."""
     env = simpy.Environment()
     trace = []
     procs = []
+    waited = {w for _, w in program if w is not None}
 
     def body(i, delays, wait_for):
         for k, delay in enumerate(delays):
@@ -161,6 +175,7 @@ def _trace(program, start) -> list:
 
     def spawner():  # processes started from inside a step too, as clients start requests
         for i, (delays, wait_for) in enumerate(program):
+            start = DetachedProcess if detach and i not in waited else simpy.Environment.process
             procs.append(start(env, body(i, delays, wait_for)))
             if i % 2:
                 yield env.timeout(1)
@@ -170,18 +185,23 @@ def _trace(program, start) -> list:
     return trace
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(_programs)
-def test_processes_run_in_the_same_order_with_or_without_the_end_steps(program):
-    assert _trace(program, DetachedProcess) == _trace(program, simpy.Environment.process)
+def test_processes_run_in_the_same_order_when_those_nothing_waits_for_are_detached(program):
+    assert _trace(program, detach=True) == _trace(program, detach=False)
 
 
 def test_spawn_starts_a_detached_process():
     sim = Simulation(1, NULL_RECORDER, Config())
-    proc = sim.spawn(_ender(sim.env, 2, "x"))
-    assert isinstance(proc, DetachedProcess)
+    started = []
+
+    def request():
+        started.append(type(sim.env.active_process))
+        yield sim.env.timeout(1)
+
+    sim.spawn(request())
     sim.env.run()
-    assert proc.value == "x"
+    assert started == [DetachedProcess]
 
 
 @pytest.mark.parametrize("scenario, seconds, switches", [
@@ -197,5 +217,63 @@ def test_runs_are_the_same_when_requests_start_as_plain_processes(scenario, seco
         return [(folder / name).read_bytes() for name in ("events.jsonl", "summary.json")]
 
     detached = files(tmp_path / "detached")
-    monkeypatch.setattr(Simulation, "spawn", lambda self, generator: self.env.process(generator))
+    monkeypatch.setattr(Simulation, "spawn", lambda self, generator: self.env.process(generator) and None)
     assert files(tmp_path / "plain") == detached
+
+
+# ------------------------------------------------------------------------------ Environment.run
+
+
+def _loop_trace(program, env_class, stops, fail_at=None) -> list:
+    """Run ``program`` (as above) in ``env_class``, stopping at each of ``stops`` in turn, then to the
+    end; the trace, with where each run stopped and what it returned or raised."""
+    env = env_class()
+    trace = []
+
+    def body(i, delays):
+        for k, delay in enumerate(delays):
+            yield env.timeout(delay)
+            trace.append((env.now, i, k))
+            if fail_at == (i, k):
+                raise KeyError(f"body {i} failed")
+        return i
+
+    for i, (delays, _) in enumerate(program):
+        env.process(body(i, delays))
+    for at in stops:
+        if at <= env.now:
+            continue
+        try:
+            trace.append(("stopped", env.run(until=at), env.now, env.peek()))
+        except KeyError as exc:
+            trace.append(("failed", str(exc), env.now))
+            return trace
+    try:
+        trace.append(("ended", env.run(), env.now))
+    except KeyError as exc:
+        trace.append(("failed", str(exc), env.now))
+    return trace
+
+
+@settings(max_examples=200, deadline=None)
+@given(_programs, st.lists(st.floats(0.5, 12.0) | st.integers(1, 12), max_size=4).map(sorted),
+       st.none() | st.tuples(st.integers(0, 7), st.integers(0, 3)))
+def test_the_run_loop_steps_through_what_simpys_steps_through(program, stops, fail_at):
+    assert _loop_trace(program, Environment, stops, fail_at) == _loop_trace(program, simpy.Environment, stops, fail_at)
+
+
+def test_run_until_a_time_not_ahead_is_refused_as_simpy_refuses_it():
+    for env in (simpy.Environment(initial_time=5), Environment(initial_time=5)):
+        with pytest.raises(ValueError, match=r"until \(5\.0\) must be greater than the current simulation time"):
+            env.run(until=5.0)
+
+
+def test_run_until_an_event_returns_its_value():
+    env = Environment()
+    proc = env.process(_ender(env, 4, "v"))
+    assert env.run(until=proc) == "v" and env.now == 4
+
+
+def test_the_environment_binds_its_event_classes_once():
+    env = Environment()
+    assert env.timeout is env.timeout and env.event is env.event and env.process is env.process
