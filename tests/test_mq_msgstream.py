@@ -149,6 +149,41 @@ def test_broker_watch_filters_by_msg_type():
     assert ticks == [2, 4, 6]
 
 
+_WATCH_OPS = st.lists(st.one_of(
+    st.tuples(st.just("watch"), st.sampled_from("ab"),
+              st.none() | st.sets(st.sampled_from([MsgType.TIME_TICK, MsgType.INSERT, MsgType.DELETE]), min_size=1)),
+    st.tuples(st.just("cancel"), st.integers(0, 9)),
+    st.tuples(st.just("produce"), st.sampled_from("ab"), st.sampled_from(["tt", "ins"])),
+), max_size=30)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_WATCH_OPS)
+def test_broker_calls_exactly_the_watchers_whose_types_match_through_watches_and_cancels(ops):
+    """Whatever the order of watches, cancels and produces, every produce calls, in watch order, each
+    live watcher of its channel that wants its type (the broker's per-channel summary of the wanted
+    types never skips one nor adds one)."""
+    b = Broker()
+    calls, expected, live, cancels = [], [], [], []
+    for op in ops:
+        if op[0] == "watch":
+            _, ch, types = op
+            n = len(cancels)
+            cancels.append(b.watch(ch, lambda c, msg_id, n=n: calls.append((n, c, msg_id)), msg_types=types))
+            live.append((n, ch, types))
+        elif op[0] == "cancel":
+            if op[1] < len(cancels):
+                cancels[op[1]]()
+                live = [w for w in live if w[0] != op[1]]
+        else:
+            _, ch, kind = op
+            msg = tt(5) if kind == "tt" else ins(5)
+            msg_id = b.produce(ch, msg)
+            expected += [(n, ch, msg_id) for n, wch, types in live
+                         if wch == ch and (types is None or msg.msg_type in types)]
+    assert calls == expected
+
+
 @pytest.mark.parametrize("msg_types", [[], ["Tick"], ["TimeTick", 3]])
 def test_broker_watch_rejects_unknown_msg_types(msg_types):
     """An empty or misspelt ``msg_types`` is a clear error, not a watch that never fires."""

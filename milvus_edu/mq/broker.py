@@ -50,6 +50,10 @@ class Broker:
     def __init__(self) -> None:
         self._logs: dict[str, list[TsMsg]] = {}
         self._watchers: dict[str, list[tuple[GrowCallback, frozenset[str] | None]]] = {}
+        # Per watched channel: whether a watcher wants every type, and the types the others want. Looked
+        # up on every produce, so that a DML message on a channel watched for time ticks only (each
+        # consumer's) costs one set lookup, not a pass over the watchers.
+        self._woken: dict[str, tuple[bool, frozenset[str]]] = {}
 
     def create_channel(self, channel: str) -> None:
         """Create ``channel`` if it does not exist (topics are created on first use, as in Pulsar/RocksMQ)."""
@@ -85,10 +89,10 @@ class Broker:
                 or pos.timestamp != msg.begin_ts()):
             msg = _stamped(msg, channel, msg_id)
         log.append(msg)
-        watchers = self._watchers.get(channel)
-        if watchers:
+        woken = self._woken.get(channel)
+        if woken is not None and (woken[0] or msg.msg_type in woken[1]):
             msg_type = msg.msg_type
-            for callback, msg_types in tuple(watchers):  # a callback may cancel its own watch
+            for callback, msg_types in tuple(self._watchers[channel]):  # a callback may cancel its own watch
                 if msg_types is None or msg_type in msg_types:
                     callback(channel, msg_id)
         return msg_id
@@ -144,7 +148,23 @@ class Broker:
         watchers = self._watchers.setdefault(channel, [])
         entry = (callback, types)
         watchers.append(entry)
-        return lambda: watchers.remove(entry) if entry in watchers else None
+        self._update_woken(channel)
+
+        def cancel() -> None:
+            if entry in watchers:
+                watchers.remove(entry)
+                self._update_woken(channel)
+
+        return cancel
+
+    def _update_woken(self, channel: str) -> None:
+        """Work out which produced types call a watcher of ``channel`` (after a watch or a cancel)."""
+        watchers = self._watchers.get(channel)
+        if not watchers:
+            self._woken.pop(channel, None)
+            return
+        self._woken[channel] = (any(types is None for _, types in watchers),
+                                frozenset().union(*(types for _, types in watchers if types is not None)))
 
     def _log(self, channel: str) -> list[TsMsg]:
         try:
