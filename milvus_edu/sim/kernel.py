@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Generator
-from heapq import heappop
 from dataclasses import dataclass
 from functools import partial
+from heapq import heappop
 from math import log
 from operator import attrgetter
 
