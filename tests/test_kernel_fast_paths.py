@@ -138,15 +138,42 @@ def test_a_detached_process_can_be_interrupted():
     assert seen == [(7, "wake")]
 
 
-def test_yielding_something_that_is_not_an_event_says_so():
-    env = simpy.Environment()
+def test_yielding_something_that_is_not_an_event_says_so_as_a_process_does():
+    messages = []
+    for start in (simpy.Environment.process, DetachedProcess):
+        env = simpy.Environment()
 
-    def wrong():
-        yield 5
+        def wrong():
+            yield 5
 
-    DetachedProcess(env, wrong())
-    with pytest.raises(RuntimeError, match="only yield SimPy events"):
+        start(env, wrong())
+        with pytest.raises(RuntimeError, match="Invalid yield value \"5\"") as info:
+            env.run()
+        messages.append(str(info.value).replace("Process", "").strip())
+    assert messages[0] == messages[1] and "wrong" in messages[0]
+
+
+def test_a_waiter_before_the_end_is_resumed_after_what_was_due_before_the_end_step():
+    """A waiter of a detached process is resumed by its end step, in its turn: after an event of the
+    same instant that was scheduled before the process ended."""
+    order = {}
+    for start in (simpy.Environment.process, DetachedProcess):
+        env = simpy.Environment()
+        trace = order[start] = []
+        child = start(env, _ender(env, 2, "v"))
+
+        def waiter():
+            trace.append(("joined", (yield child)))
+
+        def other():
+            yield env.timeout(1)
+            yield env.timeout(1)  # due at 2, scheduled before the child ends at 2
+            trace.append("other")
+
+        env.process(waiter())
+        env.process(other())
         env.run()
+    assert order[DetachedProcess] == order[simpy.Environment.process] == ["other", ("joined", "v")]
 
 
 # A program: processes, each a list of integer delays (integers, so events tie often); some
@@ -277,3 +304,35 @@ def test_run_until_an_event_returns_its_value():
 def test_the_environment_binds_its_event_classes_once():
     env = Environment()
     assert env.timeout is env.timeout and env.event is env.event and env.process is env.process
+
+
+def _stop_elsewhere(env_class) -> list:
+    """An event other than the run's own stop carries SimPy's stop callback, then another callback."""
+    env = env_class()
+    seen = []
+    t = env.timeout(5, value="t")
+    t.callbacks += [simpy.core.StopSimulation.callback, lambda event: seen.append(("after", env.now))]
+    seen.append(("first run", env.run(until=10), env.now))
+    seen.append(("second run", env.run(until=20), env.now, env.peek()))
+    return seen
+
+
+def test_a_run_stopped_by_another_event_goes_on_as_simpys_does():
+    assert _stop_elsewhere(Environment) == _stop_elsewhere(simpy.Environment)
+    assert _stop_elsewhere(Environment)[:2] == [("first run", "t", 5), ("after", 5)]
+
+
+def test_a_step_replaced_for_tracing_sees_every_event():
+    """SimPy's recipe for tracing replaces ``env.step``; the environment then runs SimPy's loop."""
+    traced = []
+    env = Environment()
+    step = env.step
+
+    def tracing_step():
+        traced.append(env.peek())
+        step()
+
+    env.step = tracing_step
+    env.process(_ender(env, 3, None))
+    env.run(until=5)
+    assert traced == [0, 3, 3, 5]

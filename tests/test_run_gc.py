@@ -58,3 +58,39 @@ def test_a_process_that_froze_objects_itself_keeps_them_frozen_and_nothing_more_
         assert gc.get_freeze_count() == mine
     finally:
         gc.unfreeze()
+
+
+def test_a_forked_child_forgets_the_runs_in_progress_and_their_hook():
+    """The sink process is forked while a run may be in progress (in another thread): the child
+    must not keep freezing on the parent's behalf."""
+    import os
+
+    from milvus_edu.sim import run as run_module
+
+    seen = {}
+
+    def progress(done, total):
+        if seen:
+            return
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: report what it inherited, then leave at once
+            state = (run_module._GC_RUNS[0], _freeze_survivors in gc.callbacks, run_module._GC_LOCK.locked())
+            os.write(write, repr(state).encode())
+            os._exit(0)
+        os.close(write)
+        seen["child"] = os.read(read, 200).decode()
+        os.close(read)
+        os.waitpid(pid, 0)
+        seen["parent"] = (run_module._GC_RUNS[0], _freeze_survivors in gc.callbacks)
+
+    milvus_edu.simulate("tso-basics", seed=1, duration_s=2, progress=progress)
+    assert seen["parent"] == (1, True)
+    assert seen["child"] == repr((0, False, False))
+
+
+def test_a_collection_in_another_thread_after_the_runs_ended_freezes_nothing():
+    """The hook checks, under the lock, that a run is in progress: called when none is, it does nothing."""
+    assert gc.get_freeze_count() == 0
+    _freeze_survivors("stop", {"generation": 0})
+    assert gc.get_freeze_count() == 0

@@ -23,7 +23,7 @@ from operator import attrgetter
 
 import simpy
 from simpy.core import BoundClass, StopSimulation
-from simpy.events import URGENT
+from simpy.events import URGENT, _describe_frame
 
 from ..config import MS, Config
 from ..events import SIM_EPOCH_MS, Recorder
@@ -78,8 +78,13 @@ class Environment(simpy.Environment):
                 setattr(self, name, getattr(self, name))
 
     def run(self, until=None):
-        """Run until ``until`` (a time, an event, or ``None``: until no event is left), as SimPy does."""
-        if until is None or isinstance(until, simpy.Event):
+        """Run until ``until`` (a time, an event, or ``None``: until no event is left), as SimPy does.
+
+        An environment whose ``step`` was replaced (SimPy's recipe for tracing every event) runs
+        SimPy's own loop, which calls it. (Asked of ``self.step``, not ``self.__dict__``: reading an
+        instance's ``__dict__`` makes every later attribute access on it slower.)"""
+        if (until is None or isinstance(until, simpy.Event)
+                or getattr(self.step, "__func__", None) is not simpy.Environment.step):
             return super().run(until)
         at = until if isinstance(until, int) else float(until)
         if at <= self._now:
@@ -101,10 +106,11 @@ class Environment(simpy.Environment):
                     exc.__cause__ = event._value
                     raise exc
         except StopSimulation as done:
-            # as step does: the stop event is scheduled once more, now without callbacks (its
-            # StopSimulation callback was the last one), and the next run steps through it first
-            stop.callbacks = []
-            self.schedule(stop, -1)
+            # as step does: the event whose callback stopped the run (``stop``, or any event given
+            # SimPy's stop callback) keeps the callbacks after that one, and the next run steps
+            # through it first
+            event.callbacks = callbacks[callbacks.index(callback) + 1:]
+            self.schedule(event, -1)
             return done.args[0]
 
 
@@ -159,8 +165,11 @@ class DetachedProcess(simpy.Process):
                 if event.callbacks is not None:  # not yet processed: wait for it
                     event.callbacks.append(self._resume)
                     break
-            except AttributeError:
-                raise RuntimeError(f"a process may only yield SimPy events, got {event!r}") from None
+            except AttributeError:  # as Process: say where the generator yielded what
+                if hasattr(event, "callbacks"):
+                    raise
+                where = _describe_frame(generator.gi_frame)
+                raise RuntimeError(f"\n{where}Invalid yield value \"{event}\"") from None
         self._target = event
         env._active_proc = None
 

@@ -213,9 +213,31 @@ _GC_LOCK = threading.Lock()
 
 
 def _freeze_survivors(phase: str, info: dict) -> None:
-    """``gc.callbacks`` entry during runs: what survived a collection is frozen (see below)."""
-    if phase == "stop":
-        gc.freeze()
+    """``gc.callbacks`` entry during runs: what survived a collection is frozen (see below).
+
+    Only while a run is in progress, checked under the lock: a collection in another thread could
+    otherwise freeze after the last run unfroze. A collection in a thread that holds the lock (a run
+    starting or ending) freezes nothing this time, rather than wait for itself."""
+    if phase == "stop" and _GC_LOCK.acquire(blocking=False):
+        try:
+            if _GC_RUNS[0] and _GC_RUNS[2]:
+                gc.freeze()
+        finally:
+            _GC_LOCK.release()
+
+
+def _forget_runs_in_child() -> None:
+    """After a fork (the sink process) the child runs no simulation: it drops the parent's runs in
+    progress, their hook and lock, and freezes as it sees fit (``events.worker``)."""
+    global _GC_LOCK
+    _GC_LOCK = threading.Lock()
+    _GC_RUNS[:] = [0, None, False]
+    if _freeze_survivors in gc.callbacks:
+        gc.callbacks.remove(_freeze_survivors)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_runs_in_child)
 
 
 @contextmanager
@@ -227,12 +249,16 @@ def _fewer_gc_passes(gen0: int = 50_000):
     often the older ones as the heap grows with the broker's logs. Scanning after every ``gen0``
     allocations instead makes a long run about a third faster (``benchmarks/bench_sim.py``).
 
-    What survives a collection during a run is frozen (``gc.freeze``): nearly all of it is the
-    broker's logs, kept to the end of the run, and the collector would otherwise scan every message
-    a second time in its next older generation (about a third of the collector's time in a 60-s
-    TimeTick run). When the last run in progress ends, everything is unfrozen into the oldest
-    generation, so a cycle that became garbage meanwhile is collected as usual, just later. A process
-    that froze objects of its own before the run is left to its choice: nothing is frozen or unfrozen.
+    What survives a collection during a run is frozen (``gc.freeze``): what a run allocates and keeps
+    is mostly what lives to its end (the broker's logs), which the collector would otherwise scan a
+    second time in its next older generation (a third to two fifths of the collector's time in a
+    60-s TimeTick run). The freeze takes the whole heap, including what the process held before.
+    When the last run in progress ends, everything is unfrozen into the oldest generation, where a
+    cycle that became garbage meanwhile waits for the next full collection. Among it can be an earlier
+    run's simulation (its objects form cycles): a process that runs many simulations back to back with
+    no full collection between them holds more memory until one comes (about an eighth more after 20
+    TimeTick runs of 10 s); ``gc.collect()`` between runs frees it. A process that froze objects of its
+    own before the run is left to its choice: nothing is frozen or unfrozen.
     The thresholds are put back when the last run in progress in this process ends (runs in threads
     may overlap).
     """
@@ -252,8 +278,9 @@ def _fewer_gc_passes(gen0: int = 50_000):
             if _GC_RUNS[0] == 0:
                 gc.set_threshold(*_GC_RUNS[1])
                 if _GC_RUNS[2]:
-                    gc.callbacks.remove(_freeze_survivors)
                     gc.unfreeze()
+                    if _freeze_survivors in gc.callbacks:
+                        gc.callbacks.remove(_freeze_survivors)
 
 
 def _summary(spec, seed, duration_s, config, recorder, summaries, checkers, run_id) -> dict:
