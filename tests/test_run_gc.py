@@ -54,8 +54,10 @@ def test_a_process_that_froze_objects_itself_keeps_them_frozen_and_nothing_more_
             during.append((gc.get_freeze_count(), _freeze_survivors in gc.callbacks))
 
         milvus_edu.simulate("tso-basics", seed=1, duration_s=2, progress=progress)
-        assert during and all(frozen == mine and not hooked for frozen, hooked in during)
-        assert gc.get_freeze_count() == mine
+        # frozen objects that reference counting frees leave the count, so it may only go down;
+        # unfreezing would take it to 0
+        assert during and all(0 < frozen <= mine and not hooked for frozen, hooked in during)
+        assert 0 < gc.get_freeze_count() <= mine
     finally:
         gc.unfreeze()
 
