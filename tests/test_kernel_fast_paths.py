@@ -53,28 +53,36 @@ def test_a_waiter_that_comes_before_the_end_is_resumed_by_the_end_event():
     assert got == [42, 3]
 
 
+def _join_order(start, child_end: int, waiter_sleeps: int, other_sleeps: list[int]) -> list:
+    """What happens at the child's end: a waiter that sleeps ``waiter_sleeps`` then waits for the
+    child (ending at ``child_end``, started by ``start``), and another process that sleeps
+    ``other_sleeps`` in turn; both log when they go on."""
+    env = simpy.Environment()
+    trace = []
+    child = start(env, _ender(env, child_end, "v"))
+
+    def waiter():
+        if waiter_sleeps:
+            yield env.timeout(waiter_sleeps)
+        trace.append(("joined", (yield child)))
+
+    def other():
+        for sleep in other_sleeps:
+            yield env.timeout(sleep)
+        trace.append("other")
+
+    env.process(waiter())
+    env.process(other())
+    env.run()
+    return trace
+
+
 def test_a_waiter_that_comes_after_the_end_is_resumed_at_once_which_is_why_spawn_gives_no_handle():
     """The one difference from a plain process: a waiter that comes after the end, in the same instant
     as the end, is resumed at once, not with the end step, after the other events of that instant."""
-    order = {}
-    for start in (simpy.Environment.process, DetachedProcess):
-        env = simpy.Environment()
-        trace = order[start] = []
-        child = start(env, _ender(env, 1, "v"))
-
-        def late():
-            yield env.timeout(1)  # due after the child's timeout, in the same instant
-            trace.append(("joined", (yield child)))
-
-        def other():
-            yield env.timeout(1)
-            trace.append("other")
-
-        env.process(late())
-        env.process(other())
-        env.run()
-    assert order[simpy.Environment.process] == ["other", ("joined", "v")]
-    assert order[DetachedProcess] == [("joined", "v"), "other"]
+    # the waiter's timeout is due after the child's, in the same instant
+    assert _join_order(simpy.Environment.process, 1, 1, [1]) == ["other", ("joined", "v")]
+    assert _join_order(DetachedProcess, 1, 1, [1]) == [("joined", "v"), "other"]
     sim = Simulation(1, NULL_RECORDER, Config())
     assert sim.spawn(_ender(sim.env, 2, "x")) is None
 
@@ -156,24 +164,9 @@ def test_yielding_something_that_is_not_an_event_says_so_as_a_process_does():
 def test_a_waiter_before_the_end_is_resumed_after_what_was_due_before_the_end_step():
     """A waiter of a detached process is resumed by its end step, in its turn: after an event of the
     same instant that was scheduled before the process ended."""
-    order = {}
-    for start in (simpy.Environment.process, DetachedProcess):
-        env = simpy.Environment()
-        trace = order[start] = []
-        child = start(env, _ender(env, 2, "v"))
-
-        def waiter():
-            trace.append(("joined", (yield child)))
-
-        def other():
-            yield env.timeout(1)
-            yield env.timeout(1)  # due at 2, scheduled before the child ends at 2
-            trace.append("other")
-
-        env.process(waiter())
-        env.process(other())
-        env.run()
-    assert order[DetachedProcess] == order[simpy.Environment.process] == ["other", ("joined", "v")]
+    # the other's second timeout is due at 2, scheduled before the child ends at 2
+    assert (_join_order(DetachedProcess, 2, 0, [1, 1]) == _join_order(simpy.Environment.process, 2, 0, [1, 1])
+            == ["other", ("joined", "v")])
 
 
 # A program: processes, each a list of integer delays (integers, so events tie often); some
