@@ -59,7 +59,7 @@ else:
     sim = Simulation(1, recorder, Config())
     spec.build(sim, **RUN.scenario_options(spec, None))
     recorder.emit("run.start", "sim")
-    with RUN._fewer_gc_passes():
+    with RUN._collector_paused():
         sim.run(float(sys.argv[2]) * 1000.0)
     recorder.close()
     print(recorder.seq)

@@ -179,7 +179,7 @@ def simulate(
     try:
         recorder.emit("run.start", "sim", detail=start)
         total_ms = duration_s * 1000.0
-        with _fewer_gc_passes():
+        with _collector_paused():
             if progress is None:
                 sim.run(total_ms)
             else:
@@ -206,34 +206,37 @@ def simulate(
     return RunResult(summary, out, memory.rows if keep_events else [], kept=keep_events)
 
 
-#: Runs in progress in this process (threads may simulate at once), the collector thresholds before
-#: the first of them, and whether the runs freeze what survives a collection; guarded by the lock.
-_GC_RUNS: list = [0, None, False]
-_GC_LOCK = threading.Lock()
+class _GCState:
+    """What :func:`_collector_paused` keeps between runs (one per process; guarded by ``lock``)."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        #: Runs in progress (threads may simulate at once), and whether the collector was on when
+        #: the first of them began (then the last one to end turns it back on).
+        self.runs = 0
+        self.was_on = False
+        #: Objects the runs handed to the oldest generation unscanned since the last full
+        #: collection, the count of full collections then, and the objects the collector tracked
+        #: after the last full collection that a run asked for (0: none yet).
+        self.unscanned = 0
+        self.full_collections = -1
+        self.heap = 0
 
 
-def _freeze_survivors(phase: str, info: dict) -> None:
-    """``gc.callbacks`` entry during runs: what survived a collection is frozen (see below).
+_GC = _GCState()
 
-    Only while a run is in progress, checked under the lock: a collection in another thread could
-    otherwise freeze after the last run unfroze. A collection in a thread that holds the lock (a run
-    starting or ending) freezes nothing this time, rather than wait for itself."""
-    if phase == "stop" and _GC_LOCK.acquire(blocking=False):
-        try:
-            if _GC_RUNS[0] and _GC_RUNS[2]:
-                gc.freeze()
-        finally:
-            _GC_LOCK.release()
+
+def _full_collections() -> int:
+    return gc.get_stats()[-1]["collections"]
 
 
 def _forget_runs_in_child() -> None:
-    """After a fork (the sink process) the child runs no simulation: it drops the parent's runs in
-    progress, their hook and lock, and freezes as it sees fit (``events.worker``)."""
-    global _GC_LOCK
-    _GC_LOCK = threading.Lock()
-    _GC_RUNS[:] = [0, None, False]
-    if _freeze_survivors in gc.callbacks:
-        gc.callbacks.remove(_freeze_survivors)
+    """After a fork (the sink process, or any child forked while a run is in progress) the child runs
+    no simulation: it drops the parent's runs in progress and their lock, and has its collector back."""
+    global _GC
+    if _GC.runs and _GC.was_on:
+        gc.enable()
+    _GC = _GCState()
 
 
 if hasattr(os, "register_at_fork"):
@@ -241,46 +244,59 @@ if hasattr(os, "register_at_fork"):
 
 
 @contextmanager
-def _fewer_gc_passes(gen0: int = 50_000):
-    """Run the cyclic garbage collector less often, and over less, while simulating.
+def _collector_paused():
+    """Pause Python's cyclic garbage collector while simulating; afterwards, hand what the run kept to
+    the oldest generation unscanned, and collect it in full before a later run when it is due.
 
-    A run allocates many short-lived objects (events, messages, generator frames) that reference
-    counting frees, but every 700 allocations Python's collector scans the young ones, and ever more
-    often the older ones as the heap grows with the broker's logs. Scanning after every ``gen0``
-    allocations instead makes a long run about a third faster (``benchmarks/bench_sim.py``).
+    A run allocates many short-lived objects (events, messages, generator frames), which reference
+    counting frees, and many that live to its end (the broker's logs, the processes). It makes next
+    to no cyclic garbage: none in the TimeTick and TSO scenarios, a few thousand objects per
+    simulated minute at most in the fault scenarios, where exceptions travel (``tests/test_run_gc.py``
+    keeps every registered scenario under a bound). A collection during the run would scan what
+    lives and free nothing, so the collector is off while a run is in progress; when the last run in
+    progress ends, it is turned back on if it was on when the first began. Just before, what the run
+    allocated and kept is moved to the oldest generation (``gc.freeze`` then ``gc.unfreeze``: two
+    list moves) instead of being scanned generation by generation on its way there. Against scanning
+    during the run, a 60-s TimeTick run takes about 5% less CPU (``benchmarks/bench_sim.py``).
 
-    What survives a collection during a run is frozen (``gc.freeze``): what a run allocates and keeps
-    is mostly what lives to its end (the broker's logs), which the collector would otherwise scan a
-    second time in its next older generation (a third to two fifths of the collector's time in a
-    60-s TimeTick run). The freeze takes the whole heap, including what the process held before.
-    When the last run in progress ends, everything is unfrozen into the oldest generation, where a
-    cycle that became garbage meanwhile waits for the next full collection. Among it can be an earlier
-    run's simulation (its objects form cycles): a process that runs many simulations back to back with
-    no full collection between them holds more memory until one comes (about an eighth more after 20
-    TimeTick runs of 10 s); ``gc.collect()`` between runs frees it. A process that froze objects of its
-    own before the run is left to its choice: nothing is frozen or unfrozen.
-    The thresholds are put back when the last run in progress in this process ends (runs in threads
-    may overlap).
+    The simulation is garbage once its run returns (its objects form cycles), and only a full
+    collection frees it. Python starts one when the objects promoted to the oldest generation since
+    the last exceed a quarter of those that survived it; the runs' objects arrive there without
+    being counted, so this module applies that rule to them itself: a run starts with a full
+    collection (``gc.collect()``) when earlier runs handed over more than a quarter of the objects
+    tracked after the last one it asked for. So a notebook or a loop that runs simulation after
+    simulation keeps a bounded heap (the test suite checks it) at the price of Python's own rule.
+
+    A process that froze objects of its own (``gc.get_freeze_count()`` > 0 at the end) keeps them
+    frozen: the run's objects are then left in the young generation, to be scanned as usual. A
+    process that turned the collector off itself keeps it off, and gets no collection from here.
     """
-    with _GC_LOCK:
-        if _GC_RUNS[0] == 0:
-            _GC_RUNS[1] = gc.get_threshold()
-            gc.set_threshold(max(gen0, _GC_RUNS[1][0]), *_GC_RUNS[1][1:])
-            _GC_RUNS[2] = gc.get_freeze_count() == 0
-            if _GC_RUNS[2]:
-                gc.callbacks.append(_freeze_survivors)
-        _GC_RUNS[0] += 1
+    state = _GC
+    with state.lock:
+        if state.runs == 0:
+            state.was_on = gc.isenabled()
+            # Python's rule for a full collection, applied to what earlier runs handed over (unless
+            # a full collection came since: it saw them)
+            if (state.was_on and state.unscanned > state.heap // 4
+                    and _full_collections() == state.full_collections):
+                gc.collect()
+                state.unscanned, state.heap = 0, len(gc.get_objects())
+            gc.disable()
+        state.runs += 1
     try:
         yield
     finally:
-        with _GC_LOCK:
-            _GC_RUNS[0] -= 1
-            if _GC_RUNS[0] == 0:
-                gc.set_threshold(*_GC_RUNS[1])
-                if _GC_RUNS[2]:
+        with state.lock:
+            state.runs -= 1
+            if state.runs == 0 and state.was_on:
+                if gc.get_freeze_count() == 0:
+                    if _full_collections() != state.full_collections:
+                        state.unscanned = 0  # a full collection came since the last run: it saw those
+                    state.unscanned += gc.get_count()[0]  # what the young generation gained, the run's objects
+                    state.full_collections = _full_collections()
+                    gc.freeze()
                     gc.unfreeze()
-                    if _freeze_survivors in gc.callbacks:
-                        gc.callbacks.remove(_freeze_survivors)
+                gc.enable()
 
 
 def _summary(spec, seed, duration_s, config, recorder, summaries, checkers, run_id) -> dict:
