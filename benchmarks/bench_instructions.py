@@ -45,6 +45,7 @@ else:
     from milvus_edu.config import Config
     from milvus_edu.events import Recorder
     from milvus_edu.sim import run as RUN
+    from milvus_edu.sim.collector import collector_paused
     from milvus_edu.sim.kernel import Simulation
 
     class Drop:
@@ -59,7 +60,7 @@ else:
     sim = Simulation(1, recorder, Config())
     spec.build(sim, **RUN.scenario_options(spec, None))
     recorder.emit("run.start", "sim")
-    with RUN._collector_paused():
+    with collector_paused():
         sim.run(float(sys.argv[2]) * 1000.0)
     recorder.close()
     print(recorder.seq)

@@ -7,13 +7,10 @@ depends on the wall clock, so the same scenario, seed and config give byte-ident
 
 from __future__ import annotations
 
-import gc
 import json
 import os
 import shutil
-import threading
 from collections.abc import Callable
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -26,6 +23,7 @@ from ..events import SCHEMA_VERSION, JsonlSink, MemorySink, ParquetSink, Recorde
 from ..events import worker
 from ..registry import get_scenario, scenario_mechanisms, scenario_options
 from ..storage.objectstore import RUN_OBJECTS_DIR, RUN_OBJECTS_MARKER
+from .collector import collector_paused
 from .kernel import NetworkParams, Simulation
 
 RUN_FILES = ("events.parquet", "events.jsonl", "summary.json")
@@ -179,14 +177,15 @@ def simulate(
     try:
         recorder.emit("run.start", "sim", detail=start)
         total_ms = duration_s * 1000.0
-        with _collector_paused():
+        with collector_paused() as pause:  # see sim.collector: the run frees what it drops by itself
             if progress is None:
                 sim.run(total_ms)
             else:
                 steps = 50
                 for i in range(1, steps + 1):
                     sim.run(total_ms * i / steps)
-                    progress(duration_s * i / steps, duration_s)
+                    with pause.resumed():
+                        progress(duration_s * i / steps, duration_s)
         recorder.emit("run.end", "sim", detail={"events": recorder.seq + 1})
         recorder.close()
     except BaseException:
@@ -204,99 +203,6 @@ def simulate(
             json.dump(summary, fh, indent=2, sort_keys=True)
             fh.write("\n")
     return RunResult(summary, out, memory.rows if keep_events else [], kept=keep_events)
-
-
-class _GCState:
-    """What :func:`_collector_paused` keeps between runs (one per process; guarded by ``lock``)."""
-
-    def __init__(self):
-        self.lock = threading.Lock()
-        #: Runs in progress (threads may simulate at once), and whether the collector was on when
-        #: the first of them began (then the last one to end turns it back on).
-        self.runs = 0
-        self.was_on = False
-        #: Objects the runs handed to the oldest generation unscanned since the last full
-        #: collection, the count of full collections then, and the objects the collector tracked
-        #: after the last full collection that a run asked for (0: none yet).
-        self.unscanned = 0
-        self.full_collections = -1
-        self.heap = 0
-
-
-_GC = _GCState()
-
-
-def _full_collections() -> int:
-    return gc.get_stats()[-1]["collections"]
-
-
-def _forget_runs_in_child() -> None:
-    """After a fork (the sink process, or any child forked while a run is in progress) the child runs
-    no simulation: it drops the parent's runs in progress and their lock, and has its collector back."""
-    global _GC
-    if _GC.runs and _GC.was_on:
-        gc.enable()
-    _GC = _GCState()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_forget_runs_in_child)
-
-
-@contextmanager
-def _collector_paused():
-    """Pause Python's cyclic garbage collector while simulating; afterwards, hand what the run kept to
-    the oldest generation unscanned, and collect it in full before a later run when it is due.
-
-    A run allocates many short-lived objects (events, messages, generator frames), which reference
-    counting frees, and many that live to its end (the broker's logs, the processes). It makes next
-    to no cyclic garbage: none in the TimeTick and TSO scenarios, a few thousand objects per
-    simulated minute at most in the fault scenarios, where exceptions travel (``tests/test_run_gc.py``
-    keeps every registered scenario under a bound). A collection during the run would scan what
-    lives and free nothing, so the collector is off while a run is in progress; when the last run in
-    progress ends, it is turned back on if it was on when the first began. Just before, what the run
-    allocated and kept is moved to the oldest generation (``gc.freeze`` then ``gc.unfreeze``: two
-    list moves) instead of being scanned generation by generation on its way there. Against scanning
-    during the run, a 60-s TimeTick run takes about 5% less CPU (``benchmarks/bench_sim.py``).
-
-    The simulation is garbage once its run returns (its objects form cycles), and only a full
-    collection frees it. Python starts one when the objects promoted to the oldest generation since
-    the last exceed a quarter of those that survived it; the runs' objects arrive there without
-    being counted, so this module applies that rule to them itself: a run starts with a full
-    collection (``gc.collect()``) when earlier runs handed over more than a quarter of the objects
-    tracked after the last one it asked for. So a notebook or a loop that runs simulation after
-    simulation keeps a bounded heap (the test suite checks it) at the price of Python's own rule.
-
-    A process that froze objects of its own (``gc.get_freeze_count()`` > 0 at the end) keeps them
-    frozen: the run's objects are then left in the young generation, to be scanned as usual. A
-    process that turned the collector off itself keeps it off, and gets no collection from here.
-    """
-    state = _GC
-    with state.lock:
-        if state.runs == 0:
-            state.was_on = gc.isenabled()
-            # Python's rule for a full collection, applied to what earlier runs handed over (unless
-            # a full collection came since: it saw them)
-            if (state.was_on and state.unscanned > state.heap // 4
-                    and _full_collections() == state.full_collections):
-                gc.collect()
-                state.unscanned, state.heap = 0, len(gc.get_objects())
-            gc.disable()
-        state.runs += 1
-    try:
-        yield
-    finally:
-        with state.lock:
-            state.runs -= 1
-            if state.runs == 0 and state.was_on:
-                if gc.get_freeze_count() == 0:
-                    if _full_collections() != state.full_collections:
-                        state.unscanned = 0  # a full collection came since the last run: it saw those
-                    state.unscanned += gc.get_count()[0]  # what the young generation gained, the run's objects
-                    state.full_collections = _full_collections()
-                    gc.freeze()
-                    gc.unfreeze()
-                gc.enable()
 
 
 def _summary(spec, seed, duration_s, config, recorder, summaries, checkers, run_id) -> dict:
