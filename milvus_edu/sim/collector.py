@@ -29,7 +29,7 @@ How, for :func:`collector_paused` (``simulate`` wraps its run in it):
   survived it, but the hand-over promotes without being counted (and ``gc.freeze`` resets the
   generation counters). So a run starts with a full collection (``gc.collect()``, outside the
   lock) when the runs handed over more than a quarter of the objects the collector tracked after
-  the last full collection (``heap``, measured when a run sees that one came). A loop of runs
+  the last full collection (``heap``, measured when first needed after one came). A loop of runs
   keeps a bounded heap: over 20 ten-second TimeTick runs, about 220 MB with ``keep_events=False``
   and 470 MB with ``keep_events=True``, as with the collector left alone (225 and 490 MB), where
   scanning every 50,000 allocations and freezing, as before, reached 590 MB and 3 GB.
@@ -62,7 +62,8 @@ class _State:
         self.runs = 0
         self.paused = False
         #: Objects handed over since the last full collection, the count of full collections
-        #: when last looked, and the objects tracked after the last full collection (None: unknown).
+        #: when last looked, and the objects tracked after the last full collection (None: not
+        #: measured yet; it is, when a run starts with objects handed over).
         self.unscanned = 0
         self.full_collections = -1
         self.heap: int | None = None
@@ -81,25 +82,32 @@ def _heap_size() -> int:
 
 
 def _young_size() -> int:
-    """Objects in the two younger generations: what a hand-over moves."""
-    return len(gc.get_objects(generation=0)) + len(gc.get_objects(generation=1))
+    """Objects in the two younger generations, about: what a hand-over moves.
+
+    The youngest is counted by the collector's own counter (allocations less deallocations since
+    it was last emptied, by a collection or a freeze; a little more than its size, as objects that
+    were untracked still count), because walking it would touch every object a long run made
+    (60 ms for a 60-s TimeTick run); the next one, small unless a young collection came during the
+    run (``gc.collect(0)``), is walked."""
+    return gc.get_count()[0] + len(gc.get_objects(generation=1))
 
 
 def _settle(state: _State) -> None:
     """Under the lock: if a full collection came since we last looked (ours, Python's or the
-    user's), it saw what was handed over; take the heap's measure after it."""
+    user's), it saw what was handed over, and the heap after it is to be measured when needed."""
     full = _full_collections()
     if full != state.full_collections:
         state.full_collections = full
         state.unscanned = 0
-        state.heap = _heap_size()
+        state.heap = None
 
 
-def _hand_over(state: _State) -> None:
-    """Under the lock, the collector off: move what is young to the oldest generation, counted."""
+def _hand_over(state: _State, young: int | None = None) -> None:
+    """Under the lock, the collector off: move what is young (``young`` objects, if counted
+    already) to the oldest generation, and count it."""
     if gc.get_freeze_count() == 0:  # a freeze of someone else's would be undone by the unfreeze
         _settle(state)
-        state.unscanned += _young_size()
+        state.unscanned += _young_size() if young is None else young
         gc.freeze()
         gc.unfreeze()
 
@@ -130,7 +138,10 @@ class CollectorPause:
                 return self  # the process's own choice: leave its collector alone
             self._joined = True
             _settle(state)
-            due = state.unscanned > 0 and state.unscanned > (state.heap or 0) // 4
+            if state.unscanned and state.heap is None:
+                # measured only now (a walk of the heap): what is tracked, less what was handed over since
+                state.heap = max(_heap_size() - state.unscanned, 0)
+            due = state.unscanned > 0 and state.unscanned > state.heap // 4
         if due:  # outside the lock: finalizers run, and may themselves simulate
             gc.collect()
         with state.lock:
@@ -148,8 +159,9 @@ class CollectorPause:
         state = self._state
         with state.lock:
             state.runs -= 1
-            if state.runs > 0 or _young_size() >= HANDOVER_MIN:
-                _hand_over(state)
+            young = _young_size()
+            if state.runs > 0 or young >= HANDOVER_MIN:
+                _hand_over(state, young)
             if state.runs == 0 and state.paused:
                 gc.enable()
                 state.paused = False

@@ -150,34 +150,36 @@ def simulate(
     if sink_process and not worker.available():
         raise ValueError("sink_process=True needs a platform that can fork (Linux) and a process that may start "
                          "children (not a multiprocessing.Pool worker); leave it at None")
-    local = [memory] if keep_events else []
-    recorder = Recorder(run_id, sinks=local + checkers + summaries)
-    sim = Simulation(seed, recorder, config, network)
-    # Building emits nothing (processes start when the run does), so a bad option fails here,
-    # before the run folder is even created.
-    spec.build(sim, **opts)
-    out = prepare_out_dir(out_dir, force) if out_dir is not None else None
-    remote = None
-    if out is not None:
-        meta = {"scenario": scenario, "seed": str(seed), "duration_s": repr(float(duration_s)),
-                "switches": ",".join(sw.enabled())}
-        files = [partial(ParquetSink, out / "events.parquet", metadata=meta), partial(JsonlSink, out / "events.jsonl")]
-        if sink_process is None:
-            sink_process = worker.available()
-        if sink_process:
-            remote = worker.SinkProcess(files, checkers + summaries)
-            recorder.sinks = local + [remote]
-        else:
-            recorder.sinks += [open_sink() for open_sink in files]
-    sim.out_dir = out
-    start = {"scenario": scenario, "seed": seed, "duration_s": duration_s, "switches": sw.enabled(),
-             "version": __version__}
-    if opts:
-        start["options"] = opts
-    try:
-        recorder.emit("run.start", "sim", detail=start)
-        total_ms = duration_s * 1000.0
-        with collector_paused() as pause:  # see sim.collector: the run frees what it drops by itself
+    # The collector is paused from here (sim.collector: a run frees what it drops by itself), before
+    # the sink process is forked, so that a collection due before the run is done before the fork.
+    with collector_paused() as pause:
+        local = [memory] if keep_events else []
+        recorder = Recorder(run_id, sinks=local + checkers + summaries)
+        sim = Simulation(seed, recorder, config, network)
+        # Building emits nothing (processes start when the run does), so a bad option fails here,
+        # before the run folder is even created.
+        spec.build(sim, **opts)
+        out = prepare_out_dir(out_dir, force) if out_dir is not None else None
+        remote = None
+        if out is not None:
+            meta = {"scenario": scenario, "seed": str(seed), "duration_s": repr(float(duration_s)),
+                    "switches": ",".join(sw.enabled())}
+            files = [partial(ParquetSink, out / "events.parquet", metadata=meta), partial(JsonlSink, out / "events.jsonl")]
+            if sink_process is None:
+                sink_process = worker.available()
+            if sink_process:
+                remote = worker.SinkProcess(files, checkers + summaries)
+                recorder.sinks = local + [remote]
+            else:
+                recorder.sinks += [open_sink() for open_sink in files]
+        sim.out_dir = out
+        start = {"scenario": scenario, "seed": seed, "duration_s": duration_s, "switches": sw.enabled(),
+                 "version": __version__}
+        if opts:
+            start["options"] = opts
+        try:
+            recorder.emit("run.start", "sim", detail=start)
+            total_ms = duration_s * 1000.0
             if progress is None:
                 sim.run(total_ms)
             else:
@@ -186,23 +188,23 @@ def simulate(
                     sim.run(total_ms * i / steps)
                     with pause.resumed():
                         progress(duration_s * i / steps, duration_s)
-        recorder.emit("run.end", "sim", detail={"events": recorder.seq + 1})
-        recorder.close()
-    except BaseException:
-        if remote is not None:
-            remote.abort()
-        raise
-    if remote is not None:  # the checkers and summaries as the sink process left them
-        checkers, summaries = remote.kept[:len(checkers)], remote.kept[len(checkers):]
+            recorder.emit("run.end", "sim", detail={"events": recorder.seq + 1})
+            recorder.close()
+        except BaseException:
+            if remote is not None:
+                remote.abort()
+            raise
+        if remote is not None:  # the checkers and summaries as the sink process left them
+            checkers, summaries = remote.kept[:len(checkers)], remote.kept[len(checkers):]
 
-    summary = _summary(spec, seed, duration_s, config, recorder, summaries, checkers, run_id)
-    if opts:
-        summary["options"] = opts
-    if out is not None:
-        with open(out / "summary.json", "w", encoding="utf-8") as fh:
-            json.dump(summary, fh, indent=2, sort_keys=True)
-            fh.write("\n")
-    return RunResult(summary, out, memory.rows if keep_events else [], kept=keep_events)
+        summary = _summary(spec, seed, duration_s, config, recorder, summaries, checkers, run_id)
+        if opts:
+            summary["options"] = opts
+        if out is not None:
+            with open(out / "summary.json", "w", encoding="utf-8") as fh:
+                json.dump(summary, fh, indent=2, sort_keys=True)
+                fh.write("\n")
+        return RunResult(summary, out, memory.rows if keep_events else [], kept=keep_events)
 
 
 def _summary(spec, seed, duration_s, config, recorder, summaries, checkers, run_id) -> dict:
