@@ -102,12 +102,12 @@ def _settle(state: _State) -> None:
         state.heap = None
 
 
-def _hand_over(state: _State, young: int | None = None) -> None:
-    """Under the lock, the collector off: move what is young (``young`` objects, if counted
-    already) to the oldest generation, and count it."""
+def _hand_over(state: _State, young: int) -> None:
+    """Under the lock, the collector off: move what is young (``young`` objects, from
+    :func:`_young_size`) to the oldest generation, and count it."""
     if gc.get_freeze_count() == 0:  # a freeze of someone else's would be undone by the unfreeze
         _settle(state)
-        state.unscanned += _young_size() if young is None else young
+        state.unscanned += young
         gc.freeze()
         gc.unfreeze()
 
@@ -169,12 +169,15 @@ class CollectorPause:
     @contextmanager
     def resumed(self) -> Iterator[None]:
         """The collector on around a callback (``progress``), after a hand-over of what the run
-        allocated so far, when this run is the only one in progress; paused again after it."""
+        allocated so far, when this run is the only one in progress; paused again after it.
+
+        The hand-over here has no :data:`HANDOVER_MIN`: the run goes on, so what it allocated lives
+        on, and the collector would only scan it again at every step."""
         state = self._state
         with state.lock:
             alone = self._joined and state.runs == 1 and state.paused
             if alone:
-                _hand_over(state)
+                _hand_over(state, _young_size())
                 gc.enable()
                 state.paused = False
         try:
