@@ -24,8 +24,7 @@ its periodic ``UpdateNextTarget``; the loaded segment is excluded up to its own 
 target checkpoint on every ``SyncDistribution``), and ``WatchDmChannels``'s exclusions are not needed (only new
 collections are watched).
 Simplification: a shard's rows are not deduplicated by primary key (Go's result merge keeps the newest row of each
-key): a row served twice, by a growing and a sealed copy, stays visible to the checker. A closed delegator still
-answers a read whose guarantee it already passed (Go's ``lifetime.Add`` refuses it).
+key): a row served twice, by a growing and a sealed copy, stays visible to the checker.
 """
 
 from __future__ import annotations
@@ -68,7 +67,7 @@ class QueryNodeNode:
                                    downgrade_tsafe=params.downgrade_tsafe,
                                    delete_ignores_timestamps=sw.delete_ignores_timestamps,
                                    clean_exclude_interval_ns=params.clean_exclude_segment_interval_ns,
-                                   now_ns=self.clock.now_ns)
+                                   now_ns=self.clock.now_ns, node_id=self.server_id)
         self.delegators[vchannel] = delegator
         self.pipelines[vchannel] = Pipeline(collection_id, vchannel, delegator,
                                             update_tsafe_before_delete=sw.update_tsafe_before_delete)
@@ -147,7 +146,8 @@ class QueryNodeNode:
                     deadline_ms: float | None, rows_filter):
         """The delegator's ``Search`` / ``Query``: ``waitTSafe`` then the MVCC read at the tsafe it returned.
 
-        Returns ``(read_ts, rows)``; raises the wait's error (lag too large, deadline, delegator closed).
+        Returns ``(read_ts, rows)``; raises the lifetime check's error (a closed delegator: service not ready) or
+        the wait's (lag too large, deadline, delegator closed during the wait).
         """
         env, rec = self.sim.env, self.sim.recorder
         d = self.delegators.get(vchannel)
@@ -157,6 +157,7 @@ class QueryNodeNode:
         start = env.now
         common = dict(vchannel=vchannel, request=request, level=level, guarantee_ts=guarantee_ts, tick_ts=arrival)
         try:
+            d.lifetime_add()
             if self.sim.config.switches.skip_wait_tsafe:
                 tsafe = arrival
             else:
