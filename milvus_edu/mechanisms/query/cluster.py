@@ -44,7 +44,7 @@ from ...sim.kernel import RPCError, Simulation
 from ..flush.nodes import DataCoordNode, DataNodeNode, ObjectStoreLatency
 from ..flush.scenarios import ControlPlane, FlushCollection
 from ..timetick.nodes import ProxyNode
-from .nodes import QueryNodeNode, ReadProxy
+from .nodes import QueryNodeNode, ReadProxy, remote_error
 
 PCHANNELS = 2
 FIRST_COLLECTION_ID = 100
@@ -311,7 +311,7 @@ class SimClient:
             info = yield from self.cluster.sim.call(self.proxy.name, rc.name,
                                                     lambda: self.cluster.handle_describe_collection(name, self.name))
         except RPCError as exc:
-            raise (exc.__cause__ if isinstance(exc.__cause__, MilvusError) else exc) from None
+            raise remote_error(exc) from None
         self.collection_cache.insert(name, info)
         self.cluster.sim.recorder.emit("client.describe_collection", self.name, ts=info.update_timestamp,
                                        peer=self.proxy.name,

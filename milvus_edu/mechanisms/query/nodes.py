@@ -310,10 +310,9 @@ class ReadProxy:
         try:
             info = yield from self.sim.call(self.name, self.rootcoord_name, lambda: self.describe(name, self.name))
         except RPCError as exc:
-            error = exc.__cause__ if isinstance(exc.__cause__, MilvusError) else exc
-            rec.emit("proxy.meta_cache", self.name, peer=peer, error=str(error),
+            rec.emit("proxy.meta_cache", self.name, peer=peer, error=str(remote_error(exc, detach=False)),
                      detail={"result": "miss", "collection": name})
-            raise error from None
+            raise remote_error(exc) from None
         cached = self.meta_cache.update(info)
         rec.emit("proxy.meta_cache", self.name, ts=info.update_timestamp, peer=peer,
                  detail={"result": "miss", "collection": name, "collection_id": info.collection_id, "cached": cached,
@@ -350,3 +349,17 @@ class ReadProxy:
         self.sim.recorder.emit("proxy.meta_cache", self.name, ts=ts, peer=peer,
                                detail={"result": "invalidate", "collection": name, "collection_id": collection_id,
                                        "removed": removed})
+
+
+def remote_error(exc: RPCError, detach: bool = True) -> BaseException:
+    """The Milvus error an RPC failed with (its handler's exception), else the RPC error itself.
+
+    ``detach`` unlinks the RPC error from it first: re-raised inside the ``except`` that caught the RPC error, it
+    takes that error as its context, and the pair would otherwise hold each other (a cycle only the collector
+    frees). Raise it at once and bind it to no name, so no frame in its traceback holds it either."""
+    cause = exc.__cause__
+    if not isinstance(cause, MilvusError):
+        return exc
+    if detach:
+        exc.__cause__ = None
+    return cause
