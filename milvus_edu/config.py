@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 
 MS = 1_000_000  # nanoseconds per millisecond
 S = 1000 * MS
+PCHAN_STATS = ("scan", "heap")  # TimeTickParams.pchan_stats: milvus_edu.proxy.task_scheduler.STATS_IMPLEMENTATIONS
 
 
 class _Positive:
@@ -56,6 +57,16 @@ class TimeTickParams(_Positive):
     ticker_fixed_interval_unit: bool = False
     """Not a Milvus key: False reproduces 2.5's proxy ticker, which adds ``TimeTickInterval`` as raw
     nanoseconds to a hybrid timestamp (quirk 4); True adds 200 ms to the physical part instead."""
+    pchan_stats: str = "scan"
+    """Not a Milvus key: how the proxy's DML queue finds a pchannel's minTs when a task finishes. ``scan`` is
+    Go's ``popPChanStats`` (a rescan of the pchannel's ts set, O(n)); ``heap`` is the seed's proposal, a
+    min-heap with lazy deletion (O(log n) amortised). Both give the same statistics, so the same run log."""
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.pchan_stats not in PCHAN_STATS:
+            raise ValueError(f"TimeTickParams.pchan_stats must be one of {', '.join(PCHAN_STATS)}, "
+                             f"got {self.pchan_stats!r}")
 
     @property
     def ticker_interval_ns(self) -> int:
@@ -208,7 +219,8 @@ class Config:
                 updated[g] = replace(groups[g], **c)
             except ValueError as exc:  # name the parameter as the user wrote it
                 bad = next(n for n in c if f".{n} " in str(exc))
-                raise ValueError(f"parameter {g}.{bad} must be positive, got {c[bad]}") from None
+                rule = str(exc).split(f".{bad} ", 1)[1]
+                raise ValueError(f"parameter {g}.{bad} {rule}") from None
         return replace(self, **updated)
 
 

@@ -38,6 +38,13 @@ class CollectionNotFoundError(MilvusError):
     base = "collection not found"
 
 
+class CollectionSchemaMismatchError(MilvusError):
+    """``ErrCollectionSchemaMismatch`` (code 109): the schema the SDK sent is not the collection's current one."""
+
+    code = 109
+    base = "collection schema mismatch"
+
+
 class ChannelNotFoundError(MilvusError):
     """``ErrChannelNotFound`` (code 500)."""
 
@@ -84,6 +91,16 @@ def wrap_err_service_not_ready(role: str, session_id: int, state: str, msg: str 
 def wrap_err_collection_not_found(collection: object, msg: str = "") -> CollectionNotFoundError:
     """``WrapErrCollectionNotFound``: ``collection not found[collection=<id>]``."""
     return CollectionNotFoundError(("collection", collection), msg=msg)
+
+
+def wrap_err_collection_not_found_with_db(database: object, collection: object, msg: str = "") -> CollectionNotFoundError:
+    """``WrapErrCollectionNotFoundWithDB``: ``collection not found[database=<db>][collection=<name>]``."""
+    return CollectionNotFoundError(("database", database), ("collection", collection), msg=msg)
+
+
+def wrap_err_collection_schema_mismatch(collection: object, msg: str = "") -> CollectionSchemaMismatchError:
+    """``WrapErrCollectionSchemaMisMatch``: ``collection schema mismatch[collection=<name>]``."""
+    return CollectionSchemaMismatchError(("collection", collection), msg=msg)
 
 
 def wrap_err_channel_not_found(name: str, msg: str = "") -> ChannelNotFoundError:

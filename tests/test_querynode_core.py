@@ -3,7 +3,8 @@
 Ports the DeletedRecord cases of ``internal/core/unittest/test_delete_record.cpp`` that apply (a delete hides
 rows of its pk inserted strictly earlier, never one with the same ts, a row counted once) and the delegator's
 ``wait_tsafe_timeout``, ``tsafe_behind_max_lag`` and ``downgrade_tsafe`` cases (delegator_test.go TestSearch /
-TestQuery), plus the delegator-closed path of ``waitTSafe``; hypothesis checks MVCC against a brute-force
+TestQuery), their ``cluster_not_serviceable`` case (a closed delegator refuses a read before any wait: the
+``lifetime.Add`` check), plus the delegator-closed path of ``waitTSafe``; hypothesis checks MVCC against a brute-force
 definition.
 """
 
@@ -14,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from milvus_edu.effects import drive
-from milvus_edu.merr import ChannelNotAvailableError
+from milvus_edu.merr import ChannelNotAvailableError, ServiceNotReadyError
 from milvus_edu.querynode import (DeadlineExceeded, GrowingSegment, Row, SealedSegment, ShardDelegator, TSafeChanged,
                                   TsLagTooLargeError)
 from milvus_edu.tsoutil import compose_ts
@@ -178,6 +179,18 @@ def test_a_delegator_closed_during_the_wait_fails_the_read():
     with pytest.raises(ChannelNotAvailableError, match=r"delegator closed during wait tsafe: channel not available"
                                                        r"\[channel=v0\]"):
         drive(d.wait_tsafe(ts(200)), lambda e: d.close())
+
+
+@pytest.mark.parametrize("guarantee", [0, 100, 200])
+def test_a_closed_delegator_refuses_a_read_before_waiting_on_tsafe(guarantee):
+    """delegator_test.go TestSearch / TestQuery cluster_not_serviceable: after ``Close`` a read fails at
+    ``lifetime.Add(IsWorking)``, also one whose guarantee (0, or tsafe itself) needs no wait."""
+    d = ShardDelegator("v0", start_ts=ts(200), node_id=30)
+    d.insert(1, [Row("A", ts(150))])
+    assert drive(d.query(ts(guarantee)), lambda e: pytest.fail("must not wait")) == (ts(200), [Row("A", ts(150))])
+    d.close()
+    with pytest.raises(ServiceNotReadyError, match=r"^service not ready\[querynode=30\]: Stopped$"):
+        drive(d.query(ts(guarantee)), lambda e: pytest.fail("a closed delegator must not wait"))
 
 
 def test_process_delete_reaches_sealed_and_growing_segments():

@@ -234,3 +234,44 @@ def test_tick_values_are_real_hybrid_timestamps_near_true_time(basics):
         physical, _ = parse_hybrid_ts(int(row.tick_ts))
         lag = SIM_EPOCH_MS + float(row.t_ms) - physical
         assert 0 <= lag < 1000  # a tick trails true time, by less than a second here
+
+
+@pytest.mark.parametrize("scenario", ["timetick-basics", "timetick-slow-link"])
+def test_heap_pchan_stats_give_the_same_run_log_as_gos_scan(tmp_path, monkeypatch, scenario):
+    """The seed's min-heap (``timetick.pchan_stats=heap``) is a pure optimisation: the run files are the same bytes,
+    and the heap really served every pop of the heap run (with tasks pending behind the one that finished)."""
+    from milvus_edu.proxy import task_scheduler
+
+    pops = {"scan": 0, "heap": 0}
+    deepest = {"scan": 0, "heap": 0}
+
+    def counting(cls, name):
+        class Counting(cls):
+            def pop(self, pchans, ts):
+                pops[name] += 1
+                deepest[name] = max([deepest[name]] + [len(i.heap if name == "heap" else i.ts_set)
+                                                        for i in self._infos.values()])
+                super().pop(pchans, ts)
+        return Counting
+
+    monkeypatch.setitem(task_scheduler.STATS_IMPLEMENTATIONS, "scan", counting(task_scheduler.ScanPChanStats, "scan"))
+    monkeypatch.setitem(task_scheduler.STATS_IMPLEMENTATIONS, "heap", counting(task_scheduler.HeapPChanStats, "heap"))
+    files = {}
+    for stats in ("scan", "heap"):
+        milvus_edu.simulate(scenario, seed=4, duration_s=2.0, out_dir=tmp_path / stats, keep_events=False,
+                            params={"timetick.pchan_stats": stats})
+        files[stats] = {f: (tmp_path / stats / f).read_bytes() for f in ("events.parquet", "events.jsonl")}
+        summary = json.loads((tmp_path / stats / "summary.json").read_text())
+        assert summary["config"]["timetick"]["pchan_stats"] == stats
+    assert files["scan"] == files["heap"]
+    assert pops["scan"] == pops["heap"] > 40
+    assert deepest["scan"] > 1 and deepest["heap"] > 1
+
+
+def test_an_unknown_pchan_stats_implementation_is_refused_naming_both():
+    with pytest.raises(ValueError, match=r"parameter timetick.pchan_stats must be one of scan, heap, got 'tree'"):
+        milvus_edu.simulate("timetick-basics", params={"timetick.pchan_stats": "tree"}, duration_s=0.5)
+    from milvus_edu.config import PCHAN_STATS
+    from milvus_edu.proxy.task_scheduler import STATS_IMPLEMENTATIONS
+
+    assert tuple(STATS_IMPLEMENTATIONS) == PCHAN_STATS

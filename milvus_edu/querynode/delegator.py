@@ -1,8 +1,12 @@
 """The shard delegator's tsafe: how far a QueryNode has consumed a vchannel, and the wait a read makes on it.
 
-Models ``internal/querynodev2/delegator/delegator.go`` (``UpdateTSafe``, ``GetTSafe``, ``waitTSafe``, ``Close``
-and the read step of ``Search`` / ``Query``: ``MvccTimestamp = tsafe`` when the request has none) and
-``types.go`` (``ErrTsLagTooLarge``).
+Models ``internal/querynodev2/delegator/delegator.go`` (``UpdateTSafe``, ``GetTSafe``, ``waitTSafe``, ``Close``,
+``Serviceable``, the ``lifetime.Add(lifetime.IsWorking)`` that opens ``Search`` / ``Query``, and their read step:
+``MvccTimestamp = tsafe`` when the request has none) and ``types.go`` (``ErrTsLagTooLarge``).
+
+A read first passes the delegator's lifetime check: a closed (``Stopped``) delegator refuses it at once with
+``service not ready[querynode=<id>]: Stopped``, even when tsafe already passed its guarantee; a read already
+waiting when the delegator closes wakes up and fails with ``channel not available`` instead.
 
 ``tsafe`` is the end timestamp of the last pack the pipeline finished (the deleteNode publishes it after applying
 the pack's deletes). It never goes back. A read with guarantee ``g`` proceeds at once when ``tsafe >= g``;
@@ -29,7 +33,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..merr import wrap_err_channel_not_available
+from ..merr import wrap_err_channel_not_available, wrap_err_service_not_ready
 from ..tsoutil import physical_time
 from .exclude_info import CLEAN_EXCLUDE_SEGMENT_INTERVAL_NS, ExcludedSegments
 from .segcore import GrowingSegment, Row, SealedSegment
@@ -86,13 +90,16 @@ class ShardDelegator:
 
     ``start_ts``: the initial tsafe (``NewShardDelegator``'s ``startTs``); ``max_timestamp_lag_ns``:
     ``queryNode.scheduler.maxTimestampLag`` (86,400 s); ``downgrade_tsafe``: ``queryNode.downgradeTsafe``
-    (false: a read never proceeds below its guarantee).
+    (false: a read never proceeds below its guarantee); ``node_id``: the QueryNode's session id, which the
+    lifetime check's error names.
     """
 
     def __init__(self, vchannel: str, start_ts: int = 0, max_timestamp_lag_ns: int = MAX_TIMESTAMP_LAG_NS,
                  downgrade_tsafe: bool = False, delete_ignores_timestamps: bool = False,
-                 clean_exclude_interval_ns: int = CLEAN_EXCLUDE_SEGMENT_INTERVAL_NS, now_ns=lambda: 0):
+                 clean_exclude_interval_ns: int = CLEAN_EXCLUDE_SEGMENT_INTERVAL_NS, now_ns=lambda: 0,
+                 node_id: int = 0):
         self.vchannel = vchannel
+        self.node_id = node_id
         self._tsafe = start_ts
         self.max_timestamp_lag_ns = max_timestamp_lag_ns
         self.downgrade_tsafe = downgrade_tsafe
@@ -118,8 +125,14 @@ class ShardDelegator:
         return self._tsafe
 
     def close(self) -> None:
-        """``Close``: stop serving; waiting reads wake up and fail."""
+        """``Close``: stop serving (lifetime ``Stopped``); waiting reads wake up and fail, new ones are refused."""
         self.serviceable = False
+
+    def lifetime_add(self) -> None:
+        """``lifetime.Add(lifetime.IsWorking)``, the first step of ``Search`` and ``Query``: a closed delegator
+        raises ``service not ready[querynode=<id>]: Stopped`` before any wait or read."""
+        if not self.serviceable:
+            raise wrap_err_service_not_ready("querynode", self.node_id, "Stopped")
 
     def wait_tsafe(self, guarantee_ts: int):
         """``waitTSafe``: the tsafe to read at, once it is at least ``guarantee_ts`` (an effect generator).
@@ -203,8 +216,10 @@ class ShardDelegator:
         return redundant
 
     def query(self, guarantee_ts: int, mvcc_ts: int = 0):
-        """``Query`` (a search is the same here): wait for tsafe, then read at ``mvcc_ts`` or, when it is 0, at the
-        tsafe the wait returned. Returns ``(read_ts, rows)``, rows sorted by primary key then timestamp."""
+        """``Query`` (a search is the same here): the lifetime check, the wait for tsafe, then the read at
+        ``mvcc_ts`` or, when it is 0, at the tsafe the wait returned. Returns ``(read_ts, rows)``, rows sorted by
+        primary key then timestamp."""
+        self.lifetime_add()
         tsafe = yield from self.wait_tsafe(guarantee_ts)
         read_ts = mvcc_ts or tsafe
         return read_ts, self.read(read_ts)

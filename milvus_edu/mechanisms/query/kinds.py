@@ -13,6 +13,30 @@ KINDS = (
     kind("client.create_collection", "A client created collection `detail.collection` (id `detail.collection_id`, "
          "default level `level`) at DDL timestamp `ts`; the QueryNode loads it and every shard starts serving.",
          "ts peer level error detail", "MilvusClient.create_collection / CreateCollection + LoadCollection"),
+    kind("client.drop_collection", "A client dropped collection `detail.collection` (id `detail.collection_id`; null "
+         "when no such collection existed: dropping is idempotent) at DDL timestamp `ts`.",
+         "ts peer error detail", "MilvusClient.drop_collection / DropCollection"),
+    kind("client.describe_collection", "The SDK described collection `detail.collection` (a miss in its collection "
+         "cache) and keeps the answer: id `detail.collection_id`, schema version (`UpdateTimestamp`) `ts`, which its "
+         "inserts send as their schema timestamp.", "ts peer detail",
+         "client/milvusclient CollectionCache.GetCollection (DescribeCollection)"),
+    kind("client.retry", "The SDK retries an insert into `detail.collection`: attempt `count`, made with schema "
+         "timestamp `ts`, failed with `error` (collection schema mismatch); it evicted its cached description "
+         "(`detail.evicted`) and tries again after `detail.sleep_ms`.", "ts count peer error detail",
+         "client/milvusclient Client.retryIfSchemaError + retry.Handle"),
+    kind("proxy.meta_cache", "The proxy's meta cache on collection `detail.collection`: `detail.result` is `hit`, "
+         "`miss` (a DescribeCollection to rootcoord: id `detail.collection_id`, schema version `ts`, kept unless "
+         "`detail.cached` is false; `error` when rootcoord has no such collection), `invalidate` (rootcoord's drop at "
+         "`ts` removed `detail.removed`) or `schema_mismatch` (the insert's `detail.schema_ts` is not the "
+         "collection's `ts`).", "ts peer error detail",
+         "MetaCache.GetCollectionInfo / update / InvalidateCollectionMetaCache; insertTask.PreExecute"),
+    kind("rootcoord.ddl", "Rootcoord's DDL task `detail.task` on `detail.collection` `detail.state` (`started`: its "
+         "ts `ts` is on the scheduler's heap and holds the DDL time tick below it; `done`: it left the heap, "
+         "`detail.min_ddl_ts` is the DDL minimum after it).", "ts peer error detail",
+         "scheduler.AddTask (setTs) / execute (setMinDdlTs); createCollectionTask, dropCollectionTask"),
+    kind("querynode.release", "The QueryNode released `vchannel` (its collection `detail.collection_id` was dropped): "
+         "the delegator closed at tsafe `ts`; reads waiting on it fail, later ones find no channel.",
+         "ts vchannel detail", "ReleaseCollection -> UnsubDmChannel -> shardDelegator.Close"),
     kind("client.read_start", "A client sent read `request` (`detail.op`: search or query) with the `level` it "
          "asked for (null: the collection's default) and the `guarantee_ts` the SDK computed.",
          "peer request level guarantee_ts detail", "MilvusClient.search / query (construct_guarantee_ts)"),

@@ -89,7 +89,69 @@ def _load(row) -> str:
             f"{', its growing copy released' if d.get('released_growing') else ''}.")
 
 
+def _drop(row) -> str:
+    d = detail_of(row)
+    if value(row, "error"):
+        return f"{value(row, 'node')} fails to drop {d.get('collection')}: {value(row, 'error')}."
+    if d.get("collection_id") is None:
+        return f"{value(row, 'node')} drops {d.get('collection')}, which does not exist: nothing to do."
+    return (f"{value(row, 'node')} drops collection {d.get('collection')} (id {d.get('collection_id')}) at "
+            f"{ts_text(value(row, 'ts'))}; every proxy's meta cache was invalidated first.")
+
+
+def _describe(row) -> str:
+    d = detail_of(row)
+    return (f"{value(row, 'node')}'s SDK describes {d.get('collection')}: id {d.get('collection_id')}, schema version "
+            f"{ts_text(value(row, 'ts'))}; its inserts will send that version.")
+
+
+def _retry(row) -> str:
+    d = detail_of(row)
+    return (f"{value(row, 'node')}'s insert into {d.get('collection')} (attempt {value(row, 'count')}) failed: "
+            f"{value(row, 'error')}; the SDK forgets its description and retries in {d.get('sleep_ms'):g} ms.")
+
+
+def _meta_cache(row) -> str:
+    d = detail_of(row)
+    node, coll, result = value(row, "node"), d.get("collection"), d.get("result")
+    if result == "hit":
+        return f"{node}'s meta cache has {coll}: id {d.get('collection_id')}."
+    if result == "invalidate":
+        removed = ", ".join(d.get("removed") or []) or "nothing cached"
+        return (f"rootcoord's drop of {coll} (id {d.get('collection_id')}) at {ts_text(value(row, 'ts'))} invalidates "
+                f"{node}'s meta cache: removed {removed}.")
+    if result == "schema_mismatch":
+        return (f"{node} refuses an insert into {coll}: its schema timestamp {ts_text(d.get('schema_ts'))} is not the "
+                f"collection's {ts_text(value(row, 'ts'))} ({value(row, 'error')}).")
+    if value(row, "error"):
+        return f"{node}'s meta cache misses {coll}; rootcoord answers: {value(row, 'error')}."
+    kept = "and caches it" if d.get("cached", True) else "but does not cache it (a drop came after the describe)"
+    return (f"{node}'s meta cache misses {coll}; DescribeCollection gives id {d.get('collection_id')}, schema "
+            f"version {ts_text(value(row, 'ts'))}, {kept}.")
+
+
+def _ddl(row) -> str:
+    d = detail_of(row)
+    if d.get("state") == "started":
+        return (f"rootcoord starts {d.get('task')} of {d.get('collection')} at {ts_text(value(row, 'ts'))}: until it "
+                f"finishes, the DDL time tick stays below it.")
+    err = f" with error {value(row, 'error')}" if value(row, "error") else ""
+    return (f"rootcoord finishes {d.get('task')} of {d.get('collection')}{err}; the DDL minimum is "
+            f"{ts_text(d.get('min_ddl_ts'))}.")
+
+
+def _release(row) -> str:
+    return (f"{value(row, 'node')} releases {value(row, 'vchannel')} (collection {detail_of(row).get('collection_id')} "
+            f"dropped): its delegator closes at tsafe {ts_text(value(row, 'ts'))}.")
+
+
 DESCRIBE = {
+    "client.drop_collection": _drop,
+    "client.describe_collection": _describe,
+    "client.retry": _retry,
+    "proxy.meta_cache": _meta_cache,
+    "rootcoord.ddl": _ddl,
+    "querynode.release": _release,
     "client.create_collection": _create,
     "client.read_start": _read_start,
     "client.read": _read,

@@ -10,7 +10,13 @@ The Go goroutines become SimPy processes that call the pure components:
 * the proxy's ``searchTask`` / ``queryTask`` (begin timestamp from the TSO only for Strong, else from the proxy's
   own clock; the guarantee from the level; one request per shard, in parallel) -> :class:`ReadProxy`;
 * QueryCoord's handoff of flushed segments (load the sealed segment from its binlogs, exclude its stream inserts up
-  to its checkpoint, release the growing copy) -> :meth:`QueryNodeNode.load_sealed`.
+  to its checkpoint, release the growing copy) -> :meth:`QueryNodeNode.load_sealed`;
+* ``ReleaseCollection`` after a drop (each delegator closed: its waiting reads fail, new ones find no channel) ->
+  :meth:`QueryNodeNode.release`;
+* with the meta cache on (:class:`~milvus_edu.proxy.MetaCache`), the proxy's ``GetCollectionInfo`` (a hit, or a
+  ``DescribeCollection`` to rootcoord), ``insertTask.PreExecute``'s schema check and
+  ``InvalidateCollectionMetaCache`` -> :meth:`ReadProxy.collection_info`, :meth:`ReadProxy.dml`,
+  :meth:`ReadProxy.handle_invalidate`.
 
 Bug switches: ``skip_wait_tsafe`` (the delegator reads at once at its current tsafe, below the guarantee),
 ``update_tsafe_before_delete`` (the pipeline publishes tsafe before applying a pack's deletes; a read woken in
@@ -23,18 +29,22 @@ Simplification: QueryCoord's target observer is modelled as a load right after t
 its periodic ``UpdateNextTarget``; the loaded segment is excluded up to its own DmlPosition once (Go re-adds the
 target checkpoint on every ``SyncDistribution``), and ``WatchDmChannels``'s exclusions are not needed (only new
 collections are watched).
+Simplification: the proxy consults its meta cache once per DML request, before the enqueue (Go: in ``setChannels``
+and again in ``PreExecute``), and makes the schema check there.
 Simplification: a shard's rows are not deduplicated by primary key (Go's result merge keeps the newest row of each
-key): a row served twice, by a growing and a sealed copy, stays visible to the checker. A closed delegator still
-answers a read whose guarantee it already passed (Go's ``lifetime.Add`` refuses it).
+key): a row served twice, by a growing and a sealed copy, stays visible to the checker.
 """
 
 from __future__ import annotations
 
 import simpy
 
+from ...merr import MilvusError, wrap_err_channel_not_found
 from ...mq import Broker, Dispatcher, SubscriptionPosition
 from ...mq.names import to_physical_channel
+from ...proto import MsgType
 from ...proxy.guarantee_ts import ReadRequest, can_skip_alloc_timestamp, read_timestamps
+from ...proxy.meta_cache import CollectionInfo, MetaCache, check_schema_timestamp
 from ...querynode import DeadlineExceeded, Pipeline, Row, ShardDelegator, TSafeChanged
 from ...sim.kernel import NodeClock, RPCError, Simulation
 
@@ -68,7 +78,7 @@ class QueryNodeNode:
                                    downgrade_tsafe=params.downgrade_tsafe,
                                    delete_ignores_timestamps=sw.delete_ignores_timestamps,
                                    clean_exclude_interval_ns=params.clean_exclude_segment_interval_ns,
-                                   now_ns=self.clock.now_ns)
+                                   now_ns=self.clock.now_ns, node_id=self.server_id)
         self.delegators[vchannel] = delegator
         self.pipelines[vchannel] = Pipeline(collection_id, vchannel, delegator,
                                             update_tsafe_before_delete=sw.update_tsafe_before_delete)
@@ -141,22 +151,44 @@ class QueryNodeNode:
         self.sim.recorder.emit("querynode.load", self.name, ts=exclude_ts, count=len(rows), vchannel=vchannel,
                                segment=segment_id, detail={"hidden_by_deletes": hidden, "released_growing": released})
 
+    def release(self, collection_id: int, vchannels) -> None:
+        """``ReleaseCollection`` -> ``UnsubDmChannel`` for each of the collection's vchannels: the delegator closes
+        (``Close`` broadcasts, so a read waiting on tsafe wakes and fails) and is removed with its pipeline and
+        dispatcher target; a read arriving later finds no channel."""
+        for vchannel in vchannels:
+            d = self.delegators.pop(vchannel, None)
+            if d is None:
+                continue
+            d.close()
+            self.pipelines.pop(vchannel, None)
+            self.dispatchers[to_physical_channel(vchannel)].remove_target(vchannel)
+            self.sim.recorder.emit("querynode.release", self.name, ts=d.get_tsafe(), vchannel=vchannel,
+                                   detail={"collection_id": collection_id})
+            self._publish_close(vchannel)
+
+    def _publish_close(self, vchannel: str) -> None:
+        moved = self.tsafe_moved[vchannel]
+        self.tsafe_moved[vchannel] = self.sim.env.event()
+        moved.succeed()
+
     # ------------------------------------------------------------------------------ reads
 
     def handle_read(self, vchannel: str, request: int, level: str, guarantee_ts: int, mvcc_ts: int,
                     deadline_ms: float | None, rows_filter):
         """The delegator's ``Search`` / ``Query``: ``waitTSafe`` then the MVCC read at the tsafe it returned.
 
-        Returns ``(read_ts, rows)``; raises the wait's error (lag too large, deadline, delegator closed).
+        Returns ``(read_ts, rows)``; raises the lifetime check's error (a closed delegator: service not ready) or
+        the wait's (lag too large, deadline, delegator closed during the wait).
         """
         env, rec = self.sim.env, self.sim.recorder
         d = self.delegators.get(vchannel)
-        if d is None:
-            raise RuntimeError(f"channel not available[channel={vchannel}]")
+        if d is None:  # released (its collection was dropped): QueryNode.SearchChannel / QueryChannel
+            raise wrap_err_channel_not_found(vchannel)
         arrival = d.get_tsafe()
         start = env.now
         common = dict(vchannel=vchannel, request=request, level=level, guarantee_ts=guarantee_ts, tick_ts=arrival)
         try:
+            d.lifetime_add()
             if self.sim.config.switches.skip_wait_tsafe:
                 tsafe = arrival
             else:
@@ -206,6 +238,13 @@ class ReadProxy:
         self.querynode = querynode
         self.clock = NodeClock(sim.env, offset_ms=clock_offset_ms)
         self.graceful_time_ms = sim.config.query.graceful_time_ms
+        #: ``globalMetaCache`` when the cluster models it (None: requests carry their collection, as before).
+        self.meta_cache: MetaCache | None = None
+        #: rootcoord's node name and its ``DescribeCollection`` handler ``(name, peer) -> generator``, with the cache.
+        self.rootcoord_name = ""
+        self.describe = None
+        #: collection id -> the collection's DML view (its vchannels), what ``chMgr`` knows by id.
+        self.collections_by_id: dict = {}
 
     @property
     def name(self) -> str:
@@ -255,3 +294,72 @@ class ReadProxy:
             return False, exc
         return True, value
 
+
+    # ------------------------------------------------------------------------------ the meta cache
+
+    def collection_info(self, name: str, peer: str, collection_id: int = 0):
+        """``GetCollectionInfo``: the cached info, or (a miss) a ``DescribeCollection`` to rootcoord whose answer is
+        cached unless an invalidation newer than it came in between. Raises rootcoord's error (collection not
+        found) as a :class:`~milvus_edu.merr.MilvusError`, or :class:`RPCError` when rootcoord cannot be reached."""
+        rec = self.sim.recorder
+        info = self.meta_cache.get_collection_info(name, collection_id)
+        if info is not None:
+            rec.emit("proxy.meta_cache", self.name, ts=info.update_timestamp, peer=peer,
+                     detail={"result": "hit", "collection": name, "collection_id": info.collection_id})
+            return info
+        try:
+            info = yield from self.sim.call(self.name, self.rootcoord_name, lambda: self.describe(name, self.name))
+        except RPCError as exc:
+            rec.emit("proxy.meta_cache", self.name, peer=peer, error=str(remote_error(exc, detach=False)),
+                     detail={"result": "miss", "collection": name})
+            raise remote_error(exc) from None
+        cached = self.meta_cache.update(info)
+        rec.emit("proxy.meta_cache", self.name, ts=info.update_timestamp, peer=peer,
+                 detail={"result": "miss", "collection": name, "collection_id": info.collection_id, "cached": cached,
+                         "request_time": info.request_time})
+        return info
+
+    def dml(self, client: str, name: str, schema_ts: int, msg_type: str, pks: list):
+        """An insert (``insertTask``) or delete (``deleteTask``) naming its collection: the meta cache gives its id
+        and channels, an insert's schema timestamp must match the collection's (``PreExecute``), then the DML path.
+
+        Returns ``(ts, collection)``; ``ts`` is None when the request failed on the way (the proxy died). Raises the
+        meta cache's errors and ``collection schema mismatch``."""
+        info: CollectionInfo = yield from self.collection_info(name, client)
+        if msg_type == MsgType.INSERT:
+            try:
+                check_schema_timestamp(name, schema_ts, info)
+            except MilvusError as exc:
+                self.sim.recorder.emit("proxy.meta_cache", self.name, ts=info.update_timestamp, peer=client,
+                                       error=str(exc), detail={"result": "schema_mismatch", "collection": name,
+                                                               "collection_id": info.collection_id,
+                                                               "schema_ts": schema_ts})
+                raise
+        coll = self.collections_by_id[info.collection_id]
+        proxy = self.proxy
+        if not proxy.alive:
+            return None, coll
+        ts = yield from (proxy.insert(coll, pks) if msg_type == MsgType.INSERT else proxy.delete(coll, pks))
+        return ts, coll
+
+    def handle_invalidate(self, name: str, collection_id: int, ts: int, peer: str):
+        """The ``InvalidateCollectionMetaCache`` RPC handler for a ``DropCollection`` (runs on this proxy)."""
+        yield from ()  # an RPC handler is a generator; this one takes no simulated time
+        removed = self.meta_cache.invalidate_drop_collection(name, collection_id, ts)
+        self.sim.recorder.emit("proxy.meta_cache", self.name, ts=ts, peer=peer,
+                               detail={"result": "invalidate", "collection": name, "collection_id": collection_id,
+                                       "removed": removed})
+
+
+def remote_error(exc: RPCError, detach: bool = True) -> BaseException:
+    """The Milvus error an RPC failed with (its handler's exception), else the RPC error itself.
+
+    ``detach`` unlinks the RPC error from it first: re-raised inside the ``except`` that caught the RPC error, it
+    takes that error as its context, and the pair would otherwise hold each other (a cycle only the collector
+    frees). Raise it at once and bind it to no name, so no frame in its traceback holds it either."""
+    cause = exc.__cause__
+    if not isinstance(cause, MilvusError):
+        return exc
+    if detach:
+        exc.__cause__ = None
+    return cause

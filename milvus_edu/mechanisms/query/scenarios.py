@@ -156,6 +156,34 @@ def _reorder(sim: Simulation) -> QueryCluster:
     return _cluster(sim, reorder_steps())
 
 
+def ddl_recreate_steps(writes: int = 30, drop_at_s: float = 2.0, gap_s: float = 0.3) -> list[dict]:
+    """Client1 and Client2 insert into C0 every 100 ms and Client3 queries it at Strong every 250 ms, while Admin
+    drops C0 at ``drop_at_s`` and creates it again ``gap_s`` later; Client4's Strong query, 50 ms before the drop, is
+    still waiting for tsafe when the QueryNode releases the old collection. Admin and Client2 talk to proxy-1,
+    Client1, Client3 and Client4 to proxy-2 (clients take the proxies in turn, in order of first appearance)."""
+    steps = [{"at": T0_S, "client": "Admin", "op": "create_collection", "collection": "C0"}]
+    for i in range(writes):
+        at = round(1.0 + 0.1 * i, 3)
+        steps.append({"at": at, "client": "Client1", "op": "insert", "collection": "C0", "data": [{"id": f"A{i}"}]})
+        steps.append({"at": at, "client": "Client2", "op": "insert", "collection": "C0", "data": [{"id": f"B{i}"}]})
+    for i in range(int(writes * 0.4) + 2):
+        steps.append({"at": round(1.0 + 0.25 * i, 3), "client": "Client3", "op": "query", "collection": "C0",
+                      "consistency_level": "Strong"})
+    steps.append({"at": round(drop_at_s - 0.05, 3), "client": "Client4", "op": "query", "collection": "C0",
+                  "consistency_level": "Strong", "label": "in flight at the drop"})
+    steps.append({"at": drop_at_s, "client": "Admin", "op": "drop_collection", "collection": "C0", "label": "drop"})
+    steps.append({"at": drop_at_s + gap_s, "client": "Admin", "op": "create_collection", "collection": "C0",
+                  "label": "re-create"})
+    return sorted(steps, key=lambda s: s["at"])
+
+
+def _ddl_recreate(sim: Simulation, writes: int = 30, drop_at_s: float = 2.0, gap_s: float = 0.3) -> QueryCluster:
+    cluster = QueryCluster(sim, meta_cache=True)
+    cluster.start()
+    cluster.run_steps(ddl_recreate_steps(writes, drop_at_s, gap_s))
+    return cluster
+
+
 MECH = ("query", "timetick", "tso")
 
 SCENARIOS = (
@@ -211,5 +239,16 @@ SCENARIOS = (
         "The pipeline applies a pack's inserts before its deletes, so both copies of A are in the segment when the "
         "delete arrives. The delete hides only rows inserted before it, so every read sees exactly one A, the "
         "second. Try it with --switch delete_ignores_timestamps.", MECH,
+    ),
+    Scenario(
+        "ddl-recreate-under-load", "C0 is dropped at 2 s and created again 0.3 s later while two clients insert "
+        "and one queries at Strong: the proxies' meta caches, collection not found, and the SDK's schema retry.", 5.0,
+        _ddl_recreate,
+        "The drop runs on rootcoord's DDL scheduler and first invalidates every proxy's meta cache; the QueryNode "
+        "then releases the old collection. Until the new C0 exists, inserts and reads fail with collection not found "
+        "(the SDK does not retry that). The new C0 has a new id and schema version: the first insert of each client "
+        "still sends the old version, the proxy answers collection schema mismatch, and the SDK describes again and "
+        "retries into the new collection.", MECH,
+        options={"writes": 30, "drop_at_s": 2.0, "gap_s": 0.3},
     ),
 )

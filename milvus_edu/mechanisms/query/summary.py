@@ -106,11 +106,13 @@ def report(summary: dict) -> list[str]:
 
 
 class KeyEvents:
-    """Which query events ``milvus-edu timeline`` prints by default: collections, reads and their answers, waits,
-    loads."""
+    """Which query events ``milvus-edu timeline`` prints by default: collections (created, described, dropped, the
+    DDL tasks), reads and their answers, waits, loads, releases, the SDK's retries and the proxies' meta-cache
+    misses and invalidations."""
 
     SHOW = frozenset({"client.create_collection", "client.read", "querynode.wait", "querynode.load", "client.insert",
-                      "client.delete", "client.flush"})
+                      "client.delete", "client.flush", "client.drop_collection", "client.describe_collection",
+                      "client.retry", "rootcoord.ddl", "querynode.release"})
 
     def __init__(self):
         self.hidden = 0
@@ -119,7 +121,9 @@ class KeyEvents:
         """Whether ``row`` is a key event."""
         if row["kind"] in self.SHOW or (row["kind"] == "querynode.read" and row.get("error") is not None):
             return True
-        if row["kind"].startswith("querynode.") or row["kind"] in ("proxy.read", "client.read_start"):
+        if row["kind"] == "proxy.meta_cache" and detail_dict(row.get("detail")).get("result") != "hit":
+            return True  # misses, invalidations and schema mismatches; a hit is the quiet normal case
+        if row["kind"].startswith("querynode.") or row["kind"] in ("proxy.read", "client.read_start", "proxy.meta_cache"):
             self.hidden += 1
         return False
 

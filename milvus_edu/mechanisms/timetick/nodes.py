@@ -162,7 +162,7 @@ class ProxyNode:
 
     def _fresh_state(self) -> None:
         params = self.sim.config.timetick
-        self.queue = DmTaskQueue(params)
+        self.queue = DmTaskQueue(params, stats=params.pchan_stats)
         self.lock = StatsLock(self.sim.env)
         self.ticker: ChannelsTimeTicker | None = None
         self.lease: int | None = None
