@@ -81,11 +81,12 @@ class TimeTickChecker(StreamingChecker):
     #: What passing means, in one sentence (the CLI's report).
     promise = ("time ticks never went back on any pchannel, no message arrived below a tick already written, every "
                "pack held exactly its interval's messages, and ticks kept coming unless an injected fault held them")
+    progress = frozenset({"tick-progress"})
     chances = {
         "tick-monotonic": "a time tick written to a pchannel that already had one",
         "watermark": "a DML message written to a pchannel that already had a time tick",
         "pack-exact": "a pack received",
-        "tick-progress": "a time tick written",
+        "tick-progress": "a pchannel carrying a message or a time tick",
     }
 
     def __init__(self, limit: int = 20):
@@ -188,6 +189,7 @@ class TimeTickChecker(StreamingChecker):
                     if tick is None:
                         if ch not in since:
                             since[ch] = (t_ms, seq, None)
+                            self.tried["tick-progress"] += 1
                     else:
                         below_tick += 1
                         if end_ts <= tick[0]:
@@ -271,7 +273,9 @@ class TimeTickChecker(StreamingChecker):
             heapq.heappush(self._due.setdefault(vch, []), (end_ts, int(row["msg_id"])))
         tick = self._tick.get(ch)
         if tick is None:
-            self._since.setdefault(ch, (row["t_ms"], seq, None))  # the pchannel is watched from its first message
+            if ch not in self._since:  # the pchannel is watched from its first message
+                self._since[ch] = (row["t_ms"], seq, None)
+                self.tried["tick-progress"] += 1
             return
         self.tried["watermark"] += 1
         if end_ts <= tick[0]:

@@ -51,6 +51,9 @@ class StreamingChecker:
     #: Invariant -> what gives it a chance to fail, in words ("a Session read was answered"); only the
     #: invariants listed here are counted in :attr:`tried` and may be reported :meth:`vacuous`.
     chances: Mapping[str, str] = {}
+    #: The invariants that promise progress (liveness), not safety: a run whose parameters or options stop
+    #: progress breaks only these, and the CLI reports that as what the run shows, not as a model bug.
+    progress: frozenset[str] = frozenset()
 
     def __init__(self, limit: int = 20):
         self.limit = limit
