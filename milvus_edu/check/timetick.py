@@ -92,6 +92,15 @@ class TimeTickChecker(StreamingChecker):
     def __init__(self, limit: int = 20):
         super().__init__(limit)
         self.configure(None)
+        self._tick: dict[str, tuple[int, int, str]] = {}  # pchannel -> (highest tick, its seq, writer)
+        # proxy -> pchannel -> (reported value, seq); "" holds the report's default for unlisted pchannels.
+        self._reported: dict[str, dict[str, tuple[int, int]]] = {}
+        self._late: dict[tuple[str, int], tuple[int, int, int]] = {}  # (proxy, task ts) -> (enqueue seq, report seq, value)
+        self._pending: dict[str, dict[int, tuple[int, int]]] = {}  # vchannel -> msg_id -> (end_ts, produce seq)
+        self._due: dict[str, list[tuple[int, int]]] = {}  # vchannel -> heap of (end_ts, msg_id) not yet consumed
+        self._pack_end: dict[str, tuple[int, int]] = {}  # vchannel -> (last pack's end_ts, its seq)
+        self._pack_msgs: dict[str, list[tuple[int, int, int]]] = {}  # vchannel -> consumed (msg_id, ts, seq) awaiting their pack
+        self._missed: set[tuple[str, int]] = set()  # (vchannel, msg_id) already reported missing from its pack
         # ---- progress: pchannel -> (t_ms, seq, tick value or None) of its last advance (or of its first message)
         self._since: dict[str, tuple[float, int, int | None]] = {}
         self._last_write: dict[str, float] = {}  # pchannel -> t_ms of its last tick
@@ -112,15 +121,6 @@ class TimeTickChecker(StreamingChecker):
         self.interval_ms = timetick.time_tick_interval_ns / MS
         self.bound_ms = PROGRESS_INTERVALS * self.interval_ms
         self.lease_ms = (tso.session_ttl_ns + tso.lease_check_ns) / MS
-        self._tick: dict[str, tuple[int, int, str]] = {}  # pchannel -> (highest tick, its seq, writer)
-        # proxy -> pchannel -> (reported value, seq); "" holds the report's default for unlisted pchannels.
-        self._reported: dict[str, dict[str, tuple[int, int]]] = {}
-        self._late: dict[tuple[str, int], tuple[int, int, int]] = {}  # (proxy, task ts) -> (enqueue seq, report seq, value)
-        self._pending: dict[str, dict[int, tuple[int, int]]] = {}  # vchannel -> msg_id -> (end_ts, produce seq)
-        self._due: dict[str, list[tuple[int, int]]] = {}  # vchannel -> heap of (end_ts, msg_id) not yet consumed
-        self._pack_end: dict[str, tuple[int, int]] = {}  # vchannel -> (last pack's end_ts, its seq)
-        self._pack_msgs: dict[str, list[tuple[int, int, int]]] = {}  # vchannel -> consumed (msg_id, ts, seq) awaiting their pack
-        self._missed: set[tuple[str, int]] = set()  # (vchannel, msg_id) already reported missing from its pack
 
     def write(self, row: dict) -> None:
         """Check one run-log row."""
