@@ -181,17 +181,31 @@ def _report(result) -> None:
         counts = ", ".join(f"{n:,} {name}" for name, n in checks["violation_counts"].items() if n)
         print(f"checks FAILED: {counts} violation(s); the first:")
         print(f"  {checks['violations'][0]['explanation']}")
+    untested = "; ".join(f"{name}: {', '.join(names)}" for name, names in checks.get("vacuous", {}).items() if names)
+    if untested:
+        print(f"not tested in this run (nothing gave them a chance to fail): {untested}")
+    stalls = checks.get("stalls", [])
+    if stalls:
+        print(f"{len(stalls)} stall(s) explained, not violations; the first:")
+        print(f"  {stalls[0]['explanation']}")
 
 
 def _cmd_simulate(args) -> int:
-    from .registry import get_scenario
+    from .registry import get_scenario, scenario_mechanisms
 
     result = _run(args.scenario, args.seed, args.duration, args.out, args.force, args.switch, args.option, args.param)
     _report(result)
     if not result.summary["checks"]["ok"] and not result.summary["switches"]:
-        gap = get_scenario(args.scenario).gap
-        if gap:
-            print(f"(expected: this scenario shows a gap in Milvus itself: {gap})")
+        spec = get_scenario(args.scenario)
+        if spec.gap:
+            print(f"(expected: this scenario shows a gap in Milvus itself: {spec.gap})")
+            return 0
+        broken = {name for name, n in result.summary["checks"]["violation_counts"].items() if n}
+        progress = {name for m in scenario_mechanisms(spec) if m.checker is not None
+                    for name in getattr(m.checker, "progress", ())}
+        if (args.param or args.option) and broken <= progress:
+            print("(expected: the --param or --option values you gave keep this run from making progress; the "
+                  "progress checks above say what is stuck)")
             return 0
         return 1  # a violation without a bug switch is a model bug worth a non-zero status
     return 0

@@ -94,6 +94,8 @@ def _assert_same(fast, slow, counts: dict) -> None:
         assert fast.violations == slow.violations  # found in the same order
         assert fast.result() == slow.result()
         assert fast.counts == slow.counts
+        assert fast.tried == slow.tried and fast.vacuous() == slow.vacuous()  # what the run tested
+        assert json.dumps(fast.stalls) == json.dumps(slow.stalls)  # the stalls explained, as the summary has them
         assert json.dumps([v.to_dict() for v in fast.result()]) == json.dumps([v.to_dict() for v in slow.result()])
     else:
         assert json.dumps(fast.sections(counts), sort_keys=True) == json.dumps(slow.sections(counts), sort_keys=True)
@@ -255,7 +257,17 @@ _EVENTS = st.one_of(
     st.tuples(st.just("mq.pack"), _NODES, _fields(vchannel=_VCHANNELS, begin_ts=_NUM, end_ts=_NUM,
                                                   count=(_INT, True))),
     st.tuples(st.just("rootcoord.timetick_update"), _NODES, _fields(
-        detail=st.one_of(st.none(), st.builds(lambda sent: {"sent": sent}, st.booleans()), st.just('{"sent":true}')))),
+        detail=st.one_of(st.none(), st.builds(lambda sent: {"sent": sent}, st.booleans()), st.just('{"sent":true}'),
+                         st.builds(lambda names: {"sent": False, "waiting_for": names},
+                                   st.lists(_NODES, max_size=2))))),
+    st.tuples(st.just("rootcoord.session_del"), _NODES, _fields(peer=_NODES)),
+    st.tuples(st.just("fault.stall"), _NODES, _fields(detail=st.builds(lambda ms: {"duration_ms": ms},
+                                                                       st.sampled_from([0.0, 1.0, 3.0])))),
+    st.tuples(st.just("run.end"), st.just("sim"), st.just({})),
+    st.tuples(st.just("querynode.watch"), _NODES, _fields(vchannel=_VCHANNELS, channel=_CHANNELS, ts=_INT)),
+    st.tuples(st.just("client.read_start"), _NODES, _fields(request=st.integers(1, 3),
+                                                            level=(st.sampled_from(["Strong", "Session"]), True))),
+    st.tuples(st.just("client.read"), _NODES, _fields(request=st.integers(1, 3), error=st.just("x"))),
     st.tuples(st.just("rootcoord.alloc_timestamp"), _NODES, _fields(
         ts=_NUM, count=st.integers(1, 3), error=(st.one_of(st.none(), st.just("x")), True))),
     st.tuples(st.just("client.recv"), _NODES, _fields(ts=st.one_of(st.none(), _NUM), peer=(_NODES, True))),
@@ -270,7 +282,9 @@ _EVENTS = st.one_of(
     st.tuples(st.just("datacoord.channel_cp"), _NODES, _fields(
         vchannel=_VCHANNELS, ts=_INT, detail=st.builds(lambda saved: {"saved": saved}, st.booleans()))),
     st.tuples(st.just("querynode.tsafe"), _NODES, _fields(vchannel=_VCHANNELS, ts=_NUM)),
-    st.tuples(st.just("querynode.wait"), _NODES, _fields(level=st.sampled_from(["Strong", "Bounded"]))),
+    st.tuples(st.just("querynode.wait"), _NODES, _fields(level=st.sampled_from(["Strong", "Bounded"]),
+                                                         request=(st.integers(1, 3), True), vchannel=(_VCHANNELS, True),
+                                                         guarantee_ts=(_INT, True))),
     st.tuples(st.sampled_from(["querynode.pack", "querynode.load"]), _NODES, st.just({})),
     st.tuples(st.just("querynode.read"), _NODES, _fields(
         level=st.sampled_from(["Strong", "Bounded"]), error=st.just("x"),
@@ -289,4 +303,18 @@ def test_fast_paths_equal_the_readable_ones_on_any_event_stream(events, batch_ro
         recorder.emit(kind, node, **fields)
     recorder.close()
     for cls in CHECKERS + SUMMARIES:
+        _assert_same(_fast(cls, grabber.batches), _readable(cls, grabber.batches), recorder.counts)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(st.lists(_EVENTS, max_size=80), st.integers(1, 30), st.sampled_from([150.0, 400.0, 1200.0]))
+def test_fast_paths_equal_the_readable_ones_when_time_passes_the_progress_bounds(events, batch_rows, step_ms):
+    # events far apart in time: ticks, tsafe and reads wait longer than the 1 s progress bounds, stalls are explained
+    grabber = BatchGrabber()
+    clock = iter(range(10**6))
+    recorder = Recorder("slow", now_ms=lambda: next(clock) * step_ms, sinks=[grabber], batch_rows=batch_rows)
+    for kind, node, fields in events:
+        recorder.emit(kind, node, **fields)
+    recorder.close()
+    for cls in (TimeTickChecker, QueryChecker):
         _assert_same(_fast(cls, grabber.batches), _readable(cls, grabber.batches), recorder.counts)

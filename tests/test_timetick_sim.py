@@ -181,7 +181,7 @@ def test_checker_flags_a_tick_that_goes_back_and_a_lost_message():
     c.write(row(2, "mq.produce", channel=ch, vchannel=v, msg_type="Insert", msg_id=3, end_ts=95))
     c.write(row(3, "mq.pack", vchannel=v, begin_ts=0, end_ts=100))
     counts = c.counts
-    assert counts == {"tick-monotonic": 1, "watermark": 1, "pack-exact": 1}
+    assert counts == {"tick-monotonic": 1, "watermark": 1, "pack-exact": 1, "tick-progress": 0}
 
 
 def test_check_timetick_on_a_frame_equals_the_streaming_result(basics):

@@ -20,6 +20,15 @@ What a read must return is worked out from the messages the proxies wrote into t
 7. **tsafe never passes the time tick** (``tsafe-below-tick``) - a vchannel's tsafe is never past the last time
    tick written into its pchannel: the QueryNode serves nothing it has not been promised.
 
+8. **tsafe follows the ticks** (``tsafe-progress``) - once a time tick ``T`` is written to a pchannel, the tsafe of
+   every vchannel the QueryNode serves on it reaches ``T`` within ``5 x proxy.timeTickInterval`` (1 s by default;
+   the pipeline needs one pack per tick). When ticks stop, tsafe may stand still: that stall is TimeTick's to
+   explain (``tick-progress``), not this one's.
+9. **Every read is answered** (``read-answered``) - a read the client sent is answered (rows or an error, such as
+   its timeout) by the end of the run, unless it was sent less than that bound before the end, or one of its
+   shards is still waiting for a tsafe below its guarantee (a wait Milvus ends only by the read's timeout, which
+   the run log does not carry).
+
 Reads and their expected rows are judged at the end of the run (a write acknowledged after a read began may still
 be visible to it: what matters is its timestamp). A violation is explained as "Let ... Then ... because ...",
 naming its events by number (``seq + 1``, as the stepper's slider counts them).
@@ -27,8 +36,9 @@ naming its events by number (``seq + 1``, as the stepper's slider counts them).
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, deque
 
+from ..config import MS, TimeTickParams
 from ..mq.names import to_physical_channel
 from ..narrate import detail_dict, ts_text
 from ..querynode.expr import read_predicate
@@ -36,8 +46,10 @@ from ..tsoutil import physical_time
 from .violation import ROW, Read, StreamingChecker, batch_columns, detail_of
 
 INVARIANTS = ("mvcc-exact", "read-after-guarantee", "strong-sees-acked", "session-sees-own", "bounded-staleness",
-              "tsafe-monotonic", "tsafe-below-tick")
+              "tsafe-monotonic", "tsafe-below-tick", "tsafe-progress", "read-answered")
 GRACEFUL_TIME_MS = 5000
+#: How many ``proxy.timeTickInterval`` tsafe may take to reach a tick written to its pchannel (and a read to arrive).
+PROGRESS_INTERVALS = 5
 
 
 def _n(seq: int) -> str:
@@ -70,8 +82,8 @@ def visible(writes, ts: int) -> Counter:
 # come as row dicts, for write.
 _PRODUCE, _TSAFE = range(2)
 _READS = {
-    "mq.produce": Read(_PRODUCE, ("msg_type", "channel", "ts", "detail", "vchannel")),
-    "querynode.tsafe": Read(_TSAFE, ("vchannel", "ts")),
+    "mq.produce": Read(_PRODUCE, ("msg_type", "channel", "ts", "detail", "vchannel", "t_ms")),
+    "querynode.tsafe": Read(_TSAFE, ("vchannel", "ts", "t_ms")),
 }
 
 
@@ -81,9 +93,23 @@ class QueryChecker(StreamingChecker):
     invariants = INVARIANTS
     promise = ("every read returned exactly the rows visible at its read timestamp, at or after its guarantee; "
                "Strong reads saw every acknowledged write, Session reads their client's own, Bounded reads were at "
-               "most gracefulTime stale; tsafe never went back nor passed the time tick")
+               "most gracefulTime stale; tsafe never went back nor passed the time tick, and followed the ticks; "
+               "every read was answered or still waited for its guarantee")
     kinds = frozenset({"mq.produce", "client.insert", "client.delete", "client.read_start", "client.read",
-                       "proxy.read", "querynode.read", "querynode.tsafe"})
+                       "proxy.read", "querynode.read", "querynode.tsafe", "querynode.watch", "querynode.wait",
+                       "run.end"})
+    progress = frozenset({"tsafe-progress", "read-answered"})
+    chances = {
+        "mvcc-exact": "a shard read answered",
+        "read-after-guarantee": "a shard read answered",
+        "strong-sees-acked": "a Strong read answered after an acknowledged write to its collection",
+        "session-sees-own": "a Session read answered after its client's own acknowledged write",
+        "bounded-staleness": "a Bounded read answered",
+        "tsafe-monotonic": "a vchannel's tsafe published a second time",
+        "tsafe-below-tick": "a tsafe published",
+        "tsafe-progress": "a time tick written above the tsafe of a served vchannel",
+        "read-answered": "a read sent",
+    }
     #: How write_batch reads each kind (the ones not in _READS as row dicts).
     _reads = {kind: _READS.get(kind, Read(ROW)) for kind in kinds}
 
@@ -97,6 +123,18 @@ class QueryChecker(StreamingChecker):
         self._client_reads: list[dict] = []
         self._tsafe: dict[str, tuple[int, int]] = {}  # vchannel -> (ts, seq)
         self._tick: dict[str, tuple[int, int]] = {}  # pchannel -> (last tick ts, seq)
+        self.configure(None)
+        self._served: dict[str, list[tuple[str, int]]] = {}  # pchannel -> (vchannel, its start tsafe) served
+        self._behind: dict[str, deque] = {}  # vchannel -> (t_ms, tick ts, seq) written above its tsafe, oldest first
+        self._answered: set[int] = set()  # requests the client got an answer (or error) for
+        self._waits: dict[tuple[int, str], tuple[int, int]] = {}  # (request, vchannel) -> (wait seq, guarantee)
+
+    def configure(self, config) -> None:
+        """Take the bound of ``tsafe-progress`` and ``read-answered`` (``PROGRESS_INTERVALS x
+        proxy.timeTickInterval``) from ``config`` (None: Milvus's defaults)."""
+        timetick = TimeTickParams() if config is None else config.timetick
+        self.interval_ms = timetick.time_tick_interval_ns / MS
+        self.bound_ms = PROGRESS_INTERVALS * self.interval_ms
 
     def write(self, row: dict) -> None:
         """Take in one run-log row (reads are judged on :meth:`close`)."""
@@ -105,7 +143,7 @@ class QueryChecker(StreamingChecker):
         if kind == "mq.produce":
             msg_type = row["msg_type"]
             if msg_type == "TimeTick":
-                self._tick_written(seq, row["channel"], row["ts"])
+                self._tick_written(seq, row["channel"], row["ts"], row["t_ms"])
             elif msg_type in ("Insert", "Delete"):
                 self._written(seq, msg_type, row["ts"], detail_dict(row["detail"]), row["vchannel"])
         elif kind in ("client.insert", "client.delete"):
@@ -114,25 +152,36 @@ class QueryChecker(StreamingChecker):
                 self._acks.append({"seq": seq, "client": row["node"], "ts": row["ts"], "pks": d.get("pks", []),
                                    "collection": d.get("collection"), "what": kind.split(".")[1]})
         elif kind == "client.read_start":
-            self._starts[row["request"]] = {"seq": seq, "client": row["node"]}
+            self.tried["read-answered"] += 1
+            self._starts[row["request"]] = {"seq": seq, "client": row["node"], "t_ms": row["t_ms"],
+                                            "level": row["level"]}
         elif kind == "proxy.read":
             d = detail_dict(row["detail"])
             self._proxy[row["request"]] = {"seq": seq, "begin": row["ts"], "guarantee": row["guarantee_ts"],
                                            "level": row["level"], "collection": d.get("collection"),
                                            "filter": d.get("filter", ""), "ids": d.get("ids"),
                                            "graceful_ms": d.get("graceful_time_ms", GRACEFUL_TIME_MS)}
+        elif kind == "querynode.wait":
+            self._waits[(row["request"], row["vchannel"])] = (seq, row["guarantee_ts"])
+        elif kind == "querynode.watch":
+            if row["ts"] is not None and row["vchannel"] is not None:
+                self._served.setdefault(row["channel"], []).append((row["vchannel"], row["ts"]))
+        elif kind == "run.end":
+            self._unanswered(seq, row["t_ms"])
         elif kind == "querynode.read":
+            self._waits.pop((row["request"], row["vchannel"]), None)
             if row["error"] is None:
                 self._shard_reads.append({"seq": seq, "request": row["request"], "vchannel": row["vchannel"],
                                           "ts": row["ts"], "guarantee": row["guarantee_ts"], "level": row["level"],
                                           "pks": detail_dict(row["detail"]).get("pks", [])})
         elif kind == "client.read":
+            self._answered.add(row["request"])
             if row["error"] is None:
                 self._client_reads.append({"seq": seq, "request": row["request"], "ts": row["ts"],
                                            "level": row["level"], "client": row["node"],
                                            "guarantee": row["guarantee_ts"]})
         elif kind == "querynode.tsafe":
-            self._check_tsafe(seq, row["vchannel"], row["ts"])
+            self._check_tsafe(seq, row["vchannel"], row["ts"], row["t_ms"])
 
     def write_batch(self, batch) -> None:
         """The recorder's fast path: what :meth:`write` does with each row of ``batch`` (a ``RowBatch``) of
@@ -144,9 +193,9 @@ class QueryChecker(StreamingChecker):
         """
         for seq, code, columns in batch_columns(batch, self._reads):
             if code == _PRODUCE:
-                msg_type, ch, ts, detail, vch = columns
+                msg_type, ch, ts, detail, vch, t_ms = columns
                 if msg_type == "TimeTick":
-                    self._tick_written(seq, ch, ts)
+                    self._tick_written(seq, ch, ts, t_ms)
                 elif msg_type in ("Insert", "Delete"):
                     self._written(seq, msg_type, ts, detail_of(detail), vch)
             elif code == _TSAFE:
@@ -154,10 +203,15 @@ class QueryChecker(StreamingChecker):
             else:  # ROW
                 self.write(columns)
 
-    def _tick_written(self, seq: int, ch: str, ts: int) -> None:
+    def _tick_written(self, seq: int, ch: str, ts: int, t_ms: float) -> None:
         prev = self._tick.get(ch)
         if prev is None or ts >= prev[0]:
             self._tick[ch] = (ts, seq)
+        for vch, start in self._served.get(ch, ()):
+            tsafe = self._tsafe.get(vch)
+            if ts > (start if tsafe is None else tsafe[0]):
+                self.tried["tsafe-progress"] += 1
+                self._behind.setdefault(vch, deque()).append((t_ms, ts, seq))
 
     def _written(self, seq: int, msg_type: str, ts: int, detail: dict, vch: str) -> None:
         """A DML message: the keys it wrote (``detail.pks``) at ``ts`` on ``vch``."""
@@ -166,8 +220,24 @@ class QueryChecker(StreamingChecker):
             lst = self._writes.setdefault(vch, [])
             lst.extend((ts, msg_type, pk, seq) for pk in pks)
 
-    def _check_tsafe(self, seq: int, vch: str, ts: int) -> None:
+    def _check_tsafe(self, seq: int, vch: str, ts: int, t_ms: float) -> None:
         prev = self._tsafe.get(vch)
+        self.tried["tsafe-below-tick"] += 1
+        behind = self._behind.get(vch)
+        if behind:
+            late = None
+            while behind and behind[0][1] <= ts:
+                tick = behind.popleft()
+                if late is None and t_ms - tick[0] > self.bound_ms:
+                    late = tick
+            if late is not None:
+                self._add("tsafe-progress", (late[2], seq),
+                          f"Let event {_n(late[2])} be the time tick {ts_text(late[1])} written to "
+                          f"{to_physical_channel(vch)} at {late[0] / 1000:.3f} s. Then {vch}'s tsafe reached it only at "
+                          f"event {_n(seq)}, {t_ms - late[0]:,.0f} ms later, longer than {self._bound()}, because the "
+                          f"QueryNode's pipeline did not apply the pack that tick closed in time.")
+        if prev is not None:
+            self.tried["tsafe-monotonic"] += 1
         if prev is not None and ts < prev[0]:
             self._add("tsafe-monotonic", (prev[1], seq),
                       f"Let event {_n(prev[1])} be {vch}'s tsafe at {ts_text(prev[0])}. Then event {_n(seq)} set it to "
@@ -181,6 +251,51 @@ class QueryChecker(StreamingChecker):
                       f"Let event {_n(seq)} be {vch}'s tsafe moving to {ts_text(ts)}. Then it is past {last} on its "
                       f"pchannel, because the QueryNode claims to have everything up to a point nobody promised.")
 
+    def _bound(self) -> str:
+        return (f"the bound of {self.bound_ms:,.0f} ms ({PROGRESS_INTERVALS} x proxy.timeTickInterval "
+                f"{self.interval_ms:,.0f} ms)")
+
+    def _unanswered(self, end_seq: int, end_ms: float) -> None:
+        """At the run's end: tsafe that never reached a tick written long enough ago, and reads left hanging."""
+        for vch, behind in self._behind.items():
+            if behind and end_ms - behind[0][0] > self.bound_ms:
+                t_ms, ts, seq = behind[0]
+                tsafe = self._tsafe.get(vch)
+                now = f"still at {ts_text(tsafe[0])} (event {_n(tsafe[1])})" if tsafe else "never published"
+                self._add("tsafe-progress", (seq, end_seq),
+                          f"Let event {_n(seq)} be the time tick {ts_text(ts)} written to {to_physical_channel(vch)} "
+                          f"at {t_ms / 1000:.3f} s. Then {vch}'s tsafe had not reached it when the run ended "
+                          f"{end_ms - t_ms:,.0f} ms later ({now}), longer than {self._bound()}, because the "
+                          f"QueryNode's pipeline did not apply the pack that tick closed.")
+        waiting = {}
+        for (request, vch), (wait_seq, guarantee) in self._waits.items():
+            tsafe = self._tsafe.get(vch)
+            if tsafe is None or guarantee is None or tsafe[0] < guarantee:
+                waiting[request] = True
+            else:
+                waiting.setdefault(request, (wait_seq, vch, guarantee, tsafe))
+        for request, start in self._starts.items():
+            if request in self._answered or end_ms - start["t_ms"] <= self.bound_ms or waiting.get(request) is True:
+                continue
+            woken = waiting.get(request)
+            proxy = self._proxy.get(request)
+            if woken is not None:
+                wait_seq, vch, guarantee, tsafe = woken
+                because = (f"its shard on {vch} waited (event {_n(wait_seq)}) for its guarantee {ts_text(guarantee)}, "
+                           f"which tsafe reached at event {_n(tsafe[1])}, and the waiting read was never woken")
+                seqs = (start["seq"], wait_seq, tsafe[1], end_seq)
+            elif proxy is None:
+                because = "no proxy settled it: it never reached a proxy that could answer"
+                seqs = (start["seq"], end_seq)
+            else:
+                because = (f"the proxy settled it at event {_n(proxy['seq'])}, but no shard answered it and none "
+                           f"waits for tsafe")
+                seqs = (start["seq"], proxy["seq"], end_seq)
+            self._add("read-answered", seqs,
+                      f"Let event {_n(start['seq'])} be {start['client']}'s {start['level'] or 'default-level'} read "
+                      f"#{request}, sent at {start['t_ms'] / 1000:.3f} s. Then it was still unanswered when the run "
+                      f"ended {end_ms - start['t_ms']:,.0f} ms later, because {because}.")
+
     def close(self) -> None:
         for lst in self._writes.values():
             lst.sort()
@@ -192,6 +307,8 @@ class QueryChecker(StreamingChecker):
     def _judge_shard_reads(self) -> None:
         cache: dict[tuple[str, int], Counter] = {}
         for r in self._shard_reads:
+            self.tried["mvcc-exact"] += 1
+            self.tried["read-after-guarantee"] += 1
             proxy = self._proxy.get(r["request"], {})
             if r["ts"] < r["guarantee"]:
                 self._add("read-after-guarantee", (r["seq"],),
@@ -243,6 +360,7 @@ class QueryChecker(StreamingChecker):
                 continue
             level = r["level"]
             if level == "Bounded":
+                self.tried["bounded-staleness"] += 1
                 graceful = proxy["graceful_ms"]
                 floor = proxy["begin"] - (graceful << 18)
                 if r["ts"] < floor:
@@ -254,12 +372,18 @@ class QueryChecker(StreamingChecker):
             if level not in ("Strong", "Session"):
                 continue
             inv = "strong-sees-acked" if level == "Strong" else "session-sees-own"
+            tried = False
             for w in self._acks:
                 if w["seq"] > start["seq"]:
                     break
-                if w["collection"] != proxy["collection"] or w["ts"] <= r["ts"]:
+                if w["collection"] != proxy["collection"]:
                     continue
                 if level == "Session" and w["client"] != r["client"]:
+                    continue
+                if not tried:  # a write the read must see: the read could have missed it
+                    tried = True
+                    self.tried[inv] += 1
+                if w["ts"] <= r["ts"]:
                     continue
                 why = (f"its guarantee {ts_text(r['guarantee'])} was below the write" if r["guarantee"] < w["ts"]
                        else f"the delegator read below its guarantee {ts_text(r['guarantee'])}")

@@ -10,6 +10,18 @@
    previous one ended and holds exactly the DML messages of its interval ``(begin_ts, end_ts]``:
    nothing lost, nothing twice, nothing from an earlier interval.
 
+4. **Tick progress** (``tick-progress``) - a time tick is written to every pchannel at least once every
+   ``5 x proxy.timeTickInterval`` (1 s by default): every session reports once per interval and rootcoord
+   writes a round as soon as all have, so five intervals leave room for slow RPCs without hiding a
+   stall. A pchannel is watched from its first message or tick on. A gap caused by a fault the scenario
+   injected on the session rootcoord waited for (a stalled report loop, a crashed proxy whose session
+   lease is still alive) is not a violation when the ticks resume within the bound after the fault
+   heals (the loop's stall ends; the lease expires, at most ``common.session.ttl`` after the crash): it
+   is reported in :attr:`~milvus_edu.check.violation.StreamingChecker.stalls` with its cause. So is a
+   tick that is written on time but whose value stands still longer than the bound: a session's
+   reported minimum held it, which is how Milvus waits for that proxy's oldest unfinished task (the
+   checker does not judge why that task is slow).
+
 These are the model's contract. In Milvus 2.5 they hold while timestamps are allocated under the
 enqueue lock, the TSO is monotonic, and every proxy that writes DML is a registered session for its
 tasks' whole lifetime. Three windows in 2.5 break the last condition and are not modelled: a proxy
@@ -17,7 +29,7 @@ that takes writes before rootcoord's watch has added its session (rounds pass it
 proxy whose session expired but that has not exited yet, and an MQ send that times out after the
 task's statistics were popped but lands later.
 
-A violation is explained as "Let ... Then ... because ...", naming its events by ``seq``. For a broken
+A violation or a stall is explained as "Let ... Then ... because ...", naming its events by ``seq``. For a broken
 watermark the checker also looks for the cause the seed describes: the message's task entered its
 proxy's queue statistics *after* that proxy had already reported a value at or above its timestamp.
 
@@ -32,21 +44,29 @@ from bisect import bisect_right
 from itertools import compress, repeat
 from operator import ge, itemgetter
 
+from ..config import MS, TimeTickParams, TSOParams
 from ..narrate import detail_dict, ts_text
 from .violation import ROW, Read, StreamingChecker, Violation, batch_columns, column, detail_of
 
-INVARIANTS = ("tick-monotonic", "watermark", "pack-exact")
+INVARIANTS = ("tick-monotonic", "watermark", "pack-exact", "tick-progress")
 _DML = ("Insert", "Delete")
+#: How many ``proxy.timeTickInterval`` a pchannel may go without a time tick (or its tick without moving).
+PROGRESS_INTERVALS = 5
 
 # What the fast path (TimeTickChecker.write_batch) reads of each kind; the codes it dispatches on.
-_ENQUEUE, _PRODUCE, _CONSUME, _PACK, _REPORT = range(5)
+_ENQUEUE, _PRODUCE, _CONSUME, _PACK, _REPORT, _UPDATE, _SESSION_DEL, _STALL, _KILL, _END = range(10)
 _READS = {
     "proxy.enqueue": Read(_ENQUEUE, ("node", "channel", "ts"), ints=("ts",)),
-    "mq.produce": Read(_PRODUCE, ("node", "channel", "msg_type", "tick_ts", "end_ts", "vchannel", "msg_id"),
-                       ints=("tick_ts", "end_ts", "msg_id")),
+    "mq.produce": Read(_PRODUCE, ("node", "channel", "msg_type", "tick_ts", "end_ts", "vchannel", "msg_id", "t_ms",
+                                  "detail"), ints=("tick_ts", "end_ts", "msg_id")),
     "mq.consume": Read(_CONSUME, ("vchannel", "msg_id", "ts"), ints=("msg_id", "ts")),
     "mq.pack": Read(_PACK, ("node", "vchannel", "begin_ts", "end_ts"), ints=("begin_ts", "end_ts")),
     "proxy.report": Read(_REPORT, ("node", "ts", "detail"), ints=("ts",)),
+    "rootcoord.timetick_update": Read(_UPDATE, ("t_ms", "error", "detail")),
+    "rootcoord.session_del": Read(_SESSION_DEL, ("t_ms", "peer")),
+    "fault.stall": Read(_STALL, ("t_ms", "node", "detail")),
+    "fault.kill": Read(_KILL, ("t_ms", "node", "detail")),
+    "run.end": Read(_END, ("t_ms",)),
 }
 _REPORTS = {"proxy.report": _READS["proxy.report"]}
 _first = itemgetter(0)
@@ -59,11 +79,19 @@ class TimeTickChecker(StreamingChecker):
     #: The only kinds it reads (the recorder hands it no others).
     kinds = frozenset(_READS)
     #: What passing means, in one sentence (the CLI's report).
-    promise = ("time ticks never went back on any pchannel, no message arrived below a tick already written, and every "
-               "pack held exactly its interval's messages")
+    promise = ("time ticks never went back on any pchannel, no message arrived below a tick already written, every "
+               "pack held exactly its interval's messages, and ticks kept coming unless an injected fault held them")
+    progress = frozenset({"tick-progress"})
+    chances = {
+        "tick-monotonic": "a time tick written to a pchannel that already had one",
+        "watermark": "a DML message written to a pchannel that already had a time tick",
+        "pack-exact": "a pack received",
+        "tick-progress": "a pchannel carrying a message or a time tick",
+    }
 
     def __init__(self, limit: int = 20):
         super().__init__(limit)
+        self.configure(None)
         self._tick: dict[str, tuple[int, int, str]] = {}  # pchannel -> (highest tick, its seq, writer)
         # proxy -> pchannel -> (reported value, seq); "" holds the report's default for unlisted pchannels.
         self._reported: dict[str, dict[str, tuple[int, int]]] = {}
@@ -73,6 +101,26 @@ class TimeTickChecker(StreamingChecker):
         self._pack_end: dict[str, tuple[int, int]] = {}  # vchannel -> (last pack's end_ts, its seq)
         self._pack_msgs: dict[str, list[tuple[int, int, int]]] = {}  # vchannel -> consumed (msg_id, ts, seq) awaiting their pack
         self._missed: set[tuple[str, int]] = set()  # (vchannel, msg_id) already reported missing from its pack
+        # ---- progress: pchannel -> (t_ms, seq, tick value or None) of its last advance (or of its first message)
+        self._since: dict[str, tuple[float, int, int | None]] = {}
+        self._last_write: dict[str, float] = {}  # pchannel -> t_ms of its last tick
+        self._write_gap: dict[str, float] = {}  # pchannel -> longest wait for a tick since its last advance
+        # pchannel -> who held it since its last advance: name -> [first seq, times]; rounds rootcoord did not send
+        # for want of the name's report, and rounds whose (unmoved) minimum came from the name's report
+        self._held_round: dict[str, dict[str, list[int]]] = {}
+        self._held_value: dict[str, dict[str, list[int]]] = {}
+        # injected faults on proxies: [node, t_ms, seq, kind, healed t_ms or None, heal seq or None]
+        self._faults: list[list] = []
+
+    def configure(self, config) -> None:
+        """Take the bound of ``tick-progress`` (``PROGRESS_INTERVALS x proxy.timeTickInterval``) and how long a
+        crashed proxy's session may outlive it (``common.session.ttl`` plus etcd's lease check) from ``config``
+        (None: Milvus's defaults)."""
+        timetick = TimeTickParams() if config is None else config.timetick
+        tso = TSOParams() if config is None else config.tso
+        self.interval_ms = timetick.time_tick_interval_ns / MS
+        self.bound_ms = PROGRESS_INTERVALS * self.interval_ms
+        self.lease_ms = (tso.session_ttl_ns + tso.lease_check_ns) / MS
 
     def write(self, row: dict) -> None:
         """Check one run-log row."""
@@ -85,6 +133,14 @@ class TimeTickChecker(StreamingChecker):
             self._pack(int(row["seq"]), row["node"], row["vchannel"], int(row["begin_ts"]), int(row["end_ts"]))
         elif kind == "proxy.report":
             self._report(int(row["seq"]), row["node"], int(row["ts"]), detail_dict(row["detail"]))
+        elif kind == "rootcoord.timetick_update":
+            self._update(int(row["seq"]), row["error"], detail_dict(row["detail"]))
+        elif kind == "rootcoord.session_del":
+            self._session_del(int(row["seq"]), row["t_ms"], row["peer"])
+        elif kind in ("fault.stall", "fault.kill"):
+            self._fault(int(row["seq"]), row["t_ms"], row["node"], kind, detail_dict(row["detail"]))
+        elif kind == "run.end":
+            self._end(row["t_ms"])
         elif kind == "proxy.enqueue":
             reported = self._reported.get(row["node"], {})
             last = reported.get(row["channel"]) or reported.get("")
@@ -104,6 +160,8 @@ class TimeTickChecker(StreamingChecker):
         reported_by, late, ticks = self._reported, self._late, self._tick
         pending_of, due_of, pack_msgs = self._pending, self._due, self._pack_msgs
         heappush = heapq.heappush
+        since = self._since
+        below_tick = 0  # DML messages written where a tick already was (watermark's chances)
         keep = self._enqueues_to_read(batch)
         for seq, code, columns in batch_columns(batch, _READS, keep and {"proxy.enqueue": keep}):
             if code == _ENQUEUE:
@@ -114,9 +172,9 @@ class TimeTickChecker(StreamingChecker):
                     if last is not None and last[0] >= ts:
                         late[(node, ts)] = (seq, last[1], last[0])
             elif code == _PRODUCE:
-                node, ch, msg_type, tick_ts, end_ts, vch, msg_id = columns
+                node, ch, msg_type, tick_ts, end_ts, vch, msg_id, t_ms, detail = columns
                 if msg_type == "TimeTick":
-                    self._tick_written(seq, node, ch, tick_ts)
+                    self._tick_written(seq, node, ch, tick_ts, t_ms, detail_of(detail).get("min_from"))
                 elif msg_type in _DML:
                     if vch is not None:
                         pending = pending_of.get(vch)
@@ -128,8 +186,14 @@ class TimeTickChecker(StreamingChecker):
                             due = due_of[vch] = []
                         heappush(due, (end_ts, msg_id))
                     tick = ticks.get(ch)
-                    if tick is not None and end_ts <= tick[0]:
-                        self._below_tick(seq, node, ch, msg_type, end_ts, tick)
+                    if tick is None:
+                        if ch not in since:
+                            since[ch] = (t_ms, seq, None)
+                            self.tried["tick-progress"] += 1
+                    else:
+                        below_tick += 1
+                        if end_ts <= tick[0]:
+                            self._below_tick(seq, node, ch, msg_type, end_ts, tick)
             elif code == _CONSUME:
                 vch, msg_id, ts = columns
                 consumed = pack_msgs.get(vch)
@@ -142,8 +206,18 @@ class TimeTickChecker(StreamingChecker):
             elif code == _REPORT:
                 node, ts, detail = columns
                 self._report(seq, node, ts, detail_of(detail))
+            elif code == _UPDATE:
+                self._update(seq, columns[1], detail_of(columns[2]))
+            elif code == _SESSION_DEL:
+                self._session_del(seq, *columns)
+            elif code == _STALL or code == _KILL:
+                t_ms, node, detail = columns
+                self._fault(seq, t_ms, node, "fault.stall" if code == _STALL else "fault.kill", detail_of(detail))
+            elif code == _END:
+                self._end(columns)
             else:  # ROW: a layout whose values are not all ints where write converts them
                 self.write(columns)
+        self.tried["watermark"] += below_tick
 
     def _enqueues_to_read(self, batch):
         """A ``keep`` function for :func:`batch_columns` that drops the ``proxy.enqueue`` rows of ``batch``
@@ -188,7 +262,7 @@ class TimeTickChecker(StreamingChecker):
     def _produce(self, row: dict) -> None:
         ch, seq, node = row["channel"], int(row["seq"]), row["node"]
         if row["msg_type"] == "TimeTick":
-            self._tick_written(seq, node, ch, int(row["tick_ts"]))
+            self._tick_written(seq, node, ch, int(row["tick_ts"]), row["t_ms"], detail_dict(row["detail"]).get("min_from"))
             return
         if row["msg_type"] not in _DML:
             return
@@ -198,11 +272,21 @@ class TimeTickChecker(StreamingChecker):
             self._pending.setdefault(vch, {})[int(row["msg_id"])] = (end_ts, seq)
             heapq.heappush(self._due.setdefault(vch, []), (end_ts, int(row["msg_id"])))
         tick = self._tick.get(ch)
-        if tick is not None and end_ts <= tick[0]:
+        if tick is None:
+            if ch not in self._since:  # the pchannel is watched from its first message
+                self._since[ch] = (row["t_ms"], seq, None)
+                self.tried["tick-progress"] += 1
+            return
+        self.tried["watermark"] += 1
+        if end_ts <= tick[0]:
             self._below_tick(seq, node, ch, row["msg_type"], end_ts, tick)
 
-    def _tick_written(self, seq: int, node: str, ch: str, tick: int) -> None:
+    def _tick_written(self, seq: int, node: str, ch: str, tick: int, t_ms: float, min_from) -> None:
         prev = self._tick.get(ch)
+        self.tried["tick-progress"] += 1
+        if prev is not None:
+            self.tried["tick-monotonic"] += 1
+        self._progress(seq, ch, tick, t_ms, min_from)
         if prev is not None and tick < prev[0]:
             self._add("tick-monotonic", (prev[1], seq),
                       f"Let event {prev[1] + 1:,} be {prev[2]} writing time tick {ts_text(prev[0])} to {ch}, and event "
@@ -226,7 +310,137 @@ class TimeTickChecker(StreamingChecker):
                   f"consumer that trusted the tick has already delivered everything up to it without this "
                   f"message, because {why}.")
 
+    # ---- tick progress
+
+    def _progress(self, seq: int, ch: str, tick: int, t_ms: float, min_from) -> None:
+        """A time tick written: an advance closes the pchannel's wait (judged if it was longer than the bound)."""
+        since = self._since.get(ch)
+        last = self._last_write.get(ch, since[0] if since is not None else t_ms)
+        gap = max(self._write_gap.get(ch, 0.0), t_ms - last)
+        self._last_write[ch] = t_ms
+        if since is not None and since[2] is not None and tick <= since[2]:
+            self._write_gap[ch] = gap
+            if min_from is not None:
+                held = self._held_value.setdefault(ch, {}).setdefault(str(min_from), [seq, 0])
+                held[1] += 1
+            return
+        if since is not None and t_ms - since[0] > self.bound_ms:
+            self._judge_wait(ch, since, t_ms, seq, gap)
+        self._since[ch] = (t_ms, seq, tick)
+        self._write_gap[ch] = 0.0
+        self._held_round.pop(ch, None)
+        self._held_value.pop(ch, None)
+
+    def _update(self, seq: int, error, detail: dict) -> None:
+        """Rootcoord took a report: while it did not send a round, every pchannel waits for the sessions it names."""
+        if error is not None or detail.get("sent") is not False:
+            return
+        for name in detail.get("waiting_for") or ():
+            for ch in self._since:
+                held = self._held_round.setdefault(ch, {}).setdefault(str(name), [seq, 0])
+                held[1] += 1
+
+    def _fault(self, seq: int, t_ms: float, node, kind: str, detail: dict) -> None:
+        """An injected fault on a proxy: a report loop stalled for ``duration_ms`` heals when it ends; a crashed
+        proxy's session heals when rootcoord drops it (:meth:`_session_del`)."""
+        if kind == "fault.stall":
+            healed = t_ms + float(detail.get("duration_ms") or 0.0)
+            self._faults.append([node, t_ms, seq, kind, healed, None])
+        else:
+            self._faults.append([node, t_ms, seq, kind, None, None])
+
+    def _session_del(self, seq: int, t_ms: float, peer) -> None:
+        for fault in self._faults:
+            if fault[0] == peer and fault[3] == "fault.kill" and fault[4] is None:
+                fault[4], fault[5] = t_ms, seq
+
+    def _end(self, t_ms: float) -> None:
+        """The run ended: judge every pchannel still waiting longer than the bound."""
+        for ch, since in list(self._since.items()):
+            if t_ms - since[0] > self.bound_ms:
+                gap = max(self._write_gap.get(ch, 0.0), t_ms - self._last_write.get(ch, since[0]))
+                self._judge_wait(ch, since, t_ms, None, gap)
+
+    def _judge_wait(self, ch: str, since: tuple[float, int, int | None], t_ms: float, seq: int | None,
+                    gap: float) -> None:
+        """A pchannel waited ``t_ms - since`` for its tick to move (``seq``: the tick that moved it; None: the run
+        ended first) and at most ``gap`` for a tick to be written: a violation, or a stall with its cause."""
+        start, start_seq, value = since
+        waited = t_ms - start
+        first = (f"event {start_seq + 1:,} be the last time tick that moved {ch} ({ts_text(value)}, at "
+                 f"{start / 1000:.3f} s)" if value is not None else
+                 f"event {start_seq + 1:,} be the first message written to {ch} (at {start / 1000:.3f} s)")
+        until = (f"until event {seq + 1:,} ({t_ms / 1000:.3f} s)" if seq is not None
+                 else f"until the run ended ({t_ms / 1000:.3f} s)")
+        bound = (f"the bound of {self.bound_ms:,.0f} ms ({PROGRESS_INTERVALS} x proxy.timeTickInterval "
+                 f"{self.interval_ms:,.0f} ms)")
+        ends = (start_seq,) + ((seq,) if seq is not None else ())
+        if gap <= self.bound_ms:  # rounds went out on time; a session's minimum held the value
+            held = _ranked(self._held_value.get(ch, {}))
+            who = held[0] if held else None
+            because = (f"every round's minimum on {ch} came from {who}'s report (first at event "
+                       f"{self._held_value[ch][who][0] + 1:,}): Milvus waits for the oldest DML task that session "
+                       f"has not finished" if who else "the sessions' minimum on it did not move")
+            self._stall(ch, start, t_ms if seq is not None else None, who, None, ends,
+                        f"Let {first}. Then its time tick stood still for {waited:,.0f} ms {until}, longer than "
+                        f"{bound}, although rootcoord wrote a tick at least every {gap:,.0f} ms, because {because}.")
+            return
+        held = _ranked(self._held_round.get(ch, {}))
+        for name in held:
+            for node, f_ms, f_seq, kind, healed, heal_seq in self._faults:
+                if node != name or f_ms > t_ms or (healed is not None and healed < start - self.bound_ms):
+                    continue
+                deadline = (healed if healed is not None else f_ms + self.lease_ms) + self.bound_ms
+                if t_ms > deadline:
+                    continue
+                if kind == "fault.stall":
+                    cause = (f"{name}'s report loop was stalled from event {f_seq + 1:,} ({f_ms / 1000:.3f} s) until "
+                             f"{healed / 1000:.3f} s")
+                elif heal_seq is not None:
+                    cause = (f"{name} crashed at event {f_seq + 1:,} ({f_ms / 1000:.3f} s) and its session stayed "
+                             f"registered until its lease expired and rootcoord dropped it at event {heal_seq + 1:,} "
+                             f"({healed / 1000:.3f} s)")
+                else:
+                    cause = (f"{name} crashed at event {f_seq + 1:,} ({f_ms / 1000:.3f} s) and its session stays "
+                             f"registered until its lease expires, at most common.session.ttl after the crash "
+                             f"({(f_ms + self.lease_ms) / 1000:.3f} s), after the run's end")
+                self._stall(ch, start, t_ms if seq is not None else None, name, f_seq, ends + (f_seq,),
+                            f"Let {first}, and event {f_seq + 1:,} the fault injected on {name}. Then no time tick "
+                            f"moved {ch} for {waited:,.0f} ms {until}, because rootcoord writes a round only once "
+                            f"every proxy session has reported, and {cause}; the ticks came back within {bound} "
+                            f"of the fault's end." if seq is not None else
+                            f"Let {first}, and event {f_seq + 1:,} the fault injected on {name}. Then no time tick "
+                            f"moved {ch} for {waited:,.0f} ms {until}, because rootcoord writes a round only once "
+                            f"every proxy session has reported, and {cause}.")
+                return
+        if held:
+            first_wait = self._held_round[ch][held[0]][0]
+            because = (f"rootcoord sent no round while waiting for {held[0]}'s report (from event {first_wait + 1:,} "
+                       f"on), and no fault injected on {held[0]} explains it")
+            seqs = ends + (first_wait,)
+        else:
+            because = ("rootcoord recorded no report it was waiting for: no round was started at all (are the proxies' "
+                       "report loops and rootcoord's DDL tick running? common.ttMsgEnabled turns both off)")
+            seqs = ends
+        self._add("tick-progress", seqs,
+                  f"Let {first}. Then no time tick moved {ch} for {waited:,.0f} ms {until}, longer than {bound}, "
+                  f"because {because}.")
+
+    def _stall(self, ch: str, start: float, end, held_by, cause_seq, seqs: tuple[int, ...], text: str) -> None:
+        """Keep an explained stall; one whose holder and cause match an overlapping stall joins it (a round stops on
+        every pchannel at once)."""
+        for stall in self.stalls:
+            if (stall["held_by"] == held_by and stall["cause_seq"] == cause_seq and start <= (stall["to_ms"] or start)
+                    and ch not in stall["channels"]):
+                stall["channels"].append(ch)
+                return
+        if len(self.stalls) < self.limit:
+            self.stalls.append({"what": "time tick", "channels": [ch], "from_ms": start, "to_ms": end,
+                                "held_by": held_by, "cause_seq": cause_seq, "seqs": list(seqs),
+                                "explanation": text})
+
     def _pack(self, seq: int, node: str, vch: str, begin: int, end: int) -> None:
+        self.tried["pack-exact"] += 1
         prev = self._pack_end.get(vch)
         if prev is not None and begin != prev[0]:
             self._add("pack-exact", (prev[1], seq),
@@ -262,6 +476,11 @@ class TimeTickChecker(StreamingChecker):
                           f"and event {seq + 1:,} the pack ({ts_text(begin)}, {ts_text(end)}] of {vch} at {node}. Then the "
                           f"pack that should hold the message does not, because the message was not in the pchannel "
                           f"when the tick that closed the pack was.")
+
+
+def _ranked(held: dict[str, list[int]]) -> list[str]:
+    """The names that held a pchannel, the one that held it most often first (then by first event)."""
+    return sorted(held, key=lambda name: (-held[name][1], held[name][0]))
 
 
 def check_timetick(events, limit: int = 20) -> list[Violation]:

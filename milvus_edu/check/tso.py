@@ -55,6 +55,11 @@ class TSOChecker(StreamingChecker):
     kinds = _KINDS
     #: What passing means, in one sentence (the CLI's report).
     promise = "every timestamp handed out is strictly greater than every earlier one, and none passed the saved window"
+    chances = {
+        "global-monotonic": "a batch handed out after an earlier one",
+        "client-monotonic": "a client's second timestamp",
+        "window": "an allocation with a saved window end",
+    }
 
     def __init__(self, limit: int = 20):
         super().__init__(limit)
@@ -74,11 +79,15 @@ class TSOChecker(StreamingChecker):
             self._handed_out(seq, node, ts, int(row["count"]))
         elif kind == "client.recv":
             prev = self._client_last.get(node)
-            if prev is not None and ts <= prev[0]:
-                self._client_back(seq, node, ts, prev, row.get("peer"))
+            if prev is not None:
+                self.tried["client-monotonic"] += 1
+                if ts <= prev[0]:
+                    self._client_back(seq, node, ts, prev, row.get("peer"))
             self._client_last[node] = (ts, seq)
-        elif (end := row.get("window_end_ms")) is not None and int(row["physical_ms"]) >= int(end):
-            self._window_passed(seq, node, int(row["physical_ms"]), int(row["window_end_ms"]))
+        elif (end := row.get("window_end_ms")) is not None:
+            self.tried["window"] += 1
+            if int(row["physical_ms"]) >= int(end):
+                self._window_passed(seq, node, int(row["physical_ms"]), int(row["window_end_ms"]))
 
     def write_batch(self, batch) -> None:
         """The recorder's fast path: what :meth:`write` does with each row of ``batch`` (a ``RowBatch``) of
@@ -89,7 +98,7 @@ class TSOChecker(StreamingChecker):
         violations and counts on real runs.
         """
         client_last = self._client_last
-        for seq, code, columns in batch_columns(batch, _READS, {"tso.alloc": _past_window}):
+        for seq, code, columns in batch_columns(batch, _READS, {"tso.alloc": self._windows}):
             if code == _ALLOC:
                 node, ts, error, count = columns
                 if ts is not None and error is None:
@@ -98,8 +107,10 @@ class TSOChecker(StreamingChecker):
                 node, ts, error, peer = columns
                 if ts is not None and error is None:
                     prev = client_last.get(node)
-                    if prev is not None and ts <= prev[0]:
-                        self._client_back(seq, node, ts, prev, peer)
+                    if prev is not None:
+                        self.tried["client-monotonic"] += 1
+                        if ts <= prev[0]:
+                            self._client_back(seq, node, ts, prev, peer)
                     client_last[node] = (ts, seq)
             elif code == _WINDOW:
                 node, ts, error, physical, end = columns
@@ -108,10 +119,21 @@ class TSOChecker(StreamingChecker):
             else:  # ROW: a layout whose values are not all ints where write converts them
                 self.write(columns)
 
+    def _windows(self, layout, values: list[tuple]) -> list[tuple]:
+        """:func:`_past_window`, counting first the allocations ``write`` checks against a window (its chances)."""
+        if "window_end_ms" in layout.positions:
+            checked = zip(column(layout, values, "ts"), column(layout, values, "error"),
+                          column(layout, values, "window_end_ms"))
+            self.tried["window"] += sum(1 for ts, error, end in checked
+                                        if ts is not None and error is None and end is not None)
+        return _past_window(layout, values)
+
     def _handed_out(self, seq: int, node: str, ts: int, count: int) -> None:
         """A batch of ``count`` timestamps from ``ts`` handed out by rootcoord."""
         last = ts + count - 1
         high = self._high
+        if high is not None:
+            self.tried["global-monotonic"] += 1
         if high is not None and ts <= high[0]:
             self._add("global-monotonic", (high[1], seq),
                       f"Let event {high[1] + 1:,} be {high[2]} handing out up to {ts_text(high[0])}, and event "

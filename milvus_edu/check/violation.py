@@ -1,5 +1,9 @@
 """A broken invariant, as every checker reports it, the base of the streaming checkers, and the column
-reader their fast paths share (:func:`batch_columns`)."""
+reader their fast paths share (:func:`batch_columns`).
+
+Besides violations, a checker says what its run could not have shown: the invariants that never had a
+chance to fail (:meth:`StreamingChecker.vacuous`), and the stalls it saw and explained as the expected
+effect of a fault the scenario injected (:attr:`StreamingChecker.stalls`)."""
 
 from __future__ import annotations
 
@@ -31,7 +35,10 @@ class StreamingChecker:
 
     A subclass sets :attr:`invariants` (names, in report order) and :attr:`promise` (what passing
     means, in one sentence) and implements ``write(row)``, calling :meth:`_add` for each violation;
-    it may set :attr:`kinds`. The recorder feeds it by batch (:meth:`write_batch`). ``write`` is the
+    it may set :attr:`kinds`. To say which invariants a run tested, it names in :attr:`chances` what
+    gives an invariant a chance to fail and counts each such event in :attr:`tried`
+    (``self.tried[name] += 1`` where the invariant is checked): an invariant listed there and never
+    tried is :meth:`vacuous`. An invariant not listed in :attr:`chances` is never reported vacuous. The recorder feeds it by batch (:meth:`write_batch`). ``write`` is the
     readable definition; a subclass may give ``write_batch`` a fast path that reads the batch's tuples
     (:func:`batch_columns`) and must leave it in exactly the state ``write`` of each row would
     (``tests/test_checker_fast.py`` compares them).
@@ -41,11 +48,32 @@ class StreamingChecker:
     promise: str = ""
     #: The kinds ``write`` reads (None: all); the recorder hands the checker no others.
     kinds: frozenset[str] | None = None
+    #: Invariant -> what gives it a chance to fail, in words ("a Session read was answered"); only the
+    #: invariants listed here are counted in :attr:`tried` and may be reported :meth:`vacuous`.
+    chances: Mapping[str, str] = {}
+    #: The invariants that promise progress (liveness), not safety: a run whose parameters or options stop
+    #: progress breaks only these, and the CLI reports that as what the run shows, not as a model bug.
+    progress: frozenset[str] = frozenset()
 
     def __init__(self, limit: int = 20):
         self.limit = limit
         self.violations: list[Violation] = []
         self.counts = {name: 0 for name in self.invariants}
+        #: Invariant (of :attr:`chances`) -> events of this run that gave it a chance to fail.
+        self.tried = {name: 0 for name in self.chances}
+        #: Stalls seen and explained as the expected effect of an injected fault (not violations):
+        #: JSON-ready dicts with at least ``what``, ``from_ms``, ``to_ms`` (None: still stalled at the end)
+        #: and ``explanation``.
+        self.stalls: list[dict] = []
+
+    def configure(self, config) -> None:
+        """Take the run's :class:`~milvus_edu.config.Config` (the bounds of progress checks come from its
+        Milvus parameters). A checker made without it uses Milvus's defaults; the base needs nothing."""
+
+    def vacuous(self) -> list[str]:
+        """The invariants of :attr:`chances` that nothing in this run gave a chance to fail, in
+        :attr:`invariants` order: passing them shows nothing."""
+        return [name for name in self.invariants if name in self.tried and not self.tried[name]]
 
     def _add(self, invariant: str, seqs: tuple[int, ...], text: str) -> None:
         """Count a violation; keep it while fewer than ``limit`` of its invariant are kept."""

@@ -144,6 +144,10 @@ def simulate(
     memory = MemorySink()
     mechs = scenario_mechanisms(spec)
     checkers = [m.checker() for m in mechs if m.checker is not None]
+    for checker in checkers:
+        configure = getattr(checker, "configure", None)  # the registry's protocol does not require it
+        if configure is not None:
+            configure(config)
     summaries = [m.summary() for m in mechs if m.summary is not None]
     if sink_process and out_dir is None:
         raise ValueError("sink_process=True runs the sinks that write a run folder: give out_dir too, or leave it at None")
@@ -197,7 +201,8 @@ def simulate(
         if remote is not None:  # the checkers and summaries as the sink process left them
             checkers, summaries = remote.kept[:len(checkers)], remote.kept[len(checkers):]
 
-        summary = _summary(spec, seed, duration_s, config, recorder, summaries, checkers, run_id)
+        named = [m.name for m in mechs if m.checker is not None]
+        summary = _summary(spec, seed, duration_s, config, recorder, summaries, list(zip(named, checkers)), run_id)
         if opts:
             summary["options"] = opts
         if out is not None:
@@ -223,12 +228,16 @@ def _summary(spec, seed, duration_s, config, recorder, summaries, checkers, run_
     }
     for section in summaries:
         out.update(section.sections(recorder.counts))
-    violations = [v for c in checkers for v in c.result()]
+    violations = [v for _, c in checkers for v in c.result()]
     out["checks"] = {
         "ok": not violations,
-        "invariants": [name for c in checkers for name in c.invariants],
-        "violation_counts": {name: n for c in checkers for name, n in c.counts.items()},
+        "invariants": [name for _, c in checkers for name in c.invariants],
+        "violation_counts": {name: n for _, c in checkers for name, n in c.counts.items()},
         "violations": [v.to_dict() for v in violations],
-        "violations_kept_per_invariant": min((c.limit for c in checkers), default=0),
+        "violations_kept_per_invariant": min((c.limit for _, c in checkers), default=0),
+        # what passing did not show: invariants nothing in this run could have broken, per mechanism
+        "vacuous": {name: c.vacuous() if hasattr(c, "vacuous") else [] for name, c in checkers},
+        # stalls the checkers explained as the expected effect of an injected fault (not violations)
+        "stalls": [{"mechanism": name, **stall} for name, c in checkers for stall in getattr(c, "stalls", ())],
     }
     return out
