@@ -97,7 +97,7 @@ class QueryChecker(StreamingChecker):
                "every read was answered or still waited for its guarantee")
     kinds = frozenset({"mq.produce", "client.insert", "client.delete", "client.read_start", "client.read",
                        "proxy.read", "querynode.read", "querynode.tsafe", "querynode.watch", "querynode.wait",
-                       "run.end"})
+                       "querynode.release", "run.end"})
     progress = frozenset({"tsafe-progress", "read-answered"})
     chances = {
         "mvcc-exact": "a shard read answered",
@@ -166,6 +166,11 @@ class QueryChecker(StreamingChecker):
         elif kind == "querynode.watch":
             if row["ts"] is not None and row["vchannel"] is not None:
                 self._served.setdefault(row["channel"], []).append((row["vchannel"], row["ts"]))
+        elif kind == "querynode.release":
+            # a released vchannel (its collection dropped) has no tsafe left to follow the ticks
+            served = self._served.get(to_physical_channel(row["vchannel"]), [])
+            served[:] = [s for s in served if s[0] != row["vchannel"]]
+            self._behind.pop(row["vchannel"], None)
         elif kind == "run.end":
             self._unanswered(seq, row["t_ms"])
         elif kind == "querynode.read":
