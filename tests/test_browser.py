@@ -6,8 +6,12 @@ cells (JupyterLab's notebook:run-all-cells command, the one behind Run > Run All
 stepper's "step forward" button and checks that the state panel changed; then keeps the kernel busy
 with another cell, clicks "Step ▶" three times and checks the panel moved each time (the stepper runs
 in the browser), that the slider and the panel name the same event, and that at 1280 x 800 with the
-file browser open the controls, the lanes and the panel are all in the screen.  Screenshots (the
-stepper, and the whole screen: ``*-1280x800.png``) go to test-output/browser/.  See tests/browser_support.py.
+file browser open the controls, the lanes and the panel are all in the screen; then clicks as a hurried
+student does (Jump ▶ every 30 ms, three ◀ Step then Jump, the slider dragged far, Play at 2000 events/s),
+while another cell runs and while the kernel is idle, and checks that the panel always ends on the details
+of the slider's event, the ones the kernel has for it.  Screenshots (the stepper, after the rapid clicks:
+``*-rapid.png``, and the whole screen: ``*-1280x800.png``) go to test-output/browser/.  See
+tests/browser_support.py.
 
 * test_browser_harness_with_minimal_widget -- a tiny ipywidgets stand-in for the stepper, written
   to a temp notebook; proves the harness (server, widget rendering, clicks) works by itself.
@@ -98,6 +102,28 @@ def _check_stepper_answers_while_busy_and_fits(result) -> None:
         assert box["x"] >= 0 and box["y"] >= 0, (name, box)
         assert box["x"] + box["width"] <= w and box["y"] + box["height"] <= h, (name, box)
     assert result.screen.is_file() and result.screen.stat().st_size > 0
+    _check_rapid_clicks_end_on_details(result)
+
+
+def _check_rapid_clicks_end_on_details(result) -> None:
+    """After every sequence of rapid clicks (busy kernel or idle, Jump, Step, slider, Play) the panel
+    settles on the slider's event with its details, which are the kernel's panel for that event, and
+    the picture is that event's page; the kernel hears the same cursor."""
+    for run in result.rapid:
+        print(f"  rapid {run.name}: busy={run.busy} slider {run.slider} (meant {run.expected}) panel "
+              f"{run.head!r}; details after {run.settle_ms:.0f} ms; kernel cursor {run.kernel_cursor}"
+              + (f"; play frames {run.frames_details} with details, {run.frames_waiting} waiting"
+                 if run.name == "play" else ""))
+    assert [r.name for r in result.rapid] == ["busy", "jumps", "scrub", "play"]
+    assert result.rapid[0].busy, "the kernel was not busy during the first rapid clicks"
+    for run in result.rapid:
+        assert run.settle_ms >= 0 and not run.waiting, f"{run.name}: the panel still waits for details: {run.head!r}"
+        assert run.head.startswith(f"event {run.slider:,} of "), (run.name, run.head, run.slider)
+        assert run.expected is None or run.slider == run.expected, (run.name, run.slider, run.expected)
+        assert run.kernel_cursor == run.slider - 1, (run.name, run.kernel_cursor, run.slider)
+        assert run.same_as_kernel, f"{run.name}: the panel's text is not the kernel's panel for event {run.slider}"
+        assert not run.stale_picture, f"{run.name}: the picture lacks the page of event {run.slider}"
+    assert result.rapid[-1].frames_details > 0, "Play showed no event's details"
 
 
 def test_browser_harness_with_minimal_widget(lab_server, tmp_path):

@@ -35,13 +35,19 @@ def _ask(st: TimelineStepper, **want) -> tuple[dict, dict, list[bytes]]:
     sent = []
     st.view.send = lambda content, buffers=None: sent.append((content, buffers))
     st._on_view_msg(st.view, {"type": "want", **want}, [])
-    assert len(sent) == 1, "every request gets exactly one answer"
+    assert sent, "every request is answered"
     header, buffers = sent[0]
-    assert header["type"] == "window" and header["req"] == want.get("req")
-    assert len(buffers) == 1 + len(header["pages"])
+    assert header["type"] == "window" and header["req"] == want.get("req") and len(buffers) == 1
     win = json.loads(buffers[0])
     assert (win["start"], win["end"]) == (header["start"], header["end"])
-    return header, win, buffers[1:]
+    if not header["pictures_follow"]:
+        assert len(sent) == 1
+        return header, win, []
+    assert len(sent) == 2, "the pictures the window's answer announced follow it, and nothing else"
+    pictures, pngs = sent[1]
+    assert pictures == {"type": "pictures", "req": want.get("req"), "pages": header["pictures_follow"]}
+    assert len(pngs) == len(header["pictures_follow"])
+    return header, win, pngs
 
 
 # ------------------------------------------------------------------------------------ building
@@ -236,7 +242,8 @@ def test_paged_window(failover_events):
     # An answer brings the pictures of its window's pages that the browser lacks, and only those.
     header, win, pngs = _ask(st, req=1, cursor=st.cursor, have=None, pages=["0", "3"])
     pages = {str(p) for p in win["page"]}
-    assert header["pages"] == sorted(pages - {"0", "3"}, key=int) and all(p.startswith(PNG_MAGIC) for p in pngs)
+    assert header["pictures_follow"] == sorted(pages - {"0", "3"}, key=int)
+    assert pngs and all(p.startswith(PNG_MAGIC) for p in pngs)
 
 
 # ------------------------------------------------------------------------------------ lanes

@@ -5,7 +5,8 @@
 // leaves the window or nears its edge, the browser asks the kernel for one around the cursor
 // ({type: "want", req, cursor, have, pages, ahead}); until it comes, the panel still shows the
 // event's number, kind and time. One request is in flight at a time; the kernel answers each
-// ({type: "window", req, ...} with the window and any missing page pictures as buffers), an answer
+// ({type: "window", req, ...} with the window, then {type: "pictures", ...} with the pictures of
+// its pages the browser lacks, so the panel fills before a new page is drawn), an answer
 // older than one already shown is not shown, and a request unanswered for a while is sent again,
 // so the browser never waits for a reply that will not come.
 
@@ -236,16 +237,20 @@ function render({ model, el: root }) {
   }
 
   function onAnswer(content, buffers) {
-    if (!content || content.type !== "window") return;
-    const [payload, ...pngs] = buffers || [];
-    if (content.req >= shownReq) { // an answer older than the one shown would take the learner back
-      shownReq = content.req;
-      useWindow(payload);
-      const full = content.end - content.start > 2 * model.get("margin") || (content.start === 0 && content.end === n);
-      answered = full && pending !== null && pending.id === content.req ? pending.key : null;
+    if (!content || (content.type !== "window" && content.type !== "pictures")) return;
+    let last = true; // the last message of its answer
+    if (content.type === "pictures") {
+      content.pages.forEach((page, k) => addPicture(String(page), buffers[k]));
+    } else {
+      last = !(content.pictures_follow || []).length;
+      if (content.req >= shownReq) { // an answer older than the one shown would take the learner back
+        shownReq = content.req;
+        useWindow(buffers[0]);
+        const full = content.end - content.start > 2 * model.get("margin") || (content.start === 0 && content.end === n);
+        answered = full && pending !== null && pending.id === content.req ? pending.key : null;
+      }
     }
-    (content.pages || []).forEach((page, k) => addPicture(String(page), pngs[k]));
-    if (pending !== null && content.req >= pending.id) { pending = null; clearTimeout(resendTimer); }
+    if (last && pending !== null && content.req >= pending.id) { pending = null; clearTimeout(resendTimer); }
     waitingSince = null;
     resendMs = RESEND_MS;
     img.dataset.page = "";

@@ -164,9 +164,11 @@ class TimelineStepper:
         names (the ``cursor`` trait may lag behind while the browser's updates queue), even when the
         window is the one sent before: a request left unanswered would leave the browser waiting.
 
-        The reply is a custom message ``{"type": "window", "req", "start", "end", "pages"}`` with the
-        window's JSON (:meth:`window_payload`) and the PNG of each page it lacks as buffers. A cursor
-        outside ``have`` gets a :data:`QUICK_WINDOW` first; one inside it the full window.
+        The reply is a custom message ``{"type": "window", "req", "start", "end", "pictures_follow"}``
+        with the window's JSON (:meth:`window_payload`) as its buffer, then, when the window is on pages
+        the browser lacks (named in ``pictures_follow``), ``{"type": "pictures", "req", "pages"}`` with
+        their PNGs: the panel fills before a new page is drawn. A cursor outside ``have`` gets a
+        :data:`QUICK_WINDOW`; one inside it the full window.
         """
         n = self.index.n
         try:
@@ -183,8 +185,11 @@ class TimelineStepper:
         payload, pages = self._payload(start, end)
         known = {str(p) for p in want.get("pages") or ()}
         new = [str(p) for p in pages if str(p) not in known]
-        header = {"type": "window", "req": want.get("req"), "start": start, "end": end, "pages": new}
-        self.view.send(header, buffers=[payload] + [self._renderer.background_png(int(p)) for p in new])
+        header = {"type": "window", "req": want.get("req"), "start": start, "end": end, "pictures_follow": new}
+        self.view.send(header, buffers=[payload])
+        if new:
+            self.view.send({"type": "pictures", "req": want.get("req"), "pages": new},
+                           buffers=[self._renderer.background_png(int(p)) for p in new])
         return header
 
     def _repr_mimebundle_(self, **kwargs):
