@@ -430,8 +430,10 @@ class RapidRun:
     stale_picture: bool
     kernel_cursor: int | None
     same_as_kernel: bool
-    #: From the last click until the panel showed the details (ms, in the page); a figure, not a check.
+    #: From the last click until the panel showed the details, and until the picture showed the event's
+    #: page too (ms, in the page; -1: never); figures, not checks.
     settle_ms: float
+    picture_ms: float
     #: Play only: frames shown with details and with the placeholder.
     frames_details: int = 0
     frames_waiting: int = 0
@@ -598,17 +600,23 @@ _RAPID_JS = """([root, plan]) => new Promise((resolve) => {
     next();
 })""" % STATE_CLASS
 
-# Until the panel shows the details of the slider's event (not the placeholder): ms since the last click,
-# or -1 after ``timeout_ms``.
+# Until the panel shows the details of the slider's event (not the placeholder) and the picture is not
+# faded for want of its page: [ms since the last click until the panel, until both], -1 after ``timeout_ms``.
 _SETTLE_JS = """([root, timeoutMs]) => new Promise((resolve) => {
     const panel = root.querySelector('.%s');
     const slider = root.querySelector('input[type=range]');
+    const img = root.querySelector('.mes-bg');
     const t0 = window.__mesLastClick;
+    let panelMs = -1;
     const check = () => {
         const m = panel.innerText.match(/^event ([\\d,]+) of/);
         const at = m ? Number(m[1].replace(/,/g, '')) : null;
-        if (!panel.classList.contains('mes-waiting') && at === Number(slider.value)) { resolve(performance.now() - t0); return; }
-        if (performance.now() - t0 > timeoutMs) { resolve(-1); return; }
+        const now = performance.now() - t0;
+        if (!panel.classList.contains('mes-waiting') && at === Number(slider.value)) {
+            if (panelMs < 0) panelMs = now;
+            if (!img.classList.contains('mes-stale')) { resolve([panelMs, now]); return; }
+        }
+        if (now > timeoutMs) { resolve([panelMs, -1]); return; }
         setTimeout(check, 5);
     };
     check();
@@ -645,7 +653,7 @@ def _kernel_panel(page) -> tuple[int, str]:
 
 def _settle(page, stepper, root, name: str, expected: int | None, plan_busy: bool, timeout_s: float = 20.0):
     """Wait until the panel shows the slider's event with its details, then record where it ended."""
-    ms = float(page.evaluate(_SETTLE_JS, [root, timeout_s * 1000]))
+    ms, picture_ms = page.evaluate(_SETTLE_JS, [root, timeout_s * 1000])
     slider = int(page.evaluate("(r) => r.querySelector('input[type=range]').value", root))
     head = _state_text(stepper).split("\n", 1)[0]
     waiting = bool(page.evaluate("(r) => r.querySelector('.%s').classList.contains('mes-waiting')" % STATE_CLASS, root))
@@ -659,7 +667,8 @@ def _settle(page, stepper, root, name: str, expected: int | None, plan_busy: boo
     same = bool(page.evaluate("""([r, html]) => { const d = document.createElement('div'); d.innerHTML = html;
         return d.textContent === r.querySelector('.%s').textContent; }""" % STATE_CLASS, [root, html]))
     return RapidRun(name=name, busy=plan_busy, slider=slider, expected=expected, head=head, waiting=waiting,
-                    stale_picture=stale, kernel_cursor=cursor, same_as_kernel=same, settle_ms=ms)
+                    stale_picture=stale, kernel_cursor=cursor, same_as_kernel=same, settle_ms=float(ms),
+                    picture_ms=float(picture_ms))
 
 
 def _rapid_clicks(page, stepper, result: StepResult, screen: Path) -> None:

@@ -111,7 +111,7 @@ def _check_rapid_clicks_end_on_details(result) -> None:
     the picture is that event's page; the kernel hears the same cursor."""
     for run in result.rapid:
         print(f"  rapid {run.name}: busy={run.busy} slider {run.slider} (meant {run.expected}) panel "
-              f"{run.head!r}; details after {run.settle_ms:.0f} ms; kernel cursor {run.kernel_cursor}"
+              f"{run.head!r}; details after {run.settle_ms:.0f} ms, picture after {run.picture_ms:.0f} ms; kernel cursor {run.kernel_cursor}"
               + (f"; play frames {run.frames_details} with details, {run.frames_waiting} waiting"
                  if run.name == "play" else ""))
     assert [r.name for r in result.rapid] == ["busy", "jumps", "scrub", "play"]
