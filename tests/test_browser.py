@@ -21,6 +21,8 @@ tests/browser_support.py.
   the stored checkpoint equal to flushTs.
 * test_query_notebook_stepper -- the same for lab 4, notebooks/04_guarantee_ts.ipynb, whose stepper opens where a
   Strong read starts waiting for tsafe.
+* test_stepper_js_asks_once_resends_after_silence_and_ignores_late_answers -- no JupyterLab: stepper.js in a
+  bare page, its messages to and from a TimelineStepper carried by the test (lost, late, out of order).
 """
 
 from __future__ import annotations
