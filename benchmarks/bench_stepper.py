@@ -8,6 +8,11 @@ What is measured (prints figures; asserts nothing):
   for a full one at once). Also the bytes the browser receives for it.
 * **kernel window**: ``window_payload`` for 512 events around a random cursor (what the kernel sends
   when the browser nears the edge of the events it holds; served when the kernel is free).
+* **kernel answer to a scrub**: the browser's slider went to a random event it holds nothing for; the
+  kernel's answer (``TimelineStepper.answer``: a short window, sent at once, then the page's picture
+  if new), then its answer to the request that follows for the full window around the same event.
+  The first message is the kernel's part of the time from a scrub to a filled panel;
+  ``tests/test_browser.py`` prints the whole of it in a real JupyterLab ("details after ... ms").
 * **browser step** (``--browser``, needs Debian's chromium and Playwright; never ``playwright
   install``): the real ``stepper.js`` in headless chromium on the data above, through a stand-in for
   the widget model (no kernel). One step = a click on "Step ▶" until the panel's HTML and the cursor
@@ -122,6 +127,7 @@ def browser_steps(st: TimelineStepper, steps: int) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--scenario", default="tso-failover")
+    ap.add_argument("--window-s", type=float, default=None, help="pages of this many seconds (as labs 2-4)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--events", type=int, default=100_000, help="about how many events the run has")
     ap.add_argument("--windows", type=int, default=20, help="kernel windows to time")
@@ -132,7 +138,7 @@ def main() -> None:
     t0 = time.perf_counter()
     events = _events(args.scenario, args.seed, args.events)
     t1 = time.perf_counter()
-    st = TimelineStepper(events)
+    st = TimelineStepper(events, window_s=args.window_s)
     t2 = time.perf_counter()
     v = st.widget
     n = len(events)
@@ -154,9 +160,33 @@ def main() -> None:
     print(f"kernel window (512 events around a random cursor, {args.windows} times): median "
           f"{statistics.median(times):.0f} ms, p95 {_p95(times):.0f} ms, {statistics.median(sizes) / 1024:.0f} KiB")
 
+    # The first message of an answer fills the panel; the page's picture follows in a second one.
+    sent = []
+
+    def send(content, buffers=None):
+        sent.append((content["type"], time.perf_counter()))
+
+    st.view.send = send
+    quick, panel, full = [], [], []
+    for req in range(args.windows):
+        c = rnd.randrange(n)
+        a = time.perf_counter()
+        sent.clear()
+        h = st.answer({"req": 2 * req, "cursor": c, "have": None, "pages": []})
+        b = time.perf_counter()
+        panel.append((sent[0][1] - a) * 1000)
+        st.answer({"req": 2 * req + 1, "cursor": c, "have": [h["start"], h["end"]], "pages": h["pictures_follow"]})
+        quick.append((b - a) * 1000)
+        full.append((time.perf_counter() - b) * 1000)
+    print(f"kernel answer to a scrub ({args.windows} random events): panel sent after median "
+          f"{statistics.median(panel):.0f} ms, p95 {_p95(panel):.0f} ms; with the page's picture median "
+          f"{statistics.median(quick):.0f} ms, p95 {_p95(quick):.0f} ms; then the full window median "
+          f"{statistics.median(full):.0f} ms, p95 {_p95(full):.0f} ms")
+    del st.view.send
+
     if args.browser:
         # What the browser asks for right after the first draw (its first window is short on purpose).
-        st._on_view_msg(st.widget, {"type": "want", "cursor": 0}, [])
+        st._fill_window(0)
         r = browser_steps(st, args.steps)
         steps, scrubs = r["stepMs"], r["scrubMs"]
         print(f"browser: first render {r['firstRender']:.0f} ms; step ({len(steps)} clicks on Step ▶) median "

@@ -61,7 +61,7 @@ RUN_ALL_TIMEOUT = 90.0  # s for Run All Cells to finish
 WIDGET_TIMEOUT = 30.0  # s for the stepper to render / the state panel to change
 # Hard cap for one run_notebook_and_step: a watchdog thread SIGKILLs this run's chromium after it,
 # so that a wedged page (page.evaluate has no timeout of its own) fails the test instead of hanging.
-BROWSER_HARD_TIMEOUT = 240.0
+BROWSER_HARD_TIMEOUT = 360.0
 
 
 # --------------------------------------------------------------------------------------------------
@@ -407,6 +407,36 @@ class StepResult:
     controls_box: dict | None = None
     viewport: dict | None = None
     screen: Path | None = None
+    #: Rapid clicks (:func:`_rapid_clicks`): one :class:`RapidRun` per sequence of clicks.
+    rapid: list["RapidRun"] = field(default_factory=list)
+
+
+@dataclass
+class RapidRun:
+    """One sequence of rapid clicks on the stepper and where the panel ended."""
+
+    name: str
+    #: Whether another cell still ran when the last click was made.
+    busy: bool
+    #: The slider's event (1-based) after the clicks, and the one the sequence was meant to end on
+    #: (``None`` when the browser decides, e.g. after a Jump).
+    slider: int
+    expected: int | None
+    #: The panel's head after it settled ("event N of M ..."), whether it still waited for details,
+    #: whether the picture was faded for want of its page, and whether its text is the kernel's panel
+    #: for that event.
+    head: str
+    waiting: bool
+    stale_picture: bool
+    kernel_cursor: int | None
+    same_as_kernel: bool
+    #: From the last click until the panel showed the details, and until the picture showed the event's
+    #: page too (ms, in the page; -1: never); figures, not checks.
+    settle_ms: float
+    picture_ms: float
+    #: Play only: frames shown with details and with the placeholder.
+    frames_details: int = 0
+    frames_waiting: int = 0
 
 
 def launch_chromium(playwright, user_data_dir: Path):
@@ -548,6 +578,146 @@ def _click_while_busy(page, stepper, result: StepResult) -> None:
     _wait_kernel_idle(page, BUSY_SECONDS + 30)
 
 
+# Clicks at a given rhythm, in the page (Playwright's own clicks are too slow to be "rapid"). Each action
+# is [what, wait_ms] or ["slider", event, wait_ms]; resolves with the slider's event after the last one.
+_RAPID_JS = """([root, plan]) => new Promise((resolve) => {
+    const q = (sel) => root.querySelector(sel);
+    const slider = q('input[type=range]');
+    const buttons = {jump: q('button.milvus-edu-jump'), back: q('button[title="step back"]'),
+                     fwd: q('button[title="step forward"]'), play: q('button.milvus-edu-play')};
+    let k = 0;
+    const next = () => {
+        if (k >= plan.length) { window.__mesLastClick = performance.now(); resolve(Number(slider.value)); return; }
+        const a = plan[k++];
+        if (a[0] === 'slider') { slider.value = String(a[1]); slider.dispatchEvent(new Event('input')); setTimeout(next, a[2]); }
+        else if (a[0] === 'kind-here') { // jump to events of the kind shown: one of the run's common kinds
+            const sel = q('select.mes-kind'); sel.value = q('.%s code').textContent; sel.dispatchEvent(new Event('change'));
+            setTimeout(next, a[1]); }
+        else if (a[0] === 'pause') { if (buttons.play.title.startsWith('pause')) buttons.play.click(); setTimeout(next, a[1]); }
+        else if (a[0] === 'speed') { const s = q('select.mes-speed'); s.value = a[1]; s.dispatchEvent(new Event('change')); setTimeout(next, a[2]); }
+        else { buttons[a[0]].click(); setTimeout(next, a[1]); }
+    };
+    next();
+})""" % STATE_CLASS
+
+# Until the panel shows the details of the slider's event (not the placeholder) and the picture is not
+# faded for want of its page: [ms since the last click until the panel, until both], -1 after ``timeout_ms``.
+_SETTLE_JS = """([root, timeoutMs]) => new Promise((resolve) => {
+    const panel = root.querySelector('.%s');
+    const slider = root.querySelector('input[type=range]');
+    const img = root.querySelector('.mes-bg');
+    const t0 = window.__mesLastClick;
+    let panelMs = -1;
+    const check = () => {
+        const m = panel.innerText.match(/^event ([\\d,]+) of/);
+        const at = m ? Number(m[1].replace(/,/g, '')) : null;
+        const now = performance.now() - t0;
+        if (!panel.classList.contains('mes-waiting') && at === Number(slider.value)) {
+            if (panelMs < 0) panelMs = now;
+            if (!img.classList.contains('mes-stale')) { resolve([panelMs, now]); return; }
+        }
+        if (now > timeoutMs) { resolve([panelMs, -1]); return; }
+        setTimeout(check, 5);
+    };
+    check();
+})""" % STATE_CLASS
+
+# Counts Play's frames: the panel with details, and with the placeholder.
+_COUNT_FRAMES_JS = """(root) => {
+    const panel = root.querySelector('.%s');
+    window.__mesFrames = {details: 0, waiting: 0};
+    window.__mesFrameObs && window.__mesFrameObs.disconnect();
+    const obs = window.__mesFrameObs = new MutationObserver(() => {
+        window.__mesFrames[panel.classList.contains('mes-waiting') ? 'waiting' : 'details'] += 1;
+    });
+    obs.observe(panel, {childList: true});
+}""" % STATE_CLASS
+
+# The kernel's side: the stepper's cursor and its panel's text (the HTML put in a detached element).
+_KERNEL_PANEL_JS = """async () => {
+    const k = window.jupyterapp.shell.currentWidget.sessionContext.session.kernel;
+    const reply = await k.requestExecute({code: '', silent: true, store_history: false,
+        user_expressions: {c: 'stepper.cursor', h: 'stepper.panel_html'}}).done;
+    const ue = reply.content.user_expressions;
+    return [ue.c.data['text/plain'], ue.h.data['text/plain']];
+}"""
+
+
+def _kernel_panel(page) -> tuple[int, str]:
+    """The stepper's cursor in the kernel and its panel HTML there."""
+    import ast
+
+    cursor, html = page.evaluate(_KERNEL_PANEL_JS)
+    return int(cursor), ast.literal_eval(html)
+
+
+def _settle(page, stepper, root, name: str, expected: int | None, plan_busy: bool, timeout_s: float = 20.0):
+    """Wait until the panel shows the slider's event with its details, then record where it ended."""
+    ms, picture_ms = page.evaluate(_SETTLE_JS, [root, timeout_s * 1000])
+    slider = int(page.evaluate("(r) => r.querySelector('input[type=range]').value", root))
+    head = _state_text(stepper).split("\n", 1)[0]
+    waiting = bool(page.evaluate("(r) => r.querySelector('.%s').classList.contains('mes-waiting')" % STATE_CLASS, root))
+    stale = bool(page.evaluate("(r) => r.querySelector('.mes-bg').classList.contains('mes-stale')", root))
+    # The kernel hears the cursor once its queue of updates drains: poll for it a little.
+    deadline = time.monotonic() + 10
+    cursor, html = _kernel_panel(page)
+    while cursor != slider - 1 and time.monotonic() < deadline:
+        time.sleep(0.2)
+        cursor, html = _kernel_panel(page)
+    same = bool(page.evaluate("""([r, html]) => { const d = document.createElement('div'); d.innerHTML = html;
+        return d.textContent === r.querySelector('.%s').textContent; }""" % STATE_CLASS, [root, html]))
+    return RapidRun(name=name, busy=plan_busy, slider=slider, expected=expected, head=head, waiting=waiting,
+                    stale_picture=stale, kernel_cursor=cursor, same_as_kernel=same, settle_ms=float(ms),
+                    picture_ms=float(picture_ms))
+
+
+def _rapid_clicks(page, stepper, result: StepResult, screen: Path) -> None:
+    """Click as a hurried student does, while another cell runs and while the kernel is idle, and record
+    where the panel ends each time (:class:`RapidRun`):
+
+    * busy: Jump ▶ every 30 ms ten times, three ◀ Step then Jump, the slider to three far events, the last
+      at the end of the run, and three more Jumps, all while another cell sleeps;
+    * jumps: the slider far back, Jump's kind set to that event's, then Jump ▶ every 30 ms ten times,
+      three ◀ Step then Jump (kernel idle);
+    * scrub: the slider dragged across the run, a move every 16 ms, to a known event;
+    * play: Play at 2000 events/s from the first event for two seconds or until 40% of the run (Play
+      must not reach the end: a click on Play there starts it again from the first event), then Pause.
+    """
+    root = stepper.element_handle()
+    n = int(page.evaluate("(r) => Number(r.querySelector('input[type=range]').max)", root))
+    far = lambda f: max(1, min(n, int(round(f * n))))  # noqa: E731
+    jumps = [["jump", 30]] * 10 + [["back", 30]] * 3 + [["jump", 30]]
+
+    page.evaluate(_BUSY_JS, 4)
+    _wait_for(lambda: _kernel_status(page) == "busy", 10, "the kernel to be busy")
+    page.evaluate(_RAPID_JS, [root, jumps + [["slider", far(0.8), 30], ["slider", far(0.3), 30],
+                                             ["slider", far(0.97), 30]] + [["jump", 30]] * 3])
+    busy = bool(page.evaluate("() => window.__mesBusy"))
+    result.rapid.append(_settle(page, stepper, root, "busy", None, busy))
+    page.wait_for_timeout(300)
+    stepper.screenshot(path=str(screen))
+
+    page.evaluate(_RAPID_JS, [root, [["slider", far(0.1), 30], ["kind-here", 30]] + jumps])
+    result.rapid.append(_settle(page, stepper, root, "jumps", None, False))
+
+    rnd = __import__("random").Random(n)
+    target = far(0.9)
+    moves = [["slider", rnd.randrange(1, n + 1), 16] for _ in range(24)] + [["slider", target, 0]]
+    page.evaluate(_RAPID_JS, [root, moves])
+    result.rapid.append(_settle(page, stepper, root, "scrub", target, False))
+
+    page.evaluate(_RAPID_JS, [root, [["slider", 1, 30]]])
+    page.evaluate(_SETTLE_JS, [root, 20_000])
+    page.evaluate(_COUNT_FRAMES_JS, root)
+    play_ms = min(2000, int(0.4 * n / 2000 * 1000))
+    page.evaluate(_RAPID_JS, [root, [["speed", "2000 events/s", 30], ["play", play_ms], ["pause", 0]]])
+    frames = page.evaluate("() => window.__mesFrames")
+    run = _settle(page, stepper, root, "play", None, False)
+    run.frames_details, run.frames_waiting = int(frames["details"]), int(frames["waiting"])
+    result.rapid.append(run)
+    _wait_kernel_idle(page, 30)
+
+
 def _box(locator) -> dict:
     box = locator.bounding_box()
     if box is None:
@@ -648,6 +818,7 @@ def run_notebook_and_step(server: JupyterLabServer, rel_path: str, screenshot: P
                 result = StepResult(before, after, screenshot, time.monotonic() - t0)
                 if stepper_checks:  # the real stepper (not the harness stand-in): busy kernel and layout
                     _click_while_busy(page, stepper, result)
+                    _rapid_clicks(page, stepper, result, screenshot.with_name(screenshot.stem + "-rapid.png"))
                     _check_layout(page, stepper, result, screenshot.with_name(screenshot.stem + "-1280x800.png"))
                 return result
             except (BrowserCheckFailed, PlaywrightError) as exc:

@@ -27,6 +27,29 @@ def _positions(events: pd.DataFrame, kind: str) -> list[int]:
     return [int(i) for i in events.index[events["kind"] == kind]]
 
 
+def _ask(st: TimelineStepper, **want) -> tuple[dict, dict, list[bytes]]:
+    """Send the stepper a request as the browser does; return the reply's header, its window (parsed)
+    and its page pictures."""
+    import json
+
+    sent = []
+    st.view.send = lambda content, buffers=None: sent.append((content, buffers))
+    st._on_view_msg(st.view, {"type": "want", **want}, [])
+    assert sent, "every request is answered"
+    header, buffers = sent[0]
+    assert header["type"] == "window" and header["req"] == want.get("req") and len(buffers) == 1
+    win = json.loads(buffers[0])
+    assert (win["start"], win["end"]) == (header["start"], header["end"])
+    if not header["pictures_follow"]:
+        assert len(sent) == 1
+        return header, win, []
+    assert len(sent) == 2, "the pictures the window's answer announced follow it, and nothing else"
+    pictures, pngs = sent[1]
+    assert pictures == {"type": "pictures", "req": want.get("req"), "pages": header["pictures_follow"]}
+    assert len(pngs) == len(header["pictures_follow"])
+    return header, win, pngs
+
+
 # ------------------------------------------------------------------------------------ building
 
 
@@ -145,9 +168,8 @@ def test_widget_is_one_browser_side_view_with_the_run_sent_once(st, failover_eve
     win = json.loads(view.window)
     assert win["start"] == 0 and win["end"] == min(n, view.margin)  # short: the browser asks for more at once
     assert "".join(win["frags"][k] for k in win["panel"][0]) == st.panel_html
-    st._on_view_msg(view, {"type": "want", "cursor": 0}, [])
-    win = json.loads(view.window)
-    assert win["start"] == 0 and win["end"] == min(n, 512)
+    header, win, pngs = _ask(st, req=1, cursor=0, have=[0, view.margin], pages=["0"])
+    assert win["start"] == 0 and win["end"] == min(n, 512) and pngs == []  # it holds the only page
     assert all(op[0] in "LTRC" for op in win["ops"])
     bundle = st._repr_mimebundle_()
     data = bundle[0] if isinstance(bundle, tuple) else bundle  # (data, metadata), as IPython accepts
@@ -160,12 +182,33 @@ def test_front_end_cursor_moves_the_kernel_side_cursor_cheaply(st):
     view.cursor = 42  # a click in the browser, synced to the kernel
     assert st.cursor == 42 and st.event_number == 43 and st.state()["number"] == 43
     assert view.window == window  # no work in the kernel for a step inside the window
-    view.cursor = 1500  # the browser went far: it asks for the window around where it is
-    st._on_view_msg(view, {"type": "want", "cursor": 1500}, [])
-    import json
-    win = json.loads(view.window)
-    assert win["start"] <= 1500 < win["end"]
-    assert "".join(win["frags"][k] for k in win["panel"][1500 - win["start"]]) == st.panel_html
+
+
+def test_every_request_is_answered_for_the_cursor_it_names(st):
+    """The browser's requests carry their own cursor: the kernel answers for it, not for its own cursor
+    (whose update may still wait in the browser's queue), and answers a request even when the window
+    is the one it sent before (a request left unanswered froze the panel for good)."""
+    from milvus_edu.viz.stepper import QUICK_WINDOW, WINDOW_AFTER, WINDOW_BEFORE
+
+    st.view.cursor = 42  # the kernel's cursor lags behind the browser's
+    header, quick, _ = _ask(st, req=7, cursor=1500, have=[0, 48], pages=["0"])
+    assert quick["start"] <= 1500 < quick["end"] and quick["end"] - quick["start"] == QUICK_WINDOW
+    st.view.cursor = 1500
+    assert "".join(quick["frags"][k] for k in quick["panel"][1500 - quick["start"]]) == st.panel_html
+    # Near the short window's edge the browser asks again: the full window around the same cursor.
+    _, full, _ = _ask(st, req=8, cursor=1500, have=[quick["start"], quick["end"]], pages=["0"])
+    assert full["start"] == 1500 - WINDOW_BEFORE and full["end"] == 1500 + WINDOW_AFTER
+    # The same request again (the browser re-asks after a silence): answered again, with the same window.
+    again, full2, _ = _ask(st, req=9, cursor=1500, have=[quick["start"], quick["end"]], pages=["0"])
+    assert full2 == full and again["req"] == 9
+    # Playing forward: most of the window lies ahead of the cursor.
+    _, ahead, _ = _ask(st, req=10, cursor=1500, have=[full["start"], full["end"]], pages=["0"], ahead=True)
+    assert ahead["start"] >= 1500 - 16 and ahead["end"] - ahead["start"] == WINDOW_BEFORE + WINDOW_AFTER
+    # A cursor out of the run or not a number: clamped, or the kernel's own cursor.
+    _, last, _ = _ask(st, req=11, cursor=10**9, have=None, pages=[])
+    assert last["end"] == len(st)
+    _, own, _ = _ask(st, req=12, cursor="x", have=None, pages=["0"])
+    assert own["start"] <= st.cursor < own["end"]
 
 
 def test_jump_and_goto_move_the_browser_cursor(st, failover_events):
@@ -196,6 +239,11 @@ def test_paged_window(failover_events):
     assert st.png.startswith(PNG_MAGIC)
     st.step_forward()
     assert st._renderer.redraws <= redraws + 1  # same page: its background drawn at most once more
+    # An answer brings the pictures of its window's pages that the browser lacks, and only those.
+    header, win, pngs = _ask(st, req=1, cursor=st.cursor, have=None, pages=["0", "3"])
+    pages = {str(p) for p in win["page"]}
+    assert header["pictures_follow"] == sorted(pages - {"0", "3"}, key=int)
+    assert pngs and all(p.startswith(PNG_MAGIC) for p in pngs)
 
 
 # ------------------------------------------------------------------------------------ lanes

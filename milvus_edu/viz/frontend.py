@@ -2,9 +2,10 @@
 
 Stepping, scrubbing, Play, ⏮ and jumps, the time cursor and the state panel all happen in the
 browser on data the kernel sent before, so they answer at once even while the kernel is busy with
-another cell. The kernel only hears where the cursor is (``cursor``) and, when the browser nears the
-edge of the events it holds, a ``{"type": "want"}`` message; it answers with a new ``window``
-(:meth:`~milvus_edu.viz.stepper.TimelineStepper.window_payload`) when it is free.
+another cell. The kernel only hears where the cursor is (``cursor``) and, when the browser's cursor
+leaves or nears the edge of the events it holds, a ``{"type": "want", "req", "cursor", ...}``
+message; it answers every one, when it is free, with a window of events around that cursor
+(:meth:`~milvus_edu.viz.stepper.TimelineStepper.answer`).
 
 The JavaScript and CSS are files of this package (no CDN, nothing fetched at run time).
 """
@@ -25,8 +26,10 @@ class StepperView(anywidget.AnyWidget):
     Synced state (all set by :class:`~milvus_edu.viz.stepper.TimelineStepper`): ``n`` events;
     ``times`` (float32 seconds per event) and ``kind_codes`` (uint16 index into ``kind_names`` per
     event), sent once; ``geometry`` (picture size and lane boxes in pixels); ``backgrounds`` (page
-    -> PNG without cursor); ``window`` (UTF-8 JSON: panel parts and cursor drawing of a range of
-    events); ``cursor`` (0-based, changed by either side); ``jump_kind``, ``speed``, ``message``.
+    -> PNG without cursor) and ``window`` (UTF-8 JSON: panel parts and cursor drawing of a range of
+    events), what a view starts from, set again when the kernel moves the cursor itself (the
+    browser's requests are answered by custom messages); ``cursor`` (0-based, changed by either
+    side); ``jump_kind``, ``speed``, ``message``.
     """
 
     _esm = _HERE / "stepper.js"

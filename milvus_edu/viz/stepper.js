@@ -1,9 +1,14 @@
 // The timeline stepper's browser side (see milvus_edu/viz/frontend.py).
 // Everything a click needs is here already, so stepping works while the kernel is busy:
 // every event's time and kind (sent once), the pages' background pictures, and for a window of
-// events around the cursor the panel's HTML and the cursor drawing operations. Near the window's
-// edge the browser asks the kernel for the next one ({type: "want"}); until it comes, the panel
-// still shows the event's number, kind and time.
+// events around the cursor the panel's HTML and the cursor drawing operations. When the cursor
+// leaves the window or nears its edge, the browser asks the kernel for one around the cursor
+// ({type: "want", req, cursor, have, pages, ahead}); until it comes, the panel still shows the
+// event's number, kind and time. One request is in flight at a time; the kernel answers each
+// ({type: "window", req, ...} with the window, then {type: "pictures", ...} with the pictures of
+// its pages the browser lacks, so the panel fills before a new page is drawn), an answer
+// older than one already shown is not shown, and a request unanswered for a while is sent again,
+// so the browser never waits for a reply that will not come.
 
 const NUM = new Intl.NumberFormat("en-US");
 
@@ -110,6 +115,16 @@ function drawOp(ctx, op) {
 
 // ---------------------------------------------------------------------------------- the widget
 
+// A request unanswered this long is sent again (the kernel may have restarted); the wait doubles
+// each time, up to RESEND_MAX_MS, while the kernel runs a long cell.
+const RESEND_MS = 3000;
+const RESEND_MAX_MS = 24000;
+// Play waits this long at the end of the events it holds for the next window (so it shows details,
+// not placeholders); a kernel silent for longer is busy, and Play goes on without details.
+const PLAY_WAIT_MS = 1500;
+// Page pictures kept in the browser (those of the window shown are never dropped).
+const PICTURES_KEPT = 48;
+
 function render({ model, el: root }) {
   const n = model.get("n");
   const times = typed(model.get("times"), Float32Array);
@@ -118,9 +133,15 @@ function render({ model, el: root }) {
   const geo = model.get("geometry");
   let cursor = Math.min(Math.max(model.get("cursor"), 0), n - 1);
   let win = null; // {start, end, frags, panel, ops, draw, page, xlims, t_ms}
-  let wanted = false;
   let timer = null;
-  const pictures = {}; // page -> object URL
+  const pictures = new Map(); // page (string) -> object URL, oldest first
+  let lastReq = 0; // id of the last request sent
+  let shownReq = 0; // id of the request whose answer is shown (0: the window the view started with)
+  let pending = null; // the request in flight: {id, key} (key: its cursor, and whether Play asked)
+  let answered = null; // key of the request whose full window is shown
+  let waitingSince = null; // when the kernel last went silent on a request (null: it answered)
+  let resendMs = RESEND_MS;
+  let resendTimer = null;
 
   // -- DOM
   const title = el("div", { class: "mes-title", text: model.get("title") });
@@ -158,27 +179,82 @@ function render({ model, el: root }) {
   fit.observe(plot);
 
   // -- data from the kernel
-  function loadWindow() {
-    const bytes = asBytes(model.get("window"));
-    if (!bytes.length) return;
-    win = JSON.parse(new TextDecoder().decode(bytes));
-    wanted = false;
+  function useWindow(bytes) {
+    const b = asBytes(bytes);
+    if (b.length) win = JSON.parse(new TextDecoder().decode(b));
   }
-  function loadPictures() {
-    for (const url of Object.values(pictures)) URL.revokeObjectURL(url);
-    for (const k of Object.keys(pictures)) delete pictures[k];
+  function addPicture(page, png) {
+    const old = pictures.get(page);
+    if (old) { URL.revokeObjectURL(old); pictures.delete(page); }
+    pictures.set(page, URL.createObjectURL(new Blob([asBytes(png)], { type: "image/png" })));
+    const keep = new Set(win ? win.page.map(String) : []);
+    for (const [p, url] of pictures) {
+      if (pictures.size <= PICTURES_KEPT) break;
+      if (!keep.has(p) && p !== page) { URL.revokeObjectURL(url); pictures.delete(p); }
+    }
+  }
+  function addTraitPictures() {
     for (const [page, png] of Object.entries(model.get("backgrounds") || {})) {
-      pictures[page] = URL.createObjectURL(new Blob([asBytes(png)], { type: "image/png" }));
+      if (!pictures.has(page)) addPicture(page, png);
     }
   }
 
-  function inWindow(i) { return win && i >= win.start && i < win.end; }
+  function inWindow(i) { return !!win && i >= win.start && i < win.end; }
+
+  // Does the browser lack something for event i: its details, those of the events a step or two
+  // away (near the window's edge), or its page's picture?
+  function lacks(i) {
+    if (!inWindow(i)) return true;
+    const m = model.get("margin");
+    const playing = timer !== null;
+    if (!playing && win.start > 0 && i - win.start < m) return true; // Play moves forward only
+    const ahead = playing ? Math.max(m, (win.end - win.start) >> 1) : m;
+    if (win.end < n && win.end - i <= ahead) return true;
+    return !pictures.has(pageXlim(i)[0]);
+  }
+
+  function request() {
+    clearTimeout(resendTimer);
+    const id = ++lastReq;
+    pending = { id, key: askKey() };
+    if (waitingSince === null) waitingSince = performance.now();
+    model.send({ type: "want", req: id, cursor, have: win ? [win.start, win.end] : null,
+                 pages: [...pictures.keys()], ahead: timer !== null });
+    resendTimer = setTimeout(() => {
+      if (pending === null || pending.id !== id) return;
+      pending = null;
+      resendMs = Math.min(resendMs * 2, RESEND_MAX_MS);
+      maybeWant();
+    }, resendMs);
+  }
+
+  function askKey() { return `${cursor}:${timer !== null}`; }
 
   function maybeWant() {
-    const m = model.get("margin");
-    const near = !win || cursor < win.start || cursor >= win.end
-      || (win.start > 0 && cursor - win.start < m) || (win.end < n && win.end - cursor <= m);
-    if (near && !wanted) { wanted = true; model.send({ type: "want", cursor }); }
+    // One request at a time: a cursor that moved on while it was in flight is asked for when the
+    // answer comes. A full answer to this very request that still lacks something is not asked again.
+    if (pending === null && lacks(cursor) && answered !== askKey()) request();
+  }
+
+  function onAnswer(content, buffers) {
+    if (!content || (content.type !== "window" && content.type !== "pictures")) return;
+    let last = true; // the last message of its answer
+    if (content.type === "pictures") {
+      content.pages.forEach((page, k) => addPicture(String(page), buffers[k]));
+    } else {
+      last = !(content.pictures_follow || []).length;
+      if (content.req >= shownReq) { // an answer older than the one shown would take the learner back
+        shownReq = content.req;
+        useWindow(buffers[0]);
+        const full = content.end - content.start > 2 * model.get("margin") || (content.start === 0 && content.end === n);
+        answered = full && pending !== null && pending.id === content.req ? pending.key : null;
+      }
+    }
+    if (last && pending !== null && content.req >= pending.id) { pending = null; clearTimeout(resendTimer); }
+    waitingSince = null;
+    resendMs = RESEND_MS;
+    img.dataset.page = "";
+    show(cursor, { sync: false });
   }
 
   // -- drawing
@@ -193,7 +269,11 @@ function render({ model, el: root }) {
   function drawCursor(i) {
     ctx.clearRect(0, 0, canvas.width, canvas.height);
     const [page, xlim] = pageXlim(i);
-    if (pictures[page] && img.dataset.page !== page) { img.src = pictures[page]; img.dataset.page = page; }
+    const picture = pictures.get(page);
+    // Without its page's picture the old page would show the cursor at a wrong time: fade it, draw nothing.
+    img.classList.toggle("mes-stale", !picture);
+    if (!picture) return;
+    if (img.dataset.page !== page) { img.src = picture; img.dataset.page = page; }
     const t = inWindow(i) ? win.t_ms[i - win.start] / 1000 : times[i];
     for (const [x0, y0, x1, y1] of geo.axes) {
       const x = x0 + ((t - xlim[0]) / (xlim[1] - xlim[0])) * (x1 - x0);
@@ -233,6 +313,7 @@ function render({ model, el: root }) {
   function stop() {
     if (timer !== null) { clearInterval(timer); timer = null; }
     play.textContent = "▶ Play"; play.title = "play";
+    maybeWant(); // stopped: the window may now be asked for around the cursor rather than ahead of it
   }
   function start() {
     if (cursor >= n - 1) show(0);
@@ -242,8 +323,16 @@ function render({ model, el: root }) {
     play.textContent = "■ Pause"; play.title = "pause (keeps the position)";
     timer = setInterval(() => {
       if (cursor >= n - 1) { stop(); return; }
-      show(cursor + step);
+      const next = Math.min(cursor + step, n - 1);
+      const waiting = waitingSince !== null && performance.now() - waitingSince < PLAY_WAIT_MS;
+      if (!inWindow(next) && waiting) {
+        // The next window is on its way: play up to the last event held, then wait for it.
+        if (inWindow(cursor) && cursor < win.end - 1) show(win.end - 1);
+        return;
+      }
+      show(next);
     }, interval);
+    maybeWant();
   }
 
   // -- controls
@@ -254,7 +343,7 @@ function render({ model, el: root }) {
   slider.addEventListener("input", () => { message.textContent = ""; show(Number(slider.value) - 1); });
   speed.addEventListener("change", () => {
     model.set("speed", speed.value); model.save_changes();
-    if (timer !== null) { stop(); start(); }
+    if (timer !== null) { clearInterval(timer); timer = null; start(); }
   });
   kindSel.addEventListener("change", () => { model.set("jump_kind", kindSel.value); model.save_changes(); });
   jump.addEventListener("click", () => {
@@ -265,9 +354,9 @@ function render({ model, el: root }) {
     message.textContent = `no ${kindSel.value} after event ${NUM.format(cursor + 1)}`;
   });
 
-  // -- changes from the kernel
-  const onWindow = () => { loadWindow(); show(cursor, { sync: false }); };
-  const onPictures = () => { loadPictures(); img.dataset.page = ""; drawCursor(cursor); };
+  // -- changes from the kernel (a window in the trait: the kernel moved the cursor itself, e.g. goto_event)
+  const onWindow = () => { useWindow(model.get("window")); img.dataset.page = ""; show(cursor, { sync: false }); };
+  const onPictures = () => { addTraitPictures(); img.dataset.page = ""; drawCursor(cursor); maybeWant(); };
   const onCursor = () => { const c = model.get("cursor"); if (c !== cursor) show(c, { sync: false }); };
   const onMessage = () => { message.textContent = model.get("message"); };
   const onJumpKind = () => { kindSel.value = model.get("jump_kind"); };
@@ -276,21 +365,24 @@ function render({ model, el: root }) {
   model.on("change:cursor", onCursor);
   model.on("change:message", onMessage);
   model.on("change:jump_kind", onJumpKind);
+  model.on("msg:custom", onAnswer);
 
-  loadPictures();
-  loadWindow();
+  useWindow(model.get("window"));
+  addTraitPictures();
   onMessage();
   show(cursor, { sync: false });
 
   return () => {
-    stop();
+    if (timer !== null) { clearInterval(timer); timer = null; }
+    clearTimeout(resendTimer);
     fit.disconnect();
     model.off("change:window", onWindow);
     model.off("change:backgrounds", onPictures);
     model.off("change:cursor", onCursor);
     model.off("change:message", onMessage);
     model.off("change:jump_kind", onJumpKind);
-    for (const url of Object.values(pictures)) URL.revokeObjectURL(url);
+    model.off("msg:custom", onAnswer);
+    for (const url of pictures.values()) URL.revokeObjectURL(url);
   };
 }
 

@@ -15,15 +15,18 @@ disk), precomputes the per-event state once (:class:`~milvus_edu.viz.data.RunInd
 The controls, the time cursor and the state panel live in the browser
 (:class:`~milvus_edu.viz.frontend.StepperView`, an ``anywidget`` whose JavaScript ships in this
 package), so a click answers while the kernel runs another cell. Sent once: every event's time and
-kind, and the background. Sent per window of events around the cursor, and again when the browser
-nears its edge (served when the kernel is free): the panel's HTML and the lanes' cursor artists as
-drawing operations (:func:`~milvus_edu.viz.render.artist_ops`), each distinct piece once.
+kind, and the background. Sent per window of events around the cursor: the panel's HTML and the
+lanes' cursor artists as drawing operations (:func:`~milvus_edu.viz.render.artist_ops`), each
+distinct piece once. The browser asks for a window when its cursor leaves or nears the edge of the
+one it holds; the kernel answers every request, when it is free, for the cursor the request names
+(:meth:`TimelineStepper.answer`).
 """
 
 from __future__ import annotations
 
 import copy
 import html
+from collections import OrderedDict
 import json
 import os
 from pathlib import Path
@@ -36,7 +39,7 @@ from .frontend import StepperView
 from .lanes import EventsLane, Lane
 from .render import FILM_RC, BlitRenderer, filmstrip
 
-__all__ = ["TimelineStepper", "SPEEDS", "default_lanes", "FIGSIZE", "WINDOW_BEFORE", "WINDOW_AFTER"]
+__all__ = ["TimelineStepper", "SPEEDS", "default_lanes", "FIGSIZE", "WINDOW_BEFORE", "WINDOW_AFTER", "QUICK_WINDOW"]
 
 #: Play speeds: label -> events per second (the browser plays; no kernel round trip per frame).
 SPEEDS = {"2 events/s": 2, "5 events/s": 5, "10 events/s": 10, "25 events/s": 25, "100 events/s": 100,
@@ -49,6 +52,15 @@ WINDOW_BEFORE = 96
 WINDOW_AFTER = 416
 #: The browser asks for a new window when the cursor comes this close to an edge of the one it has.
 WINDOW_MARGIN = 48
+#: Events of the first answer to a cursor the browser holds nothing for (a jump or a scrub far away): a
+#: tenth of the work of a full window, so the panel fills at once; the browser, then near the edge of
+#: so short a window, asks for the full one around the same cursor. While the learner keeps scrubbing,
+#: every stale request costs only this much.
+QUICK_WINDOW = 64
+#: Events before the cursor in a window asked for while playing forward (the rest lies ahead).
+PLAY_BEFORE = 16
+#: Windows' payloads kept, so a repeated request (the browser re-asks after a silence) is answered at once.
+_PAYLOAD_CACHE = 8
 
 
 def default_lanes(index: RunIndex) -> list[Lane]:
@@ -98,6 +110,7 @@ class TimelineStepper:
         self._cursor = 0
         self._png_at: tuple[int, bytes] | None = None
         self._window = (0, 0)
+        self._payloads: OrderedDict[tuple[int, int], tuple[bytes, list[int]]] = OrderedDict()
         seqs = self.events["seq"].to_numpy()
         self._seq_is_position = bool((seqs == np.arange(len(seqs))).all())
         self.view = self._build_view()
@@ -139,29 +152,81 @@ class TimelineStepper:
         self._cursor = min(max(int(change["new"]), 0), self.index.n - 1)
 
     def _on_view_msg(self, _widget, content, _buffers) -> None:
-        # While the kernel was busy the browser may have asked several times: serve where it is now.
         if isinstance(content, dict) and content.get("type") == "want":
-            self._fill_window(self._cursor, force=True)
+            self.answer(content)
+
+    def answer(self, want: dict) -> dict:
+        """Answer one request of the browser for a window of events; return the reply's header.
+
+        ``want`` (sent by ``stepper.js``): ``req`` its id, ``cursor`` the event the browser shows,
+        ``have`` the ``[start, end)`` of the window it holds, ``pages`` the pages whose pictures it
+        holds, ``ahead`` whether it is playing forward. Every request is answered, for the cursor it
+        names (the ``cursor`` trait may lag behind while the browser's updates queue), even when the
+        window is the one sent before: a request left unanswered would leave the browser waiting.
+
+        The reply is a custom message ``{"type": "window", "req", "start", "end", "pictures_follow"}``
+        with the window's JSON (:meth:`window_payload`) as its buffer, then, when the window is on pages
+        the browser lacks (named in ``pictures_follow``), ``{"type": "pictures", "req", "pages"}`` with
+        their PNGs: the panel fills before a new page is drawn. A cursor outside ``have`` gets a
+        :data:`QUICK_WINDOW`; one inside it the full window.
+        """
+        n = self.index.n
+        try:
+            cursor = min(max(int(want.get("cursor", self._cursor)), 0), n - 1)
+        except (TypeError, ValueError):
+            cursor = self._cursor
+        have = want.get("have")
+        held = have is not None and len(have) == 2 and have[0] <= cursor < have[1]
+        if held:
+            before = PLAY_BEFORE if want.get("ahead") else WINDOW_BEFORE
+            start, end = self._bounds(cursor, WINDOW_BEFORE + WINDOW_AFTER, before)
+        else:
+            start, end = self._bounds(cursor, QUICK_WINDOW, QUICK_WINDOW // 4)
+        payload, pages = self._payload(start, end)
+        known = {str(p) for p in want.get("pages") or ()}
+        new = [str(p) for p in pages if str(p) not in known]
+        header = {"type": "window", "req": want.get("req"), "start": start, "end": end, "pictures_follow": new}
+        self.view.send(header, buffers=[payload])
+        if new:
+            self.view.send({"type": "pictures", "req": want.get("req"), "pages": new},
+                           buffers=[self._renderer.background_png(int(p)) for p in new])
+        return header
 
     def _repr_mimebundle_(self, **kwargs):
         return self.view._repr_mimebundle_(**kwargs)
 
     # ------------------------------------------------------------------------------------ window
 
-    def _fill_window(self, center: int, force: bool = False, size: int = WINDOW_BEFORE + WINDOW_AFTER) -> None:
-        """Send the browser the panel text and cursor drawing of ``size`` events around ``center``."""
+    def _bounds(self, center: int, size: int, before: int) -> tuple[int, int]:
+        """``[start, end)`` of ``size`` events with ``before`` of them before ``center``, inside the run."""
         n = self.index.n
-        lo, hi = self._window
-        if not force and lo <= center < hi and (center - lo >= WINDOW_MARGIN or lo == 0) and (
-                hi - center > WINDOW_MARGIN or hi == n):
-            return
-        before = min(WINDOW_BEFORE, size // 4)
         start = max(0, center - before)
         end = min(n, start + size)
-        start = max(0, end - size)
+        return max(0, end - size), end
+
+    def _payload(self, start: int, end: int) -> tuple[bytes, list[int]]:
+        """:meth:`window_payload`, from a small cache of the latest windows."""
+        key = (start, end)
+        if key in self._payloads:
+            self._payloads.move_to_end(key)
+        else:
+            self._payloads[key] = self.window_payload(start, end)
+            if len(self._payloads) > _PAYLOAD_CACHE:
+                self._payloads.popitem(last=False)
+        return self._payloads[key]
+
+    def _fill_window(self, center: int, size: int = WINDOW_BEFORE + WINDOW_AFTER) -> None:
+        """Put the panel text and cursor drawing of ``size`` events around ``center`` in the view's
+        ``window`` trait (what a view starts from when it is rendered), unless it holds ``center`` already."""
+        n = self.index.n
+        lo, hi = self._window
+        if lo <= center < hi and (center - lo >= WINDOW_MARGIN or lo == 0) and (
+                hi - center > WINDOW_MARGIN or hi == n):
+            return
+        start, end = self._bounds(center, size, min(WINDOW_BEFORE, size // 4))
         if (start, end) == self._window:
             return
-        payload, pages = self.window_payload(start, end)
+        payload, pages = self._payload(start, end)
         backgrounds = {str(p): self._renderer.background_png(p) for p in pages}
         with self.view.hold_sync():
             if set(backgrounds) != set(self.view.backgrounds):
