@@ -63,7 +63,7 @@ OVERFLOW_OPTIONS = {"batch": 100_000, "interval_ms": 10.0, "activate_ms": 300.0}
 
 def _tso_logical_overflow(sim: Simulation, batch: int, interval_ms: float, activate_ms: float) -> None:
     # tsLoop moves the physical part on every 50 ms, so one physical value must serve a whole tsLoop period:
-    # 2**18 - 1 timestamps at most. Batches of 100,000 about every 12 ms ask for some 400,000 per period, so
+    # 2**18 - 1 timestamps at most. Batches of 100,000 every 12 to 13 ms ask for some 400,000 per period, so
     # the third batch of a period finds the logical space used up, and GenerateTSO sleeps and retries.
     if batch < 1 or batch >= 1 << 18:
         raise ValueError(f"option batch must be from 1 to {(1 << 18) - 1} (one physical value's logical space), "
@@ -114,8 +114,8 @@ SCENARIOS = (
         "50 ms and retries; before that, clients are refused while rootcoord activates.", 5.0,
         _tso_logical_overflow,
         "rootcoord-1 wins the ACTIVE key at once and initialises its TSO, but its activation goes on for 300 ms; "
-        "clients that ask meanwhile get 'service not ready' and retry 500 ms later. Then client-1 asks for batches "
-        "of 100,000 every ~12 ms. tsLoop moves the physical part on only every 50 ms, and one physical value holds "
+        "clients that ask meanwhile get 'service not ready' and retry about 500 ms later. Then client-1 asks for batches "
+        "of 100,000 every 12 to 13 ms. tsLoop moves the physical part on only every 50 ms, and one physical value holds "
         "2^18 - 1 timestamps, so the third batch of a period overflows the logical counter: GenerateTSO sleeps "
         "50 ms, and its retry succeeds on the next physical value.",
         options=OVERFLOW_OPTIONS,
