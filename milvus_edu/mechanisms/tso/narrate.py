@@ -43,8 +43,9 @@ def _alloc_timestamp(row) -> str:
 def _alloc_retry(row) -> str:
     node, err, count = value(row, "node"), value(row, "error"), value(row, "count")
     if "logical" in str(err):
+        physical = wall_text(value(row, "physical_ms"))
         return (f"{node} cannot hand out {count:,} timestamp(s) now: the logical counter went to "
-                f"{value(row, 'logical'):,}, past 2^18 - 1 (maxLogical), on physical {wall_text(value(row, 'physical_ms'))}; "
+                f"{value(row, 'logical'):,}, past 2^18 - 1 (maxLogical), on physical {physical}; "
                 "GenerateTSO sleeps 50 ms (one tsLoop period) and tries again.")
     return f"{node} cannot hand out timestamps yet ({err}): GenerateTSO sleeps 200 ms and tries again."
 

@@ -114,10 +114,10 @@ SCENARIOS = (
         "50 ms and retries; before that, clients are refused while rootcoord activates.", 5.0,
         _tso_logical_overflow,
         "rootcoord-1 wins the ACTIVE key at once and initialises its TSO, but its activation goes on for 300 ms; "
-        "clients that ask meanwhile get 'service not ready' and retry about 500 ms later. Then client-1 asks for batches "
-        "of 100,000 every 12 to 13 ms. tsLoop moves the physical part on only every 50 ms, and one physical value holds "
-        "2^18 - 1 timestamps, so the third batch of a period overflows the logical counter: GenerateTSO sleeps "
-        "50 ms, and its retry succeeds on the next physical value.",
+        "clients that ask meanwhile get 'service not ready' and retry about 500 ms later. Then client-1 asks for "
+        "batches of 100,000 every 12 to 13 ms. tsLoop moves the physical part on only every 50 ms, and one physical "
+        "value holds 2^18 - 1 timestamps, so the third batch of a period overflows the logical counter: "
+        "GenerateTSO sleeps 50 ms, and its retry succeeds on a later physical value.",
         options=OVERFLOW_OPTIONS,
     ),
 )
