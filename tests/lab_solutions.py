@@ -16,6 +16,7 @@ SOLUTIONS: dict[str, dict[str, str]] = {
                     " & (events.peer == 'client-1')].ts.iloc[0])",
         "answer_3": "2**18 - 1",
         "answer_4": "'global-monotonic'",
+        "answer_5": "(2**18 - 1) * 20",
     },
     "02_timetick.ipynb": {
         "answer_1": "int((lambda ts: (ts < ts.cummax().shift(fill_value=0)).sum())"

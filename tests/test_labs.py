@@ -8,7 +8,7 @@ import pytest
 import milvus_edu
 from milvus_edu.check.tso import INVARIANTS
 from milvus_edu.labs.tso import (INVARIANT_NAMES, Feedback, check_broken_invariant, check_compose,
-                                 check_first_after_failover, check_max_per_tick)
+                                 check_first_after_failover, check_max_per_second, check_max_per_tick)
 from milvus_edu.narrate import ts_text
 from milvus_edu.tsoutil import compose_ts
 
@@ -224,6 +224,43 @@ def test_max_per_tick_string_and_float():
     wrong(check_max_per_tick(262143.5), "not a whole number")
     wrong(check_max_per_tick("2**18-1"), "string, not a number")
     wrong(check_max_per_tick(True), "bool")
+
+
+# ---- exercise 5: timestamps per second -------------------------------------------------------------
+PER_SECOND = MAX * 20
+
+
+def test_max_per_second_right():
+    right(check_max_per_second(PER_SECOND), "20 times a second", "5,242,860")
+
+
+def test_max_per_second_none_waits():
+    pending(check_max_per_second(None), "an int")
+
+
+@pytest.mark.parametrize("answer, phrases", [
+    (2**18 * 20, ["Off by one", "logical 0"]),
+    (MAX * 1000, ["every millisecond", "design documents", "Only tsLoop"]),
+    (2**18 * 1000, ["every millisecond"]),
+    (MAX, ["one physical value's worth"]),
+    (2**17 * 20, ["maxLogical/2 rule", "does not stop"]),
+    (4_000_000, ["batches of 100,000", "whatever the batch size"]),
+    (7, ["7 is not it"]),
+])
+def test_max_per_second_typical_mistakes(answer, phrases):
+    wrong(check_max_per_second(answer), *phrases)
+
+
+def test_max_per_second_is_what_the_overflow_run_shows():
+    """The answer's two factors, read from tso-logical-overflow: tsLoop gives 20 physical values a second,
+    no allocation goes past 2^18 - 1, and GenerateTSO refuses the requests that would."""
+    ev = milvus_edu.simulate("tso-logical-overflow", seed=1).events
+    updates = ev[ev.kind == "tso.update"]
+    per_second = updates.groupby(updates.t_ms // 1000).size()
+    assert (per_second.loc[1:3] == 20).all()
+    assert ev[ev.kind == "tso.alloc"].logical.max() <= MAX
+    refused = ev[ev.kind == "tso.alloc_retry"]
+    assert len(refused) and (refused.logical > MAX).all()
 
 
 # ---- exercise 4: the broken invariant -----------------------------------------------------------

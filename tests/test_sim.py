@@ -207,3 +207,89 @@ def test_alloc_timestamp_that_must_wait_for_the_next_window_still_answers_in_ord
     assert first2 > first1 + n1 - 1
     retries = [r for r in sink.rows if r["kind"] == "tso.alloc_retry"]
     assert retries and all("logical" in r["error"] for r in retries)
+
+
+@pytest.fixture(scope="module")
+def overflow():
+    return milvus_edu.simulate("tso-logical-overflow", seed=1)
+
+
+def test_overflow_refuses_past_max_logical_and_the_retry_answers_above_everything_before(overflow):
+    """GenerateTSO refuses a batch that takes logical past 2^18 - 1, sleeps one tsLoop period, and the retry is
+    answered from a later physical value, above every timestamp handed out before it."""
+    ev = overflow.events
+    refused = ev[ev.kind == "tso.alloc_retry"]
+    assert len(refused) > 10 and (refused.logical >= 2**18).all()
+    assert set(refused.error) == {"logical part outside of max logical interval"}
+    allocs = ev[ev.kind == "tso.alloc"]
+    assert allocs.logical.max() < 2**18
+    for _, r in refused.head(5).iterrows():
+        after = allocs[(allocs.seq > r.seq) & (allocs["count"] == r["count"])].iloc[0]
+        assert after.t_ms - r.t_ms >= 50.0 - 1e-9  # waited UpdateTimestampStep
+        assert after.physical_ms > r.physical_ms
+    assert overflow.summary["checks"]["ok"]
+
+
+def test_overflow_clients_are_refused_while_rootcoord_activates_then_served(overflow):
+    ev = overflow.events
+    active_t = float(ev[ev.kind == "session.active"].t_ms.iloc[0])
+    errors = ev[ev.kind == "client.error"]
+    assert set(errors.error) == {"service not ready[rootcoord=1]: Initializing"}
+    assert (errors.t_ms > active_t).all() and (errors.t_ms < active_t + 300.0).all()
+    first_answer = float(ev[ev.kind == "rootcoord.alloc_timestamp"].t_ms.min())
+    assert first_answer >= active_t + 300.0
+    for client in errors.node:  # each refused client asked again and was served
+        assert len(ev[(ev.kind == "client.recv") & (ev.node == client)])
+
+
+def test_overflow_scenario_options_are_checked():
+    with pytest.raises(ValueError, match="option batch"):
+        milvus_edu.simulate("tso-logical-overflow", seed=1, duration_s=1, options={"batch": 1 << 18})
+    with pytest.raises(ValueError, match="activate_ms"):
+        milvus_edu.simulate("tso-logical-overflow", seed=1, duration_s=1, options={"activate_ms": -1})
+
+
+def test_small_batches_never_overflow():
+    run = milvus_edu.simulate("tso-logical-overflow", seed=1, duration_s=2, options={"batch": 1000})
+    assert not (run.events.kind == "tso.alloc_retry").any()
+
+
+def test_a_standby_refuses_alloc_timestamp_as_not_ready():
+    """AllocTimestamp's CheckHealthy: a rootcoord that is not Healthy answers ServiceNotReady with its state."""
+    from milvus_edu.events import Recorder
+    from milvus_edu.sim import NodeClock, Simulation
+    from milvus_edu.sim.kernel import RPCError
+    from milvus_edu.sim.nodes import RootCoordNode
+
+    sim = Simulation(1, Recorder("standby"))
+    rcs = [RootCoordNode(sim, f"rootcoord-{i}", i, NodeClock(sim.env)) for i in (1, 2)]
+    for rc in rcs:
+        sim.add(rc)
+        rc.start()
+    answers = []
+
+    def client():
+        yield sim.env.timeout(100)
+        for rc in rcs:
+            try:
+                answers.append((yield from sim.call("c", rc.name, lambda rc=rc: rc.handle_alloc_timestamp(1, "c"))))
+            except RPCError as exc:
+                answers.append(str(exc))
+
+    sim.env.process(client())
+    sim.run(500)
+    assert isinstance(answers[0], tuple)
+    assert answers[1] == "service not ready[rootcoord=2]: StandBy"
+    with pytest.raises(ValueError, match="activate_ms"):
+        RootCoordNode(sim, "rootcoord-3", 3, NodeClock(sim.env), activate_ms=-5)
+
+
+def test_timeline_shows_the_first_overflow_and_counts_the_rest(overflow):
+    from milvus_edu.mechanisms.tso.summary import KeyEvents
+
+    keys = KeyEvents()
+    shown = [row for row in overflow.rows if keys.show(row)]
+    retries = [row for row in shown if row["kind"] == "tso.alloc_retry"]
+    assert len(retries) == 1
+    refused = int((overflow.events.kind == "tso.alloc_retry").sum())
+    assert f"({refused} GenerateTSO retries in all: logical part outside of max logical interval)" in keys.notes()

@@ -192,3 +192,41 @@ def check_broken_invariant(answer) -> Feedback:
     if "skip" in a or "tso-" in a or "load" in a:
         return wrong(f"'{answer}' is the bug switch; name the invariant (checker) it breaks: one of {names}.")
     return wrong(f"'{answer}' is not an invariant name; answer with one of {names}.")
+
+
+# ---- Exercise 5 ---------------------------------------------------------------------------------
+def check_max_per_second(answer, tick_ms: int = 50) -> Feedback:
+    """Exercise: the most timestamps one rootcoord can hand out per second with the default settings.
+
+    ``tsLoop`` gives a new physical value every ``tick_ms`` (``UpdateTimestampStep``) and one physical value
+    gives ``2^18 - 1`` timestamps, so the answer is ``(2^18 - 1) * 1000 / tick_ms``.
+    """
+    per_value = (1 << LOGICAL_BITS) - 1
+    ticks = 1000 // tick_ms
+    want = per_value * ticks
+
+    def judge(value: int) -> Feedback:
+        if value == want:
+            return right(f"Right: tsLoop gives a new physical value {ticks} times a second, and each gives "
+                         f"2^18 - 1 = {per_value:,} timestamps: {want:,} a second. A client that asks for more "
+                         f"waits: GenerateTSO sleeps {tick_ms} ms and tries again.")
+        if value == (1 << LOGICAL_BITS) * ticks:
+            return wrong("Off by one per physical value: logical 0 is never handed out (GenerateTSO adds the count "
+                         "first), so one physical value gives 2^18 - 1 timestamps, not 2^18.")
+        if value in (per_value * 1000, (1 << LOGICAL_BITS) * 1000):
+            return wrong("That counts a new physical value every millisecond, as the design documents' "
+                         "3 x 1000 x 2^18 per 3 s window does. Only tsLoop moves the physical part on, once every "
+                         f"{tick_ms} ms: look at the tsLoop lines of the run.")
+        if value in (per_value, 1 << LOGICAL_BITS):
+            return wrong(f"That is one physical value's worth. How many physical values does tsLoop hand out in "
+                         f"one second, running every {tick_ms} ms?")
+        if value in ((1 << (LOGICAL_BITS - 1)) * ticks, ((1 << (LOGICAL_BITS - 1)) + 1) * ticks):
+            return wrong("The maxLogical/2 rule decides when tsLoop moves the physical part on; it does not stop "
+                         "GenerateTSO, which can go on up to 2^18 - 1 on one physical value.")
+        if value == 2 * 100_000 * ticks:
+            return wrong("That is what client-1's batches of 100,000 got at best (two fit in one physical value). "
+                         "The question is the TSO's own limit, whatever the batch size.")
+        return wrong(f"{value:,} is not it. Multiply the timestamps one physical value gives by the number of "
+                     "physical values tsLoop hands out per second.")
+
+    return judge_integer(answer, "an int: timestamps per second", judge, timestamp=False)

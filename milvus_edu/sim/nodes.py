@@ -14,6 +14,11 @@ The Go goroutines become SimPy processes that call the pure components:
 * ``Core.AllocTimestamp`` served over a simulated RPC -> :meth:`RootCoordNode.handle_alloc_timestamp`;
 * a client (a proxy, the SDK) that allocates timestamps -> :class:`TSOClient`.
 
+A rootcoord answers ``AllocTimestamp`` only once its activation is done (``merr.CheckHealthy``): before,
+the answer is ``service not ready[rootcoord=<id>]: StandBy`` or ``...: Initializing``. ``activate_ms`` is how
+long the activation takes after ``InitTimestamp`` (the rest of ``initInternal`` and ``startInternal``: meta
+table, proxies, scheduler); default 0, the whole activation in one step.
+
 Faults: :meth:`RootCoordNode.kill` (a crash: nothing is revoked, the lease runs out on etcd's clock)
 and :meth:`RootCoordNode.pause` (a long GC or VM pause: the node runs nothing until it resumes).
 :func:`build_tso_pause` is the scenario of a paused active rootcoord.
@@ -27,6 +32,7 @@ gave up (gRPC's cancellation is not propagated to the handler).
 from __future__ import annotations
 
 from ..config import MS
+from ..merr import wrap_err_service_not_ready
 from ..rootcoord import Core
 from ..sessionutil import (
     DEADLINE_LOOP_PERIOD_NS,
@@ -44,12 +50,19 @@ class RootCoordNode:
     """One rootcoord instance in active/standby mode.
 
     ``kv`` is this node's connection to etcd (default: the cluster's KV); pass a
-    :class:`~milvus_edu.storage.kv.FaultyKV` to cut this node off from etcd for a while.
+    :class:`~milvus_edu.storage.kv.FaultyKV` to cut this node off from etcd for a while. ``activate_ms``:
+    how long the activation goes on after ``InitTimestamp`` before the node is Healthy and serves.
     """
 
-    def __init__(self, sim: Simulation, name: str, server_id: int, clock: NodeClock, kv=None):
+    def __init__(self, sim: Simulation, name: str, server_id: int, clock: NodeClock, kv=None,
+                 activate_ms: float = 0.0):
+        if not activate_ms >= 0:
+            raise ValueError(f"activate_ms must be 0 or more, got {activate_ms!r}")
         self.sim = sim
         self.name = name
+        self.server_id = server_id
+        self.activate_ms = activate_ms
+        self.state = "StandBy"  # commonpb.StateCode: StandBy -> Initializing -> Healthy
         self.clock = clock
         self.kv = sim.kv if kv is None else kv
         self.alive = True
@@ -122,6 +135,7 @@ class RootCoordNode:
             yield from self._wait_for_active_key_deletion()
         if not self.alive:
             return
+        self.state = "Initializing"  # initInternal; clients already find this node under the ACTIVE key
         try:
             self.core.init_tso_allocator()
         except KVError as exc:
@@ -129,6 +143,12 @@ class RootCoordNode:
             # the ACTIVE key stays under the dead process's lease until the TTL runs out.
             self._exit(f"activation failed ({exc}); Core.Register panics", how="panic")
             return
+        if self.activate_ms:
+            yield env.timeout(self.activate_ms)
+            yield from self._runnable()
+            if not self.alive:
+                return
+        self.state = "Healthy"
         self.serving = True
         env.process(self.ts_loop())
         self.start_liveness_check()
@@ -273,8 +293,8 @@ class RootCoordNode:
         yield from self._runnable()
         if not self.alive:
             raise RPCError(f"{self.name} exited before answering")
-        if not self.serving:
-            raise RPCError(f"{self.name} is not the active rootcoord")
+        if not self.serving:  # merr.CheckHealthy: GenerateTSO is never reached before the node is Healthy
+            raise wrap_err_service_not_ready("rootcoord", self.server_id, self.state)
         answer = self.core.alloc_timestamp_now(count, peer)  # nearly every allocation needs no sleep
         if answer is not None:
             return answer

@@ -437,7 +437,8 @@ SCENARIOS = (
         "channels to a second DataNode, which recovers from the channel checkpoints.", 110.0, _crash,
         "Recovery does not need the same node. datanode-2 stands by with no channel. After datanode-1 dies, DataCoord "
         "still believes it owns both vchannels until its session key expires (common.session.ttl, 60 s): "
-        "meanwhile nothing consumes them and the client's final flush keeps retrying FlushChannels on the dead node. "
+        "meanwhile nothing consumes them, and the client's final flush, whose FlushChannels call goes to the dead "
+        "node, is answered only after the handover. "
         "Then DataCoord releases the channels and datanode-2 watches them exactly as a restarted node would: seek to "
         "the checkpoint, rebuild the segment cache, filter what is already in binlogs.",
         ("flush", "timetick", "tso"), options={**OPTIONS, "crash_at_s": 26.0, "takeover": True},

@@ -162,8 +162,8 @@ SCENARIOS = (
         "enqueue lock and the ticks lag.", 5.0,
         _slow_link,
         "Every DML timestamp is one AllocTimestamp round trip made while holding the enqueue lock, so proxy-1 "
-        "takes at most one insert per ~41 ms; its queue backs up, its reported minimum trails, and every round "
-        "of ticks waits for its late reports.", ("timetick", "tso"), options={**OPTIONS, "inserts_per_s": 40.0},
+        "takes at most one insert per ~41 ms; its queue backs up, its reported minimum trails, and so does every "
+        "time tick, the minimum over all the reports.", ("timetick", "tso"), options={**OPTIONS, "inserts_per_s": 40.0},
     ),
     Scenario(
         "timetick-unlocked-enqueue", "proxy-1's AllocTimestamp answers are sometimes held up 300 ms; run it with "

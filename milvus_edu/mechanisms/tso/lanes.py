@@ -149,8 +149,8 @@ class PhysicalLane(Lane):
 
 
 class LogicalLane(Lane):
-    """The logical counter of each rootcoord: a step line (resets to 0 on tsLoop updates) and a mark
-    per allocation (``tso.alloc``)."""
+    """The logical counter of each rootcoord: a step line (resets to 0 on tsLoop updates), a mark per
+    allocation (``tso.alloc``) and a red cross per attempt GenerateTSO refused for overflow (``tso.alloc_retry``)."""
 
     name = "logical"
     height_ratio = 1.2
@@ -175,12 +175,23 @@ class LogicalLane(Lane):
                 (marks,) = ax.plot(t_s[a], logical[a], ls="none", marker=".", ms=3, color=colors[n], label=n)
                 rasterize_if_big(marks, int(a.sum()))
             self.tracks.append((Track(np.flatnonzero(m), t_s[m], logical[m]), cursor_dot(ax, colors[n], size=6)))
+        # GenerateTSO's refused attempts (logical overflow): the counter they pushed past maxLogical, as red crosses
+        retry = (kinds == "tso.alloc_retry").to_numpy() & ~np.isnan(logical)
+        if retry.any():
+            (crosses,) = ax.plot(t_s[retry], logical[retry], ls="none", marker="x", ms=5, color="#d62728",
+                                 label="refused: over maxLogical")
+            rasterize_if_big(crosses, int(retry.sum()))
         if self.tracks:
-            top = np.nanmax(logical[is_state]) if is_state.any() else 0
+            top = max(np.nanmax(logical[is_state]) if is_state.any() else 0,
+                      np.nanmax(logical[retry]) if retry.any() else 0)
             if top > (1 << 16):
                 ax.axhline(1 << 17, color="0.5", lw=0.8, ls="--")
                 ax.text(0.995, (1 << 17), "maxLogical/2", transform=ax.get_yaxis_transform(), ha="right",
                         va="bottom", fontsize="small", color="0.4")
+            if top >= (1 << 18):
+                ax.axhline(1 << 18, color="#d62728", lw=0.8, ls="--")
+                ax.text(0.995, (1 << 18), "maxLogical", transform=ax.get_yaxis_transform(), ha="right",
+                        va="bottom", fontsize="small", color="#d62728")
             ax.set_ylim(bottom=0)
             ax.yaxis.set_major_formatter(FuncFormatter(compact))
         else:

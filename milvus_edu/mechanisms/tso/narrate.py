@@ -40,6 +40,16 @@ def _alloc_timestamp(row) -> str:
     return f"{node} answers {peer}: {value(row, 'count'):,} timestamp(s) starting at {ts_text(value(row, 'ts'))}."
 
 
+def _alloc_retry(row) -> str:
+    node, err, count = value(row, "node"), value(row, "error"), value(row, "count")
+    if "logical" in str(err):
+        physical = wall_text(value(row, "physical_ms"))
+        return (f"{node} cannot hand out {count:,} timestamp(s) now: the logical counter went to "
+                f"{value(row, 'logical'):,}, past 2^18 - 1 (maxLogical), on physical {physical}; "
+                "GenerateTSO sleeps 50 ms (one tsLoop period) and tries again.")
+    return f"{node} cannot hand out timestamps yet ({err}): GenerateTSO sleeps 200 ms and tries again."
+
+
 def _lost(row) -> str:
     detail = detail_of(row)
     if "key" in detail:
@@ -60,7 +70,7 @@ DESCRIBE = {
     "tso.update": _update,
     "tso.alloc": lambda r: f"{value(r, 'node')} reserves {value(r, 'count'):,} timestamp(s) on physical "
                            f"{wall_text(value(r, 'physical_ms'))}; the last is {ts_text(value(r, 'ts'))}.",
-    "tso.alloc_retry": lambda r: f"{value(r, 'node')} must wait before allocating: {value(r, 'error')}.",
+    "tso.alloc_retry": _alloc_retry,
     "tso.alloc_failed": lambda r: f"{value(r, 'node')} gives up allocating: {value(r, 'error')}.",
     "tso.set": _set,
     "tso.reset": lambda r: f"{value(r, 'node')} resets its TSO physical part to its clock.",

@@ -200,7 +200,8 @@ class TSOPanel:
 
 
 def film_steps(index) -> list[int]:
-    """Steps worth a picture: the first init, a window re-save, the fault, the new active's init, clock jumps."""
+    """Steps worth a picture: the first init, a window re-save, the fault, the new active's init, clock jumps,
+    the first attempt GenerateTSO refused."""
     picks: list[int] = []
     first = index.next_of_kind
     init = first("tso.init", -1)
@@ -219,6 +220,9 @@ def film_steps(index) -> list[int]:
     jump = -1
     while (jump := first("fault.clock_jump", jump)) is not None:
         picks.append(jump)
+    retry = first("tso.alloc_retry", -1)
+    if retry is not None:
+        picks.append(retry)
     return picks
 
 

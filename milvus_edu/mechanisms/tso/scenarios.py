@@ -7,11 +7,12 @@ from ...sim.kernel import NodeClock, Simulation
 from ...sim.nodes import RootCoordNode, TSOClient, build_tso_pause
 
 
-def _rootcoords(sim: Simulation, offsets_ms: list[float], drifts_ppm: list[float] | None = None) -> list[RootCoordNode]:
+def _rootcoords(sim: Simulation, offsets_ms: list[float], drifts_ppm: list[float] | None = None,
+                activate_ms: float = 0.0) -> list[RootCoordNode]:
     drifts = drifts_ppm or [0.0] * len(offsets_ms)
     nodes = []
     for i, (off, drift) in enumerate(zip(offsets_ms, drifts), start=1):
-        node = RootCoordNode(sim, f"rootcoord-{i}", i, NodeClock(sim.env, off, drift))
+        node = RootCoordNode(sim, f"rootcoord-{i}", i, NodeClock(sim.env, off, drift), activate_ms=activate_ms)
         sim.add(node)
         nodes.append(node)
     return nodes
@@ -55,6 +56,27 @@ def _tso_clock_skew(sim: Simulation) -> None:
     sim.at(14_000.0, lambda: rcs[0].jump_clock(+5_000.0))
 
 
+#: ``tso-logical-overflow``'s knobs: the heavy client's batch size and pause between answers, and how long the
+#: rootcoord's activation goes on after its InitTimestamp.
+OVERFLOW_OPTIONS = {"batch": 100_000, "interval_ms": 10.0, "activate_ms": 300.0}
+
+
+def _tso_logical_overflow(sim: Simulation, batch: int, interval_ms: float, activate_ms: float) -> None:
+    # tsLoop moves the physical part on every 50 ms, so one physical value must serve a whole tsLoop period:
+    # 2**18 - 1 timestamps at most. Batches of 100,000 every 12 to 13 ms ask for some 400,000 per period, so
+    # the third batch of a period finds the logical space used up, and GenerateTSO sleeps and retries.
+    if batch < 1 or batch >= 1 << 18:
+        raise ValueError(f"option batch must be from 1 to {(1 << 18) - 1} (one physical value's logical space), "
+                         f"got {batch}")
+    if not interval_ms > 0:
+        raise ValueError(f"option interval_ms must be positive, got {interval_ms!r}")
+    if not activate_ms >= 0:
+        raise ValueError(f"option activate_ms must be 0 or more, got {activate_ms!r}")
+    rcs = _rootcoords(sim, [0.0], activate_ms=activate_ms)
+    cls = _clients(sim, [(1, 50.0), (batch, interval_ms)])
+    _start(rcs, cls)
+
+
 SCENARIOS = (
     Scenario(
         "tso-basics", "One rootcoord, two clients: the 3 s window, saves, batches and tsLoop.", 10.0,
@@ -73,7 +95,9 @@ SCENARIOS = (
         "tso-clock-skew", "The active's clock drifts, steps back 8 s, then forward; a heavy batch client.",
         20.0, _tso_clock_skew,
         "rootcoord-1's clock runs 150 ppm fast, jumps back 8 s at 4 s and forward 5 s at 14 s. "
-        "client-1 takes batches of 40,000, so the logical counter overflows and maxLogical/2 steps matter.",
+        "client-1 takes batches of 40,000. While the clock is behind the physical part, tsLoop moves the physical "
+        "part on by 1 ms only once more than half the logical space is used (the maxLogical/2 rule), so the "
+        "logical counter climbs past 2^17; it never reaches 2^18.",
     ),
     Scenario(
         "tso-pause", "The active freezes for 70 s (a GC or VM pause) past its lease; the standby takes over; "
@@ -84,5 +108,16 @@ SCENARIOS = (
         "its watch makes it exit.",
         gap="saveTimestamp has no fencing and AllocTimestamp checks no lease, so a resumed old active can hand out "
             "timestamps that are not above the new active's (in some seeds, not in seed 1)",
+    ),
+    Scenario(
+        "tso-logical-overflow", "A client asks for more than 2^18 timestamps per tsLoop period: GenerateTSO sleeps "
+        "50 ms and retries; before that, clients are refused while rootcoord activates.", 5.0,
+        _tso_logical_overflow,
+        "rootcoord-1 wins the ACTIVE key at once and initialises its TSO, but its activation goes on for 300 ms; "
+        "clients that ask meanwhile get 'service not ready' and retry about 500 ms later. Then client-1 asks for "
+        "batches of 100,000 every 12 to 13 ms. tsLoop moves the physical part on only every 50 ms, and one physical "
+        "value holds 2^18 - 1 timestamps, so the third batch of a period overflows the logical counter: "
+        "GenerateTSO sleeps 50 ms, and its retry succeeds on a later physical value.",
+        options=OVERFLOW_OPTIONS,
     ),
 )

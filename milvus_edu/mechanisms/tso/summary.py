@@ -155,9 +155,11 @@ KEY_KINDS = frozenset({"session.active", "session.standby", "session.lost", "ses
 
 class KeyEvents:
     """Which TSO events ``milvus-edu timeline`` prints by default: session changes, inits, saves, the first
-    answer, the first logical-half update, the first client error of an outage and two answers after it."""
+    answer, the first logical-half update, the first GenerateTSO retry of each cause, the first client error of
+    an outage and two answers after it."""
 
     def __init__(self):
+        self.retries: dict[str, int] = {}  # GenerateTSO retries per cause (the error text)
         self.errors_shown = 0
         self.answers_after_gap = 0
         self.last_error_t = None
@@ -172,6 +174,10 @@ class KeyEvents:
             show = self.first_recv = True
         if kind == "tso.update" and not self.first_half and "logical_half" in str(row["detail"]):
             show = self.first_half = bool(json.loads(row["detail"]).get("reason") == "logical_half")
+        if kind == "tso.alloc_retry":
+            error = str(row["error"])
+            self.retries[error] = self.retries.get(error, 0) + 1
+            show = self.retries[error] == 1
         if kind == "client.error":
             self.errors_shown += 1
             self.last_error_t = row["t_ms"]
@@ -183,9 +189,10 @@ class KeyEvents:
 
     def notes(self) -> list[str]:
         """Lines printed after the timeline."""
+        lines = [f"({n} GenerateTSO retries in all: {error})" for error, n in self.retries.items() if n > 1]
         if self.errors_shown > 1:
-            return [f"({self.errors_shown} client errors in all while no rootcoord answered)"]
-        return []
+            lines.append(f"({self.errors_shown} client errors in all; each client asks again after it)")
+        return lines
 
 
 def failover_line(summary: dict) -> list[str]:
