@@ -159,7 +159,7 @@ class FlushChecker(StreamingChecker):
         if kind not in _COLUMN_KINDS:
             # progress is judged on the rows both paths hand to write (the fast path reads the others by columns)
             self._fault_row(kind, row)
-            self._judge_progress(float(row["t_ms"]), int(row["seq"]))
+            self._judge_progress(float(row["t_ms"]))
         if kind == "mq.produce":
             if row["msg_type"] == "Insert" and row.get("segment") is not None:
                 seg, vch = int(row["segment"]), row["vchannel"]
@@ -354,6 +354,10 @@ class FlushChecker(StreamingChecker):
     def _fault_row(self, kind: str, row: dict) -> None:
         """Restart the progress clocks on a fault or a recovery; hold them while a node is down."""
         now = float(row["t_ms"])
+        if kind == "datanode.cp_rpc":
+            detail = detail_dict(row["detail"])
+            self._tick_ms = float(detail.get("tick_ms", self._tick_ms))
+            self._timeout_ms = float(detail.get("timeout_ms", self._timeout_ms))
         if kind in ("fault.kill", "fault.pause"):
             self._down.add(str(row["node"]))
         elif kind in ("fault.restart", "fault.resume"):
@@ -362,17 +366,11 @@ class FlushChecker(StreamingChecker):
             self._down.discard(str(detail_dict(row["detail"]).get("from")))
         elif kind == "fault.stall":
             now += float(detail_dict(row["detail"]).get("duration_ms", 0.0))
-        elif kind == "datanode.watch":
-            pass  # a DataNode (re)started consuming: recovery is progress made after a fault
-        elif row.get("error") is None:
-            if kind == "datanode.cp_rpc":
-                detail = detail_dict(row["detail"])
-                self._tick_ms = float(detail.get("tick_ms", self._tick_ms))
-                self._timeout_ms = float(detail.get("timeout_ms", self._timeout_ms))
-            return
+        elif kind != "datanode.watch" and row.get("error") is None:
+            return  # not a fault, nor a DataNode (re)starting to consume after one
         self._fault_ms = max(self._fault_ms, now)
 
-    def _judge_progress(self, now: float, seq: int) -> None:
+    def _judge_progress(self, now: float) -> None:
         """Report each open flush and each vchannel whose bound ran out by ``now`` (once each)."""
         if self._down:
             return
@@ -390,8 +388,10 @@ class FlushChecker(StreamingChecker):
                 cp_ts, cp_seq = self._cp[vch]
                 self._add("checkpoint-advances", (cp_seq,),
                           f"Let event {_n(cp_seq)} be DataCoord storing {vch}'s checkpoint at {ts_text(cp_ts)}, at "
-                          f"{moved / 1000:.1f} s. Then it had not moved {cp_bound / 1000:.1f} s later, with no fault "
-                          f"since {start / 1000:.1f} s, because {self._handed_text(vch)}.")
+                          f"{moved / 1000:.1f} s. Then it had not moved {cp_bound / 1000:.1f} s later (1.1 x the "
+                          f"stale-buffer syncPeriod + the 60 s periodic hand-over + the updater's tick and RPC "
+                          f"timeout + 2 time ticks), with no fault since {start / 1000:.1f} s, because "
+                          f"{self._handed_text(vch)}.")
 
     def _handed_text(self, vch: str) -> str:
         handed = self._handed.get(vch)
@@ -414,7 +414,8 @@ class FlushChecker(StreamingChecker):
         because = "; ".join(reasons) if reasons else "GetFlushState kept failing"
         self._add("flush-completes", (call_seq,),
                   f"Let event {_n(call_seq)} be {client}'s flush at {call_ms / 1000:.1f} s, flushTs "
-                  f"{ts_text(flush_ts)}. Then GetFlushState had not said flushed {bound / 1000:.1f} s after "
+                  f"{ts_text(flush_ts)}. Then GetFlushState had not said flushed {bound / 1000:.1f} s (2 time "
+                  f"ticks + the DataNode's time tick + the checkpoint updater's tick and RPC timeout + one poll) after "
                   f"{start / 1000:.1f} s (the later of the call, its last stored sync and the last fault), because "
                   f"{because}.")
 
