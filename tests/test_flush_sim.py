@@ -235,3 +235,12 @@ def test_a_stuck_memory_sync_fails_only_the_flush_liveness_check():
     assert not run.summary["flush"]["audited"]
     clean = milvus_edu.simulate("flush-stuck-memory-sync", seed=1, options={"deletes_per_s": 0.0})
     assert clean.summary["checks"]["ok"] and clean.summary["flush"]["audited"]
+
+
+def test_the_cli_reports_the_stuck_flush_as_the_scenarios_lesson(tmp_path, capsys):
+    from milvus_edu.cli import main
+
+    assert main(["simulate", "--scenario", "flush-stuck-memory-sync", "--out", str(tmp_path / "r")]) == 0
+    out = capsys.readouterr().out
+    assert "1 flush-completes violation(s)" in out and "was stuck at" in out
+    assert "(expected: this scenario shows a gap in Milvus itself: Milvus 2.5's EvictBuffer" in out
