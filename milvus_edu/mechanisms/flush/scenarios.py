@@ -407,10 +407,6 @@ def _stuck_memory_sync(sim: Simulation, **options) -> None:
     cluster.start()
 
 
-def _slow_store_boundary(sim: Simulation, **options) -> None:
-    _flush_ts_boundary(sim, **options)
-
-
 SCENARIOS = (
     Scenario(
         "flush-basics", "One DataNode buffers 200 inserts/s on 2 vchannels; full buffers sync to Parquet binlogs; "
@@ -489,7 +485,7 @@ SCENARIOS = (
     Scenario(
         "flush-ts-slow-store", "flush-ts-boundary with a slow object store (1 s per write): run it with both "
         "reset_flush_ts_inclusive and checkpoint_ignores_syncing_segments to see the design documents' story.",
-        40.0, _slow_store_boundary,
+        40.0, _flush_ts_boundary,
         "The design documents explain the strict > with a checkpoint that equals flushTs while the flush's syncs are "
         "still running. In Milvus 2.5 that cannot happen: a segment being synced holds the checkpoint at its start "
         "until DataCoord stored the sync. With the documents' older GetCheckpoint (checkpoint_ignores_syncing_segments) "
