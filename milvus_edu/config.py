@@ -137,7 +137,9 @@ class BugSwitches:
     rootcoord promises a time tick that a later message breaks."""
     reset_flush_ts_inclusive: bool = False
     """The DataNode clears a channel's flushTs when the stored checkpoint *reaches* it (``>=``) instead of
-    passing it (``>``): a flush is declared complete on a checkpoint equal to flushTs."""
+    passing it (``>``): a flush is declared complete on a checkpoint equal to flushTs. Alone it changes no answer
+    a client gets (quirk P23); with ``checkpoint_ignores_syncing_segments`` (the design documents' older
+    GetCheckpoint) the flush is declared done while its syncs still run (``flush-durable``)."""
     checkpoint_ignores_syncing_segments: bool = False
     """The write buffer's checkpoint ignores segments whose sync is still running, so the channel checkpoint
     jumps past rows that are not in a binlog yet: a crash then loses them."""

@@ -88,12 +88,109 @@ def test_checkpoint_going_back_is_a_violation():
     assert log.invariants() == ["checkpoint-monotonic"]
 
 
-def test_flush_reset_needs_a_checkpoint_strictly_past_flush_ts():
+def _reset(log, flush_ts, checkpoint):
+    return log.row("datanode.flush_ts", vchannel=V, ts=flush_ts, tick_ts=checkpoint,
+                   detail={"set": False, "checkpoint": checkpoint})
+
+
+def test_a_flush_declared_done_by_the_datanode_must_hold_its_rows():
     log = Log()
-    log.row("datanode.flush_ts", vchannel=V, ts=500, tick_ts=501, detail={"set": False, "checkpoint": 501})
+    log.insert(7, 400, count=2)
+    log.insert(7, 600)  # after flushTs: the flush does not owe it
+    log.saved(7, 450)
+    _reset(log, 500, 500)  # an equal checkpoint, with every row up to flushTs durable: nothing a user sees
     assert log.invariants() == []
-    log.row("datanode.flush_ts", vchannel=V, ts=500, tick_ts=500, detail={"set": False, "checkpoint": 500})
-    assert log.invariants() == ["flush-complete"]
+    late = Log()
+    produced = late.insert(7, 400, count=2)
+    cleared = _reset(late, 500, 500)
+    violations = late.checker.result()
+    assert [v.invariant for v in violations] == ["flush-durable"]
+    assert violations[0].seqs == (produced["seq"], cleared["seq"])
+    text = violations[0].explanation
+    assert text.startswith("Let event 1 be the insert of 2 row(s)") and " Then " in text and "because" in text
+    assert "equal to flushTs" in text and "no sync of segment 7 had been stored yet" in text
+
+
+def test_a_flush_the_client_is_told_is_done_must_hold_its_rows():
+    for saved, want in ((True, []), (False, ["flush-durable"])):
+        log = Log()
+        log.insert(7, 400)
+        log.row("client.flush", node="client-0", ts=500, detail={"segments": [7], "flushed": False})
+        if saved:
+            log.saved(7, 500)
+        log.row("client.flush", node="client-0", ts=500, detail={"segments": [7], "flushed": True})
+        assert log.invariants() == want
+        if not saved:
+            assert "GetFlushState telling client-0" in log.checker.result()[0].explanation
+
+
+def _open_flush(log, t_ms=0.0):
+    return log.row("client.flush", node="client-0", t_ms=t_ms, ts=500, detail={"segments": [7], "flushed": False})
+
+
+def test_flush_bound_is_the_sum_of_milvus_periods():
+    from milvus_edu.check.flush import checkpoint_bound_ms, flush_bound_ms
+
+    assert flush_bound_ms(10_000, 20_000) == 2 * 200 + 500 + 10_000 + 20_000 + 500
+    assert checkpoint_bound_ms(10_000, 20_000) == 660_000 + 60_000 + 10_000 + 20_000 + 400
+
+
+def test_a_flush_must_complete_within_its_bound():
+    done, stuck, short = Log(), Log(), Log()
+    for log in (done, stuck, short):
+        log.cp(100)  # DataCoord's checkpoint stays below flushTs
+        _open_flush(log)
+    done.row("client.flush", node="client-0", t_ms=5_000, ts=500, detail={"segments": [7], "flushed": True})
+    done.row("run.end", node="sim", t_ms=60_000)
+    stuck.row("datanode.checkpoint", t_ms=20_000, vchannel=V, ts=100, detail={"flush": False, "periodic": True})
+    stuck.row("run.end", node="sim", t_ms=31_500)
+    short.row("run.end", node="sim", t_ms=31_300)  # the bound (31.4 s) has not elapsed: not judged
+    assert done.invariants() == [] and short.invariants() == []
+    assert stuck.invariants() == ["flush-completes"]
+    text = stuck.checker.result()[0].explanation
+    assert "stuck at" in text and "segment(s) 7 never reached Flushing" in text and "never synced" in text
+
+
+def test_a_stored_sync_of_the_flush_or_a_fault_restarts_its_clock():
+    saved, failed = Log(), Log()
+    for log in (saved, failed):
+        _open_flush(log)
+    saved.row("datacoord.save_binlog_paths", node="datacoord-1", t_ms=20_000, segment=7, vchannel=V, ts=500,
+              detail={"flushed": True})
+    failed.row("datacoord.channel_cp", node="datacoord-1", t_ms=20_000, vchannel=V, ts=500, error="etcd down")
+    for log in (saved, failed):
+        log.row("run.end", node="sim", t_ms=50_000)
+        assert log.invariants() == []
+    saved.row("run.end", node="sim", t_ms=51_500)
+    assert saved.invariants() == ["flush-completes"]
+    assert "never reached Flushing" not in saved.checker.result()[0].explanation
+
+
+def test_a_node_down_holds_the_flush_clock_until_it_is_back():
+    log = Log()
+    _open_flush(log)
+    log.row("fault.kill", t_ms=1_000)
+    log.row("run.end", node="sim", t_ms=80_000)
+    assert log.invariants() == []
+    back = Log()
+    _open_flush(back)
+    back.row("fault.kill", t_ms=1_000)
+    back.row("datacoord.reassign", node="datacoord-1", t_ms=60_000, detail={"from": "datanode-1"})
+    back.row("run.end", node="sim", t_ms=91_500)
+    assert back.invariants() == ["flush-completes"]
+
+
+def test_the_channel_checkpoint_must_advance_within_its_bound():
+    moving, stuck = Log(), Log()
+    for log in (moving, stuck):
+        log.cp(100)
+        log.row("datanode.checkpoint", t_ms=400_000, vchannel=V, ts=100, detail={"flush": False, "periodic": True})
+    moving.row("datacoord.channel_cp", node="datacoord-1", t_ms=700_000, vchannel=V, ts=200, detail={"saved": True})
+    for log in (moving, stuck):
+        log.row("run.end", node="sim", t_ms=800_000)
+    assert moving.invariants() == []
+    assert stuck.invariants() == ["checkpoint-advances"]
+    assert "was still at" in stuck.checker.result()[0].explanation
 
 
 def _rpc(log, sent, positions, error=None):

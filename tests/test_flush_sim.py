@@ -87,7 +87,8 @@ SWITCH_SCENARIOS = [
     ("datanode-crash-recovery", "skip_recovery_filter", "durable"),
     ("checkpoint-during-sync", "checkpoint_ignores_syncing_segments", "checkpoint-safe"),
     ("checkpoint-rpc-lost", "drop_failed_checkpoint_tasks", "checkpoint-retried"),
-    ("flush-ts-boundary", "reset_flush_ts_inclusive", "flush-complete"),
+    ("flush-ts-boundary", "reset_flush_ts_inclusive", None),
+    ("flush-ts-slow-store", "reset_flush_ts_inclusive", "flush-durable"),
 ]
 
 
@@ -164,3 +165,82 @@ def test_another_datanode_takes_the_channels_after_the_session_ttl_and_loses_not
     death = ev[(ev.kind == "fault.kill") & (ev.node == "datanode-1")].seq.iloc[0]
     assert not ((ev.node == "datanode-1") & (ev.seq > death) & (ev.kind != "datanode.steps")).any()
     assert (ev[(ev.kind == "datanode.sync") & (ev.seq > handed.seq)].node == "datanode-2").all()
+
+
+def _cleared(ev) -> pd.DataFrame:
+    return ev[(ev.kind == "datanode.flush_ts") & ev.detail.str.contains('"set":false', regex=False)]
+
+
+def test_inclusive_reset_alone_changes_no_answer_only_the_resent_checkpoints():
+    """Quirk P23: with >= the DataNode clears flushTs on the equal checkpoint; every check still passes, the client's
+    flushes and the audit are the same, and the ttNode stops re-sending the flush checkpoint on every pack."""
+    strict = milvus_edu.simulate("flush-ts-boundary", seed=1)
+    inclusive = milvus_edu.simulate("flush-ts-boundary", seed=1, switches=["reset_flush_ts_inclusive"])
+    assert strict.summary["checks"]["ok"] and inclusive.summary["checks"]["ok"], inclusive.violations[:1]
+    s, i = strict.summary["flush"], inclusive.summary["flush"]
+    assert (s["flushes_completed"], s["audit_rows"]) == (i["flushes_completed"], i["audit_rows"])
+    assert s["flush_ts_cleared_at_equal"] == 0 < i["flush_ts_cleared_at_equal"]
+    assert i["channel_checkpoints_ignored"] * 20 < s["channel_checkpoints_ignored"]
+
+    def answered(run):
+        ev = run.events
+        done = ev[(ev.kind == "client.flush") & ev.detail.str.contains('"flushed":true', regex=False)]
+        return [int(ts) for ts in done.ts]
+
+    assert answered(strict) == answered(inclusive)
+
+
+def test_the_strict_rule_sends_the_first_checkpoint_past_flush_ts_at_once():
+    """What 2.5 gains from >: flushTs stays set while the checkpoint sits on it, so when a sync moves the checkpoint
+    past it the flush path sends it at once; with >= it waits for the next periodic update (here: the next flush)."""
+    options = {"inserts_per_s": 200.0}
+
+    def stored_past_first_flush(switches):
+        ev = milvus_edu.simulate("flush-ts-boundary", seed=1, options=options, switches=switches).events
+        sets = ev[(ev.kind == "datanode.flush_ts") & ev.detail.str.contains('"set":true', regex=False)]
+        first, second = int(sets.ts.iloc[0]), sets[sets.ts > sets.ts.iloc[0]].seq.iloc[0]
+        cps = ev[(ev.kind == "datacoord.channel_cp") & ev.detail.str.contains('"saved":true', regex=False)]
+        return int(((cps.ts > first) & (cps.seq < second)).sum())
+
+    assert stored_past_first_flush([]) >= 1
+    assert stored_past_first_flush(["reset_flush_ts_inclusive"]) == 0
+
+
+def test_the_design_documents_story_needs_their_older_get_checkpoint_too():
+    """flush-ts-slow-store: only with both switches is a flush declared done on a checkpoint equal to flushTs while
+    its syncs run; the older GetCheckpoint alone declares the final flush done one step past flushTs, just as early."""
+    both = milvus_edu.simulate("flush-ts-slow-store", seed=1,
+                               switches=["reset_flush_ts_inclusive", "checkpoint_ignores_syncing_segments"])
+    older = milvus_edu.simulate("flush-ts-slow-store", seed=1, switches=["checkpoint_ignores_syncing_segments"])
+    inclusive = milvus_edu.simulate("flush-ts-slow-store", seed=1, switches=["reset_flush_ts_inclusive"])
+    assert inclusive.summary["checks"]["ok"], inclusive.violations[:1]
+
+    def early(run):
+        return [v["explanation"] for v in run.violations if v["invariant"] == "flush-durable"]
+
+    assert any("equal to flushTs" in text for text in early(both))
+    assert early(older) and all("past flushTs" in text for text in early(older))
+    first_flush_ts = int(_cleared(both.events).ts.min())
+    assert int(_cleared(older.events).ts.min()) > first_flush_ts  # the first flush was not closed early with >
+
+
+def test_a_stuck_memory_sync_fails_only_the_flush_liveness_check():
+    """Quirk P24: a DataNode with little memory force-syncs an L0 segment, later deletes sit in a buffer nothing
+    syncs, the checkpoint sticks and the final flush never completes; without deletes it completes."""
+    run = milvus_edu.simulate("flush-stuck-memory-sync", seed=1)
+    counts = {k: v for k, v in run.summary["checks"]["violation_counts"].items() if v}
+    assert counts == {"flush-completes": 1}
+    text = run.violations[0]["explanation"]
+    assert text.startswith("Let ") and "was stuck at" in text and "never synced" in text
+    assert not run.summary["flush"]["audited"]
+    clean = milvus_edu.simulate("flush-stuck-memory-sync", seed=1, options={"deletes_per_s": 0.0})
+    assert clean.summary["checks"]["ok"] and clean.summary["flush"]["audited"]
+
+
+def test_the_cli_reports_the_stuck_flush_as_the_scenarios_lesson(tmp_path, capsys):
+    from milvus_edu.cli import main
+
+    assert main(["simulate", "--scenario", "flush-stuck-memory-sync", "--out", str(tmp_path / "r")]) == 0
+    out = capsys.readouterr().out
+    assert "1 flush-completes violation(s)" in out and "was stuck at" in out
+    assert "(expected: this scenario shows a gap in Milvus itself: Milvus 2.5's EvictBuffer" in out

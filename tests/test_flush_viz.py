@@ -157,3 +157,19 @@ def test_lanes_draw_and_the_filmstrip_is_written(boundary, tmp_path):
         flush_lanes(0)
     with pytest.raises(ValueError, match="counts from 0"):
         VChannelLane(-1)
+
+
+def test_a_checkpoint_on_flush_ts_is_ringed_and_labelled(boundary):
+    """At the lane's scale a checkpoint equal to flushTs draws on flushTs's pixel: the lane labels it."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    run, _ = boundary
+    fig, ax = plt.subplots()
+    VChannelLane(0).setup(ax, run.events)
+    labels = [t.get_text() for t in ax.texts]
+    plt.close(fig)
+    assert labels.count("checkpoint = flushTs") == 1  # once per flush: only the first flush sits on it
+    assert "stored checkpoint at flushTs" in ax.get_legend_handles_labels()[1]

@@ -68,6 +68,8 @@ def test_recovery_invariant_is_durable():
     assert check_recovery_invariant(" Durable ").ok
     assert "checkpoints are fine" in check_recovery_invariant("checkpoint-safe").message
     assert "bug switch" in check_recovery_invariant("skip_recovery_filter").message
+    assert "about progress" in check_recovery_invariant("flush-completes").message
+    assert "flush-durable" in check_recovery_invariant("flush-complete").message  # the old name lists the new ones
     assert not check_recovery_invariant(None).answered
 
 
@@ -76,3 +78,9 @@ def test_the_defaults_the_lab_states():
     assert dn.update_channel_checkpoint_interval_ns == 60 * S  # "every 60 s of message time"
     assert dn.insert_buf_size == 16 * 1024 * 1024  # "16 MiB"
     assert Config().tso.session_ttl_ns == 60 * S  # the takeover waits for the session to expire
+    from milvus_edu.check.flush import checkpoint_bound_ms, flush_bound_ms
+
+    tick, timeout = dn.channel_checkpoint_update_tick_ns / 1e6, dn.update_channel_checkpoint_rpc_timeout_ns / 1e6
+    assert (tick, timeout) == (10_000, 20_000)  # "the updater's 10 s tick and 20 s timeout"
+    assert flush_bound_ms(tick, timeout) == 31_400  # section 6: "within 31.4 s"
+    assert checkpoint_bound_ms(tick, timeout) == 750_400  # "at least every 750.4 s"

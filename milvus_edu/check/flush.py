@@ -7,8 +7,12 @@
    ``ts <= c`` that was not durable is lost.
 2. **Checkpoints never go back** (``checkpoint-monotonic``) - the checkpoint DataCoord stores for a
    vchannel never moves backwards.
-3. **A flush completes only past its ts** (``flush-complete``) - a DataNode clears a channel's ``flushTs``
-   only when the stored checkpoint is strictly after it (``NotifyCheckpointUpdated``'s ``>``).
+3. **A flush declared done holds its rows** (``flush-durable``) - when a flush is declared done, every
+   insert at or before its ``flushTs`` is in a binlog DataCoord recorded. A flush is declared done twice: by
+   the DataNode, which clears a channel's ``flushTs`` once DataCoord stored a checkpoint past it
+   (``NotifyCheckpointUpdated``), and by DataCoord, whose ``GetFlushState`` tells the client "flushed". The
+   client's answer is what a user sees; the DataNode's is what the design documents call "the flush is
+   confirmed". (Deletes are judged by the final audit only: an L0 segment's id is not known when it is written.)
 4. **A failed checkpoint update is retried** (``checkpoint-retried``) - when an update RPC carrying a
    vchannel's checkpoint fails, an RPC sent by the updater's next tick (at most one tick period after the
    failed one was sent) carries that channel again with a checkpoint at least as new - whether or not
@@ -22,6 +26,29 @@
 Deletes are checked by the audit only: checkpoint safety follows inserts, whose segment is known when
 they are written.
 
+Two progress checks (liveness) say that a run which stopped failing keeps moving. Each counts from the
+later of its start and the last fault (a DataNode killed, paused or stalled, a failed RPC, a channel handed to
+another node, a DataNode watching its channels again): while a killed or paused node is not back, it waits.
+A run that ends before a bound has elapsed is not judged on it.
+
+6. **A flush completes** (``flush-completes``) - once called, a flush is answered "flushed" by
+   ``GetFlushState`` within ``FLUSH_BOUND`` = 2 x ``proxy.timeTickInterval`` (0.2 s: the DataNode consumes
+   past flushTs) + ``dataNode.timetick.interval`` (0.5 s: DataCoord's FlushSegments rides on the DataNode's
+   next time tick) + ``dataNode.channel.channelCheckpointUpdateTickInSeconds`` (10 s: the updater sends the
+   flush checkpoint at once, at the latest on its next tick) + ``updateChannelCheckpointRPCTimeout`` (20 s:
+   one RPC that hangs) + the client's 0.5 s ``GetFlushState`` poll = 31.4 s with Milvus's defaults. The clock
+   also restarts whenever DataCoord stores a sync of one of the flush's segments: writing binlogs takes what
+   the object store takes.
+7. **The channel checkpoint advances** (``checkpoint-advances``) - DataCoord's checkpoint of a vchannel moves
+   forward at least every ``CHECKPOINT_BOUND`` = 1.1 x ``dataNode.segment.syncPeriod`` (600 s plus its jitter:
+   the stale-buffer policy syncs any buffer that old, so no buffer holds the checkpoint longer) +
+   ``updateChannelCheckpointInterval`` (60 s: the ttNode's periodic hand-over) + the updater's 10 s tick + its
+   20 s RPC timeout + 2 x ``proxy.timeTickInterval`` = 750.4 s. Every shipped scenario is shorter, so this one
+   judges long runs only (``--duration``).
+
+The updater's tick and RPC timeout are read from the run's update RPCs when it made any (they are logged);
+the other terms are Milvus's defaults.
+
 A violation is explained as "Let ... Then ... because ...", naming its events by number (``seq + 1``,
 as the stepper's slider counts them).
 """
@@ -32,10 +59,30 @@ import heapq
 from itertools import compress, repeat
 from operator import eq
 
+from ..config import DataNodeParams, TimeTickParams
 from ..narrate import detail_dict, ts_text
 from .violation import ROW, Read, StreamingChecker, batch_columns, column, detail_of
 
-INVARIANTS = ("checkpoint-safe", "checkpoint-monotonic", "flush-complete", "checkpoint-retried", "durable")
+INVARIANTS = ("checkpoint-safe", "checkpoint-monotonic", "flush-durable", "checkpoint-retried", "durable",
+              "flush-completes", "checkpoint-advances")
+
+_TICK_MS = TimeTickParams().time_tick_interval_ns / 1e6
+_DN = DataNodeParams()
+_DN_TT_MS = _DN.timetick_interval_ns / 1e6
+_POLL_MS = 500.0  # the client's GetFlushState poll (pymilvus waits 0.5 s between calls)
+
+
+def flush_bound_ms(updater_tick_ms: float, rpc_timeout_ms: float) -> float:
+    """``FLUSH_BOUND`` (see the module docstring): how long after its start (or its last fault or stored
+    sync) a flush may stay unanswered."""
+    return 2 * _TICK_MS + _DN_TT_MS + updater_tick_ms + rpc_timeout_ms + _POLL_MS
+
+
+def checkpoint_bound_ms(updater_tick_ms: float, rpc_timeout_ms: float) -> float:
+    """``CHECKPOINT_BOUND`` (see the module docstring): how long DataCoord's checkpoint of a vchannel may stand
+    still while nothing fails."""
+    return (1.1 * _DN.sync_period_ns + _DN.update_channel_checkpoint_interval_ns) / 1e6 \
+        + updater_tick_ms + rpc_timeout_ms + 2 * _TICK_MS
 
 # What the fast path (FlushChecker.write_batch) reads by columns: inserts and acknowledged writes; the rare
 # kinds come as row dicts, for write.
@@ -46,6 +93,10 @@ _READS = {
     "client.insert": Read(_ACKED, ("error", "detail")),
     "client.delete": Read(_DELETED, ("error", "detail")),
 }
+
+
+#: The kinds the fast path reads by columns, never handing them to ``write``: progress is not judged on them.
+_COLUMN_KINDS = frozenset(_READS)
 
 
 def _inserts(layout, values: list[tuple]) -> list[tuple]:
@@ -61,14 +112,17 @@ def _n(seq: int) -> str:
 
 
 class FlushChecker(StreamingChecker):
-    """Streaming check of the four flush invariants; keeps at most ``limit`` violations per invariant."""
+    """Streaming check of the flush invariants; keeps at most ``limit`` violations per invariant."""
 
     invariants = INVARIANTS
     promise = ("no stored channel checkpoint passed a row that was not yet in a binlog, checkpoints never went back, "
-               "every flush closed only past its timestamp, failed checkpoint updates were sent again, and the final "
-               "binlogs held every acknowledged row once")
+               "no flush was declared done before its rows were in binlogs, failed checkpoint updates were sent "
+               "again, the final binlogs held every acknowledged row once, every flush completed and every channel "
+               "checkpoint advanced within its bound (a run too short for a bound is not judged on it)")
     kinds = frozenset({"mq.produce", "datacoord.save_binlog_paths", "datacoord.channel_cp", "datanode.flush_ts",
-                       "datanode.cp_rpc", "fault.kill", "client.insert", "client.delete", "storage.audit", "run.end"})
+                       "datanode.cp_rpc", "fault.kill", "client.insert", "client.delete", "storage.audit", "run.end",
+                       "client.flush", "datanode.checkpoint", "datanode.watch", "datacoord.reassign", "fault.restart",
+                       "fault.pause", "fault.resume", "fault.stall"})
     #: How write_batch reads each kind (the ones not in _READS as row dicts).
     _reads = {kind: _READS.get(kind, Read(ROW)) for kind in kinds}
 
@@ -87,10 +141,25 @@ class FlushChecker(StreamingChecker):
         # (node, vchannel) -> (failed ts, failure seq, deadline ms): a failed update awaiting its retry
         self._retry_due: dict[tuple[str, str], tuple[int, int, float]] = {}
         self._rpc_timeout_ms = 0.0
+        # progress: the updater's tick and RPC timeout (Milvus's defaults until the run's RPCs say otherwise)
+        self._tick_ms = _DN.channel_checkpoint_update_tick_ns / 1e6
+        self._timeout_ms = _DN.update_channel_checkpoint_rpc_timeout_ns / 1e6
+        self._down: set[str] = set()  # nodes killed or paused and not back
+        self._fault_ms = 0.0  # when the last fault happened or healed
+        # (client, flushTs) -> [call seq, call ms, segments, last stored sync ms of one of them]
+        self._open_flushes: dict[tuple[str, int], list] = {}
+        self._flushed_segments: set[int] = set()  # segments DataCoord marked Flushing by a flush sync
+        self._cp_moved: dict[str, float] = {}  # vchannel -> when DataCoord's checkpoint last moved (ms)
+        self._cp_stuck: set[str] = set()  # vchannels already reported by checkpoint-advances
+        self._handed: dict[str, tuple[int, int]] = {}  # vchannel -> (checkpoint the ttNode handed over, seq)
 
     def write(self, row: dict) -> None:
         """Check one run-log row."""
         kind = row["kind"]
+        if kind not in _COLUMN_KINDS:
+            # progress is judged on the rows both paths hand to write (the fast path reads the others by columns)
+            self._fault_row(kind, row)
+            self._judge_progress(float(row["t_ms"]))
         if kind == "mq.produce":
             if row["msg_type"] == "Insert" and row.get("segment") is not None:
                 seg, vch = int(row["segment"]), row["vchannel"]
@@ -106,6 +175,10 @@ class FlushChecker(StreamingChecker):
             detail = detail_dict(row["detail"])
             if detail.get("set") is False:
                 self._flush_reset(row, detail)
+        elif kind == "client.flush" and row.get("error") is None:
+            self._client_flush(row)
+        elif kind == "datanode.checkpoint":
+            self._handed[row["vchannel"]] = (int(row["ts"]), int(row["seq"]))
         elif kind == "datanode.cp_rpc":
             self._cp_rpc(row)
         elif kind == "fault.kill":
@@ -157,6 +230,11 @@ class FlushChecker(StreamingChecker):
 
     def _saved(self, row: dict) -> None:
         seg, ts, seq = int(row["segment"]), int(row["ts"]), int(row["seq"])
+        if detail_dict(row["detail"]).get("flushed"):
+            self._flushed_segments.add(seg)
+        for flush in self._open_flushes.values():
+            if seg in flush[2]:
+                flush[3] = float(row["t_ms"])
         prev = self._durable_ts.get(seg)
         if prev is None or ts > prev[0]:
             self._durable_ts[seg] = (ts, seq)
@@ -174,6 +252,8 @@ class FlushChecker(StreamingChecker):
                       f"second update was accepted although it was older than the one stored.")
         if prev is None or ts > prev[0]:
             self._cp[vch] = (ts, seq)
+            self._cp_moved[vch] = float(row["t_ms"])
+            self._cp_stuck.discard(vch)
         worst = None
         for seg in sorted(self._segments_of.get(vch, ())):
             heap = self._pending.get(seg)
@@ -219,14 +299,125 @@ class FlushChecker(StreamingChecker):
             for vch, ts in positions.items():
                 self._retry_due.setdefault((node, vch), (int(ts), seq, deadline))
 
+    def _oldest_pending(self, vchannels, flush_ts: int):
+        """The earliest insert at or before ``flush_ts`` into a segment of ``vchannels`` not yet in a binlog
+        DataCoord recorded, as ``(segment, (row ts, produce seq, count))``, or None."""
+        worst = None
+        for vch in sorted(vchannels):
+            for seg in sorted(self._segments_of.get(vch, ())):
+                heap = self._pending.get(seg)
+                if heap and heap[0][0] <= flush_ts and (worst is None or heap[0] < worst[1]):
+                    worst = (seg, heap[0])
+        return worst
+
+    def _why_pending(self, seg: int) -> str:
+        durable = self._durable_ts.get(seg)
+        return (f"the last sync of segment {seg} DataCoord had stored covered rows up to {ts_text(durable[0])} (event "
+                f"{_n(durable[1])})" if durable is not None else f"no sync of segment {seg} had been stored yet")
+
     def _flush_reset(self, row: dict, detail: dict) -> None:
+        """The DataNode cleared a channel's flushTs: it considers the flush done; every insert up to flushTs must
+        be in a binlog by now."""
         flush_ts, cp_ts, seq = int(row["ts"]), int(detail.get("checkpoint", row.get("tick_ts") or 0)), int(row["seq"])
-        if cp_ts <= flush_ts:
-            self._add("flush-complete", (seq,),
-                      f"Let event {_n(seq)} be {row['node']} closing the flush of {row['vchannel']} at flushTs "
-                      f"{ts_text(flush_ts)}. Then the flush was declared complete on a checkpoint at "
-                      f"{ts_text(cp_ts)}, not past flushTs, because the reset compared with >= where Milvus "
-                      f"requires the stored checkpoint to be strictly greater.")
+        worst = self._oldest_pending((row["vchannel"],), flush_ts)
+        if worst is None:
+            return
+        seg, (row_ts, produce_seq, count) = worst
+        where = "equal to flushTs" if cp_ts == flush_ts else "past flushTs"
+        self._add("flush-durable", (produce_seq, seq),
+                  f"Let event {_n(produce_seq)} be the insert of {count} row(s) at {ts_text(row_ts)} into segment "
+                  f"{seg}, and event {_n(seq)} {row['node']} declaring the flush of {row['vchannel']} at flushTs "
+                  f"{ts_text(flush_ts)} done (it cleared flushTs on a stored checkpoint at {ts_text(cp_ts)}, {where}). "
+                  f"Then the flush was declared done while that insert, older than flushTs, was in no binlog, because "
+                  f"{self._why_pending(seg)}: the stored checkpoint had passed a sync still in flight.")
+
+    def _client_flush(self, row: dict) -> None:
+        """The client's flush: opened when flushTs is known, closed when GetFlushState says flushed (then every
+        insert up to flushTs must be in a binlog)."""
+        detail = detail_dict(row["detail"])
+        key = (str(row["node"]), int(row["ts"]))
+        seq, now = int(row["seq"]), float(row["t_ms"])
+        if not detail.get("flushed"):
+            self._open_flushes[key] = [seq, now, frozenset(int(s) for s in detail.get("segments", [])), now]
+            return
+        self._open_flushes.pop(key, None)
+        worst = self._oldest_pending(self._segments_of, key[1])
+        if worst is None:
+            return
+        seg, (row_ts, produce_seq, count) = worst
+        self._add("flush-durable", (produce_seq, seq),
+                  f"Let event {_n(produce_seq)} be the insert of {count} row(s) at {ts_text(row_ts)} into segment "
+                  f"{seg}, and event {_n(seq)} GetFlushState telling {key[0]} that its flush at flushTs "
+                  f"{ts_text(key[1])} is done. Then the client was told its rows were flushed while that insert, older "
+                  f"than flushTs, was in no binlog, because {self._why_pending(seg)}.")
+
+    def _fault_row(self, kind: str, row: dict) -> None:
+        """Restart the progress clocks on a fault or a recovery; hold them while a node is down."""
+        now = float(row["t_ms"])
+        if kind == "datanode.cp_rpc":
+            detail = detail_dict(row["detail"])
+            self._tick_ms = float(detail.get("tick_ms", self._tick_ms))
+            self._timeout_ms = float(detail.get("timeout_ms", self._timeout_ms))
+        if kind in ("fault.kill", "fault.pause"):
+            self._down.add(str(row["node"]))
+        elif kind in ("fault.restart", "fault.resume"):
+            self._down.discard(str(row["node"]))
+        elif kind == "datacoord.reassign":
+            self._down.discard(str(detail_dict(row["detail"]).get("from")))
+        elif kind == "fault.stall":
+            now += float(detail_dict(row["detail"]).get("duration_ms", 0.0))
+        elif kind != "datanode.watch" and row.get("error") is None:
+            return  # not a fault, nor a DataNode (re)starting to consume after one
+        self._fault_ms = max(self._fault_ms, now)
+
+    def _judge_progress(self, now: float) -> None:
+        """Report each open flush and each vchannel whose bound ran out by ``now`` (once each)."""
+        if self._down:
+            return
+        bound = flush_bound_ms(self._tick_ms, self._timeout_ms)
+        for key, (call_seq, call_ms, segments, last_save) in list(self._open_flushes.items()):
+            start = max(call_ms, last_save, self._fault_ms)
+            if now > start + bound:
+                del self._open_flushes[key]
+                self._flush_stuck(key, call_seq, call_ms, segments, start, bound)
+        cp_bound = checkpoint_bound_ms(self._tick_ms, self._timeout_ms)
+        for vch, moved in self._cp_moved.items():
+            start = max(moved, self._fault_ms)
+            if vch not in self._cp_stuck and now > start + cp_bound:
+                self._cp_stuck.add(vch)
+                cp_ts, cp_seq = self._cp[vch]
+                self._add("checkpoint-advances", (cp_seq,),
+                          f"Let event {_n(cp_seq)} be DataCoord storing {vch}'s checkpoint at {ts_text(cp_ts)}, at "
+                          f"{moved / 1000:.1f} s. Then it had not moved {cp_bound / 1000:.1f} s later (1.1 x the "
+                          f"stale-buffer syncPeriod + the 60 s periodic hand-over + the updater's tick and RPC "
+                          f"timeout + 2 time ticks), with no fault since {start / 1000:.1f} s, because "
+                          f"{self._handed_text(vch)}.")
+
+    def _handed_text(self, vch: str) -> str:
+        handed = self._handed.get(vch)
+        if handed is None:
+            return "the DataNode handed no checkpoint of it to its updater"
+        return (f"the last checkpoint the DataNode handed to its updater (event {_n(handed[1])}) was still at "
+                f"{ts_text(handed[0])}: a buffer that starts there was never synced")
+
+    def _flush_stuck(self, key, call_seq: int, call_ms: float, segments, start: float, bound: float) -> None:
+        client, flush_ts = key
+        reasons = []
+        for vch in sorted(self._cp):
+            cp_ts, cp_seq = self._cp[vch]
+            if cp_ts < flush_ts:
+                reasons.append(f"DataCoord's checkpoint of {vch} was stuck at {ts_text(cp_ts)} (event {_n(cp_seq)}), "
+                               f"below flushTs, and {self._handed_text(vch)}")
+        waiting = sorted(set(segments) - self._flushed_segments)
+        if waiting:
+            reasons.append(f"segment(s) {', '.join(map(str, waiting))} never reached Flushing")
+        because = "; ".join(reasons) if reasons else "GetFlushState kept failing"
+        self._add("flush-completes", (call_seq,),
+                  f"Let event {_n(call_seq)} be {client}'s flush at {call_ms / 1000:.1f} s, flushTs "
+                  f"{ts_text(flush_ts)}. Then GetFlushState had not said flushed {bound / 1000:.1f} s (2 time "
+                  f"ticks + the DataNode's time tick + the checkpoint updater's tick and RPC timeout + one poll) after "
+                  f"{start / 1000:.1f} s (the later of the call, its last stored sync and the last fault), because "
+                  f"{because}.")
 
     def _judge_audit(self, end_seq: int) -> None:
         for pk, ack_seq in sorted(self._acked.items(), key=lambda kv: kv[1]):

@@ -12,10 +12,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..check.flush import INVARIANTS as INVARIANT_NAMES
 from ..narrate import detail_dict
 from .feedback import Feedback, judge_integer, name_answer, right, wrong
-
-INVARIANT_NAMES = ("checkpoint-safe", "checkpoint-monotonic", "flush-complete", "checkpoint-retried", "durable")
 PK_FIELD = 100
 
 
@@ -120,7 +119,7 @@ def check_filtered_rows(answer, events: pd.DataFrame) -> Feedback:
 
 # ---- Exercise 4 ---------------------------------------------------------------------------------
 def check_recovery_invariant(answer) -> Feedback:
-    """Exercise: which invariant ``skip_recovery_filter`` breaks."""
+    """Exercise (a prediction, made before the run that shows it): which invariant ``skip_recovery_filter`` breaks."""
     names = ", ".join(f"'{n}'" for n in INVARIANT_NAMES)
     a, verdict = name_answer(answer, INVARIANT_NAMES)
     if verdict is not None:
@@ -131,8 +130,12 @@ def check_recovery_invariant(answer) -> Feedback:
     if a.replace("-", "") in ("checkpointsafe", "checkpointmonotonic"):
         return wrong("The checkpoints are fine: the restarted node seeks to the stored one, which is safe. What goes "
                      "wrong is what it does with the rows it replays from there.")
+    if a in ("flush-completes", "checkpoint-advances"):
+        return wrong(f"'{a}' is about progress, and the restarted node makes progress: it replays and flushes. Ask "
+                     "what the rows it replays end up as in the binlogs.")
     if a in INVARIANT_NAMES:
-        return wrong(f"'{a}' holds in that run. Look at what the final audit found in the binlogs.")
+        return wrong(f"'{a}' holds in that run. Think about what the final audit finds in the binlogs, then run "
+                     "the next cell.")
     if "filter" in a or "skip" in a:
         return wrong(f"'{answer}' is the bug switch; name the invariant (checker) it breaks: one of {names}.")
     return wrong(f"'{answer}' is not an invariant name; answer with one of {names}.")

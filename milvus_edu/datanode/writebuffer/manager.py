@@ -35,13 +35,14 @@ class BufferManager:
 
     Bug switch ``reset_flush_ts_inclusive``: :meth:`notify_checkpoint_updated` clears ``flushTs`` when the
     stored checkpoint is *at or after* it (``>=``, the test ``need_update`` uses) instead of strictly
-    after it, so a checkpoint exactly equal to ``flushTs`` closes the flush. The seed's argument for the
-    strict rule is that such a checkpoint may still predate syncs the flush started. What the switch
-    visibly changes: the flush request ends on that checkpoint, and the ttNode stops re-submitting flush
-    checkpoints (the endless ``need_update`` of quirk 7 disappears); a checker sees a flush closed by a
-    checkpoint at exactly ``flushTs``. Whether rows are lost depends on a row lying at or before
-    ``flushTs`` while the checkpoint equals it; as long as every buffer's start position is strictly
-    before its rows (time-tick positions), the checkpoint cannot reach ``flushTs`` before they are synced.
+    after it, so a checkpoint exactly equal to ``flushTs`` closes the flush. The design documents' argument
+    for the strict rule is that such a checkpoint may still predate syncs the flush started; that holds only
+    for their older ``GetCheckpoint``, which ignores syncing segments (switch
+    ``checkpoint_ignores_syncing_segments``). Here every buffer's start position is strictly before its rows
+    and syncing segments hold the checkpoint, so a checkpoint equal to ``flushTs`` comes only once every row
+    up to it is synced: the switch loses nothing and changes no answer (quirk P23). What it changes: the
+    ttNode stops re-submitting the flush checkpoint on every pack (the endless ``need_update`` of quirk 7),
+    and the first checkpoint past ``flushTs`` waits for the periodic update instead of going out at once.
     """
 
     def __init__(self, params: DataNodeParams, *, reset_flush_ts_inclusive: bool = False):

@@ -84,7 +84,8 @@ class VChannelLane(VChannelSlotLane):
     of each pack the writeNode buffered or the ttNode checkpointed). Orange dots: each checkpoint the ttNode
     handed to the updater. Red: the channel checkpoint DataCoord stored (the seek position a recovering node
     starts from). Purple dashes: flushTs, from when ``FlushChannels`` set it to when a stored checkpoint strictly
-    past it cleared it (a bar) or a later flush replaced it. At the cursor: a dot on the consumed position and
+    past it cleared it (a bar) or a later flush replaced it. Purple rings: stored checkpoints on flushTs's
+    millisecond, labelled with how they compare to it (``= flushTs``, ``= flushTs +1``). At the cursor: a dot on the consumed position and
     one on the stored checkpoint.
 
     ``slot`` picks the vchannel: the ``slot``-th of the run's watched vchannels in natural order.
@@ -123,7 +124,8 @@ class VChannelLane(VChannelSlotLane):
             ax.plot(hx, hy, ls="none", marker="o", ms=3.5, color=_HANDED, label="checkpoint handed", zorder=4)
         sx, sy = t[stored], physical_s(ts[stored], base)
         _step(ax, page, sx, sy, t_end, color=_STORED, lw=2.0, label="stored checkpoint", zorder=5)
-        self._flush_ts(ax, events, rows("datanode.flush_ts"), base, t, ts, t_end)
+        spans = self._flush_ts(ax, events, rows("datanode.flush_ts"), base, t, ts, t_end)
+        self._mark_at_flush_ts(ax, spans, sx, sy, ts[stored])
         if len(cons_pos):
             self.tracks.append((Track(cons_pos, cx, cy), cursor_dot(ax, _CONSUMED, size=6)))
         if len(stored):
@@ -132,13 +134,16 @@ class VChannelLane(VChannelSlotLane):
         ax.set_ylabel(f"vch {self.slot}")
         ax.text(0.995, 0.04, short_channel(v), transform=ax.transAxes, ha="right", va="bottom", fontsize="x-small",
                 color="0.35")
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(loc="upper left", ncol=5, frameon=False)
+        handles = ax.get_legend_handles_labels()[0]
+        if handles:
+            ax.legend(loc="upper left", ncol=5 if len(handles) <= 5 else 3, frameon=False)
 
     @staticmethod
-    def _flush_ts(ax, events, rows, base, t, ts, t_end) -> None:
+    def _flush_ts(ax, events, rows, base, t, ts, t_end) -> list[tuple[float, float, int]]:
+        """Draw each flushTs from set to cleared (or replaced); return the spans ``(from s, until s, flushTs)``."""
         start = None
         labelled = False
+        spans = []
 
         def draw(until: float, cleared: bool) -> None:
             nonlocal labelled
@@ -147,6 +152,7 @@ class VChannelLane(VChannelSlotLane):
             if cleared:
                 ax.plot([until], [start[1]], marker="|", ms=9, color=_FLUSH, zorder=7)
             labelled = True
+            spans.append((start[0], until, start[2]))
 
         for i in rows:
             is_set = bool(detail_dict(events["detail"].iat[i]).get("set"))
@@ -154,9 +160,34 @@ class VChannelLane(VChannelSlotLane):
                 draw(t[i], cleared=not is_set)
                 start = None
             if is_set:
-                start = (t[i], physical_s(ts[i:i + 1], base)[0])
+                start = (t[i], physical_s(ts[i:i + 1], base)[0], int(ts[i]))
         if start is not None:
             draw(t_end, cleared=False)
+        return spans
+
+    @staticmethod
+    def _mark_at_flush_ts(ax, spans, sx, sy, stored_ts) -> None:
+        """Ring every stored checkpoint that falls on the open flushTs's millisecond and say how it compares.
+
+        At the lane's scale (tens of seconds) a checkpoint equal to flushTs and one a few logical steps past it
+        draw the same pixel, yet ``NotifyCheckpointUpdated`` treats them differently (``>``): the label tells
+        them apart, once per flush.
+        """
+        labelled = False
+        for t0, t1, flush_ts in spans:
+            said = False
+            for x, y, cp in zip(sx, sy, stored_ts):
+                if not t0 <= x <= t1 or int(cp) >> 18 != flush_ts >> 18:
+                    continue
+                ax.plot([x], [y], ls="none", marker="o", ms=11, mfc="none", mec=_FLUSH, mew=1.6, zorder=8,
+                        label=None if labelled else "stored checkpoint at flushTs")
+                labelled = True
+                if not said:
+                    delta = int(cp) - flush_ts
+                    text = "checkpoint = flushTs" if delta == 0 else f"checkpoint = flushTs {delta:+d}"
+                    ax.annotate(text, (x, y), xytext=(8, -14), textcoords="offset points", fontsize="x-small",
+                                color=_FLUSH, zorder=8)
+                    said = True
 
     def update(self, cursor_index, t_ms):
         return move_all(self.tracks, cursor_index)

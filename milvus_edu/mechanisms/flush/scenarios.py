@@ -395,6 +395,18 @@ def _flush_ts_boundary(sim: Simulation, **options) -> None:
     cluster.start()
 
 
+#: The DataNode's machine memory in ``flush-stuck-memory-sync``: at forceSyncWatermark 0.5 the memory check
+#: force-syncs as soon as the buffers hold 1 MiB (about what ``--param datanode.force_sync_watermark=0.0001``
+#: does on the default 8 GiB machine).
+SMALL_MEMORY_BYTES = 2 << 20
+
+
+def _stuck_memory_sync(sim: Simulation, **options) -> None:
+    cluster = _cluster(sim, **options)
+    cluster.datanode.memory_bytes = SMALL_MEMORY_BYTES
+    cluster.start()
+
+
 SCENARIOS = (
     Scenario(
         "flush-basics", "One DataNode buffers 200 inserts/s on 2 vchannels; full buffers sync to Parquet binlogs; "
@@ -466,6 +478,36 @@ SCENARIOS = (
         "While that insert's task runs, its proxy reports ts - 1, which is flushTs, so rootcoord's tick and the next "
         "pack's start are exactly flushTs, and so is the channel checkpoint while that pack's rows are buffered. "
         "Milvus keeps the flush open until a stored checkpoint is strictly past flushTs; with the switch it closes "
-        "on the equal one.", ("flush", "timetick", "tso"), options={**OPTIONS, "inserts_per_s": 20.0},
+        "on the equal one. Nothing a client sees changes (quirk P23): every row up to flushTs is already in a binlog, "
+        "and only the checkpoint RPCs the ttNode re-sends while the checkpoint sits on flushTs differ. "
+        "flush-ts-slow-store shows where the design documents' reason for the strict rule comes from.",
+        ("flush", "timetick", "tso"), options={**OPTIONS, "inserts_per_s": 20.0},
+    ),
+    Scenario(
+        "flush-ts-slow-store", "flush-ts-boundary with a slow object store (1 s per write): run it with both "
+        "reset_flush_ts_inclusive and checkpoint_ignores_syncing_segments to see the design documents' story.",
+        40.0, _flush_ts_boundary,
+        "The design documents explain the strict > with a checkpoint that equals flushTs while the flush's syncs are "
+        "still running. In Milvus 2.5 that cannot happen: a segment being synced holds the checkpoint at its start "
+        "until DataCoord stored the sync. With the documents' older GetCheckpoint (checkpoint_ignores_syncing_segments) "
+        "it can: the checkpoint jumps to flushTs as soon as the syncs start, and with >= (reset_flush_ts_inclusive) "
+        "the DataNode declares the first flush done there, while the syncs still take seconds. The strict > alone "
+        "does not save the older code: the final flush is declared done on a checkpoint one step past flushTs, "
+        "its syncs still in flight.", ("flush", "timetick", "tso"),
+        options={**OPTIONS, "inserts_per_s": 20.0, "store_latency_ms": 1000.0},
+    ),
+    Scenario(
+        "flush-stuck-memory-sync", "A DataNode with 2 MiB of memory force-syncs its oldest buffer every 3 s; deletes "
+        "then pile up in a buffer nothing can sync, the channel checkpoint sticks and the final flush never "
+        "completes.", 80.0, _stuck_memory_sync,
+        "The memory check (dataNode.memory.checkInterval, 3 s) syncs the oldest buffer of the largest channel while "
+        "the buffers hold at least forceSyncWatermark of the machine's memory. When it syncs a partition's L0 "
+        "segment (its deletes), the segment leaves the DataNode's segment cache, but the write buffer still routes "
+        "the partition's next deletes to it (only BufferData forgets a synced L0 segment). Those deletes sit in a "
+        "buffer whose segment no policy can find: it is never synced, and the channel checkpoint stays at its start. "
+        "The final flush waits for a checkpoint at flushTs that never comes (quirk P24); flush-completes reports it.",
+        ("flush", "timetick", "tso"), options=OPTIONS,
+        gap="Milvus 2.5's EvictBuffer never forgets an L0 segment it synced (quirk P24): later deletes sit in a "
+            "buffer nothing syncs, the channel checkpoint sticks and a flush never completes",
     ),
 )

@@ -17,7 +17,7 @@ class FlushSummary:
     kinds = frozenset({"datanode.sync", "datanode.sync_done", "datacoord.save_binlog_paths", "datacoord.channel_cp",
                        "datanode.filter", "client.insert", "client.delete", "client.flush", "storage.audit",
                        "fault.kill", "fault.restart", "datanode.cp_rpc", "datanode.steps",
-                       "datacoord.reassign"})
+                       "datacoord.reassign", "datanode.flush_ts"})
     #: How write_batch reads each kind (the ones not in _READS as row dicts).
     _reads = {kind: _READS.get(kind, Read(ROW)) for kind in kinds}
 
@@ -44,6 +44,8 @@ class FlushSummary:
         self.flushed_segments = 0
         self.last_cp: dict[str, int] = {}
         self.steps: int | None = None
+        self.flush_ts_cleared = 0
+        self.flush_ts_cleared_at_equal = 0
 
     def write(self, row: dict) -> None:
         """Account for one row."""
@@ -90,6 +92,11 @@ class FlushSummary:
             self.restarts += 1
         elif kind == "datacoord.reassign":
             self.takeovers += 1
+        elif kind == "datanode.flush_ts":
+            detail = detail_dict(row["detail"])
+            if detail.get("set") is False:
+                self.flush_ts_cleared += 1
+                self.flush_ts_cleared_at_equal += int(detail.get("checkpoint", -1)) == int(row["ts"])
 
     def write_batch(self, batch) -> None:
         """The recorder's fast path: what :meth:`write` does with each row of ``batch`` (a ``RowBatch``) of
@@ -138,6 +145,8 @@ class FlushSummary:
             "audit_deleted_keys": self.audit_deleted,
             "final_channel_checkpoints": dict(sorted(self.last_cp.items())),
             "datanode_steps": self.steps,
+            "flush_ts_cleared": self.flush_ts_cleared,
+            "flush_ts_cleared_at_equal": self.flush_ts_cleared_at_equal,
         }}
 
 
@@ -150,6 +159,10 @@ def report(summary: dict) -> list[str]:
              f"{f['syncs']:,} syncs cut ({f['synced_rows']:,} rows, {f['failed_syncs']:,} failed); "
              f"{f['channel_checkpoints_stored']:,} channel checkpoints stored "
              f"({f['channel_checkpoints_ignored']:,} ignored as not newer)"]
+    if f.get("flush_ts_cleared_at_equal"):
+        lines.append(f"the DataNode cleared flushTs {f['flush_ts_cleared']} time(s), {f['flush_ts_cleared_at_equal']} "
+                     "of them on a stored checkpoint equal to flushTs (Milvus waits for one strictly past it); no "
+                     "answer a client gets depends on it (quirk P23)")
     if f["datanode_crashes"]:
         back = (f"another DataNode took its channels {f['channel_takeovers']} time(s)" if f.get("channel_takeovers")
                 else f"restarted {f['datanode_restarts']}")
