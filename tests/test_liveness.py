@@ -255,5 +255,17 @@ def test_every_invariant_of_an_annotated_checker_says_what_gives_it_a_chance(cls
 
 
 def test_a_checker_that_does_not_annotate_reports_nothing_vacuous():
-    checker = FlushChecker()
+    class Unannotated(FlushChecker):
+        chances = {}
+
+    checker = Unannotated()
     assert checker.vacuous() == [] and checker.stalls == []
+
+
+def test_a_flush_run_says_which_flush_invariants_it_did_not_test():
+    """flush-basics has no failed update RPC and is far shorter than a checkpoint's bound; the stuck run
+    never declares a flush done nor reaches its audit."""
+    basics = milvus_edu.simulate("flush-basics", seed=1, keep_events=False).summary["checks"]
+    assert basics["vacuous"]["flush"] == ["checkpoint-retried", "checkpoint-advances"]
+    stuck = milvus_edu.simulate("flush-stuck-memory-sync", seed=1, keep_events=False).summary["checks"]
+    assert stuck["vacuous"]["flush"] == ["flush-durable", "checkpoint-retried", "durable", "checkpoint-advances"]

@@ -123,6 +123,16 @@ class FlushChecker(StreamingChecker):
                        "datanode.cp_rpc", "fault.kill", "client.insert", "client.delete", "storage.audit", "run.end",
                        "client.flush", "datanode.checkpoint", "datanode.watch", "datacoord.reassign", "fault.restart",
                        "fault.pause", "fault.resume", "fault.stall"})
+    progress = frozenset({"flush-completes", "checkpoint-advances"})
+    chances = {
+        "checkpoint-safe": "DataCoord stored a channel checkpoint",
+        "checkpoint-monotonic": "DataCoord stored a vchannel's checkpoint a second time",
+        "flush-durable": "a flush declared done (flushTs cleared, or GetFlushState answering flushed)",
+        "checkpoint-retried": "a checkpoint update RPC failed",
+        "durable": "the final audit of the binlogs",
+        "flush-completes": "a client called flush",
+        "checkpoint-advances": "a run lasting past a checkpoint's bound after it last moved",
+    }
     #: How write_batch reads each kind (the ones not in _READS as row dicts).
     _reads = {kind: _READS.get(kind, Read(ROW)) for kind in kinds}
 
@@ -197,6 +207,10 @@ class FlushChecker(StreamingChecker):
                 self._audit.setdefault(pk, []).append((int(row["segment"]), int(row["seq"])))
             self._audit_deleted.update(detail.get("deleted", []))
         elif kind == "run.end":
+            cp_bound = checkpoint_bound_ms(self._tick_ms, self._timeout_ms)
+            end = float(row["t_ms"])
+            self.tried["checkpoint-advances"] += sum(end > max(moved, self._fault_ms) + cp_bound
+                                                     for moved in self._cp_moved.values())
             # a retry sent just before the end may not have answered yet: allow it one RPC timeout
             self._expire_retries(float(row["t_ms"]) - self._rpc_timeout_ms)
             if self._audited:
@@ -245,6 +259,8 @@ class FlushChecker(StreamingChecker):
     def _channel_cp(self, row: dict) -> None:
         vch, ts, seq = row["vchannel"], int(row["ts"]), int(row["seq"])
         prev = self._cp.get(vch)
+        self.tried["checkpoint-safe"] += 1
+        self.tried["checkpoint-monotonic"] += prev is not None
         if prev is not None and ts < prev[0]:
             self._add("checkpoint-monotonic", (prev[1], seq),
                       f"Let event {_n(prev[1])} be DataCoord storing {vch}'s checkpoint at {ts_text(prev[0])}, and "
@@ -294,6 +310,7 @@ class FlushChecker(StreamingChecker):
             if due is not None and int(ts) >= due[0]:
                 del self._retry_due[(node, vch)]
         if row.get("error") is not None:
+            self.tried["checkpoint-retried"] += 1
             # the next tick comes at most one period after this RPC was sent (1 ms of slack for ordering)
             deadline = sent + float(detail.get("tick_ms", 10_000)) + 1.0
             for vch, ts in positions.items():
@@ -319,6 +336,7 @@ class FlushChecker(StreamingChecker):
         """The DataNode cleared a channel's flushTs: it considers the flush done; every insert up to flushTs must
         be in a binlog by now."""
         flush_ts, cp_ts, seq = int(row["ts"]), int(detail.get("checkpoint", row.get("tick_ts") or 0)), int(row["seq"])
+        self.tried["flush-durable"] += 1
         worst = self._oldest_pending((row["vchannel"],), flush_ts)
         if worst is None:
             return
@@ -338,8 +356,10 @@ class FlushChecker(StreamingChecker):
         key = (str(row["node"]), int(row["ts"]))
         seq, now = int(row["seq"]), float(row["t_ms"])
         if not detail.get("flushed"):
+            self.tried["flush-completes"] += 1
             self._open_flushes[key] = [seq, now, frozenset(int(s) for s in detail.get("segments", [])), now]
             return
+        self.tried["flush-durable"] += 1
         self._open_flushes.pop(key, None)
         worst = self._oldest_pending(self._segments_of, key[1])
         if worst is None:
@@ -420,6 +440,7 @@ class FlushChecker(StreamingChecker):
                   f"{because}.")
 
     def _judge_audit(self, end_seq: int) -> None:
+        self.tried["durable"] += 1
         for pk, ack_seq in sorted(self._acked.items(), key=lambda kv: kv[1]):
             found = self._audit.get(pk, [])
             if not found:
