@@ -160,6 +160,25 @@ def side_by_side(events: pd.DataFrame, request: int, history: _History | None = 
     return frame
 
 
+def rows_at(events: pd.DataFrame, request: int, t_ms: float, history: _History | None = None) -> list:
+    """The rows read ``request`` would return if it read every shard at the tsafe that shard had at simulated time
+    ``t_ms`` (a what-if, like :func:`side_by_side`: it changes nothing in the run)."""
+    h = history or _History(events)
+    mine = events[events["request"].astype("Int64") == request]
+    proxy = mine[mine["kind"] == "proxy.read"]
+    shards = mine[mine["kind"] == "querynode.read"]
+    if proxy.empty or shards.empty:
+        raise ValueError(f"read #{request} did not reach the QueryNode in this run; pick a request id from reads(events)")
+    d = detail_dict(proxy.iloc[0]["detail"])
+    pred = read_predicate(d.get("filter", ""), d.get("ids"))
+    rows = []
+    for vch in sorted(set(shards["vchannel"])):
+        ts = h.tsafe_at(vch, t_ms)
+        seen = visible(h.writes.get(vch, ()), ts if ts is not None else 0)
+        rows += [pk for pk, n in seen.items() if pred(pk) for _ in range(n)]
+    return sorted(rows, key=str)
+
+
 def every_read(events: pd.DataFrame) -> dict[int, pd.DataFrame]:
     """:func:`side_by_side` of every read that reached the QueryNode, by request id."""
     h = _History(events)
