@@ -9,8 +9,8 @@ from .scenarios import SEED_STEPS
 INTRO = (
     "milvus-edu demo: the Client1/Client2 example of the design documents (guarantee-ts) on a simulated Milvus 2.5 "
     "cluster (scenario seed-example, seed 1)",
-    "rootcoord (TSO + time ticks), 2 proxies, 2 pchannels, DataCoord, a DataNode and a QueryNode; the table's steps "
-    "t0, t2, ... are 100 ms apart from t0 = 0.5 s.",
+    "rootcoord (TSO + time ticks), 2 proxies, 2 pchannels, DataCoord, a DataNode and a QueryNode; one unit of the "
+    "table's clock is 100 ms, from t0 = 0.5 s (t2 = 0.7 s, t4 = 0.9 s, ...).",
     "Client1 writes through proxy-1; Client2 searches through proxy-2 at Strong. Beside each Strong answer: what the "
     "same search would have returned at the other levels (worked out from the same run log).",
     "",
