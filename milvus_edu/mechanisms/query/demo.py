@@ -30,7 +30,8 @@ def step_labels(events, steps=SEED_STEPS) -> dict[int, str]:
     label goes to the first row, the second says the flush is done)."""
     todo: dict[tuple[str, str], list[str]] = {}
     for step in steps:
-        todo.setdefault((step["client"], _KIND_OF_OP[step["op"]]), []).append(step.get("label", ""))
+        todo.setdefault((step["client"], _KIND_OF_OP.get(step["op"], f"client.{step['op']}")), []).append(
+            step.get("label", ""))
     out = {}
     for row in events[events["kind"].isin(_SHOWN)].itertuples(index=False):
         if row.kind == "client.flush" and detail_dict(row.detail).get("flushed"):
