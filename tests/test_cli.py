@@ -1,6 +1,7 @@
 """The milvus-edu command: happy paths, and one-line errors with exit status 2 for user mistakes."""
 
 import json
+import re
 import subprocess
 import sys
 
@@ -86,6 +87,14 @@ def test_demo_runs_in_a_fresh_folder_and_never_reuses_a_full_one(tmp_path):
     assert "A1, A2 after" in table["t10"] and "A2 after" in table["t14"]
     assert table["t6"].count("(empty)") == 3  # Session, Bounded and Eventually beside it: not yet
     assert "checks passed" in out and "levels.png" in out and "04_guarantee_ts.ipynb" in out
+    # one notation in the time column: seconds for every row of the table, the design documents' step beside it
+    rows = out.split("\n\n")[1].splitlines()
+    assert rows[0].split()[:2] == ["step", "returned"]
+    assert all(re.fullmatch(r"\d+\.\d{3} s", line[12:22].strip()) for line in rows[1:]), rows
+    assert rows[1].startswith("t0 ") and any(line.startswith("after flush") for line in rows)
+    assert "Client2 wrote nothing" in out and "equals Eventually's" in out  # why Session = Eventually here
+    assert "landing after the next tick" in out  # Bounded/Eventually depend on where the read lands
+    assert "0 packs consumed" not in out and "packs applied by the QueryNode" in out
     for name in ("events.parquet", "levels.png", "timeline.png"):
         assert (tmp_path / "milvus-edu-demo" / name).exists()
     assert list((tmp_path / "milvus-edu-demo" / "objects").rglob("insert_log/*/*/*/*/*"))

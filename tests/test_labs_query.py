@@ -7,7 +7,9 @@ import pytest
 
 import milvus_edu
 from milvus_edu.labs.query import (check_clock_level, check_empty_reads, check_read_ts, check_session_workload,
-                                   empty_reads, read_facts, run_steps, session_miss)
+                                   empty_reads, read_facts, read_table, run_steps, session_miss)
+from milvus_edu.narrate import ts_text
+from milvus_edu.querynode import go_duration
 
 SESSION_MISS = [
     {"at": 0.5, "client": "Client1", "op": "create_collection", "collection": "C0"},
@@ -107,3 +109,34 @@ def test_the_defaults_the_lab_states(seed_example):
     assert config.timetick.time_tick_interval_ns == 200 * MS  # "time ticks come every 200 ms"
     assert config.query.max_timestamp_lag_ns == 24 * 3600 * S  # "more than maxTimestampLag (24 h) past tsafe"
     assert config.tso.session_ttl_ns == 60 * S  # "until its lease expires (60 s)"
+
+
+def test_read_table_gives_failed_reads_their_level_and_guarantee():
+    """Section 4c/4d: a failed read's own row has no level or guarantee; the table takes the proxy's, and a read
+    refused before any proxy saw it keeps the level the SDK sent and no guarantee."""
+    ev = milvus_edu.simulate("tsafe-stall-proxy-restart", seed=1, duration_s=20.0).events
+    table = read_table(ev)
+    failed = table[table["error"].notna()]
+    assert len(failed) >= 3 and failed["level"].notna().all()
+    timed_out = failed[failed["error"] == "context deadline exceeded"]
+    assert len(timed_out) and (timed_out["level"] == "Strong").all() and timed_out["guarantee"].notna().all()
+    for r in timed_out.itertuples():
+        proxy = ev[(ev.kind == "proxy.read") & (ev.request == r.request)].iloc[0]
+        assert r.guarantee == ts_text(int(proxy.guarantee_ts))
+    refused = failed[failed["error"].str.startswith("connection refused")]
+    assert len(refused) == 1 and refused["level"].iloc[0] == "Bounded" and refused["guarantee"].iloc[0] is None
+    answered = table[table["error"].isna()]
+    assert (answered["read at"].notna()).all() and len(table) == (ev.kind == "client.read").sum()
+
+
+def test_lag_too_large_says_what_the_lab_says():
+    """Section 4d: the refused read's lag, as Go prints it, is the one in its error, more than 24h0m0s."""
+    ev = milvus_edu.simulate("lag-too-large", seed=1).events
+    refused = ev[(ev.kind == "querynode.read") & ev.error.notna()].iloc[0]
+    lag_ms = (int(refused.guarantee_ts) >> 18) - (int(refused.tick_ts) >> 18)
+    assert lag_ms > 86_400_000
+    assert refused.error == f"Timestamp lag too large lag({go_duration(lag_ms * 10**6)}) max(24h0m0s)"
+    assert go_duration(lag_ms * 10**6) == "24h59m58.7s"
+    table = read_table(ev)
+    row = table[table["label"] == "a day ahead"].iloc[0]
+    assert row["level"] == "Customized" and row["guarantee"] == "25:00:00.000+0" and row["error"] == refused.error

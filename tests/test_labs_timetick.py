@@ -50,3 +50,32 @@ def test_root_invariant_names():
     assert "bug switch" in str(check_root_invariant("allocate_outside_enqueue_lock"))
     assert "Not answered yet" in str(check_root_invariant(None))
     assert not check_root_invariant(7)
+
+
+def test_out_of_order_distances_are_whole_tsloop_steps(events):
+    """Section 8's claim: an out-of-order message is below an earlier one by 0 ms or by whole 50 ms steps of the
+    physical part (tsLoop), never by a fraction of a step; both 0 and 50 occur."""
+    import numpy as np
+
+    dml = events[(events.kind == "mq.produce") & (events.msg_type == "Insert")]
+    gaps = []
+    for _ch, rows in dml.groupby("channel"):
+        ts = rows.end_ts.to_numpy("int64")
+        before = np.maximum.accumulate(np.concatenate([[0], ts[:-1]]))
+        late = ts < before
+        gaps.append((before[late] >> 18) - (ts[late] >> 18))
+    gaps = np.concatenate(gaps)
+    assert len(gaps) and set(np.unique(gaps % 50)) == {0} and {0, 50} <= set(np.unique(gaps))
+
+
+def test_section_3_opens_at_a_pack_whose_messages_the_panel_names(events):
+    """The stepper of section 3 opens at the first pack with messages; its panel lists them by the events that
+    wrote them."""
+    from milvus_edu.viz import TimelineStepper
+
+    first = int(events[(events.kind == "mq.pack") & (events["count"] > 0)].seq.iloc[0])
+    stepper = TimelineStepper(events, window_s=0.4)
+    stepper.goto_event(first + 1)
+    pack = stepper.state()["last_pack"]
+    assert pack["index"] == first and len(pack["messages"]) == int(events["count"].iloc[first]) > 0
+    assert f"event {pack['messages'][0]['index'] + 1:,}" in stepper.panel_html

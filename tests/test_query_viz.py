@@ -244,3 +244,62 @@ def test_the_filmstrip_is_written(seed, stall, tmp_path):
         paths = st.to_static(tmp_path / name)
         png = [p for p in paths if str(p).endswith(".png")]
         assert png and png[0].stat().st_size > 20_000
+
+
+def _every_level_steps():
+    from milvus_edu.events import SIM_EPOCH_MS
+    from milvus_edu.tsoutil import compose_ts
+
+    steps = [{"at": 0.5, "client": "Client1", "op": "create_collection", "collection": "C0"},
+             {"at": 1.0, "client": "Client1", "op": "insert", "collection": "C0", "data": [{"id": "A"}]},
+             {"at": 1.1, "client": "Client1", "op": "delete", "collection": "C0", "ids": ["A"]},
+             {"at": 1.2, "client": "Client2", "op": "query", "collection": "C0"},  # the default level: Bounded
+             {"at": 1.2, "client": "Client3", "op": "query", "collection": "C0", "consistency_level": "Customized",
+              "guarantee_timestamp": compose_ts(SIM_EPOCH_MS + 25 * 3600 * 1000, 0)}]
+    steps += [{"at": 1.3, "client": "Client1", "op": "query", "collection": "C0", "consistency_level": level}
+              for level in ("Strong", "Session", "Eventually")]
+    return steps
+
+
+def test_the_legend_fits_above_the_lanes_in_two_rows_with_every_level():
+    """The widest legend a run makes (every level, a failed read, an insert and a delete) is not cut off at the
+    top or the right of the stepper's picture, and names only the levels the run used."""
+    ev = milvus_edu.simulate("workload", seed=1, options={"steps": _every_level_steps()}).events
+    st = TimelineStepper(ev, window_s=1.0)
+    fig = st._renderer.fig
+    renderer = fig.canvas.get_renderer()
+    legend = fig.legends[0]
+    box = legend.get_window_extent(renderer)
+    assert box.y1 <= fig.bbox.height + 1 and box.x1 <= fig.bbox.width + 1 and box.x0 >= 0
+    for ax in st._renderer.axes:
+        assert not box.overlaps(ax.get_window_extent(renderer))
+    assert len({round(t.get_window_extent(renderer).y0) for t in legend.get_texts()}) <= 2
+    labels = [t.get_text() for t in legend.get_texts()]
+    assert {"Strong", "Session", "Bounded", "Eventually", "Customized", "failed", "insert", "delete"} <= set(labels)
+    seed_labels = [t.get_text() for t in TimelineStepper(milvus_edu.simulate("seed-example", seed=1).events)
+                   ._renderer.fig.legends[0].get_texts()]
+    assert "Strong" in seed_labels and not {"Session", "Bounded", "Eventually", "Customized"} & set(seed_labels)
+
+
+def test_one_colour_per_level_in_every_picture():
+    """The reads lane colours a read sent at the collection's default level as the level the proxy settled
+    (Bounded), and the side-by-side picture uses the same colours as the lanes."""
+    from matplotlib.colors import to_hex
+
+    from milvus_edu.mechanisms.query.levels import LEVEL_COLORS, plot_side_by_side, side_by_side
+
+    ev = milvus_edu.simulate("workload", seed=1, options={"steps": _every_level_steps()}).events
+    fig, ax = plt.subplots()
+    try:
+        ReadsLane().setup(ax, ev)
+        bars = {to_hex(c.get_facecolor()[0]) for c in ax.collections if len(c.get_paths())}
+        assert to_hex(LEVEL_COLORS["Bounded"]) in bars and to_hex("#A0A0A0") not in bars
+    finally:
+        plt.close(fig)
+    request = int(ev[(ev.kind == "client.read") & (ev.level == "Strong")].request.iloc[0])
+    ax = plot_side_by_side(side_by_side(ev, request))
+    try:
+        got = [to_hex(p.get_facecolor()) for p in ax.patches]
+        assert got == [to_hex(LEVEL_COLORS[lv]) for lv in ("Strong", "Session", "Bounded", "Eventually")]
+    finally:
+        plt.close(ax.figure)

@@ -5,11 +5,13 @@ from __future__ import annotations
 import html
 import json
 
+import matplotlib
 import numpy as np
 import pandas as pd
 import pytest
 
 import milvus_edu
+import milvus_edu.mechanisms.timetick.lanes as lanes_module
 from milvus_edu.mechanisms.timetick.lanes import PackLane, PChannelLane, ProxyLane, physical_s, timetick_lanes
 from milvus_edu.mechanisms.timetick.panel import (MARKS, TimeTickPanel, base_ms, dml_messages, film_steps,
                                                    time_ticks)
@@ -147,12 +149,20 @@ def test_pack_lane_rings_the_latest_pack_of_every_vchannel(basics_stepper, basic
 def test_out_of_order_messages_are_coloured_apart(basics_stepper, basics):
     ooo, below = _reference_flags(basics)
     assert ooo > 100 and below == 0
-    orange = 0
+    late, in_order = 0, 0
+    ooo_rgba = matplotlib.colors.to_rgba(lanes_module._OUT_OF_ORDER)
     for lane in _lanes(basics_stepper, PChannelLane):
-        dots = next(c for c in lane.page_y.ax.collections if len(c.get_offsets()) > 100)
-        colors = dots.get_facecolors()
-        orange += int(np.sum(np.all(np.isclose(colors, [1.0, 127 / 255, 14 / 255, 1.0], atol=0.01), axis=1)))
-    assert orange == ooo
+        for dots in lane.page_y.ax.collections:
+            colors = dots.get_facecolors()
+            if len(colors) != 1 or not len(dots.get_offsets()):
+                continue
+            if np.allclose(colors[0], ooo_rgba):
+                late += len(dots.get_offsets())
+                assert dots.get_sizes()[0] > lanes_module.DML_SIZE  # bigger than a message dot, and a triangle
+            elif np.allclose(colors[0], matplotlib.colors.to_rgba(lanes_module._DML)):
+                in_order += len(dots.get_offsets())
+                assert dots.get_sizes()[0] >= 9  # at least 3 pt across: visible on a page
+    assert late == ooo and in_order > ooo
     labels = {t.get_text() for t in basics_stepper._renderer.fig.legends[0].get_texts()}
     assert {"DML message", "out of order", "time tick", "proxy-1 report", "proxy-2 report"} <= labels
     assert "below a tick!" not in labels  # no watermark violation without the bug switch
@@ -325,8 +335,8 @@ def test_panel_plugs_into_the_run_index():
     i = _positions(ev, "mq.produce", msg_type="TimeTick")[0]
     s = ix.state(i)
     assert s["kind"] == "mq.produce" and s["index"] == i
-    assert {"pchannels", "proxies", "rootcoord"} <= set(s)
-    assert [label for label, _html in ix.panel_rows(s)] == ["last ticks", "proxies", "rootcoord"]
+    assert {"pchannels", "proxies", "rootcoord", "last_pack"} <= set(s)
+    assert [label for label, _html in ix.panel_rows(s)] == ["last ticks", "proxies", "rootcoord", "last pack"]
     assert ix.film_steps() == film_steps(ix)
 
 
@@ -344,7 +354,7 @@ def test_panel_rows_escape_text(basics):
     panel = TimeTickPanel(RunIndex(odd))
     rows = dict(panel.rows(panel.state(len(odd) - 1)))
     assert "proxy&lt;&amp;&gt;" in rows["proxies"] and "proxy<&>" not in rows["proxies"]
-    assert set(rows) == {"last ticks", "proxies", "rootcoord"}
+    assert set(rows) == {"last ticks", "proxies", "rootcoord", "last pack"}
     assert html.unescape(rows["last ticks"]).count("dml_") == 4
 
 
@@ -405,3 +415,40 @@ def test_a_hundred_thousand_event_run_sets_up_and_steps():
     s = panel.state(last)
     assert sum(c["dml_total"] for c in s["pchannels"]) == int(
         ((ev["kind"] == "mq.produce") & (ev["msg_type"] == "Insert")).sum())
+
+
+def test_panel_names_the_messages_of_the_last_pack(basics_panel, basics):
+    """Every pack's messages are the consumer's mq.consume rows, each traced to the event that wrote it: as many as
+    the pack's count, all inside its interval, and nothing of the interval missed."""
+    kinds = basics["kind"].to_numpy()
+    produce = {(r.channel, int(r.msg_id)): int(r.seq) for r in basics[kinds == "mq.produce"].itertuples()
+               if r.msg_type in ("Insert", "Delete")}
+    packs = np.flatnonzero(kinds == "mq.pack")
+    for k in packs:
+        held, missed = basics_panel.pack_messages(int(k))
+        row = basics.iloc[k]
+        assert len(held) == int(row["count"]) and missed == 0
+        for m in held:
+            assert int(row["begin_ts"]) < m["end_ts"] <= int(row["end_ts"]) and not m["late"]
+            assert m["index"] == produce[(row["channel"], m["msg_id"])] < k
+    first = int(next(k for k in packs if basics["count"].iloc[k] > 0))
+    s = basics_panel.state(first)
+    assert s["last_pack"]["index"] == first
+    line = dict(basics_panel.rows(s))["last pack"]
+    m = s["last_pack"]["messages"][0]
+    assert f"#{m['msg_id']}" in line and f"event {m['index'] + 1:,}" in line and "more" in line
+    assert basics_panel.state(int(packs[0]) - 1)["last_pack"] is None
+
+
+def test_panel_shows_a_pack_missing_a_message_with_the_bug_switch(unlocked):
+    """With the bug switch a message comes below a tick: the pack of its interval missed it and a later pack
+    delivers it below its own interval; the panel says so."""
+    panel = TimeTickPanel(RunIndex(unlocked))
+    packs = np.flatnonzero(unlocked["kind"].to_numpy() == "mq.pack")
+    results = [panel.pack_messages(int(k)) for k in packs]
+    missed = sum(m for _h, m in results)
+    late = sum(x["late"] for h, _m in results for x in h)
+    _ooo, below = _reference_flags(unlocked)
+    assert missed >= late > 0 and late <= below  # a late message near the end of the run is not delivered yet
+    k = int(next(k for k, (h, m) in zip(packs, results) if m))
+    assert "missed" in dict(panel.rows(panel.state(k)))["last pack"]

@@ -19,6 +19,37 @@ from .feedback import Feedback, judge_integer, name_answer, pending, right, wron
 LEVEL_NAMES = ("Strong", "Session", "Bounded", "Eventually", "Customized")
 
 
+def read_table(events: pd.DataFrame) -> pd.DataFrame:
+    """One row per answered or failed read of a run, for reading in a notebook: ``event`` (the slider's number),
+    ``t (s)`` (when it returned), ``client``, ``request``, ``label``, ``level``, ``guarantee``, ``read at`` (hybrid
+    timestamps as text), ``rows`` and ``error``.
+
+    A failed read's own row carries no level or guarantee, so they come from the read's earlier rows: the level the
+    proxy settled (``proxy.read``, else the one the SDK sent, ``client.read_start``) and the guarantee the proxy
+    asked the shards for. A read that never reached a proxy has no guarantee (``None``)."""
+    r = _reads(events)
+    detail = r["detail"].map(detail_dict)
+    request = r["request"].astype("Int64")
+
+    def by_request(kind: str, column: str) -> dict:
+        rows = events[(events["kind"] == kind) & events[column].notna()]
+        return dict(zip(rows["request"].astype("Int64"), rows[column]))
+
+    sent, settled = by_request("client.read_start", "level"), by_request("proxy.read", "level")
+    asked = by_request("proxy.read", "guarantee_ts")
+    level = [lv if isinstance(lv, str) else settled.get(q, sent.get(q)) for lv, q in zip(r["level"], request)]
+    guarantee = [g if not pd.isna(g) else asked.get(q) for g, q in zip(r["guarantee_ts"], request)]
+
+    def show(ts):
+        return None if ts is None or pd.isna(ts) else ts_text(int(ts))
+
+    return pd.DataFrame({"event": (r["seq"] + 1).to_numpy(), "t (s)": (r["t_ms"] / 1000).round(3).to_numpy(),
+                         "client": r["node"].to_numpy(), "request": request.to_numpy(),
+                         "label": detail.map(lambda d: d.get("label", "")).to_numpy(), "level": level,
+                         "guarantee": [show(g) for g in guarantee], "read at": [show(t) for t in r["ts"]],
+                         "rows": detail.map(lambda d: d.get("pks")).to_numpy(), "error": r["error"].to_numpy()})
+
+
 def _reads(events: pd.DataFrame) -> pd.DataFrame:
     """The ``client.read`` rows of a run (answered and failed)."""
     return events[events["kind"] == "client.read"]

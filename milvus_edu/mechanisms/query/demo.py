@@ -1,19 +1,45 @@
-"""``milvus-edu demo``: the seed's Client1/Client2 table, replayed, with every other level beside Strong."""
+"""``milvus-edu demo``: the design documents' Client1/Client2 table, replayed, with every other level beside Strong."""
 
 from __future__ import annotations
 
 from ...narrate import detail_dict, ts_text
-from .levels import LEVELS, _History, plot_side_by_side, reads, side_by_side
+from .levels import LEVELS, _History, plot_side_by_side, reads, rows_at, side_by_side
+from .scenarios import SEED_STEPS
 
 INTRO = (
-    "milvus-edu demo: the seed's Client1/Client2 example on a simulated Milvus 2.5 cluster (scenario seed-example, "
-    "seed 1)",
-    "rootcoord (TSO + time ticks), 2 proxies, 2 pchannels, DataCoord, a DataNode and a QueryNode; one table unit "
-    "(t2 - t0) is 100 ms.",
+    "milvus-edu demo: the Client1/Client2 example of the design documents (guarantee-ts) on a simulated Milvus 2.5 "
+    "cluster (scenario seed-example, seed 1)",
+    "rootcoord (TSO + time ticks), 2 proxies, 2 pchannels, DataCoord, a DataNode and a QueryNode; one unit of the "
+    "table's clock is 100 ms, from t0 = 0.5 s (t2 = 0.7 s, t4 = 0.9 s, ...).",
     "Client1 writes through proxy-1; Client2 searches through proxy-2 at Strong. Beside each Strong answer: what the "
     "same search would have returned at the other levels (worked out from the same run log).",
     "",
 )
+
+#: Which client.* kind each of a workload's ops logs when it returns.
+_KIND_OF_OP = {"create_collection": "client.create_collection", "insert": "client.insert", "delete": "client.delete",
+               "flush": "client.flush", "search": "client.read", "query": "client.read"}
+#: How far past Client2's last answer the demo's timeline goes (one time tick).
+STORY_MARGIN_MS = 200.0
+_SHOWN = ("client.create_collection", "client.insert", "client.delete", "client.flush", "client.read")
+
+
+def step_labels(events, steps=SEED_STEPS) -> dict[int, str]:
+    """The table's step (``t0``, ``t2``, ...) of every client call the run log shows, by ``seq``: each client runs
+    its steps in order, so its n-th call of a kind is its n-th step of that kind (a flush logs twice: the
+    label goes to the first row, the second says the flush is done)."""
+    todo: dict[tuple[str, str], list[str]] = {}
+    for step in steps:
+        todo.setdefault((step["client"], _KIND_OF_OP.get(step["op"], f"client.{step['op']}")), []).append(
+            step.get("label", ""))
+    out = {}
+    for row in events[events["kind"].isin(_SHOWN)].itertuples(index=False):
+        if row.kind == "client.flush" and detail_dict(row.detail).get("flushed"):
+            continue
+        queue = todo.get((row.node, row.kind))
+        if queue:
+            out[int(row.seq)] = queue.pop(0)
+    return out
 
 
 def _rows(rows) -> str:
@@ -28,46 +54,72 @@ def _cell(r) -> str:
 
 
 def story(result) -> list[str]:
-    """The table: each step of the workload in time order; for each read, Strong and the other levels."""
+    """The table: each step of the workload in time order (its step in the design documents' table and the simulated
+    time, in seconds, when the call returned); for each read, Strong and the other levels; then why the levels
+    differ."""
     events = result.events
     h = _History(events)
-    answered = {int(r.request): r for r in reads(events).itertuples(index=False) if r.request is not None}
-    lines = [f"{'time':<12}{'client':<9}{'call':<28}" + "".join(f"{lv:<22}" for lv in LEVELS)]
-    for row in events[events["kind"].isin(["client.create_collection", "client.insert", "client.delete",
-                                           "client.flush", "client.read"])].to_dict("records"):
+    labels = step_labels(events)
+    lines = [f"{'step':<12}{'returned':<10}{'client':<9}{'call':<28}" + "".join(f"{lv:<22}" for lv in LEVELS)]
+    frames = {}
+    for row in events[events["kind"].isin(_SHOWN)].to_dict("records"):
         d = detail_dict(row["detail"])
-        label = d.get("label") or f"{row['t_ms'] / 1000:.3f} s"
+        head = f"{labels.get(int(row['seq']), ''):<12}{row['t_ms'] / 1000:.3f} s   {row['node']:<9}"
         kind = row["kind"]
         if kind == "client.read":
             req = int(row["request"])
-            head = f"{label:<12}{row['node']:<9}{d.get('op', 'read') + ' ' + str(d.get('collection')):<28}"
+            head += f"{d.get('op', 'read') + ' ' + str(d.get('collection')):<28}"
             if row["error"] is not None:
                 lines.append(head + f"failed: {row['error']}")
                 continue
-            frame = side_by_side(events, req, h)
+            frame = frames[req] = side_by_side(events, req, h)
             cells = []
             for lv in LEVELS:
                 r = next(frame[frame["level"] == lv].itertuples(index=False))
                 cells.append((_cell(r) + (" *" if r.actual else ""))[:21])
             lines.append(head + "".join(f"{c:<22}" for c in cells))
-            del answered[req]
         elif kind == "client.create_collection":
-            lines.append(f"{label:<12}{row['node']:<9}create_collection {d.get('collection')} (default level "
-                         f"{row['level']}) at {ts_text(row['ts'])}")
+            lines.append(head + f"create_collection {d.get('collection')} (default level {row['level']}) at "
+                         f"{ts_text(row['ts'])}")
         elif kind == "client.flush":
-            if d.get("flushed"):
-                lines.append(f"{'':<12}{row['node']:<9}flush done: the segments are Parquet binlogs, loaded sealed")
-            else:
-                lines.append(f"{label:<12}{row['node']:<9}flush {d.get('collection')}: flushTs {ts_text(row['ts'])}")
+            lines.append(head + ("flush done: the segments are Parquet binlogs, loaded sealed" if d.get("flushed")
+                                 else f"flush {d.get('collection')}: flushTs {ts_text(row['ts'])}"))
         else:
             what = "insert" if kind == "client.insert" else "delete"
-            lines.append(f"{d.get('label', ''):<12}{row['node']:<9}{what} {', '.join(map(str, d.get('pks', [])))} -> "
-                         f"acknowledged at {ts_text(row['ts'])}" if row["error"] is None
-                         else f"{d.get('label', ''):<12}{row['node']:<9}{what} failed: {row['error']}")
+            lines.append(head + (f"{what} {', '.join(map(str, d.get('pks', [])))} -> acknowledged at "
+                                 f"{ts_text(row['ts'])}" if row["error"] is None else f"{what} failed: {row['error']}"))
     return lines + ["", "* = the level the read was sent with. Strong waits for the QueryNode's tsafe to pass a "
-                       "fresh TSO timestamp, so it sees every write acknowledged before it; the others read at the "
-                       "tsafe they find (about one time tick, 200 ms, behind), so a write made 200 ms earlier may be "
-                       "missing."]
+                       "fresh TSO timestamp, so it sees every write acknowledged before it."] + _why(events, h, frames)
+
+
+def _why(events, h: _History, frames: dict) -> list[str]:
+    """Why Session and the levels that do not wait answer as they do, from Client2's reads in the run."""
+    mine = [r for r in reads(events).itertuples(index=False) if r.client == "Client2" and r.request in frames]
+    if not mine:
+        return []
+    wrote = events[events["kind"].isin(["client.insert", "client.delete"]) & (events["node"] == "Client2")]
+    out = [("Session: Client2 wrote nothing, so the SDK has no write of its own to wait for and sends guarantee 1, "
+            "the same as Eventually: its Session column equals Eventually's." if wrote.empty else
+            "Session waits only for Client2's own last write."),
+           "Bounded (guarantee: the proxy's clock minus 5 s) and Eventually (guarantee 1) never wait: they read at the "
+           "tsafe a read finds on arrival, the last time tick applied (ticks come every 200 ms), so what they "
+           "return depends on where between two ticks the read lands:"]
+    for r in mine:
+        frame = frames[r.request]
+        shard = events[(events["kind"] == "querynode.read") & (events["request"] == r.request)]
+        arrival = min(float(t) - float(detail_dict(d).get("waited_ms") or 0.0) for t, d in zip(shard["t_ms"],
+                                                                                               shard["detail"]))
+        tsafe = int(frame["tsafe_on_arrival"].iloc[0])
+        moved = [hit for hit in (h.first_reaching(v, arrival, tsafe + 1) for v in h.tsafe) if hit is not None]
+        bounded = next(frame[frame["level"] == "Bounded"].itertuples(index=False))
+        line = (f"  {r.label or '#' + str(r.request)}: it reached the shards at {arrival / 1000:.3f} s and found "
+                f"tsafe {ts_text(tsafe)}: Bounded returns {_rows(bounded.rows)}")
+        if len(moved) == len(h.tsafe):
+            t_next = max(t for t, _ts in moved)
+            later = _rows(rows_at(events, r.request, max(t_next, arrival), h))
+            line += f"; landing after the next tick (applied at {t_next / 1000:.3f} s) it would return {later}"
+        out.append(line + ".")
+    return out
 
 
 def outro(summary: dict) -> list[str]:
@@ -98,7 +150,12 @@ def pictures(result) -> list[str]:
     lines = [f"pictures: {out / 'levels.png'} (every level side by side)"]
     from ...viz.stepper import TimelineStepper
 
-    paths = TimelineStepper(events).to_static(out / "timeline.png")
+    # The table's story is Client2's reads; the rest of the run (the flush and its binlogs) would squeeze it into a
+    # corner of the time axis, so the timeline stops one time tick after Client2's last answer.
+    end_ms = max(r.t_ms for r in mine) + STORY_MARGIN_MS if mine else float(events["t_ms"].max())
+    story_events = events[events["t_ms"] <= end_ms]
+    paths = TimelineStepper(story_events).to_static(out / "timeline.png")
     if paths:
-        lines.append(f"          {paths[0]} (the run's timeline, as the stepper draws it)")
+        lines.append(f"          {paths[0]} (the table's part of the run, 0 to {end_ms / 1000:.1f} s, as the stepper "
+                     f"draws it)")
     return lines

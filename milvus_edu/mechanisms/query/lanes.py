@@ -18,15 +18,17 @@ from ...viz.lanes import NO_DATA, EventsLane, Lane, Track, cursor_dot, move_all,
 from ..flush.lanes import VChannelSlotLane, vchannels_watched
 from ..timetick.lanes import SECONDS, PageY, physical_s
 from ..timetick.panel import base_ms, ints, natural, short_channel, texts
+from .levels import LEVEL_COLORS, UNKNOWN_LEVEL_COLOR, level_color
 
 #: Vchannel lanes :func:`query_lanes` draws by default (every query scenario's collection has 2 shards).
 VCHANNEL_LANES = 2
+#: Columns of the legend the stepper puts above the lanes: its strip holds two rows, and a run shows at most twelve
+#: entries (five marks of a read, the levels it uses, insert and delete).
+LEGEND_COLUMNS = 6
 
-#: The consistency levels in the order of the legend, with their fixed colours.
+#: The consistency levels in the order of the legend (their colours: :data:`~.levels.LEVEL_COLORS`).
 LEVELS = ("Strong", "Session", "Bounded", "Eventually", "Customized")
-LEVEL_COLORS = {"Strong": "#1f77b4", "Session": "#9467bd", "Bounded": "#ff7f0e", "Eventually": "#8c564b",
-                "Customized": "#e377c2"}
-_UNKNOWN = "#7f7f7f"
+_UNKNOWN = UNKNOWN_LEVEL_COLOR
 _TSAFE = "#2ca02c"
 _FAILED = "#d62728"
 _WRITE = "0.2"
@@ -35,10 +37,6 @@ _WRITE = "0.2"
 MIN_MARGIN_S = 5.0
 #: Axes fraction where an off-scale guarantee is drawn (bottom, top).
 EDGE_Y = (0.04, 0.96)
-
-
-def level_color(level) -> str:
-    return LEVEL_COLORS.get(str(level), _UNKNOWN)
 
 
 def vchannels_of(events: pd.DataFrame) -> list[str]:
@@ -63,9 +61,19 @@ def _handle(ax, label, **style) -> None:
     ax.plot([], [], label=label, **style)
 
 
-def _legend(ax, ncol: int) -> None:
+def _legend(ax) -> None:
+    """The lane's legend (the stepper moves it above the lanes, in :data:`LEGEND_COLUMNS` columns)."""
     if ax.get_legend_handles_labels()[0]:
-        ax.legend(loc="upper left", ncol=ncol, frameon=False)
+        ax.legend(loc="upper left", ncol=LEGEND_COLUMNS, frameon=False)
+
+
+def settled_levels(events: pd.DataFrame, level: np.ndarray, req: np.ndarray) -> dict[int, str]:
+    """The level of every read by request: the one the proxy settled (``proxy.read``), else the one the SDK sent
+    (a read sent at the collection's default level carries none until the proxy resolves it)."""
+    kinds = events["kind"].astype(str).to_numpy()
+    out = {int(req[i]): level[i] for i in np.flatnonzero(kinds == "client.read_start") if level[i]}
+    out.update({int(req[i]): level[i] for i in np.flatnonzero(kinds == "proxy.read") if level[i]})
+    return out
 
 
 class DelegatorLane(VChannelSlotLane):
@@ -177,11 +185,11 @@ class DelegatorLane(VChannelSlotLane):
             ax.add_collection(PolyCollection(boxes, facecolors=[mcolors.to_rgba(c, 0.16) for c in box_colors],
                                              edgecolors=[mcolors.to_rgba(c, 0.55) for c in box_colors],
                                              linewidths=0.6, zorder=2))
-            _handle(ax, "read waiting", ls="none", marker="s", ms=8, mfc=mcolors.to_rgba(_UNKNOWN, 0.2),
+            _handle(ax, "wait", ls="none", marker="s", ms=8, mfc=mcolors.to_rgba(_UNKNOWN, 0.2),
                     mec=mcolors.to_rgba(_UNKNOWN, 0.6))
         if dash["x"]:
             ax.scatter(dash["x"], dash["y"], c=dash["c"], marker="_", s=110, linewidths=2.2, zorder=5)
-            _handle(ax, "guarantee (on arrival)", ls="none", marker="_", ms=10, mew=2.2, color="0.35")
+            _handle(ax, "guarantee", ls="none", marker="_", ms=10, mew=2.2, color="0.35")
         for m in ("^", "v"):
             sel = [k for k, mk in enumerate(edges["m"]) if mk == m]
             if sel:
@@ -190,17 +198,17 @@ class DelegatorLane(VChannelSlotLane):
         if dots["x"]:
             ax.scatter(dots["x"], dots["y"], c=dots["c"], marker="o", s=22, edgecolors="black", linewidths=0.5,
                        zorder=6)
-            _handle(ax, "answer (read ts)", ls="none", marker="o", ms=5, mfc="0.6", mec="black", mew=0.5)
+            _handle(ax, "answer", ls="none", marker="o", ms=5, mfc="0.6", mec="black", mew=0.5)
         if failed["x"]:
             ax.plot(failed["x"], failed["y"], ls="none", marker="X", ms=8, mfc=_FAILED, mec="white", mew=0.5,
                     zorder=6)
         if failed["x"] or any(err[a] for _r, _x, a in reads_here if a is not None):
-            _handle(ax, "read failed", ls="none", marker="X", ms=8, mfc=_FAILED, mec="white", mew=0.5)
+            _handle(ax, "failed", ls="none", marker="X", ms=8, mfc=_FAILED, mec="white", mew=0.5)
         ax.yaxis.set_major_formatter(SECONDS)
         ax.set_ylabel(f"vch {self.slot}")
         ax.text(0.995, 0.04, short_channel(v), transform=ax.transAxes, ha="right", va="bottom", fontsize="x-small",
                 color="0.35")
-        _legend(ax, 5)
+        _legend(ax)
 
     def update(self, cursor_index, t_ms):
         return move_all(self.tracks, cursor_index)
@@ -236,6 +244,7 @@ class ReadsLane(Lane):
         level = texts(events, "level")
         err = events["error"].notna().to_numpy()
         starts = np.flatnonzero(kinds == "client.read_start")
+        settled = settled_levels(events, level, req)
         ends = {int(req[i]): int(i) for i in np.flatnonzero(kinds == "client.read")}
         min_w = self.MIN_WIDTH * max(t_end, 1e-9)
         row = {c: k for k, c in enumerate(clients)}
@@ -249,7 +258,8 @@ class ReadsLane(Lane):
             end = ends.get(int(req[i]))
             x0 = t[i]
             x1 = t[end] if end is not None else t_end
-            lv = level[i] if level[i] in LEVEL_COLORS else "other"
+            lv = settled.get(int(req[i]), "")
+            lv = lv if lv in LEVEL_COLORS else "other"
             y = row[c]
             bars[lv].append((x0, max(x1 - x0, min_w), y))
             positions[c].append((int(i), x0, y))
@@ -263,8 +273,9 @@ class ReadsLane(Lane):
             for x0, w, y in items:
                 ax.broken_barh([(x0, w)], (y - 0.28, 0.56), facecolors=color, edgecolors="white", linewidths=0.6,
                                alpha=0.85, zorder=3)
-        for lv in LEVELS:  # the fixed legend: every level, whether this run has it or not
-            _handle(ax, lv, ls="none", marker="s", ms=8, color=LEVEL_COLORS[lv])
+        for lv in LEVELS:  # the levels this run uses, in a fixed order (their colours never change)
+            if bars[lv]:
+                _handle(ax, lv, ls="none", marker="s", ms=8, color=LEVEL_COLORS[lv])
         for k, (kind, marker, label) in enumerate((("client.insert", "|", "insert"), ("client.delete", "x", "delete"))):
             m = np.flatnonzero(kinds == kind)
             m = [i for i in m if node[i] in row]
@@ -273,10 +284,10 @@ class ReadsLane(Lane):
                         ms=7 if marker == "|" else 5, mew=1.4, color=_WRITE, zorder=4)
                 for i in m:
                     positions[node[i]].append((int(i), t[i], row[node[i]] + self.WRITE_DY))
-            _handle(ax, label, ls="none", marker=marker, ms=7 if marker == "|" else 5, mew=1.4, color=_WRITE)
+                _handle(ax, label, ls="none", marker=marker, ms=7 if marker == "|" else 5, mew=1.4, color=_WRITE)
         if failed_x:
             ax.plot(failed_x, failed_y, ls="none", marker="X", ms=8, mfc=_FAILED, mec="white", mew=0.5, zorder=5)
-        _handle(ax, "read failed", ls="none", marker="X", ms=8, mfc=_FAILED, mec="white", mew=0.5)
+            _handle(ax, "failed", ls="none", marker="X", ms=8, mfc=_FAILED, mec="white", mew=0.5)
         for c in clients:
             pts = sorted(positions[c])
             self.tracks.append(Track([p for p, _, _ in pts], [x for _, x, _ in pts], [y for _, _, y in pts]))
@@ -284,7 +295,7 @@ class ReadsLane(Lane):
         ax.set_yticks(range(len(clients)), clients)
         ax.tick_params(axis="y", labelsize="small")
         ax.set_ylim(len(clients) - 0.4, -0.6)
-        _legend(ax, 5)
+        _legend(ax)
 
     def update(self, cursor_index, t_ms):
         return () if self.dots is None else move_rings(self.dots, self.tracks, cursor_index)

@@ -28,6 +28,18 @@ from ...tsoutil import add_physical_duration_on_ts, compose_ts
 LEVELS = ("Strong", "Session", "Bounded", "Eventually")
 GRACEFUL_TIME_MS = 5000
 
+#: One colour per consistency level, for every picture of a read (the stepper's lanes, :func:`plot_side_by_side`,
+#: the labs' figures): the Okabe-Ito colour-blind-safe palette, so no two levels differ only by red against green.
+LEVEL_COLORS = {"Strong": "#0072B2", "Session": "#CC79A7", "Bounded": "#E69F00", "Eventually": "#666666",
+                "Customized": "#56B4E9"}
+#: The colour of a read whose level is not known (a failed read the proxy never saw).
+UNKNOWN_LEVEL_COLOR = "#A0A0A0"
+
+
+def level_color(level) -> str:
+    """The colour of consistency level ``level`` in every picture (grey when unknown)."""
+    return LEVEL_COLORS.get(str(level), UNKNOWN_LEVEL_COLOR)
+
 
 def _int(v):
     return None if v is None or v is pd.NA or (isinstance(v, float) and pd.isna(v)) else int(v)
@@ -148,6 +160,25 @@ def side_by_side(events: pd.DataFrame, request: int, history: _History | None = 
     return frame
 
 
+def rows_at(events: pd.DataFrame, request: int, t_ms: float, history: _History | None = None) -> list:
+    """The rows read ``request`` would return if it read every shard at the tsafe that shard had at simulated time
+    ``t_ms`` (a what-if, like :func:`side_by_side`: it changes nothing in the run)."""
+    h = history or _History(events)
+    mine = events[events["request"].astype("Int64") == request]
+    proxy = mine[mine["kind"] == "proxy.read"]
+    shards = mine[mine["kind"] == "querynode.read"]
+    if proxy.empty or shards.empty:
+        raise ValueError(f"read #{request} did not reach the QueryNode in this run; pick a request id from reads(events)")
+    d = detail_dict(proxy.iloc[0]["detail"])
+    pred = read_predicate(d.get("filter", ""), d.get("ids"))
+    rows = []
+    for vch in sorted(set(shards["vchannel"])):
+        ts = h.tsafe_at(vch, t_ms)
+        seen = visible(h.writes.get(vch, ()), ts if ts is not None else 0)
+        rows += [pk for pk, n in seen.items() if pred(pk) for _ in range(n)]
+    return sorted(rows, key=str)
+
+
 def every_read(events: pd.DataFrame) -> dict[int, pd.DataFrame]:
     """:func:`side_by_side` of every read that reached the QueryNode, by request id."""
     h = _History(events)
@@ -161,13 +192,11 @@ def plot_side_by_side(frame: pd.DataFrame, title: str = "", ax=None):
 
     if ax is None:
         _, ax = plt.subplots(figsize=(7.0, 0.55 * len(frame) + 1.0))
-    colors = {"Strong": "tab:red", "Session": "tab:purple", "Bounded": "tab:blue", "Eventually": "tab:gray",
-              "Customized": "tab:orange"}
     y = list(range(len(frame)))[::-1]
     longest = max([w for w in frame["wait_ms"] if w is not None] + [1.0])
     for yi, r in zip(y, frame.itertuples(index=False)):
         w = r.wait_ms if r.wait_ms is not None else longest
-        ax.barh(yi, w, color=colors.get(r.level, "tab:gray"), alpha=0.85 if r.actual else 0.45,
+        ax.barh(yi, w, color=level_color(r.level), alpha=0.85 if r.actual else 0.45,
                 hatch=None if r.wait_ms is not None else "//")
         rows = "still waiting" if r.rows is None else (", ".join(str(p) for p in r.rows[:6]) or "(empty)")
         ax.text(w + longest * 0.02, yi, rows, va="center", fontsize=9)

@@ -9,7 +9,10 @@
   pchannel statistics it recorded (``min_ts``, null when no task is left), whether it is killed or
   its report loop is stalled;
 * rootcoord: its timetick sync's sessions and what its last ``rootcoord.timetick_update`` said
-  (whom it is still waiting for).
+  (whom it is still waiting for);
+* the last pack a dispatcher handed out (``mq.pack``) and the messages it delivered (the ``mq.consume``
+  rows logged just before it), each with the event that wrote it; a message of the pack's interval written
+  after the pack (which only a broken watermark allows) is counted as missed.
 
 Everything is computed in one vectorised pass over the events' own columns (forward-filled positions
 and running counts, a few integer arrays per pchannel and proxy), so :meth:`TimeTickPanel.state` is
@@ -37,6 +40,8 @@ SILENT_MS = 1000.0
 FILM_PICTURES = 4
 #: Two pictures closer than this fraction of the run's simulated time are one too many.
 FILM_APART = 0.03
+#: The panel names up to this many messages of the last pack.
+PACK_SHOWN = 6
 
 
 def natural(name) -> list:
@@ -239,6 +244,22 @@ class TimeTickPanel:
                 del sessions[p]
             self._sessions.append(tuple(q for q in sorted(sessions, key=natural) for _ in range(sessions[q])))
         self._session_change = np.searchsorted(change, np.arange(n), side="right").astype(np.int32) - 1
+        # Packs: the last one at every position; per vchannel its DML messages sorted by timestamp.
+        self._pack = _last_pos(kinds == "mq.pack")
+        self._has_packs = bool((kinds == "mq.pack").any())
+        self._begin, _ = ints(frame, "begin_ts")
+        self._end, _ = ints(frame, "end_ts")
+        self._vchannel = texts(frame, "vchannel")
+        msg_id, _ = ints(frame, "msg_id")
+        self._msg_id = msg_id
+        self._ts_col, _ = ints(frame, "ts")
+        self._consume = kinds == "mq.consume"
+        produced = msgs["pos"].to_numpy()
+        self._written = {(channel[p], int(msg_id[p])): int(p) for p in produced}
+        self._by_vchannel: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        for v, rows in msgs.groupby("vchannel"):
+            order = np.argsort(rows["end_ts"].to_numpy(), kind="stable")
+            self._by_vchannel[str(v)] = (rows["end_ts"].to_numpy()[order], rows["pos"].to_numpy()[order])
 
     # -------------------------------------------------------------------------------------- state
 
@@ -309,13 +330,43 @@ class TimeTickPanel:
             })
         return out
 
+    def pack_messages(self, k: int) -> tuple[list[dict], int]:
+        """The messages the pack at position ``k`` (an ``mq.pack`` row) delivered, in the order delivered: the
+        ``mq.consume`` rows the consumer logged just before it, each with ``msg_id``, ``end_ts``, ``index`` (the
+        position of the ``mq.produce`` row that wrote it, ``None`` if not in the log) and ``late`` (at or below
+        the pack's ``begin_ts``: written below a tick already sent); and how many messages of the pack's interval
+        were written after the pack (missed: only a broken watermark makes either happen)."""
+        ch = self.index.cols["channel"][k]
+        held = []
+        j = k - 1
+        while j >= 0 and self._consume[j] and self._vchannel[j] == self._vchannel[k]:
+            held.append({"index": self._written.get((ch, int(self._msg_id[j]))), "msg_id": int(self._msg_id[j]),
+                         "end_ts": int(self._ts_col[j]), "late": bool(self._ts_col[j] <= self._begin[k])})
+            j -= 1
+        held.reverse()
+        ts, pos = self._by_vchannel.get(str(self._vchannel[k]), (np.zeros(0, np.int64), np.zeros(0, np.int64)))
+        a = int(np.searchsorted(ts, self._begin[k], side="right"))
+        b = int(np.searchsorted(ts, self._end[k], side="right"))
+        return held, int((pos[a:b] > k).sum())
+
+    def _pack_state(self, i: int) -> dict | None:
+        k = int(self._pack[i])
+        if k < 0:
+            return None
+        held, missed = self.pack_messages(k)
+        return {"index": k, "vchannel": str(self._vchannel[k]), "begin_ts": int(self._begin[k]),
+                "end_ts": int(self._end[k]), "count": self.index.cols["count"][k], "messages": held, "missed": missed,
+                "t_ms": float(self.index.t_ms[k])}
+
     def state(self, i: int) -> dict:
         """The TimeTick keys of the stepper's ``state()`` at position ``i``: ``pchannels`` (one dict per
-        pchannel), ``proxies`` (one dict per proxy) and ``rootcoord`` (sessions, whom it waits for)."""
+        pchannel), ``proxies`` (one dict per proxy), ``rootcoord`` (sessions, whom it waits for) and
+        ``last_pack`` (the last ``mq.pack`` at or before ``i`` with its ``messages``; ``None`` before the first)."""
         return {
             "pchannels": [self._pchannel_state(c, i) for c in self.pchannels],
             "proxies": [self._proxy_state(p, i) for p in self.proxies],
             "rootcoord": self._rootcoord_state(i),
+            "last_pack": self._pack_state(i),
         }
 
     # -------------------------------------------------------------------------------------- rows
@@ -379,13 +430,40 @@ class TimeTickPanel:
         return f"{state} (last from {esc(str(r['last_update_peer']))} at {r['last_update_t_ms'] / 1000:.3f} s); " \
                f"sessions {sessions}"
 
+    @staticmethod
+    def _pack_line(p: dict | None) -> str:
+        if p is None:
+            return "<i>no pack yet</i>"
+        esc = html.escape
+        n = len(p["messages"])
+        text = (f"event {p['index'] + 1:,} at {p['t_ms'] / 1000:.3f} s: <b>{esc(short_channel(p['vchannel']))}</b> "
+                f"(<code>{esc(ts_text(p['begin_ts']))}</code>, <code>{esc(ts_text(p['end_ts']))}</code>], "
+                f"{n:,} message{'s' if n != 1 else ''}")
+        if n:
+            shown = ", ".join(f"#{m['msg_id']} <code>{esc(ts_text(m['end_ts']))}</code>"
+                              + (f" (event {m['index'] + 1:,})" if m["index"] is not None else "")
+                              + (" <span style='color:#b3261e'>below its interval</span>" if m["late"] else "")
+                              for m in p["messages"][:PACK_SHOWN])
+            text += f": {shown}" + (f" &hellip; and {n - PACK_SHOWN:,} more" if n > PACK_SHOWN else "")
+            late = sum(m["late"] for m in p["messages"])
+            if late:
+                text += f" <span style='color:#b3261e'>&middot; {late:,} below its interval</span>"
+        if p["missed"]:
+            text += (f" <span style='color:#b3261e'>&middot; {p['missed']:,} of its interval written after it "
+                     f"(missed)</span>")
+        return text
+
     def rows(self, s: dict) -> list[tuple[str, str]]:
-        """The panel's TimeTick rows as ``(label, html)`` for the state ``s`` at the cursor."""
-        return [
+        """The panel's TimeTick rows as ``(label, html)`` for the state ``s`` at the cursor (``last pack`` only
+        in a run whose dispatchers log their packs)."""
+        rows = [
             ("last ticks", "<br>".join(self._pchannel_line(c) for c in s["pchannels"]) or "<i>no pchannels</i>"),
             ("proxies", "<br>".join(self._proxy_line(p) for p in s["proxies"]) or "<i>no proxies</i>"),
             ("rootcoord", self._rootcoord_line(s["rootcoord"])),
         ]
+        if self._has_packs:
+            rows.append(("last pack", self._pack_line(s.get("last_pack"))))
+        return rows
 
 
 # ------------------------------------------------------------------------------------------ film
