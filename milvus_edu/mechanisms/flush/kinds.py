@@ -23,6 +23,17 @@ KINDS = (
          "`begin_ts`..`end_ts`, deletes in `detail`, and the checkpoint it will report (`ts`, `msg_id`); "
          "`detail.flush` marks the segment's last sync.",
          "ts vchannel segment msg_id count begin_ts end_ts detail", "writeBufferBase.syncSegments / getSyncTask"),
+    kind("datanode.sync_policy", "A sync policy that Milvus's defaults and a short run never reach chose `count` "
+         "segments of `vchannel` (`detail.segments`): `detail.reason` \"buffer stale\" when their oldest row is more "
+         "than dataNode.segment.syncPeriod (plus a jitter under 10 %) older than the pack at `ts`, or \"oldest "
+         "buffers\" when the memory check, finding the buffers at `detail.buffered_bytes` as it began, at least "
+         "`detail.watermark_bytes` (forceSyncWatermark of the node's memory), evicted the oldest buffer of the "
+         "largest channel (one event per eviction, until they hold less). The datanode.sync events that follow cut them.",
+         "ts vchannel count detail", "writeBufferBase.getSegmentsToSync / bufferManager.memoryCheck"),
+    kind("datanode.drop", "`vchannel`'s flowgraph consumed its collection's DropCollection in the pack ending at `ts`: "
+         "the ddNode lets nothing through from now on, the write buffer cut its `count` buffers as drop syncs "
+         "(`detail.segments`), and the ttNode is in drop mode: it never hands this channel's checkpoint to the "
+         "updater again.", "ts vchannel count detail", "ddNode.Operate / writeNode.Operate / ttNode.Operate"),
     kind("datanode.sync_done", "A sync of `segment` finished (`error` when it failed: the DataNode panics).",
          "vchannel segment count error detail", "SyncTask.Run and its callback"),
     kind("datanode.cp_rpc", "One UpdateChannelCheckpoint RPC of the checkpoint updater: `detail.positions` maps each "

@@ -108,6 +108,22 @@ def _audit(row) -> str:
             f"{value(row, 'count')} row(s) and {len(d.get('deleted', []))} delete(s) in its binlogs.")
 
 
+def _sync_policy(row) -> str:
+    d = detail_of(row)
+    segments = d.get("segments")
+    if d.get("reason") == "buffer stale":
+        return (f"{value(row, 'node')}'s stale-buffer policy picks segment(s) {segments} of {value(row, 'vchannel')}: "
+                f"their oldest row is more than syncPeriod older than {ts_text(value(row, 'ts'))}.")
+    return (f"{value(row, 'node')}'s memory check finds {d.get('buffered_bytes', 0):,} bytes buffered (watermark "
+            f"{d.get('watermark_bytes', 0):,}) and evicts the oldest buffer of {value(row, 'vchannel')}: segment(s) "
+            f"{segments}.")
+
+
+def _drop(row) -> str:
+    return (f"{value(row, 'node')} consumes the DropCollection of {value(row, 'vchannel')}: {value(row, 'count')} "
+            f"buffer(s) go out as drop syncs, and its ttNode never submits this channel's checkpoint again.")
+
+
 DESCRIBE = {
     "datanode.watch": _watch,
     "datanode.filter": lambda r: (f"{value(r, 'node')} drops a replayed insert of segment {value(r, 'segment')} at "
@@ -116,6 +132,8 @@ DESCRIBE = {
     "datanode.checkpoint": _checkpoint,
     "datanode.sync": _sync,
     "datanode.sync_done": _sync_done,
+    "datanode.sync_policy": _sync_policy,
+    "datanode.drop": _drop,
     "datanode.cp_rpc": _cp_rpc,
     "datanode.flush_ts": _flush_ts,
     "datanode.seal": lambda r: (f"{value(r, 'node')} seals segment(s) {detail_of(r).get('segments')} of "
