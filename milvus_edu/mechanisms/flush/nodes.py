@@ -22,6 +22,8 @@ Simplification: DataCoord never fails over and keeps its meta in the run's KV (e
 assignment is fixed by the scenario (a restarted DataNode watches its own channels again).
 Simplification: a sync error that Go would ``panic`` on (retries exhausted) kills the DataNode; it is
 restarted only when the scenario says so.
+Simplification: after a DropCollection's drop syncs the DataNode does not call ``DropVirtualChannel``, so
+DataCoord neither marks the channel checkpoint dropped nor releases the channel; the flowgraph stays in drop mode.
 Simplification: the object store's latency is one draw per ``MultiWrite``; a failed write fails the
 whole batch (Go retries the batch as a whole too).
 """

@@ -561,12 +561,13 @@ SCENARIOS = SCENARIOS + (
         "older than the pack just consumed (plus a jitter below 10 %, drawn per buffer and pack): with "
         "sync_period_s=5 every buffer goes out about every 5 s of message time. The memory check runs every 3 s: when "
         "the buffers hold at least forceSyncWatermark (0.5) of the node's memory, it syncs the oldest buffer of the "
-        "largest channel until they hold less; memory_mb=2 makes that 1 MiB.", ("flush", "timetick", "tso"),
+        "largest channel until they hold less: with the model's 8 GiB node that is 4 GiB, and memory_mb=2 makes it "
+        "1 MiB (add sync_period_s=600 to see the memory check alone).", ("flush", "timetick", "tso"),
         options={**OPTIONS, "inserts_per_s": 20.0, "sync_period_s": 5.0, "memory_mb": 8192.0},
     ),
     Scenario(
-        "checkpoint-many-vchannels", "One DataNode watches 300 vchannels (149 idle collections beside the written "
-        "one): the checkpoint updater sends them in RPCs of 128, RPCs in parallel waves.", 25.0, _many_vchannels,
+        "checkpoint-many-vchannels", "One DataNode watches 300 vchannels (298 idle one-shard collections beside "
+        "the written one): the checkpoint updater sends them in RPCs of 128, RPCs in parallel waves.", 25.0, _many_vchannels,
         "A ttNode submits its channel's checkpoint on its first pack, so at the updater's 10 s tick there are 300 "
         "tasks: dataNode.channel.maxChannelCheckpointsPerRPC (128) cuts them into 3 UpdateChannelCheckpoint RPCs, "
         "sent together because updateChannelCheckpointMaxParallel (10) allows 10 at once. With --param "
