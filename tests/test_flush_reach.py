@@ -1,6 +1,6 @@
 """The flush mechanisms a run with Milvus's defaults never reaches, reached by a scenario or an option: the
 stale-buffer and memory sync policies, the checkpoint updater's batches and waves, the flowgraph's drop
-mode, and the dispatcher's pursuit mode (a DataNode restarted far behind)."""
+mode and graceful close, and the dispatcher's pursuit mode (a DataNode restarted far behind)."""
 
 import json
 import subprocess
@@ -87,6 +87,20 @@ def test_a_dropped_collection_syncs_as_drops_and_never_submits_its_checkpoint_ag
     assert len(late[late.t_ms > 60_000]) == 2 and all(d["periodic"] for d in _details(late))
 
 
+def test_a_graceful_stop_submits_the_checkpoint_once_more_unless_dropped_and_never_sends_it():
+    kept = milvus_edu.simulate("flush-drop-collection", seed=1, duration_s=30,
+                               options={"drop_at_s": 100.0, "stop_at_s": 25.0})
+    cps = _rows(kept, "datanode.checkpoint")
+    closing = cps[[d.get("closing", False) for d in _details(cps)]]
+    assert len(closing) == 2 and (closing.t_ms == 25_000).all()
+    [stop] = _details(_rows(kept, "datanode.stop"))
+    assert stop["unsent"] == dict(zip(closing.vchannel, closing.ts))
+    assert (_rows(kept, "datanode.cp_rpc").t_ms < 25_000).all()  # the updater closed without sending them
+    dropped = milvus_edu.simulate("flush-drop-collection", seed=1, duration_s=30, options={"stop_at_s": 25.0})
+    assert not any(d.get("closing") for d in _details(_rows(dropped, "datanode.checkpoint")))  # drop mode
+    assert _details(_rows(dropped, "datanode.stop")) == [{"unsent": {}}]
+
+
 def test_a_datanode_restarted_far_behind_merges_tick_rounds_in_pursuit_mode():
     def spans_after_restart(params):
         run = milvus_edu.simulate("datanode-crash-recovery", seed=1, duration_s=30, params=params)
@@ -105,6 +119,7 @@ def test_a_datanode_restarted_far_behind_merges_tick_rounds_in_pursuit_mode():
     ("checkpoint-many-vchannels", "vchannels=1", "vchannels must be at least 2"),
     ("checkpoint-many-vchannels", "vchannels=5000", "vchannels must be at most"),
     ("flush-drop-collection", "drop_at_s=0", "drop_at_s must be positive"),
+    ("flush-drop-collection", "stop_at_s=-1", "stop_at_s must not be negative"),
 ])
 def test_options_out_of_range_give_one_line_and_exit_2(tmp_path, scenario, option, needle):
     proc = subprocess.run([sys.executable, "-m", "milvus_edu.cli", "simulate", "--scenario", scenario, "--option",

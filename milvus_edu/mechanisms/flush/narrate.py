@@ -26,7 +26,8 @@ def _buffer(row) -> str:
 
 def _checkpoint(row) -> str:
     d = detail_of(row)
-    why = "a flush waits on it" if d.get("flush") else "its periodic update is due"
+    why = ("a flush waits on it" if d.get("flush") else "its flowgraph is closing" if d.get("closing")
+           else "its periodic update is due")
     return (f"{value(row, 'node')}'s ttNode hands {value(row, 'vchannel')}'s checkpoint {ts_text(value(row, 'ts'))} "
             f"to the updater ({why}).")
 
@@ -124,6 +125,13 @@ def _drop(row) -> str:
             f"buffer(s) go out as drop syncs, and its ttNode never submits this channel's checkpoint again.")
 
 
+def _stop(row) -> str:
+    unsent = detail_of(row).get("unsent", {})
+    listed = ", ".join(f"{ch} {ts_text(ts)}" for ch, ts in sorted(unsent.items())) or "none"
+    return (f"{value(row, 'node')} stops gracefully: its flowgraphs are closed, then its checkpoint updater, with "
+            f"{value(row, 'count')} task(s) never sent ({listed}).")
+
+
 DESCRIBE = {
     "datanode.watch": _watch,
     "datanode.filter": lambda r: (f"{value(r, 'node')} drops a replayed insert of segment {value(r, 'segment')} at "
@@ -134,6 +142,7 @@ DESCRIBE = {
     "datanode.sync_done": _sync_done,
     "datanode.sync_policy": _sync_policy,
     "datanode.drop": _drop,
+    "datanode.stop": _stop,
     "datanode.cp_rpc": _cp_rpc,
     "datanode.flush_ts": _flush_ts,
     "datanode.seal": lambda r: (f"{value(r, 'node')} seals segment(s) {detail_of(r).get('segments')} of "

@@ -350,6 +350,28 @@ class DataNodeNode:
         self.alive = False
         self.sim.recorder.emit("fault.kill", self.name, detail={"why": why})
 
+    def stop(self) -> None:
+        """``DataNode.Stop``: ``ClearFlowgraphs`` closes every flowgraph gracefully, so each ttNode gets the close
+        message and, unless its channel was dropped, hands the checkpoint to the updater once more ("flowgraph is
+        closing, force update channel CP"); the node's other parts close right after, the checkpoint updater among
+        them, which sends nothing more: those tasks are left unsent, as are buffers still in memory.
+
+        Simplification: the stop takes no simulated time, so a sync in flight is lost (Go's sync manager
+        ``Close`` lets running tasks finish first).
+        """
+        if not self.alive:
+            return
+        rec = self.sim.recorder
+        for vchannel in sorted(self.services):
+            sub = self.services[vchannel].operate(None).submission
+            if sub is not None and sub.position is not None:
+                rec.emit("datanode.checkpoint", self.name, vchannel=vchannel, ts=sub.position.timestamp,
+                         msg_id=sub.position.msg_id, tick_ts=self.latest_ts.get(vchannel),
+                         detail={"flush": False, "periodic": False, "closing": True})
+        unsent = {t.channel: t.position.timestamp for t in self.updater.tasks}
+        self.alive = False
+        rec.emit("datanode.stop", self.name, count=len(unsent), detail={"unsent": unsent})
+
     def restart(self) -> None:
         """A new process on the same node id: fresh memory, the same channels watched again (recovery)."""
         self.incarnation += 1

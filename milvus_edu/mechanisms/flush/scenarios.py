@@ -522,12 +522,21 @@ class DropCollectionCluster(FlushCluster):
     """A flush cluster whose client stops writing and drops the collection at ``drop_at_s``: rootcoord writes
     DropCollection into every pchannel. No final flush (nothing is left to flush) and so no audit."""
 
-    def __init__(self, sim: Simulation, drop_at_s: float = 20.0, **options):
+    def __init__(self, sim: Simulation, drop_at_s: float = 20.0, stop_at_s: float = 0.0, **options):
         if not drop_at_s > 0:
             raise ValueError(f"drop_at_s must be positive, got {drop_at_s}; use drop_at_s=20 for example")
+        if stop_at_s < 0:
+            raise ValueError(f"stop_at_s must not be negative, got {stop_at_s}; use stop_at_s=25, or 0 for no stop")
         super().__init__(sim, **options)
         self.drop_at_ms = drop_at_s * 1000.0
         self.workload_ms = min(self.workload_ms, self.drop_at_ms)
+        self.stop_at_ms = stop_at_s * 1000.0
+
+    def start(self) -> None:
+        """As every flush cluster, plus the DataNode's graceful stop at ``stop_at_s`` (0: none)."""
+        super().start()
+        if self.stop_at_ms:
+            self.sim.at(self.stop_at_ms, self.datanode.stop)
 
     def _final(self):
         """``DropCollection``: a DDL timestamp, then the DropCollection message in every pchannel."""
@@ -548,8 +557,8 @@ def _many_vchannels(sim: Simulation, vchannels: int = 300, **options) -> None:
     ManyVchannelsCluster(sim, vchannels, **options).start()
 
 
-def _drop_collection(sim: Simulation, drop_at_s: float = 20.0, **options) -> None:
-    DropCollectionCluster(sim, drop_at_s, **options).start()
+def _drop_collection(sim: Simulation, drop_at_s: float = 20.0, stop_at_s: float = 0.0, **options) -> None:
+    DropCollectionCluster(sim, drop_at_s, stop_at_s, **options).start()
 
 
 SCENARIOS = SCENARIOS + (
@@ -583,8 +592,10 @@ SCENARIOS = SCENARIOS + (
         "dropped flag, DataCoord marks those segments Dropped) and the ttNode enters drop mode too: the channel's "
         "checkpoint is never submitted again. Each ttNode submitted its first checkpoint on its first pack, so "
         "its periodic update (every 60 s of message time) is due at about 60 s: with --option drop_at_s=100 (after "
-        "the run) it goes out, here it does not. Simplification: the DataNode does not call DropVirtualChannel, so "
-        "DataCoord keeps the channels assigned.",
-        ("flush", "timetick", "tso"), options={**OPTIONS, "drop_at_s": 20.0},
+        "the run) it goes out, here it does not. With --option stop_at_s=25 the DataNode stops gracefully at 25 s: "
+        "each flowgraph gets a close message, on which the ttNode submits the checkpoint once more unless its "
+        "channel was dropped, and the checkpoint updater closes right after without sending it. Simplification: the "
+        "DataNode does not call DropVirtualChannel, so DataCoord keeps the channels assigned.",
+        ("flush", "timetick", "tso"), options={**OPTIONS, "drop_at_s": 20.0, "stop_at_s": 0.0},
     ),
 )
