@@ -392,6 +392,19 @@ def test_stale_buffer_is_synced_after_the_sync_period_of_message_time():
     assert wb.buffer_data([], [], pos(ts(2)), pos(ts(10_000))) == []
     [pack] = wb.buffer_data([], [], pos(ts(10_000)), pos(ts(11_001)))
     assert pack.segment_id == 1
+    # the reason Go logs ("SyncPolicy selects segments") is kept until taken, once
+    assert wb.take_policy_choices() == [("buffer stale", (1,))]
+    assert wb.take_policy_choices() == []
+
+
+def test_policy_choices_name_every_policy_that_chose_in_the_order_asked():
+    wb = make_wb()
+    wb.create_new_growing_segment(1, 2, None)
+    wb._buffers[2] = buffer_at(2, 440, 400)
+    wb._buffers[3] = buffer_at(3, 550, 600)
+    wb._checkpoint = pos(100)
+    wb.evict_buffer(get_oldest_buffer_policy(2), get_oldest_buffer_policy(1))
+    assert wb.take_policy_choices() == [("oldest buffers", (2, 3)), ("oldest buffers", (2,))]
 
 
 def test_sync_done_success_releases_the_checkpoint_and_forgets_flushed_segments():

@@ -327,3 +327,24 @@ def test_each_target_gets_one_pack_per_newer_tick_and_only_its_newer_messages(se
         floor = 0 if choice[v] is None else choice[v].timestamp
         want = [(ts, sorted(kind for target, kind in sent if target == v)) for ts, sent in per_round if ts > floor]
         assert got[v] == want, v
+
+
+@pytest.mark.parametrize("pursuit, packs, first_end_ms", [(True, 101, 50_000), (False, 600, 100)])
+def test_a_reader_far_behind_merges_tick_rounds_until_within_pursuit_lag(pursuit, packs, first_end_ms):
+    """Lab 2's pursuit-mode cell: 60 s of 100 ms ticks read at 60 s. Pursuit mode merges rounds while the pack
+    ends more than mq.pursuitLag (10 s) before now, so the first pack covers (0, 50 s] and each later tick is
+    a pack of its own; without it every tick is a pack."""
+    from milvus_edu.config import MS
+    from milvus_edu.tsoutil import compose_ts, physical_time
+
+    broker = Broker()
+    broker.create_channel(PCHANNEL)
+    for i in range(1, 601):
+        broker.produce(PCHANNEL, TimeTickMsg(timestamp=compose_ts(i * 100, 0)))
+    vchannel = get_virtual_channel(PCHANNEL, 100, 0)
+    reader = Dispatcher(broker, PCHANNEL, now_ns=lambda: 60_000 * MS, params=MQParams(enable_pursuit_mode=pursuit))
+    reader.add_target(vchannel)
+    got = [out[vchannel] for out in reader.poll_all()]
+    assert len(got) == packs
+    assert (got[0].begin_ts, physical_time(got[0].end_ts)) == (0, first_end_ms)
+    assert all(physical_time(p.end_ts) - physical_time(p.begin_ts) == 100 for p in got[1:])

@@ -159,6 +159,7 @@ class WriteBuffer:
         self._flush_ts = NON_FLUSH_TS
         self._l0_segments: dict[int, int] = {}
         self._l0_partition: dict[int, int] = {}
+        self._policy_choices: list[tuple[str, tuple[int, ...]]] = []
         self.sync_policies: tuple[SyncPolicy, ...] = (
             get_full_buffer_policy(),
             get_sync_stale_buffer_policy(params.sync_period_ns, rng),
@@ -373,8 +374,18 @@ class WriteBuffer:
         buffers = [self._buffers[i] for i in sorted(self._buffers)]
         selected: set[int] = set()
         for policy in policies:
-            selected.update(policy.select_segments(buffers, ts))
+            chosen = policy.select_segments(buffers, ts)
+            if chosen:
+                # Go logs "SyncPolicy selects segments" with the policy's reason; the caller may read it
+                self._policy_choices.append((policy.reason, tuple(sorted(chosen))))
+            selected.update(chosen)
         return sorted(selected)
+
+    def take_policy_choices(self) -> list[tuple[str, tuple[int, ...]]]:
+        """What every policy chose since the last call, as ``(reason, segment ids)`` in the order asked (Go's
+        log line "SyncPolicy selects segments"), and forget them."""
+        choices, self._policy_choices = self._policy_choices, []
+        return choices
 
     def _trigger_sync(self) -> tuple[list[int], list[SyncPack]]:
         """``triggerSync``: (segments the policies selected, the packs cut for them)."""

@@ -16,13 +16,29 @@ KINDS = (
          "(`detail.segments`: rows per segment) and `detail.deletes` deleted keys; `msg_id` is the pack's end position.",
          "vchannel begin_ts end_ts msg_id count detail", "writeNode.Operate / writeBufferBase.BufferData"),
     kind("datanode.checkpoint", "The ttNode handed the channel checkpoint (`ts`, `msg_id`) to the checkpoint updater: "
-         "periodically (`detail.periodic`, every updateChannelCheckpointInterval of message time) or because a flush "
-         "waits on it (`detail.flush`); `tick_ts` is the pack that triggered it.",
+         "periodically (`detail.periodic`, every updateChannelCheckpointInterval of message time), because a flush "
+         "waits on it (`detail.flush`), or because its flowgraph is closing (`detail.closing`, on a graceful stop); "
+         "`tick_ts` is the pack that triggered it (when closing: the last pack).",
          "ts vchannel msg_id tick_ts detail", "ttNode.Operate / updateChannelCP"),
     kind("datanode.sync", "The write buffer cut a sync of `segment`: `count` inserted rows with timestamps "
          "`begin_ts`..`end_ts`, deletes in `detail`, and the checkpoint it will report (`ts`, `msg_id`); "
          "`detail.flush` marks the segment's last sync.",
          "ts vchannel segment msg_id count begin_ts end_ts detail", "writeBufferBase.syncSegments / getSyncTask"),
+    kind("datanode.sync_policy", "A sync policy that Milvus's defaults and a short run never reach chose `count` "
+         "segments of `vchannel` (`detail.segments`): `detail.reason` \"buffer stale\" when their oldest row is more "
+         "than dataNode.segment.syncPeriod (plus a jitter under 10 %) older than the pack at `ts`, or \"oldest "
+         "buffers\" when the memory check, finding the buffers at `detail.buffered_bytes` as it began, at least "
+         "`detail.watermark_bytes` (forceSyncWatermark of the node's memory), evicted the oldest buffer of the "
+         "largest channel (one event per eviction, until they hold less). The datanode.sync events that follow cut them.",
+         "ts vchannel count detail", "writeBufferBase.getSegmentsToSync / bufferManager.memoryCheck"),
+    kind("datanode.drop", "`vchannel`'s flowgraph consumed its collection's DropCollection in the pack ending at `ts`: "
+         "the ddNode lets nothing through from now on, the write buffer cut its `count` buffers as drop syncs "
+         "(`detail.segments`), and the ttNode is in drop mode: it never hands this channel's checkpoint to the "
+         "updater again.", "ts vchannel count detail", "ddNode.Operate / writeNode.Operate / ttNode.Operate"),
+    kind("datanode.stop", "The DataNode stopped gracefully (DataNode.Stop): every flowgraph got its close message, "
+         "then the checkpoint updater closed with `count` tasks never sent (`detail.unsent`: vchannel -> checkpoint "
+         "ts); buffers still in memory are left for the channel's next owner to replay.", "count detail",
+         "DataNode.Stop / ClearFlowgraphs / ChannelCheckpointUpdater.Close"),
     kind("datanode.sync_done", "A sync of `segment` finished (`error` when it failed: the DataNode panics).",
          "vchannel segment count error detail", "SyncTask.Run and its callback"),
     kind("datanode.cp_rpc", "One UpdateChannelCheckpoint RPC of the checkpoint updater: `detail.positions` maps each "

@@ -26,7 +26,8 @@ def _buffer(row) -> str:
 
 def _checkpoint(row) -> str:
     d = detail_of(row)
-    why = "a flush waits on it" if d.get("flush") else "its periodic update is due"
+    why = ("a flush waits on it" if d.get("flush") else "its flowgraph is closing" if d.get("closing")
+           else "its periodic update is due")
     return (f"{value(row, 'node')}'s ttNode hands {value(row, 'vchannel')}'s checkpoint {ts_text(value(row, 'ts'))} "
             f"to the updater ({why}).")
 
@@ -108,6 +109,29 @@ def _audit(row) -> str:
             f"{value(row, 'count')} row(s) and {len(d.get('deleted', []))} delete(s) in its binlogs.")
 
 
+def _sync_policy(row) -> str:
+    d = detail_of(row)
+    segments = d.get("segments")
+    if d.get("reason") == "buffer stale":
+        return (f"{value(row, 'node')}'s stale-buffer policy picks segment(s) {segments} of {value(row, 'vchannel')}: "
+                f"their oldest row is more than syncPeriod older than {ts_text(value(row, 'ts'))}.")
+    return (f"{value(row, 'node')}'s memory check finds {d.get('buffered_bytes', 0):,} bytes buffered (watermark "
+            f"{d.get('watermark_bytes', 0):,}) and evicts the oldest buffer of {value(row, 'vchannel')}: segment(s) "
+            f"{segments}.")
+
+
+def _drop(row) -> str:
+    return (f"{value(row, 'node')} consumes the DropCollection of {value(row, 'vchannel')}: {value(row, 'count')} "
+            f"buffer(s) go out as drop syncs, and its ttNode never submits this channel's checkpoint again.")
+
+
+def _stop(row) -> str:
+    unsent = detail_of(row).get("unsent", {})
+    listed = ", ".join(f"{ch} {ts_text(ts)}" for ch, ts in sorted(unsent.items())) or "none"
+    return (f"{value(row, 'node')} stops gracefully: its flowgraphs are closed, then its checkpoint updater, with "
+            f"{value(row, 'count')} task(s) never sent ({listed}).")
+
+
 DESCRIBE = {
     "datanode.watch": _watch,
     "datanode.filter": lambda r: (f"{value(r, 'node')} drops a replayed insert of segment {value(r, 'segment')} at "
@@ -116,6 +140,9 @@ DESCRIBE = {
     "datanode.checkpoint": _checkpoint,
     "datanode.sync": _sync,
     "datanode.sync_done": _sync_done,
+    "datanode.sync_policy": _sync_policy,
+    "datanode.drop": _drop,
+    "datanode.stop": _stop,
     "datanode.cp_rpc": _cp_rpc,
     "datanode.flush_ts": _flush_ts,
     "datanode.seal": lambda r: (f"{value(r, 'node')} seals segment(s) {detail_of(r).get('segments')} of "

@@ -22,6 +22,8 @@ Simplification: DataCoord never fails over and keeps its meta in the run's KV (e
 assignment is fixed by the scenario (a restarted DataNode watches its own channels again).
 Simplification: a sync error that Go would ``panic`` on (retries exhausted) kills the DataNode; it is
 restarted only when the scenario says so.
+Simplification: after a DropCollection's drop syncs the DataNode does not call ``DropVirtualChannel``, so
+DataCoord neither marks the channel checkpoint dropped nor releases the channel; the flowgraph stays in drop mode.
 Simplification: the object store's latency is one draw per ``MultiWrite``; a failed write fails the
 whole batch (Go retries the batch as a whole too).
 """
@@ -30,7 +32,7 @@ from __future__ import annotations
 
 import simpy
 
-from ...config import MS
+from ...config import MS, DataNodeParams
 from ...datacoord import AllocTimestamp, Catalog, FlushChannels, Server, Sleep
 from ...datanode.checkpoint_updater import ChannelCheckpointUpdater, Parallel, UpdateChannelCheckpoints
 from ...datanode.metacache import MetaCache
@@ -48,6 +50,9 @@ from ...sim.kernel import NodeClock, RPCError, Simulation
 from ...storage.binlog import get_log_id_from_binlog_path
 
 DATACOORD = "datacoord-1"
+#: The sync policies whose choices get a ``datanode.sync_policy`` event: the stale buffer's (``syncPeriod``, 600 s
+#: of message time) and the memory check's, which no run with Milvus's defaults and a short workload reaches.
+RARE_SYNC_POLICIES = ("buffer stale", "oldest buffers")
 DATACOORD_SERVER_ID = 2
 
 
@@ -255,7 +260,7 @@ class DataNodeNode:
 
     def __init__(self, sim: Simulation, name: str, server_id: int, broker: Broker, datacoord: DataCoordNode,
                  store, ids: IdAllocator, rootcoord, store_latency: ObjectStoreLatency | None = None,
-                 memory_bytes: int = 8 << 30):
+                 memory_bytes: int = 8 << 30, params: DataNodeParams | None = None):
         self.sim = sim
         self.name = name
         self.server_id = server_id
@@ -266,6 +271,8 @@ class DataNodeNode:
         self.rootcoord = rootcoord
         self.store_latency = store_latency or ObjectStoreLatency()
         self.memory_bytes = memory_bytes
+        #: The DataNode's own parameters when a scenario option sets them, else the run's ``datanode`` group.
+        self.params_override = params
         self.clock = NodeClock(sim.env)
         self.rng = sim.rng(name)
         self.alive = True
@@ -279,7 +286,7 @@ class DataNodeNode:
 
     def _fresh_state(self) -> None:
         switches = self.sim.config.switches
-        params = self.sim.config.datanode
+        params = self.params_override or self.sim.config.datanode
         self.params = params
         self.manager = BufferManager(params, reset_flush_ts_inclusive=switches.reset_flush_ts_inclusive)
         self.updater = ChannelCheckpointUpdater(params,
@@ -342,6 +349,28 @@ class DataNodeNode:
             return
         self.alive = False
         self.sim.recorder.emit("fault.kill", self.name, detail={"why": why})
+
+    def stop(self) -> None:
+        """``DataNode.Stop``: ``ClearFlowgraphs`` closes every flowgraph gracefully, so each ttNode gets the close
+        message and, unless its channel was dropped, hands the checkpoint to the updater once more ("flowgraph is
+        closing, force update channel CP"); the node's other parts close right after, the checkpoint updater among
+        them, which sends nothing more: those tasks are left unsent, as are buffers still in memory.
+
+        Simplification: the stop takes no simulated time, so a sync in flight is lost (Go's sync manager
+        ``Close`` lets running tasks finish first).
+        """
+        if not self.alive:
+            return
+        rec = self.sim.recorder
+        for vchannel in sorted(self.services):
+            sub = self.services[vchannel].operate(None).submission
+            if sub is not None and sub.position is not None:
+                rec.emit("datanode.checkpoint", self.name, vchannel=vchannel, ts=sub.position.timestamp,
+                         msg_id=sub.position.msg_id, tick_ts=self.latest_ts.get(vchannel),
+                         detail={"flush": False, "periodic": False, "closing": True})
+        unsent = {t.channel: t.position.timestamp for t in self.updater.tasks}
+        self.alive = False
+        rec.emit("datanode.stop", self.name, count=len(unsent), detail={"unsent": unsent})
 
     def restart(self) -> None:
         """A new process on the same node id: fresh memory, the same channels watched again (recovery)."""
@@ -426,7 +455,12 @@ class DataNodeNode:
 
     def _operate(self, inc: int, vchannel: str, pack) -> None:
         rec = self.sim.recorder
-        result = self.services[vchannel].operate(pack)
+        service = self.services[vchannel]
+        wb = self.manager.get_buffer(vchannel)
+        was_dropped = service.tt_node.drop_mode
+        result = service.operate(pack)
+        if wb is not None:
+            self._record_policy_choices(vchannel, wb, pack.end_ts)
         for m in result.filtered:
             rec.emit("datanode.filter", self.name, vchannel=vchannel, segment=m.segment_id, ts=m.end_ts(),
                      msg_id=m.position.msg_id if m.position is not None else None, count=m.num_rows())
@@ -451,8 +485,21 @@ class DataNodeNode:
                      detail={"flush": sub.flush, "periodic": sub.periodic})
             if sub.flush:
                 self._notify_updater()
+        if service.tt_node.drop_mode and not was_dropped:
+            drops = [p.segment_id for p in result.sync_packs if p.is_drop]
+            rec.emit("datanode.drop", self.name, vchannel=vchannel, ts=pack.end_ts, count=len(drops),
+                     detail={"segments": drops})
         for sync_pack in result.sync_packs:
             self._submit_sync(inc, vchannel, sync_pack)
+
+    def _record_policy_choices(self, vchannel: str, wb: WriteBuffer, ts: int | None, memory: dict | None = None) -> None:
+        """Emit ``datanode.sync_policy`` for the choices of the policies a default run never reaches (the stale
+        buffer's and the memory check's); the others show as the syncs they cut."""
+        for reason, segments in wb.take_policy_choices():
+            if reason in RARE_SYNC_POLICIES:
+                self.sim.recorder.emit("datanode.sync_policy", self.name, vchannel=vchannel, ts=ts,
+                                       count=len(segments), detail={"reason": reason, "segments": list(segments),
+                                                                    **(memory or {})})
 
     # ------------------------------------------------------------------------------ syncs
 
@@ -651,7 +698,14 @@ class DataNodeNode:
             yield env.timeout(period)
             if not self._running(inc) or not self.params.force_sync_enable:
                 continue
-            for pack in self.manager.memory_check(self.memory_bytes):
+            buffers = {ch: self.manager.get_buffer(ch) for ch in self.manager.channels}
+            held = sum(wb.memory_size() for wb in buffers.values())
+            packs = self.manager.memory_check(self.memory_bytes)
+            memory = {"buffered_bytes": held,
+                      "watermark_bytes": int(self.memory_bytes * self.params.force_sync_watermark)}
+            for ch, wb in buffers.items():
+                self._record_policy_choices(ch, wb, self.latest_ts.get(ch), memory)
+            for pack in packs:
                 self._submit_sync(inc, pack.channel_name, pack)
 
 

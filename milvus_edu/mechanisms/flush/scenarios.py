@@ -13,12 +13,14 @@ run writes no folder).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ...config import S
 from ...datanode.syncmgr.pack import PK_FIELD_ID, TIMESTAMP_FIELD_ID
 from ...datanode.syncmgr.storage_serializer import read_delta_log, read_insert_binlog
 from ...mq import Broker, get_channel_name, get_virtual_channel
 from ...mq.names import chan_name_prefix
-from ...mq.msg import CreateCollectionMsg
+from ...mq.msg import CreateCollectionMsg, DropCollectionMsg
 from ...proto import MsgType, SegmentState
 from ...registry import Scenario
 from ...sim.kernel import NodeClock, RPCError, Simulation
@@ -160,7 +162,8 @@ class FlushCluster(ControlPlane):
 
     def __init__(self, sim: Simulation, proxies: int = 1, inserts_per_s: float = 200.0, deletes_per_s: float = 5.0,
                  workload_s: float = 30.0, rpc_failure_rate: float = 0.0, store_latency_ms: float = 5.0,
-                 crash_at_s: float = 0.0, crash_step: int = 0, restart_after_s: float = 4.0, takeover: bool = False):
+                 crash_at_s: float = 0.0, crash_step: int = 0, restart_after_s: float = 4.0, takeover: bool = False,
+                 sync_period_s: float | None = None, memory_mb: float | None = None):
         if proxies < 1:
             raise ValueError(f"a flush cluster needs at least one proxy, got {proxies}; use proxies=1 or more")
         for name, value in (("inserts_per_s", inserts_per_s), ("deletes_per_s", deletes_per_s),
@@ -174,6 +177,10 @@ class FlushCluster(ControlPlane):
             raise ValueError(f"rpc_failure_rate must be in [0, 1), got {rpc_failure_rate}; use 0.3 for example")
         if store_latency_ms < 0:
             raise ValueError(f"store_latency_ms must not be negative, got {store_latency_ms}")
+        if sync_period_s is not None and sync_period_s <= 0:
+            raise ValueError(f"sync_period_s must be positive, got {sync_period_s}; use sync_period_s=5 for example")
+        if memory_mb is not None and memory_mb <= 0:
+            raise ValueError(f"memory_mb must be positive, got {memory_mb}; use memory_mb=4 for example")
         super().__init__(sim, rpc_failure_rate)
         self.inserts_per_s = inserts_per_s
         self.deletes_per_s = deletes_per_s
@@ -185,8 +192,13 @@ class FlushCluster(ControlPlane):
         for p in self.proxies:
             sim.add(p)
         latency = ObjectStoreLatency(latency_ms=store_latency_ms, jitter_ms=store_latency_ms)
+        # dataNode.segment.syncPeriod and the machine's memory, when the scenario sets them (else Milvus's and 8 GiB)
+        params = None
+        if sync_period_s is not None:
+            params = replace(sim.config.datanode, sync_period_ns=round(sync_period_s * S))
+        memory = {} if memory_mb is None else {"memory_bytes": round(memory_mb * (1 << 20))}
         self.datanode = DataNodeNode(sim, "datanode-1", 20, self.broker, self.datacoord, self.store, self.ids,
-                                     self.rootcoord, latency)
+                                     self.rootcoord, latency, params=params, **memory)
         sim.add(self.datanode)
         #: With ``takeover``, a second DataNode stands by (registered, no channel) and takes the crashed node's
         #: channels once DataCoord sees its session expire; the crashed node does not come back.
@@ -509,5 +521,124 @@ SCENARIOS = (
         ("flush", "timetick", "tso"), options=OPTIONS,
         gap="Milvus 2.5's EvictBuffer never forgets an L0 segment it synced (quirk P24): later deletes sit in a "
             "buffer nothing syncs, the channel checkpoint sticks and a flush never completes",
+    ),
+)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Scenarios that reach what a run with Milvus's defaults never does: the stale-buffer and memory sync policies,
+# the checkpoint updater's batches and waves over many vchannels, and the flowgraph's drop path.
+
+IDLE_COLLECTION_FIRST_ID = 200
+
+
+class ManyVchannelsCluster(FlushCluster):
+    """A flush cluster whose DataNode also watches idle collections of one shard each (alternating pchannels),
+    ``vchannels`` in all: every vchannel has a checkpoint for the updater, written or not."""
+
+    def __init__(self, sim: Simulation, vchannels: int = 300, **options):
+        if vchannels < PCHANNELS:
+            raise ValueError(f"vchannels must be at least {PCHANNELS} (the written collection's shards), got "
+                             f"{vchannels}; use vchannels=300 for example")
+        if vchannels - PCHANNELS > 999 - IDLE_COLLECTION_FIRST_ID:
+            raise ValueError(f"vchannels must be at most {999 - IDLE_COLLECTION_FIRST_ID + PCHANNELS}, got {vchannels}")
+        super().__init__(sim, **options)
+        # three-digit ids from 200: no id is a substring of another's vchannel name (groupingMsgs routes DDL so)
+        self.idle = [(IDLE_COLLECTION_FIRST_ID + i, self.pchannels[i % PCHANNELS])
+                     for i in range(vchannels - PCHANNELS)]
+
+    def _create_collection(self):
+        """Collection 100 as in every flush scenario, then the idle ones, which the DataNode watches too."""
+        yield from super()._create_collection()
+        watched: list[tuple[int, str]] = []
+        rc = self.rootcoord
+        for collection_id, pchannel in self.idle:
+            ts, _ = yield from self.sim.call("client-0", rc.name, lambda: rc.handle_alloc_timestamp(1, "client-0"))
+            msg_id = self.broker.produce(pchannel, CreateCollectionMsg(timestamp=ts, collection_id=collection_id))
+            vchannel = get_virtual_channel(pchannel, collection_id, 0)
+            self.datacoord.server.watch_channels(collection_id, [vchannel], [(pchannel, msg_id)], ts)
+            watched.append((collection_id, vchannel))
+        self.datanode.watch_channels(watched)
+
+
+class DropCollectionCluster(FlushCluster):
+    """A flush cluster whose client stops writing and drops the collection at ``drop_at_s``: rootcoord writes
+    DropCollection into every pchannel. No final flush (nothing is left to flush) and so no audit."""
+
+    def __init__(self, sim: Simulation, drop_at_s: float = 20.0, stop_at_s: float = 0.0, **options):
+        if not drop_at_s > 0:
+            raise ValueError(f"drop_at_s must be positive, got {drop_at_s}; use drop_at_s=20 for example")
+        if stop_at_s < 0:
+            raise ValueError(f"stop_at_s must not be negative, got {stop_at_s}; use stop_at_s=25, or 0 for no stop")
+        super().__init__(sim, **options)
+        self.drop_at_ms = drop_at_s * 1000.0
+        self.workload_ms = min(self.workload_ms, self.drop_at_ms)
+        self.stop_at_ms = stop_at_s * 1000.0
+
+    def start(self) -> None:
+        """As every flush cluster, plus the DataNode's graceful stop at ``stop_at_s`` (0: none)."""
+        super().start()
+        if self.stop_at_ms:
+            self.sim.at(self.stop_at_ms, self.datanode.stop)
+
+    def _final(self):
+        """``DropCollection``: a DDL timestamp, then the DropCollection message in every pchannel."""
+        env, rec, rc = self.sim.env, self.sim.recorder, self.rootcoord
+        yield env.timeout(self.drop_at_ms)
+        ts, _ = yield from self.sim.call("client-0", rc.name, lambda: rc.handle_alloc_timestamp(1, "client-0"))
+        for ch in self.pchannels:
+            msg_id = self.broker.produce(ch, DropCollectionMsg(timestamp=ts, collection_id=COLLECTION_ID))
+            rec.emit("mq.produce", rc.name, ts=ts, channel=ch, msg_id=msg_id, msg_type=MsgType.DROP_COLLECTION,
+                     begin_ts=ts, end_ts=ts, count=0)
+
+
+def _sync_policies(sim: Simulation, **options) -> None:
+    _cluster(sim, **options).start()
+
+
+def _many_vchannels(sim: Simulation, vchannels: int = 300, **options) -> None:
+    ManyVchannelsCluster(sim, vchannels, **options).start()
+
+
+def _drop_collection(sim: Simulation, drop_at_s: float = 20.0, stop_at_s: float = 0.0, **options) -> None:
+    DropCollectionCluster(sim, drop_at_s, stop_at_s, **options).start()
+
+
+SCENARIOS = SCENARIOS + (
+    Scenario(
+        "flush-sync-policies", "20 inserts/s never fill a buffer: with syncPeriod at 5 s (Milvus: 600 s) stale "
+        "buffers sync; try --option memory_mb=2 for the memory check.", 40.0, _sync_policies,
+        "At 20 inserts/s a segment's 16 MiB buffer would take minutes to fill, so the full-buffer policy never "
+        "fires. The stale-buffer policy syncs a buffer whose oldest row is more than dataNode.segment.syncPeriod "
+        "older than the pack just consumed (plus a jitter below 10 %, drawn per buffer and pack): with "
+        "sync_period_s=5 every buffer goes out about every 5 s of message time. The memory check runs every 3 s: when "
+        "the buffers hold at least forceSyncWatermark (0.5) of the node's memory, it syncs the oldest buffer of the "
+        "largest channel until they hold less: with the model's 8 GiB node that is 4 GiB, and memory_mb=2 makes it "
+        "1 MiB (add sync_period_s=600 to see the memory check alone).", ("flush", "timetick", "tso"),
+        options={**OPTIONS, "inserts_per_s": 20.0, "sync_period_s": 5.0, "memory_mb": 8192.0},
+    ),
+    Scenario(
+        "checkpoint-many-vchannels", "One DataNode watches 300 vchannels (298 idle one-shard collections beside "
+        "the written one): the checkpoint updater sends them in RPCs of 128, RPCs in parallel waves.", 25.0, _many_vchannels,
+        "A ttNode submits its channel's checkpoint on its first pack, so at the updater's 10 s tick there are 300 "
+        "tasks: dataNode.channel.maxChannelCheckpointsPerRPC (128) cuts them into 3 UpdateChannelCheckpoint RPCs, "
+        "sent together because updateChannelCheckpointMaxParallel (10) allows 10 at once. With --param "
+        "datanode.update_channel_checkpoint_max_parallel=2 they go in two waves, the second after the first "
+        "answered.", ("flush", "timetick", "tso"),
+        options={**OPTIONS, "vchannels": 300, "inserts_per_s": 50.0, "deletes_per_s": 0.0, "workload_s": 15.0},
+    ),
+    Scenario(
+        "flush-drop-collection", "The client drops the collection at 20 s: the DataNode syncs its buffers as drops "
+        "and never submits the channels' checkpoints again.", 70.0, _drop_collection,
+        "DropCollection reaches each vchannel's flowgraph like any message. The ddNode enters drop mode (nothing "
+        "passes it afterwards), the writeNode closes the write buffer with drop (every buffer is synced with the "
+        "dropped flag, DataCoord marks those segments Dropped) and the ttNode enters drop mode too: the channel's "
+        "checkpoint is never submitted again. Each ttNode submitted its first checkpoint on its first pack, so "
+        "its periodic update (every 60 s of message time) is due at about 60 s: with --option drop_at_s=100 (after "
+        "the run) it goes out, here it does not. With --option stop_at_s=25 the DataNode stops gracefully at 25 s: "
+        "each flowgraph gets a close message, on which the ttNode submits the checkpoint once more unless its "
+        "channel was dropped, and the checkpoint updater closes right after without sending it. Simplification: the "
+        "DataNode does not call DropVirtualChannel, so DataCoord keeps the channels assigned.",
+        ("flush", "timetick", "tso"), options={**OPTIONS, "drop_at_s": 20.0, "stop_at_s": 0.0},
     ),
 )
