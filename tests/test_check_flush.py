@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from milvus_edu.check.flush import FlushChecker
 
 V = "by-dev-rootcoord-dml_0_100v0"
@@ -263,3 +265,25 @@ def test_no_audit_no_durability_verdict():
     log.row("client.insert", node="client-0", ts=1, count=1, detail={"pks": [1]})
     log.row("run.end", node="sim")
     assert log.invariants() == [] and not log.checker.audited
+
+
+def _rpc_row(seq: int, t_ms: float, error: str | None) -> dict:
+    detail = {"sent_ms": t_ms, "tick_ms": 10_000, "timeout_ms": 20_000, "positions": {"v0": 100}}
+    return {"kind": "datanode.cp_rpc", "seq": seq, "t_ms": t_ms, "node": "datanode-1", "error": error,
+            "detail": json.dumps(detail)}
+
+
+@pytest.mark.parametrize("gone", ["fault.kill", "datanode.stop"])
+def test_a_node_that_is_gone_owes_no_retry_of_a_failed_update(gone):
+    """A failed update is due again next tick, unless its DataNode was killed or stopped gracefully meanwhile
+    (a graceful stop closes the updater with its tasks unsent)."""
+    def run(rows):
+        checker = FlushChecker()
+        for row in rows:
+            checker.write({"error": None, "detail": "{}", **row})
+        return checker.counts["checkpoint-retried"]
+
+    failed = _rpc_row(0, 1_000.0, "timeout")
+    end = {"kind": "run.end", "seq": 2, "t_ms": 40_000.0, "node": None}
+    assert run([failed, end]) == 1
+    assert run([failed, {"kind": gone, "seq": 1, "t_ms": 1_500.0, "node": "datanode-1"}, end]) == 0

@@ -122,7 +122,7 @@ class FlushChecker(StreamingChecker):
     kinds = frozenset({"mq.produce", "datacoord.save_binlog_paths", "datacoord.channel_cp", "datanode.flush_ts",
                        "datanode.cp_rpc", "fault.kill", "client.insert", "client.delete", "storage.audit", "run.end",
                        "client.flush", "datanode.checkpoint", "datanode.watch", "datacoord.reassign", "fault.restart",
-                       "fault.pause", "fault.resume", "fault.stall"})
+                       "fault.pause", "fault.resume", "fault.stall", "datanode.stop"})
     progress = frozenset({"flush-completes", "checkpoint-advances"})
     chances = {
         "checkpoint-safe": "DataCoord stored a channel checkpoint",
@@ -191,7 +191,8 @@ class FlushChecker(StreamingChecker):
             self._handed[row["vchannel"]] = (int(row["ts"]), int(row["seq"]))
         elif kind == "datanode.cp_rpc":
             self._cp_rpc(row)
-        elif kind == "fault.kill":
+        elif kind in ("fault.kill", "datanode.stop"):
+            # a node gone (killed, or stopped gracefully: its updater closes unsent) retries nothing
             for key in [k for k in self._retry_due if k[0] == row["node"]]:
                 del self._retry_due[key]
         elif kind == "client.insert" and row.get("error") is None:
@@ -378,7 +379,7 @@ class FlushChecker(StreamingChecker):
             detail = detail_dict(row["detail"])
             self._tick_ms = float(detail.get("tick_ms", self._tick_ms))
             self._timeout_ms = float(detail.get("timeout_ms", self._timeout_ms))
-        if kind in ("fault.kill", "fault.pause"):
+        if kind in ("fault.kill", "fault.pause", "datanode.stop"):
             self._down.add(str(row["node"]))
         elif kind in ("fault.restart", "fault.resume"):
             self._down.discard(str(row["node"]))
