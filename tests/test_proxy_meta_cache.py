@@ -42,7 +42,7 @@ def test_get_collection_info_misses_when_the_cached_id_is_not_the_one_asked_for(
     assert cache.get_collection("", 111).name == "collection1"
 
 
-def test_a_drop_removes_the_name_and_blocks_a_describe_answered_before_it():
+def test_a_drop_removes_the_name_and_its_version_so_an_older_describe_is_cached_again():
     cache = MetaCache()
     cache.update(info(request_time=10))
     assert cache.invalidate_drop_collection("collection1", 111, ts=20) == ["collection1"]

@@ -9,6 +9,7 @@ on tsafe when the QueryNode releases the old collection fails as Milvus's closed
 from __future__ import annotations
 
 import hashlib
+import json
 
 import pytest
 
@@ -41,9 +42,15 @@ def test_the_drop_invalidates_every_proxy_before_it_finishes_and_the_time_tick_w
     ddl = [r for r in _rows(run, "rootcoord.ddl") if r["d"]["task"] == "DropCollection"]
     started, done = ddl
     assert (started["d"]["state"], done["d"]["state"]) == ("started", "done") and started["ts"] == done["ts"]
-    invalidations = [r for r in _rows(run, "proxy.meta_cache") if r["d"]["result"] == "invalidate"]
+    every = [r for r in _rows(run, "proxy.meta_cache") if r["d"]["result"] == "invalidate"]
+    invalidations = [r for r in every if started["seq"] < r["seq"] < done["seq"]]
     assert sorted(r["node"] for r in invalidations) == ["proxy-1", "proxy-2"]
-    assert all(started["seq"] < r["seq"] < done["seq"] and r["ts"] == started["ts"] for r in invalidations)
+    assert all(r["ts"] == started["ts"] for r in invalidations)
+    # each create (the first C0 and the new one) expires the name on every proxy first, as Go's createCollectionTask
+    creates = [r for r in _rows(run, "rootcoord.ddl") if r["d"]["task"] == "CreateCollection" and r["d"]["state"] == "done"]
+    assert len(creates) == 2
+    for create in creates:
+        assert sorted(r["node"] for r in every if r["ts"] == create["ts"]) == ["proxy-1", "proxy-2"]
     assert started["d"]["min_ddl_ts"] < started["ts"] <= done["d"]["min_ddl_ts"]
     ev = run.events
     ddl_ticks = ev[(ev.kind == "rootcoord.timetick_update") & (ev.peer == "ddl")]
@@ -121,3 +128,18 @@ def test_dropping_without_the_meta_cache_is_refused_in_one_line():
     ev = run.events
     row = ev[ev.kind == "client.drop_collection"].iloc[0]
     assert row["error"] == "drop_collection needs the cluster's meta cache (QueryCluster(meta_cache=True))"
+
+
+@pytest.mark.parametrize("drop_at_s", [1.998, 1.9985, 2.0])
+def test_no_proxy_caches_the_dropped_collection_again(drop_at_s):
+    """A describe waits for a running drop of its name (the drop holds the name's write lock in rootcoord's
+    scheduler), and the re-create expires every proxy's entry for the name first; so once the drop is answered,
+    only inserts already past the proxy's cache still reach the old collection (here within 100 ms), never one
+    sent after the collection was created again."""
+    for seed in (1, 2, 3):
+        events = milvus_edu.simulate("ddl-recreate-under-load", seed=seed, options={"drop_at_s": drop_at_s}).events
+        dropped = events[events.kind == "client.drop_collection"].iloc[0]
+        old = json.loads(dropped.detail)["collection_id"]
+        into_old = events[(events.kind == "mq.produce") & (events.msg_type == "Insert")
+                          & events.vchannel.str.contains(f"_{old}v", regex=False)]
+        assert into_old.t_ms.max() < dropped.t_ms + 100, (seed, into_old.t_ms.max(), dropped.t_ms)

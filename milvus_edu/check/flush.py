@@ -36,7 +36,9 @@ A run that ends before a bound has elapsed is not judged on it.
    past flushTs) + ``dataNode.timetick.interval`` (0.5 s: DataCoord's FlushSegments rides on the DataNode's
    next time tick) + ``dataNode.channel.channelCheckpointUpdateTickInSeconds`` (10 s: the updater sends the
    flush checkpoint at once, at the latest on its next tick) + ``updateChannelCheckpointRPCTimeout`` (20 s:
-   one RPC that hangs) + the client's 0.5 s ``GetFlushState`` poll = 31.4 s with Milvus's defaults. The clock
+   one RPC that hangs) + the client's 0.5 s ``GetFlushState`` poll = 31.4 s with Milvus's defaults. DataCoord's
+   own gates on a sealed segment's flush (``flushPolicyL1``: ``dataCoord.segment.assignmentExpiration`` 2 s and
+   ``dataCoord.segmentFlushInterval`` 2 s) are not added: they run alongside the 10 s and 20 s terms. The clock
    also restarts whenever DataCoord stores a sync of one of the flush's segments: writing binlogs takes what
    the object store takes.
 7. **The channel checkpoint advances** (``checkpoint-advances``) - DataCoord's checkpoint of a vchannel moves

@@ -7,10 +7,11 @@ Models ``internal/proxy/meta_cache.go`` (Milvus 2.5): ``MetaCache.getCollection`
 
 A proxy does not ask rootcoord for a collection on every request: the first request naming it misses, the proxy
 sends ``DescribeCollection`` and keeps the answer; later requests hit. Rootcoord's ``DropCollection`` first step
-(``expireCacheStep``) calls ``InvalidateCollectionMetaCache`` on every proxy, which removes the name and records the
-drop's timestamp as the collection id's cache version: a ``DescribeCollection`` answered before the drop and
-arriving after the invalidation (its ``RequestTime`` below the version) is returned to its caller but not cached,
-so a stale id cannot come back into the cache. A collection dropped and created again under the same name gets a
+(``expireCacheStep``) calls ``InvalidateCollectionMetaCache`` on every proxy, which removes the name and, for a drop
+(``removeVersion=true``), the id's cache version too: the version does not protect the cache here, and a
+``DescribeCollection`` answered before the drop would be cached again. What keeps a stale id out is rootcoord's
+side: a describe waits for a running drop of its name (the name's lock in rootcoord's scheduler), and a re-create
+expires the name on every proxy before it exists again. A collection dropped and created again under the same name gets a
 new id and a new ``UpdateTimestamp``; an SDK still holding the old one sends it as the insert's schema timestamp,
 and the proxy answers ``collection schema mismatch``: the SDK's cue to describe again and retry
 (:mod:`milvus_edu.client.collection_cache`).

@@ -621,7 +621,8 @@ SCENARIOS = SCENARIOS + (
         "checkpoint-many-vchannels", "One DataNode watches 300 vchannels (298 idle one-shard collections beside "
         "the written one): the checkpoint updater sends them in RPCs of 128, RPCs in parallel waves.", 25.0, _many_vchannels,
         "A ttNode submits its channel's checkpoint on its first pack, so at the updater's 10 s tick there are 300 "
-        "tasks: dataNode.channel.maxChannelCheckpointsPerRPC (128) cuts them into 3 UpdateChannelCheckpoint RPCs, "
+        "tasks: dataNode.channel.maxChannelCheckpointsPerPRC (128; Milvus spells the key so) cuts them into 3 "
+        "UpdateChannelCheckpoint RPCs, "
         "sent together because updateChannelCheckpointMaxParallel (10) allows 10 at once. With --param "
         "datanode.update_channel_checkpoint_max_parallel=2 they go in two waves, the second after the first "
         "answered.", ("flush", "timetick", "tso"),

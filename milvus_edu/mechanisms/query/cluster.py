@@ -26,6 +26,7 @@ two shards (one per pchannel) and one partition; the QueryNode loads a collectio
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from ...client import CollectionCache, CollectionTsCache, SchemaErrorRetry, construct_guarantee_ts
@@ -408,6 +409,9 @@ class QueryCluster(ControlPlane):
         #: every collection ever created, by id (a dropped one stays: proxies and reads may still name its id)
         self.collections_by_id: dict[int, QueryCollection] = {}
         self.meta_cache = meta_cache
+        #: collection name -> the event a running create or drop of it fires when done: the write lock
+        #: ``executeTaskWithLock`` holds on the name (``rootCoord.useLockScheduler``), which a describe waits for
+        self._name_locks: dict[str, object] = {}
         if meta_cache:
             for p in self.proxies:
                 p.meta_cache = MetaCache()
@@ -523,22 +527,39 @@ class QueryCluster(ControlPlane):
                                        "min_ddl_ts": self.timetick.scheduler.get_min_ddl_ts(), **detail})
 
     def _handle_create_collection(self, name: str, level: ConsistencyLevel, peer: str):
-        """rootcoord's ``CreateCollection`` (``createCollectionTask`` on the scheduler); answers the collection."""
-        yield from ()  # an RPC handler is a generator; this one takes no simulated time
+        """rootcoord's ``CreateCollection`` (``createCollectionTask`` on the scheduler, holding the name's write
+        lock); answers the collection. Its first step, ``expireCacheStep`` (a ``DropCollection``-type
+        ``InvalidateCollectionMetaCache`` of the name and the new id on every proxy), clears any stale entry a
+        proxy still holds for the name."""
         if name in self.collections:
             raise ValueError(f"collection already exists[collection={name}]")
         task = self._ddl_start("CreateCollection", name, peer)
-        coll = self._create(name, level, task.ts)
+        with self._name_lock(name):
+            env, cid = self.sim.env, self._next_collection_id
+            yield env.all_of([env.process(self._expire_cache(p, name, cid, task.ts, "CreateCollection"))
+                              for p in self.proxies])
+            coll = self._create(name, level, task.ts)
         self._ddl_done(task, name, peer, collection_id=coll.id)
         return coll
+
+    @contextmanager
+    def _name_lock(self, name: str):
+        """Hold ``name``'s write lock for a create or a drop: a describe of it waits until the task is done."""
+        done = self._name_locks[name] = self.sim.env.event()
+        try:
+            yield
+        finally:
+            del self._name_locks[name]
+            done.succeed()
 
     def handle_describe_collection(self, name: str, peer: str):
         """rootcoord's ``DescribeCollection`` by name (``describeCollectionTask`` on the scheduler: ``RequestTime`` is
         its ts). Raises ``collection not found[database=default][collection=<name>]`` when no such collection."""
-        yield from ()  # an RPC handler is a generator; this one takes no simulated time
         task = DdlTask("DescribeCollection")
         scheduler = self.timetick.scheduler
         scheduler.add_task_with_lock(task)
+        while name in self._name_locks:  # the read lock waits for a create or drop of the name to finish
+            yield self._name_locks[name]
         coll = self.collections.get(name)
         scheduler.execute(task, None if coll is not None else "collection not found")
         if coll is None:
@@ -570,20 +591,22 @@ class QueryCluster(ControlPlane):
         if coll is None:  # "drop non-existent collection": idempotent
             self._ddl_done(task, name, peer, collection_id=None)
             return {"timestamp": task.ts, "collection_id": None}
-        calls = [env.process(self._expire_cache(p, name, coll.id, task.ts)) for p in self.proxies]
-        yield env.all_of(calls)
-        del self.collections[name]
+        with self._name_lock(name):
+            calls = [env.process(self._expire_cache(p, name, coll.id, task.ts)) for p in self.proxies]
+            yield env.all_of(calls)
+            del self.collections[name]
         self._ddl_done(task, name, peer, collection_id=coll.id,
                        invalidated=[p.name for p, c in zip(self.proxies, calls) if c.value])
         env.process(self._drop_async(coll))
         return {"timestamp": task.ts, "collection_id": coll.id}
 
-    def _expire_cache(self, proxy: ReadProxy, name: str, collection_id: int, ts: int):
-        """One proxy's ``InvalidateCollectionMetaCache`` RPC; True when it answered (a dead proxy is skipped)."""
+    def _expire_cache(self, proxy: ReadProxy, name: str, collection_id: int, ts: int, task: str = "DropCollection"):
+        """One proxy's ``InvalidateCollectionMetaCache`` RPC for ``task``; True when it answered (a dead proxy is
+        skipped)."""
         rc = self.rootcoord
         try:
             yield from self.sim.call(rc.name, proxy.name, lambda: proxy.handle_invalidate(name, collection_id, ts,
-                                                                                          rc.name))
+                                                                                          rc.name, task))
         except RPCError:
             return False
         return True

@@ -118,7 +118,8 @@ def _meta_cache(row) -> str:
         return f"{node}'s meta cache has {coll}: id {d.get('collection_id')}."
     if result == "invalidate":
         removed = ", ".join(d.get("removed") or []) or "nothing cached"
-        return (f"rootcoord's drop of {coll} (id {d.get('collection_id')}) at {ts_text(value(row, 'ts'))} invalidates "
+        task = "creation" if d.get("task") == "CreateCollection" else "drop"
+        return (f"rootcoord's {task} of {coll} (id {d.get('collection_id')}) at {ts_text(value(row, 'ts'))} invalidates "
                 f"{node}'s meta cache: removed {removed}.")
     if result == "schema_mismatch":
         return (f"{node} refuses an insert into {coll}: its schema timestamp {ts_text(d.get('schema_ts'))} is not the "

@@ -342,13 +342,15 @@ class ReadProxy:
         ts = yield from (proxy.insert(coll, pks) if msg_type == MsgType.INSERT else proxy.delete(coll, pks))
         return ts, coll
 
-    def handle_invalidate(self, name: str, collection_id: int, ts: int, peer: str):
-        """The ``InvalidateCollectionMetaCache`` RPC handler for a ``DropCollection`` (runs on this proxy)."""
+    def handle_invalidate(self, name: str, collection_id: int, ts: int, peer: str, task: str = "DropCollection"):
+        """The ``InvalidateCollectionMetaCache`` RPC handler for a ``DropCollection``-type message (runs on this
+        proxy), sent by rootcoord's ``task`` (a drop, or a create's ``expireCacheStep``)."""
         yield from ()  # an RPC handler is a generator; this one takes no simulated time
         removed = self.meta_cache.invalidate_drop_collection(name, collection_id, ts)
-        self.sim.recorder.emit("proxy.meta_cache", self.name, ts=ts, peer=peer,
-                               detail={"result": "invalidate", "collection": name, "collection_id": collection_id,
-                                       "removed": removed})
+        detail = {"result": "invalidate", "collection": name, "collection_id": collection_id, "removed": removed}
+        if task != "DropCollection":
+            detail["task"] = task
+        self.sim.recorder.emit("proxy.meta_cache", self.name, ts=ts, peer=peer, detail=detail)
 
 
 def remote_error(exc: RPCError, detach: bool = True) -> BaseException:
