@@ -1,5 +1,6 @@
-"""Fixtures shared by the tests: a hand-moved clock, both KV engines on it, one Spark session, and one
-build of the book (its executed chapters are the labs as shipped)."""
+"""Fixtures shared by the tests: a hand-moved clock, both KV engines on it, one Spark session, one run
+of each lab notebook (as shipped and with the reference answers at once) and one build of the book from
+those executed labs; and the grouping of the tests for pytest-xdist."""
 
 import copy
 import re
@@ -51,9 +52,11 @@ LABS_GROUP = "labs"
 ANSWERED = "-answered"  # suffix of the id of an exercise cell's copy with the reference answer
 
 
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects by marker
 def pytest_collection_modifyitems(config, items):
-    """Group the tests for pytest-xdist (``--dist loadgroup``, as ``tests/run.sh`` runs them) and put
-    the labs' group first.
+    """Mark every Spark and browser test ``slow`` too (each starts a JVM or a browser, or runs on a
+    module's Spark jobs), so ``-m "not slow"`` is the quick subset; then group the tests for
+    pytest-xdist (``--dist loadgroup``, as ``tests/run.sh`` runs them) and put the labs' group first.
 
     * The tests that use the executed labs or the book built from them form one group, so one worker
       runs each lab once while the other workers run the rest; first, because it is the longest.
@@ -63,8 +66,10 @@ def pytest_collection_modifyitems(config, items):
     """
     labs = []
     for item in items:
-        defs = getattr(item, "_fixtureinfo", None)
-        scopes = {d.scope for fixture_defs in (defs.name2fixturedefs.values() if defs else ()) for d in fixture_defs}
+        if item.get_closest_marker("spark") or item.get_closest_marker("browser"):
+            item.add_marker(pytest.mark.slow)
+        info = getattr(item, "_fixtureinfo", None)  # pytest's record of the fixtures a test uses
+        scopes = {d.scope for defs in (info.name2fixturedefs.values() if info else ()) for d in defs}
         if {"executed_labs", "built_book"} & set(item.fixturenames):
             item.add_marker(pytest.mark.xdist_group(LABS_GROUP))
             labs.append(item)

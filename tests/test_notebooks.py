@@ -30,6 +30,11 @@ def _output_texts(cell) -> list[str]:
     return texts
 
 
+def _errors(nb) -> list:
+    """The error outputs of the code cells (the run keeps them, and goes on)."""
+    return [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []) if o.get("output_type") == "error"]
+
+
 def _exercise_cells(nb) -> list:
     return [c for c in nb.cells if c.cell_type == "code" and re.search(r"^answer_\d+ = ", c.source, re.M)]
 
@@ -71,7 +76,7 @@ def test_notebook_as_shipped_runs_and_waits_for_answers(path, built_book):
     assert executed is not None, f"{path.name} is not a chapter of the book; add a symlink in book/ and a TOC entry"
     assert executed.is_file(), f"the book build did not execute {path.name}:\n{built_book['log'][-3000:]}"
     nb = nbformat.read(executed, as_version=4)
-    errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []) if o.get("output_type") == "error"]
+    errors = _errors(nb)
     assert not errors, f"{path.name} raised: {errors[0].get('ename')}: {errors[0].get('evalue')}"
     code = [c for c in nb.cells if c.cell_type == "code"]
     assert code and all(c.execution_count for c in code if c.source.strip()), f"{path.name} was not run to the end"
@@ -93,7 +98,7 @@ def test_notebook_with_reference_answers_passes_every_check(path, executed_labs)
     solutions = SOLUTIONS[path.name]
     nb = executed_labs[path.name].answered
     assert not shipped_answers(nb)
-    errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []) if o.get("output_type") == "error"]
+    errors = _errors(nb)
     assert not errors, f"{path.name} raised: {errors[0].get('ename')}: {errors[0].get('evalue')}"
     text = "\n".join(t for c in nb.cells if c.cell_type == "code" for t in _output_texts(c))
     assert "❌" not in text, "a self-check failed on the reference answers:\n" + "\n".join(

@@ -395,6 +395,7 @@ def test_to_static_writes_png_and_svg(tmp_path, basics_stepper):
 # ------------------------------------------------------------------------------------ size
 
 
+@pytest.mark.slow
 def test_a_hundred_thousand_event_run_sets_up_and_steps():
     ev = milvus_edu.simulate("timetick-basics", seed=1, duration_s=9).events
     assert len(ev) >= 100_000
