@@ -112,10 +112,11 @@ def _interleave_answers(nb: nbformat.NotebookNode, solutions: dict[str, str]) ->
 def _split(run: nbformat.NotebookNode) -> tuple[nbformat.NotebookNode, nbformat.NotebookNode]:
     """The run of :func:`_interleave_answers`'s notebook seen as shipped, and seen answered."""
     answered_ids = {c.id for c in run.cells if c.id.endswith(ANSWERED)}
+    replaced_ids = {i.removesuffix(ANSWERED) for i in answered_ids}
     shipped = copy.deepcopy(run)
     shipped.cells = [c for c in run.cells if c.id not in answered_ids]
     answered = copy.deepcopy(run)
-    answered.cells = [c for c in run.cells if c.id not in {i[:-len(ANSWERED)] for i in answered_ids}]
+    answered.cells = [c for c in run.cells if c.id not in replaced_ids]
     return shipped, answered
 
 
@@ -124,9 +125,9 @@ def executed_labs(tmp_path_factory) -> dict[str, ExecutedLab]:
     """Each lab notebook of notebooks/ run once per session, top to bottom in a fresh kernel in a
     scratch folder (as the book runs its chapters: files a lab writes never land in notebooks/), with
     each exercise cell run twice in a row: first with the reference answer of tests/lab_solutions.py
-    put in, then as shipped. The later cells never read an answer, so the run is both the lab as
-    shipped and the lab with the answers, for one execution. Errors are kept as outputs (the tests
-    report them), so one failing cell does not hide the other labs."""
+    put in, then as shipped. No other cell reads an answer (``test_notebooks`` holds the labs to it),
+    so the run is both the lab as shipped and the lab with the answers, for one execution. Errors are
+    kept as outputs (the tests report them), so one failing cell does not hide the other labs."""
     from lab_solutions import SOLUTIONS
 
     out = tmp_path_factory.mktemp("executed-labs")

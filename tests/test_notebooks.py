@@ -32,7 +32,8 @@ def _output_texts(cell) -> list[str]:
 
 def _errors(nb) -> list:
     """The error outputs of the code cells (the run keeps them, and goes on)."""
-    return [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []) if o.get("output_type") == "error"]
+    return [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
+            if o.get("output_type") == "error"]
 
 
 def _exercise_cells(nb) -> list:
@@ -66,6 +67,10 @@ def test_exercises_ship_unanswered_and_have_reference_answers(path):
     source = "\n".join(c.source for c in nb.cells)
     for name, solution in SOLUTIONS[path.name].items():
         assert solution not in source, f"the reference answer to {name} is in the notebook"
+    for cell in (c for c in nb.cells if c.cell_type == "code"):
+        # the suite runs each lab once, answered and as shipped (conftest.executed_labs), relying on this
+        used = set(re.findall(r"\banswer_\d+\b", cell.source)) - set(re.findall(r"^(answer_\d+) = ", cell.source, re.M))
+        assert not used, f"only its exercise cell may use {sorted(used)}:\n{cell.source}"
 
 
 @pytest.mark.spark
