@@ -283,7 +283,7 @@ def test_runs_overlapping_in_threads_give_the_same_results_and_keep_a_bounded_he
     """A pool that always has a run in progress never turns the collector back on: the runs that
     end meanwhile are handed over and counted, and later runs collect them."""
     monkeypatch.setattr(collector, "_heap_size", lambda: 0)
-    seeds = range(12)
+    seeds = range(8)
 
     def one(seed):
         return milvus_edu.simulate("timetick-basics", seed=seed, duration_s=0.5, keep_events=False).summary

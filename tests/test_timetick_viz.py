@@ -381,6 +381,7 @@ def test_film_steps_pick_the_story(basics, stall, unlocked):
     assert first_below in film_steps(ux)
 
 
+@pytest.mark.slow
 def test_to_static_writes_png_and_svg(tmp_path, basics_stepper):
     steps = film_steps(basics_stepper.index)
     paths = basics_stepper.to_static(tmp_path / "timetick", steps=steps)
