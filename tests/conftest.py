@@ -1,11 +1,20 @@
-"""Fixtures shared by the tests: a hand-moved clock, both KV engines on it, one Spark session, and one
-build of the book (its executed chapters are the labs as shipped)."""
+"""Fixtures shared by the tests: a hand-moved clock, both KV engines on it, one Spark session, one run
+of each lab notebook (as shipped and with the reference answers at once) and one build of the book from
+those executed labs; and the grouping of the tests for pytest-xdist."""
 
+import copy
+import re
+import shutil
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 
+import nbformat
 import pytest
+from hypothesis import HealthCheck, settings
+from nbclient import NotebookClient
 
 from milvus_edu.clock import ManualClock
 from milvus_edu.storage.kv import MemoryKV, SQLiteKV
@@ -35,27 +44,141 @@ def spark():
     session.stop()
 
 
+# Tests never assert wall-clock times: hypothesis's deadline (200 ms an example) and its too-slow health
+# check are both timings, and the suite runs on workers that share a loaded machine's cores.
+settings.register_profile("milvus-edu", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("milvus-edu")
+
 ROOT = Path(__file__).resolve().parents[1]
 BOOK_BUILD_TIMEOUT_S = 1800
+CELL_TIMEOUT_S = 600  # as the book's execute.timeout
+#: The xdist group of the tests that share the executed labs and the book built from them: one worker
+#: runs them all, so each lab runs once per session, while the other workers run everything else.
+LABS_GROUP = "labs"
+ANSWERED = "-answered"  # suffix of the id of an exercise cell's copy with the reference answer
+
+
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects by marker
+def pytest_collection_modifyitems(config, items):
+    """Mark every Spark and browser test ``slow`` too (each starts a JVM or a browser, or runs on a
+    module's Spark jobs), so ``-m "not slow"`` is the quick subset; then group the tests for
+    pytest-xdist (``--dist loadgroup``, as ``tests/run.sh`` runs them) and put the labs' group first.
+
+    * The tests that use the executed labs or the book built from them form one group, so one worker
+      runs each lab once while the other workers run the rest; first, because it is the longest.
+    * The tests of a module with module-scoped fixtures (simulated runs, a JupyterLab server) form a
+      group per module, so those fixtures are set up once, on one worker.
+    * Every other test is scheduled on its own, on whichever worker is free.
+    """
+    labs = []
+    for item in items:
+        if item.get_closest_marker("spark") or item.get_closest_marker("browser"):
+            item.add_marker(pytest.mark.slow)
+        info = getattr(item, "_fixtureinfo", None)  # pytest's record of the fixtures a test uses
+        scopes = {d.scope for defs in (info.name2fixturedefs.values() if info else ()) for d in defs}
+        if {"executed_labs", "built_book"} & set(item.fixturenames):
+            item.add_marker(pytest.mark.xdist_group(LABS_GROUP))
+            labs.append(item)
+        elif "module" in scopes:
+            item.add_marker(pytest.mark.xdist_group(item.module.__name__))
+    first = {id(item) for item in labs}
+    items[:] = labs + [item for item in items if id(item) not in first]
+
+
+@dataclass
+class ExecutedLab:
+    """One lab notebook's run: ``shipped`` is the executed notebook as shipped (a file, what the book
+    shows) and ``answered`` the same run seen with the reference answers put in (every exercise cell
+    replaced by its answered copy, run just before it)."""
+
+    shipped: Path
+    answered: nbformat.NotebookNode
+
+
+def _interleave_answers(nb: nbformat.NotebookNode, solutions: dict[str, str]) -> nbformat.NotebookNode:
+    """A copy of ``nb`` where each exercise cell is preceded by a copy of it with its reference answers
+    put in (an exercise without one gets no copy), so one top-to-bottom run judges the answers and
+    leaves the kernel as the shipped cells do."""
+    from lab_solutions import inject, shipped_answers
+
+    out = copy.deepcopy(nb)
+    cells = []
+    for cell in out.cells:
+        names = [n for n in shipped_answers(SimpleNamespace(cells=[cell])) if n in solutions]
+        if names:
+            answered = copy.deepcopy(cell)
+            inject(SimpleNamespace(cells=[answered]), {n: solutions[n] for n in names})
+            answered.id = cell.id + ANSWERED
+            cells.append(answered)
+        cells.append(cell)
+    out.cells = cells
+    return out
+
+
+def _split(run: nbformat.NotebookNode) -> tuple[nbformat.NotebookNode, nbformat.NotebookNode]:
+    """The run of :func:`_interleave_answers`'s notebook seen as shipped, and seen answered."""
+    answered_ids = {c.id for c in run.cells if c.id.endswith(ANSWERED)}
+    replaced_ids = {i.removesuffix(ANSWERED) for i in answered_ids}
+    shipped = copy.deepcopy(run)
+    shipped.cells = [c for c in run.cells if c.id not in answered_ids]
+    answered = copy.deepcopy(run)
+    answered.cells = [c for c in run.cells if c.id not in replaced_ids]
+    return shipped, answered
 
 
 @pytest.fixture(scope="session")
-def built_book(tmp_path_factory):
-    """``jupyter-book build`` of book/ into a temporary folder (book/ is not touched), once per session.
+def executed_labs(tmp_path_factory) -> dict[str, ExecutedLab]:
+    """Each lab notebook of notebooks/ run once per session, top to bottom in a fresh kernel in a
+    scratch folder (as the book runs its chapters: files a lab writes never land in notebooks/), with
+    each exercise cell run twice in a row: first with the reference answer of tests/lab_solutions.py
+    put in, then as shipped. No other cell reads an answer (``test_notebooks`` holds the labs to it),
+    so the run is both the lab as shipped and the lab with the answers, for one execution. Errors are
+    kept as outputs (the tests report them), so one failing cell does not hide the other labs."""
+    from lab_solutions import SOLUTIONS
 
-    Gives the return code, the log, the HTML folder and the executed notebooks: the lab chapters are
-    symlinks to notebooks/, so ``executed["01_tso.ipynb"]`` is lab 1 as shipped, run top to bottom by the build.
+    out = tmp_path_factory.mktemp("executed-labs")
+    labs = {}
+    for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        nb = nbformat.read(path, as_version=4)
+        run = _interleave_answers(nb, SOLUTIONS.get(path.name, {}))
+        workdir = out / "work" / path.stem
+        workdir.mkdir(parents=True)
+        NotebookClient(run, timeout=CELL_TIMEOUT_S, kernel_name="python3", allow_errors=True,
+                       resources={"metadata": {"path": str(workdir)}}).execute()
+        shipped, answered = _split(run)
+        nbformat.write(shipped, out / path.name)
+        labs[path.name] = ExecutedLab(out / path.name, answered)
+    return labs
+
+
+@pytest.fixture(scope="session")
+def built_book(tmp_path_factory, executed_labs):
+    """``jupyter-book build`` of a copy of book/ (book/ is not touched), once per session, from the
+    labs already executed by ``executed_labs``: the copy's lab chapters (symlinks to notebooks/ in
+    book/) are those executed notebooks, and its config turns execution off, so no lab runs twice.
+
+    Gives the return code, the log, the HTML folder and the executed notebooks by lab file name:
+    ``executed["01_tso.ipynb"]`` is lab 1 as shipped, run top to bottom, as the book shows it.
     """
+    src = tmp_path_factory.mktemp("book-src") / "book"
+    shutil.copytree(ROOT / "book", src, symlinks=True)
+    executed = {}
+    for chapter in sorted((ROOT / "book").glob("*.ipynb")):
+        if chapter.is_symlink():
+            lab = executed_labs[chapter.resolve().name].shipped
+            (src / chapter.name).unlink()
+            shutil.copyfile(lab, src / chapter.name)
+            executed[chapter.resolve().name] = lab
+    config = src / "_config.yml"
+    text, n = re.subn(r"^(\s*execute_notebooks:\s*)force\b", r"\1off", config.read_text(encoding="utf-8"),
+                      flags=re.M)
+    assert n == 1, "book/_config.yml must say `execute_notebooks: force` once"
+    config.write_text(text, encoding="utf-8")
     out = tmp_path_factory.mktemp("book")
-    book = ROOT / "book"
     cmd = [
         sys.executable, "-c", "import sys; from jupyter_book.cli.main import main; sys.exit(main())",
-        "build", str(book), "--path-output", str(out), "--warningiserror", "--keep-going", "--all",
+        "build", str(src), "--path-output", str(out), "--warningiserror", "--keep-going", "--all",
     ]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=BOOK_BUILD_TIMEOUT_S)
-    executed = {}
-    for chapter in sorted(book.glob("*.ipynb")):
-        if chapter.is_symlink():
-            executed[chapter.resolve().name] = out / "_build" / "jupyter_execute" / chapter.name
     return {"rc": proc.returncode, "log": proc.stdout + proc.stderr, "html": out / "_build" / "html",
             "executed": executed}

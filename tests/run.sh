@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
 # Install what the test suite needs and run all of it: the README's test command, and what .ci/run calls.
+# The tests run on one pytest-xdist worker per CPU (-n auto), grouped as tests/conftest.py says; give
+# pytest options after the command (`bash tests/run.sh -n 0 tests/test_tso.py` runs one file in-process).
 # System packages that pip cannot install (a Java 17+ runtime for Spark, Debian's chromium for the
 # browser test) are installed with apt-get only when missing.
 set -euo pipefail
@@ -24,4 +26,4 @@ if [ ${#apt_pkgs[@]} -gt 0 ]; then
 fi
 
 python -m pip install -q -e ".[test]"
-exec python -m pytest "$@"
+exec python -m pytest -n auto "$@"

@@ -1,9 +1,10 @@
 """The jupyter-book site under book/: it builds offline with warnings as errors, and its generated
 tables come from the code.
 
-The build test (``-m book``) runs ``jupyter-book build`` into a temporary directory (book/ is not
-touched) and executes the notebook chapters, so it takes a while. The other tests are quick checks of
-the book's sources.
+The build tests (``-m book``) read one ``jupyter-book build`` of a copy of book/ into a temporary
+directory (book/ is not touched), whose notebook chapters are the labs as the suite ran them once
+(``built_book`` and ``executed_labs`` in ``conftest.py``), so they take a while. The other tests are
+quick checks of the book's sources.
 """
 
 from __future__ import annotations

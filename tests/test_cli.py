@@ -62,6 +62,7 @@ def test_existing_nonempty_out_is_refused_and_left_untouched(tmp_path):
     assert (out / "events.parquet").exists()
 
 
+@pytest.mark.slow
 def test_out_that_is_a_file_or_unwritable_is_refused(tmp_path):
     f = tmp_path / "file"
     f.write_text("x")
@@ -79,6 +80,7 @@ def test_out_that_is_a_file_or_unwritable_is_refused(tmp_path):
     assert code == 2 and "choose" in err
 
 
+@pytest.mark.slow
 def test_demo_runs_in_a_fresh_folder_and_never_reuses_a_full_one(tmp_path):
     code, out, err = run_cli("demo", cwd=tmp_path)
     assert code == 0, err
@@ -110,6 +112,7 @@ def test_timeline_prints_key_events_in_words(tmp_path):
     assert "is killed while active" in out and "one guard past the saved window" in out
 
 
+@pytest.mark.slow
 def test_timeline_of_a_flush_run_names_the_crash_the_restart_and_what_it_left_out(tmp_path):
     code, _, err = run_cli("simulate", "--scenario", "datanode-crash-recovery", "--seed", "1", "--out",
                            str(tmp_path / "r"), "--option", "inserts_per_s=30", "--option", "workload_s=12",
@@ -153,6 +156,7 @@ def test_timeline_survives_hand_edited_fields(tmp_path):
     assert "x: tso.save" in out and "y:" in out
 
 
+@pytest.mark.slow
 def test_demo_refuses_a_full_out_without_force_and_prints_nothing_first(tmp_path):
     out = tmp_path / "d"
     out.mkdir()

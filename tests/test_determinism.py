@@ -28,6 +28,7 @@ def test_different_seed_gives_a_different_log(tmp_path):
     assert a["events.jsonl"] != b["events.jsonl"]
 
 
+@pytest.mark.slow
 def test_determinism_does_not_depend_on_hash_seed(tmp_path):
     import subprocess
     import sys

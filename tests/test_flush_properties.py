@@ -49,6 +49,7 @@ def workloads(draw):
     return flush_scenario, draw(st.integers(0, 2**31 - 1)), options
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(workloads())
 def test_random_workloads_and_crashes_lose_nothing_and_repeat_nothing(case):

@@ -43,10 +43,20 @@ def test_alloc_before_start_is_a_clear_error():
 
 
 def test_ts_loop_thread_moves_the_window_on():
-    import time
-
+    """The physical part moves by ``tsLoop``'s ticks alone: waited for by counting ticks (the thread
+    may be slow to get the CPU), not by sleeping a fixed time."""
     with LiveTSO() as tso:
         first = tso.alloc_one()
-        time.sleep(0.25)  # several 50 ms ticks
+        ticks = threading.Semaphore(0)
+        real = tso.core.ts_loop_tick
+
+        def counted_tick():
+            ok = real()
+            ticks.release()
+            return ok
+
+        tso.core.ts_loop_tick = counted_tick
+        # two ticks at least 50 ms apart: the second sees the clock past the first's physical time
+        assert ticks.acquire(timeout=60) and ticks.acquire(timeout=60), "tsLoop did not tick"
         second = tso.alloc_one()
     assert (second >> 18) > (first >> 18)

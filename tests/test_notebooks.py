@@ -1,17 +1,16 @@
-"""Every lab notebook runs top to bottom in a fresh kernel, twice: as shipped (every exercise waits for
-an answer) and with the reference answers of ``tests/lab_solutions.py`` put in (every check passes).
+"""Every lab notebook runs top to bottom in a fresh kernel: as shipped (every exercise waits for an
+answer) and with the reference answers of ``tests/lab_solutions.py`` put in (every check passes).
 
-The run as shipped is the book build's: each lab is a chapter the build executes (``built_book`` in
-``conftest.py``), so the suite reads that executed notebook instead of running the lab a second time."""
+Both are one run per lab and session (``executed_labs`` in ``conftest.py``), where each exercise cell
+runs with its reference answer just before it runs as shipped; the book is built from the same run
+(``built_book``), so the suite executes each lab once."""
 
 import re
 from pathlib import Path
 
 import nbformat
 import pytest
-from nbclient import NotebookClient
-
-from lab_solutions import SOLUTIONS, inject, shipped_answers
+from lab_solutions import SOLUTIONS, shipped_answers
 
 NOTEBOOKS = sorted((Path(__file__).parent.parent / "notebooks").glob("*.ipynb"))
 PENDING = "Not answered yet"
@@ -31,10 +30,10 @@ def _output_texts(cell) -> list[str]:
     return texts
 
 
-def _execute(nb, path: Path):
-    NotebookClient(nb, timeout=600, kernel_name="python3",
-                   resources={"metadata": {"path": str(path.parent)}}).execute()
-    return nb
+def _errors(nb) -> list:
+    """The error outputs of the code cells (the run keeps them, and goes on)."""
+    return [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
+            if o.get("output_type") == "error"]
 
 
 def _exercise_cells(nb) -> list:
@@ -68,6 +67,10 @@ def test_exercises_ship_unanswered_and_have_reference_answers(path):
     source = "\n".join(c.source for c in nb.cells)
     for name, solution in SOLUTIONS[path.name].items():
         assert solution not in source, f"the reference answer to {name} is in the notebook"
+    for cell in (c for c in nb.cells if c.cell_type == "code"):
+        # the suite runs each lab once, answered and as shipped (conftest.executed_labs), relying on this
+        used = set(re.findall(r"\banswer_\d+\b", cell.source)) - set(re.findall(r"^(answer_\d+) = ", cell.source, re.M))
+        assert not used, f"only its exercise cell may use {sorted(used)}:\n{cell.source}"
 
 
 @pytest.mark.spark
@@ -78,7 +81,7 @@ def test_notebook_as_shipped_runs_and_waits_for_answers(path, built_book):
     assert executed is not None, f"{path.name} is not a chapter of the book; add a symlink in book/ and a TOC entry"
     assert executed.is_file(), f"the book build did not execute {path.name}:\n{built_book['log'][-3000:]}"
     nb = nbformat.read(executed, as_version=4)
-    errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []) if o.get("output_type") == "error"]
+    errors = _errors(nb)
     assert not errors, f"{path.name} raised: {errors[0].get('ename')}: {errors[0].get('evalue')}"
     code = [c for c in nb.cells if c.cell_type == "code"]
     assert code and all(c.execution_count for c in code if c.source.strip()), f"{path.name} was not run to the end"
@@ -96,11 +99,12 @@ def test_notebook_as_shipped_runs_and_waits_for_answers(path, built_book):
 @pytest.mark.spark
 @pytest.mark.slow
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
-def test_notebook_with_reference_answers_passes_every_check(path):
+def test_notebook_with_reference_answers_passes_every_check(path, executed_labs):
     solutions = SOLUTIONS[path.name]
-    nb = inject(nbformat.read(path, as_version=4), solutions)
+    nb = executed_labs[path.name].answered
     assert not shipped_answers(nb)
-    _execute(nb, path)
+    errors = _errors(nb)
+    assert not errors, f"{path.name} raised: {errors[0].get('ename')}: {errors[0].get('evalue')}"
     text = "\n".join(t for c in nb.cells if c.cell_type == "code" for t in _output_texts(c))
     assert "❌" not in text, "a self-check failed on the reference answers:\n" + "\n".join(
         t for c in nb.cells if c.cell_type == "code" for t in _output_texts(c) if "❌" in t)

@@ -239,6 +239,7 @@ def test_the_events_lane_labels_reads_with_their_request_and_keys(seed):
     assert lane.marks is None  # the registry's marks, wrapped only while drawing
 
 
+@pytest.mark.slow
 def test_the_filmstrip_is_written(seed, stall, tmp_path):
     for name, (run, st) in (("seed", seed), ("stall", stall)):
         paths = st.to_static(tmp_path / name)

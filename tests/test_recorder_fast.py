@@ -288,6 +288,7 @@ def _record(plan, row_sink_at, bound: bool):
     return rows, tables, memory.rows, rec.counts, rec.seq
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(_emit_plans())
 def test_bound_emitters_record_the_same_rows_as_emit(plan):

@@ -462,6 +462,7 @@ class GateMachine(RuleBasedStateMachine):
             assert (self.tt.pending is None) == (self.pending is None)
 
 
+@pytest.mark.slow
 def test_gate_and_rounds_hold_their_promises_under_any_interleaving():
     run_state_machine_as_test(
         GateMachine,

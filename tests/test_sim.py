@@ -102,6 +102,7 @@ def test_every_switch_is_exercised_by_some_test():
     assert set(BugSwitches.names()) == named
 
 
+@pytest.mark.slow
 def test_every_scenario_runs_clean_with_default_rules():
     for name in scenarios():
         run = milvus_edu.simulate(name, seed=2, duration_s=12)

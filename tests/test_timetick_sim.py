@@ -202,6 +202,7 @@ def test_scenario_is_byte_identical_for_the_same_seed(tmp_path, scenario):
     assert digests[0] == digests[1]
 
 
+@pytest.mark.slow
 def test_timetick_run_does_not_depend_on_hash_seed(tmp_path):
     code = ("import milvus_edu,sys; milvus_edu.simulate('timetick-basics', seed=5, duration_s=1, "
             "out_dir=sys.argv[1], keep_events=False)")

@@ -391,6 +391,7 @@ def test_film_steps_pick_the_story(basics, stall, unlocked):
     assert first_below in film_steps(ux)
 
 
+@pytest.mark.slow
 def test_to_static_writes_png_and_svg(tmp_path, basics_stepper):
     steps = film_steps(basics_stepper.index)
     paths = basics_stepper.to_static(tmp_path / "timetick", steps=steps)
@@ -405,6 +406,7 @@ def test_to_static_writes_png_and_svg(tmp_path, basics_stepper):
 # ------------------------------------------------------------------------------------ size
 
 
+@pytest.mark.slow
 def test_a_hundred_thousand_event_run_sets_up_and_steps():
     ev = milvus_edu.simulate("timetick-basics", seed=1, duration_s=9).events
     assert len(ev) >= 100_000

@@ -298,6 +298,7 @@ def test_lane_without_methods_is_rejected(failover_events):
 # ------------------------------------------------------------------------------------ export
 
 
+@pytest.mark.slow
 def test_to_static_writes_png_and_svg(tmp_path, st):
     paths = st.to_static(tmp_path / "film")
     assert [p.name for p in paths] == ["film.png", "film.svg"]
@@ -480,6 +481,7 @@ def test_physical_lane_labels_the_clock_gap_at_the_cursor(st, failover_events):
     assert not any(gap.get_visible() for *_rest, gap in lane.clocks)  # clock == physical: nothing to say
 
 
+@pytest.mark.slow
 def test_filmstrip_is_one_picture_a_row_with_readable_text_at_page_width(tmp_path, st):
     from matplotlib.text import Text
     from PIL import Image
