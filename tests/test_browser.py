@@ -153,7 +153,9 @@ def test_timetick_notebook_stepper(request, tmp_path):
     assert "TimelineStepper" in (REPO_ROOT / TIMETICK_NOTEBOOK).read_text(encoding="utf-8")
     lab_server = request.getfixturevalue("lab_server")
     result = _check_step(lab_server, TIMETICK_NOTEBOOK, "stepper-timetick.png", tmp_path)
-    assert result.before.startswith("event 1 of ") and result.after.startswith("event 2 of ")
+    # section 3 opens the stepper at the first pack with messages (event 2,331 of seed 1), then steps once
+    assert result.before.startswith("event 2,331 of ") and "mq.pack" in result.before
+    assert result.after.startswith("event 2,332 of ")
     _check_stepper_answers_while_busy_and_fits(result)
 
 

@@ -82,14 +82,24 @@ SWEEP = {
                                    options={**SHORT, "workload_s": 12.0}, **CRASH_PARAMS),
     "checkpoint-rpc-lost": dict(duration_s=30.0, options={**SHORT, "workload_s": 12.0}),
     "flush-ts-boundary": dict(duration_s=30.0, options={"inserts_per_s": 20.0, "workload_s": 12.0}),
+    "flush-ts-slow-store": dict(duration_s=40.0, options={"workload_s": 12.0}),  # 1 s per object-store write
+    "flush-sync-policies": dict(duration_s=25.0, options={"workload_s": 10.0}),
+    "checkpoint-many-vchannels": dict(duration_s=25.0, options={"vchannels": 140, "workload_s": 8.0}),
+    "flush-drop-collection": dict(duration_s=30.0, options={"drop_at_s": 10.0, "workload_s": 12.0}),
+    "flush-stuck-memory-sync": dict(duration_s=70.0, options={"workload_s": 12.0}),
 }
+#: The scenarios whose gap (a hole in Milvus itself) breaks these invariants, at every seed.
+GAP_BREAKS = {"flush-stuck-memory-sync": {"flush-completes"}}
+#: The scenarios with no final audit: the dropped collection's segments are Dropped, the stuck flush never ends.
+NO_AUDIT = {"flush-drop-collection", "flush-stuck-memory-sync"}
 
 
 def _sweep_run(job):
     scenario, seed = job
     run = milvus_edu.simulate(scenario, seed=seed, keep_events=False, **SWEEP[scenario])
     f = run.summary["flush"]
-    return (scenario, seed, run.summary["checks"]["ok"], run.summary["checks"]["violations"][:1],
+    broken = {name for name, n in run.summary["checks"]["violation_counts"].items() if n}
+    return (scenario, seed, broken, run.summary["checks"]["violations"][:1],
             f["audited"] and f["audit_rows"] == f["acknowledged_rows"] > 0)
 
 
@@ -102,8 +112,8 @@ def test_40_seeds_of_every_flush_scenario_pass_every_checker():
     jobs = [(scenario, seed) for scenario in SWEEP for seed in SWEEP_SEEDS]
     with ProcessPoolExecutor(max_workers=min(2, os.cpu_count() or 1)) as pool:
         results = list(pool.map(_sweep_run, jobs, chunksize=10))
-    failed = [(s, seed, v) for s, seed, ok, v, _ in results if not ok]
-    assert not failed, f"{len(failed)} run(s) broke a promise; the first: {failed[0]}"
-    unaudited = [(s, seed) for s, seed, _, _, audited in results if not audited]
+    failed = [(s, seed, v) for s, seed, broken, v, _ in results if broken != GAP_BREAKS.get(s, set())]
+    assert not failed, f"{len(failed)} run(s) broke a promise, or a gap did not show; the first: {failed[0]}"
+    unaudited = [(s, seed) for s, seed, _, _, audited in results if not audited and s not in NO_AUDIT]
     assert not unaudited, f"runs whose audit did not match the acknowledged rows: {unaudited[:3]}"
     assert len(results) == len(SWEEP) * len(SWEEP_SEEDS)

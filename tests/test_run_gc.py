@@ -370,7 +370,9 @@ def test_a_scenario_makes_little_cyclic_garbage_while_it_runs(name, monkeypatch)
 
     monkeypatch.setattr(run_module, "collector_paused", ScanningOften)
     _clean()  # earlier tests' garbage is not this run's
-    duration_s = min(run_module.get_scenario(name).duration_s, 20.0)
+    # 20 simulated seconds for every scenario: a short one's few one-off cycles (ddl-recreate-under-load's reads
+    # failing on the closing delegators: about 260 objects at its drop) are not a rate
+    duration_s = 20.0
     result = milvus_edu.simulate(name, seed=1, duration_s=duration_s, keep_events=False)
     assert len(found) > 1  # the collector did scan during the run, and at its end
     assert sum(found) <= 3000 * duration_s / 60, (
