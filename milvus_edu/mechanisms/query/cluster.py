@@ -531,6 +531,7 @@ class QueryCluster(ControlPlane):
         lock); answers the collection. Its first step, ``expireCacheStep`` (a ``DropCollection``-type
         ``InvalidateCollectionMetaCache`` of the name and the new id on every proxy), clears any stale entry a
         proxy still holds for the name."""
+        yield from self._name_free(name)
         if name in self.collections:
             raise ValueError(f"collection already exists[collection={name}]")
         task = self._ddl_start("CreateCollection", name, peer)
@@ -542,9 +543,15 @@ class QueryCluster(ControlPlane):
         self._ddl_done(task, name, peer, collection_id=coll.id)
         return coll
 
+    def _name_free(self, name: str):
+        """Wait until no create or drop holds ``name``'s lock (a describe's read lock, or the next writer's turn)."""
+        while name in self._name_locks:
+            yield self._name_locks[name]
+
     @contextmanager
     def _name_lock(self, name: str):
-        """Hold ``name``'s write lock for a create or a drop: a describe of it waits until the task is done."""
+        """Hold ``name``'s write lock for a create or a drop (taken right after :meth:`_name_free`, with no yield
+        between): a describe, create or drop of the name waits until the task is done."""
         done = self._name_locks[name] = self.sim.env.event()
         try:
             yield
@@ -558,8 +565,7 @@ class QueryCluster(ControlPlane):
         task = DdlTask("DescribeCollection")
         scheduler = self.timetick.scheduler
         scheduler.add_task_with_lock(task)
-        while name in self._name_locks:  # the read lock waits for a create or drop of the name to finish
-            yield self._name_locks[name]
+        yield from self._name_free(name)
         coll = self.collections.get(name)
         scheduler.execute(task, None if coll is not None else "collection not found")
         if coll is None:
@@ -587,6 +593,7 @@ class QueryCluster(ControlPlane):
         if not self.meta_cache:
             raise ValueError("drop_collection needs the cluster's meta cache (QueryCluster(meta_cache=True))")
         task = self._ddl_start("DropCollection", name, peer)
+        yield from self._name_free(name)
         coll = self.collections.get(name)
         if coll is None:  # "drop non-existent collection": idempotent
             self._ddl_done(task, name, peer, collection_id=None)

@@ -135,6 +135,10 @@ class QueryNodeNode:
     def _publish(self, vchannel: str) -> None:
         """Record the new tsafe and wake the reads waiting on it (``tsCond.Broadcast``)."""
         self.sim.recorder.emit("querynode.tsafe", self.name, ts=self.delegators[vchannel].get_tsafe(), vchannel=vchannel)
+        self._broadcast(vchannel)
+
+    def _broadcast(self, vchannel: str) -> None:
+        """``tsCond.Broadcast``: wake every read waiting on ``vchannel``'s tsafe (it moved, or the delegator closed)."""
         moved = self.tsafe_moved[vchannel]
         self.tsafe_moved[vchannel] = self.sim.env.event()
         moved.succeed()
@@ -164,12 +168,7 @@ class QueryNodeNode:
             self.dispatchers[to_physical_channel(vchannel)].remove_target(vchannel)
             self.sim.recorder.emit("querynode.release", self.name, ts=d.get_tsafe(), vchannel=vchannel,
                                    detail={"collection_id": collection_id})
-            self._publish_close(vchannel)
-
-    def _publish_close(self, vchannel: str) -> None:
-        moved = self.tsafe_moved[vchannel]
-        self.tsafe_moved[vchannel] = self.sim.env.event()
-        moved.succeed()
+            self._broadcast(vchannel)
 
     # ------------------------------------------------------------------------------ reads
 
@@ -293,7 +292,6 @@ class ReadProxy:
         except RPCError as exc:
             return False, exc
         return True, value
-
 
     # ------------------------------------------------------------------------------ the meta cache
 
