@@ -202,7 +202,7 @@ def _cmd_simulate(args) -> int:
             return 0
         broken = {name for name, n in result.summary["checks"]["violation_counts"].items() if n}
         progress = {name for m in scenario_mechanisms(spec) if m.checker is not None
-                    for name in getattr(m.checker, "progress", ())}
+                    for name in m.checker.progress}
         if (args.param or args.option) and broken <= progress:
             print("(expected: the --param or --option values you gave keep this run from making progress; the "
                   "progress checks above say what is stuck)")

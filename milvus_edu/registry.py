@@ -83,9 +83,10 @@ class Mechanism:
 
     * ``kinds``: its event kinds (added to the run-log schema on registration).
     * ``scenarios``: its scenarios.
-    * ``checker()``: a new streaming checker (a sink with ``write(row)``, ``close()``, ``invariants``,
-      ``counts``, ``limit`` and ``result() -> list[Violation]``) plus ``promise``, one sentence saying what
-      passing means.
+    * ``checker()``: a new streaming checker, a :class:`milvus_edu.check.violation.StreamingChecker` (a sink with
+      ``write(row)``, ``close()``, ``invariants``, ``counts``, ``limit``, ``result() -> list[Violation]``,
+      ``configure(config)``, ``vacuous()``, ``stalls`` and the class attribute ``progress``) plus ``promise``, one
+      sentence saying what passing means.
     * ``summary()``: a new sink with ``write(row)``, ``close()`` and ``sections(counts) -> dict`` (its
       part of ``summary.json``). Checkers and summaries must pickle (plain attributes, no lambdas):
       a run that writes a folder runs them in a second process and brings them back

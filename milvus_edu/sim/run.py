@@ -145,9 +145,7 @@ def simulate(
     mechs = scenario_mechanisms(spec)
     checkers = [m.checker() for m in mechs if m.checker is not None]
     for checker in checkers:
-        configure = getattr(checker, "configure", None)  # the registry's protocol does not require it
-        if configure is not None:
-            configure(config)
+        checker.configure(config)
     summaries = [m.summary() for m in mechs if m.summary is not None]
     if sink_process and out_dir is None:
         raise ValueError("sink_process=True runs the sinks that write a run folder: give out_dir too, or leave it at None")
@@ -236,8 +234,8 @@ def _summary(spec, seed, duration_s, config, recorder, summaries, checkers, run_
         "violations": [v.to_dict() for v in violations],
         "violations_kept_per_invariant": min((c.limit for _, c in checkers), default=0),
         # what passing did not show: invariants nothing in this run could have broken, per mechanism
-        "vacuous": {name: c.vacuous() if hasattr(c, "vacuous") else [] for name, c in checkers},
+        "vacuous": {name: c.vacuous() for name, c in checkers},
         # stalls the checkers explained as the expected effect of an injected fault (not violations)
-        "stalls": [{"mechanism": name, **stall} for name, c in checkers for stall in getattr(c, "stalls", ())],
+        "stalls": [{"mechanism": name, **stall} for name, c in checkers for stall in c.stalls],
     }
     return out
