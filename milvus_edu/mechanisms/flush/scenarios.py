@@ -410,13 +410,11 @@ def _flush_ts_boundary(sim: Simulation, **options) -> None:
 #: The DataNode's machine memory in ``flush-stuck-memory-sync``: at forceSyncWatermark 0.5 the memory check
 #: force-syncs as soon as the buffers hold 1 MiB (about what ``--param datanode.force_sync_watermark=0.0001``
 #: does on the default 8 GiB machine).
-SMALL_MEMORY_BYTES = 2 << 20
+SMALL_MEMORY_MB = 2.0
 
 
 def _stuck_memory_sync(sim: Simulation, **options) -> None:
-    cluster = _cluster(sim, **options)
-    cluster.datanode.memory_bytes = SMALL_MEMORY_BYTES
-    cluster.start()
+    _cluster(sim, memory_mb=SMALL_MEMORY_MB, **options).start()
 
 
 SCENARIOS = (
@@ -592,10 +590,6 @@ class DropCollectionCluster(FlushCluster):
                      begin_ts=ts, end_ts=ts, count=0)
 
 
-def _sync_policies(sim: Simulation, **options) -> None:
-    _cluster(sim, **options).start()
-
-
 def _many_vchannels(sim: Simulation, vchannels: int = 300, **options) -> None:
     ManyVchannelsCluster(sim, vchannels, **options).start()
 
@@ -607,7 +601,7 @@ def _drop_collection(sim: Simulation, drop_at_s: float = 20.0, stop_at_s: float 
 SCENARIOS = SCENARIOS + (
     Scenario(
         "flush-sync-policies", "20 inserts/s never fill a buffer: with syncPeriod at 5 s (Milvus: 600 s) stale "
-        "buffers sync; try --option memory_mb=2 for the memory check.", 40.0, _sync_policies,
+        "buffers sync; try --option memory_mb=2 for the memory check.", 40.0, _basics,
         "At 20 inserts/s a segment's 16 MiB buffer would take minutes to fill, so the full-buffer policy never "
         "fires. The stale-buffer policy syncs a buffer whose oldest row is more than dataNode.segment.syncPeriod "
         "older than the pack just consumed (plus a jitter below 10 %, drawn per buffer and pack): with "
