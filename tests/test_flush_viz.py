@@ -173,3 +173,17 @@ def test_a_checkpoint_on_flush_ts_is_ringed_and_labelled(boundary):
     plt.close(fig)
     assert labels.count("checkpoint = flushTs") == 1  # once per flush: only the first flush sits on it
     assert "stored checkpoint at flushTs" in ax.get_legend_handles_labels()[1]
+
+
+def test_the_stepper_legend_fits_the_figure(boundary):
+    """Lab 3's stepper legend (eight labels; 'rows buffered, vch 1' last) was cut off at the right edge:
+    the figure legend now takes as many columns as fit and lowers the lanes for its extra rows."""
+    run, _ = boundary
+    st = TimelineStepper(run.events, lanes=flush_lanes(), window_s=2.0)
+    fig = st._renderer.fig
+    renderer = fig.canvas.get_renderer()
+    box = fig.legends[0].get_window_extent(renderer)
+    assert box.x1 <= fig.bbox.width + 1 and box.y1 <= fig.bbox.height + 1
+    assert "rows buffered, vch 1" in [t.get_text() for t in fig.legends[0].get_texts()]
+    for ax in st._renderer.axes:
+        assert not box.overlaps(ax.get_window_extent(renderer))

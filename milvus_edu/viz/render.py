@@ -199,8 +199,25 @@ def figure_legend(fig: Figure, axes, left: float, bottom: float):
     handles, labels, ncol = take_legends(axes)
     if not handles:
         return None
-    return fig.legend(handles, labels, loc="lower left", bbox_to_anchor=(left, bottom), ncol=ncol,
-                      frameon=False, borderaxespad=0.0, handlelength=2.4, columnspacing=1.6)
+    # The lanes ask for a column count for their own axes; across the figure, fewer columns may be needed
+    # for the longest labels to fit its width (lab 3's four vchannel labels were cut off at the right edge).
+    renderer = fig.canvas.get_renderer()
+    room = fig.bbox.width * (1.0 - left)
+    for n in range(min(ncol, len(labels)), 0, -1):
+        legend = fig.legend(handles, labels, loc="lower left", bbox_to_anchor=(left, bottom), ncol=n,
+                            frameon=False, borderaxespad=0.0, handlelength=2.4, columnspacing=1.6)
+        if n == 1 or legend.get_window_extent(renderer).width <= room:
+            break
+        legend.remove()
+    over = (legend.get_window_extent(renderer).y1 - fig.bbox.height) / fig.bbox.height
+    if over > 0:  # more rows than the space above the lanes: lower the lanes' tops to make room
+        floor = min(ax.get_position().y0 for ax in axes)
+        squeeze = (bottom - over - floor) / (bottom - floor)
+        for ax in axes:
+            p = ax.get_position()
+            ax.set_position([p.x0, floor + (p.y0 - floor) * squeeze, p.width, p.height * squeeze])
+        legend.set_bbox_to_anchor((left, bottom - over), transform=fig.transFigure)
+    return legend
 
 
 def move_cursors(cursors, axes, t_s: float) -> list:
