@@ -19,6 +19,9 @@ from ...proto import MsgPosition, SegmentLevel
 #: Field ids of the binlogs the model writes: Milvus's system field Timestamp and the user's primary key.
 TIMESTAMP_FIELD_ID = 1
 PK_FIELD_ID = 100
+#: The dynamic field ``$meta`` of a quick-setup collection (``id`` 100, ``vector`` 101, ``$meta`` 102): a row's
+#: keys besides its primary key and vector, one JSON document per row.
+META_FIELD_ID = 102
 
 
 @dataclass(frozen=True)
@@ -28,6 +31,8 @@ class InsertData:
     pks: tuple = ()
     timestamps: tuple[int, ...] = ()
     payload_bytes: int = 0
+    #: each row's dynamic field (a dict), or None when the batch's rows carry none
+    fields: tuple | None = None
 
     @property
     def num_rows(self) -> int:
