@@ -20,16 +20,16 @@ character), ``\\%`` and ``\\_`` for the characters themselves.
 Fields follow a collection made the way ``MilvusClient.create_collection(name, dimension=...)`` makes one (the
 "quick setup"): the primary key ``id``, a vector, and the dynamic field ``$meta`` on. Any other name is a key of a
 row's dynamic field (``translateIdentifier`` -> ``GetFieldFromNameDefaultJSON``), so naming a key no row has is
-not an error: such a row simply does not match (JSON semantics: a missing key, or a value of another type, makes
-a comparison false). The primary key's type is checked as ``HandleCompare`` / ``canBeCompared`` check it: with
+not an error. A row that lacks the key, or holds a value of another type (a string where the filter has a
+number), fails every comparison, ``in`` and ``like`` on it, except ``!=``, which it passes (segcore's
+``UnaryRangeJSONCompare`` / ``UnaryRangeJSONCompareNotEqual``); ``not`` and ``not in`` negate that. The primary key's type is checked as ``HandleCompare`` / ``canBeCompared`` check it: with
 ``pk_type`` given (``"Int64"`` or ``"VarChar"``), ``id == 5`` on a VarChar key is refused with Milvus's
 ``comparisons between VarChar and Int64 are not supported``; ``like`` on an Int64 key with
 ``like operation on non-string or no-json field is unsupported``.
 
 Departures (book/quirks.md): no arithmetic, functions (``json_contains``, ``array_contains``, ``text_match``…),
-``exists``, ``is null``, template values, JSON paths (``meta["a"]["b"]``) or field-to-field comparisons; a
-missing dynamic key is false under ``not`` too (two-valued, where Milvus 2.5's JSON null handling is three-valued
-for some operators); ``not`` binds as in ``Plan.g4`` (tighter than a comparison), so ``not id == 1`` is refused
+``exists``, ``is null``, template values, JSON paths (``meta["a"]["b"]``) or field-to-field comparisons; booleans
+are never ordered (``<`` on them is false); ``not`` binds as in ``Plan.g4`` (tighter than a comparison), so ``not id == 1`` is refused
 and ``not (id == 1)`` is what to write.
 """
 
@@ -52,10 +52,11 @@ _LIKE = {"like", "LIKE"}
 _TRUE = {"true", "True", "TRUE"}
 _FALSE = {"false", "False", "FALSE"}
 _CMP = ("==", "!=", "<=", ">=", "<", ">")
+_INT64_MAX = 2**63 - 1
 _TOKEN = re.compile(r"""
     (?P<ws>\s+)
-  | (?P<num>(?:\d+\.\d*|\.\d+|\d+)(?:[eE][+-]?\d+)?|0[xX][0-9a-fA-F]+)
-  | (?P<str>"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*')
+  | (?P<num>0[xX][0-9a-fA-F]+|(?:\d+\.\d*|\.\d+|\d+)(?:[eE][+-]?\d+)?)
+  | (?P<str>"(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*')
   | (?P<op>==|!=|<=|>=|&&|\|\||[<>!()\[\],-])
   | (?P<name>[A-Za-z_$][A-Za-z0-9_]*)
 """, re.X | re.S)
@@ -84,11 +85,10 @@ class Compare:
 
 @dataclass(frozen=True)
 class Term:
-    """``field [not] in [values]``."""
+    """``field in [values]`` (``not in`` is ``Not(Term)``, as ``VisitTerm`` builds it)."""
 
     field: str
     values: tuple
-    negated: bool = False
 
 
 @dataclass(frozen=True)
@@ -166,11 +166,16 @@ class _Parser:
 
     def _literal(self, kind: str, text: str, col: int):
         if kind == "num":
-            if text[:2] in ("0x", "0X"):
-                return int(text, 16)
-            if any(c in text for c in ".eE"):
+            if any(c in text for c in ".eE") and text[:2] not in ("0x", "0X"):
                 return float(text)
-            return int(text)
+            # Plan.g4's IntegerConstant: hexadecimal 0x.., octal 0.. (as C writes them), decimal
+            try:
+                value = int(text, 16) if text[:2] in ("0x", "0X") else int(text, 8) if text[0] == "0" else int(text)
+            except ValueError:
+                self._fail(col, f"{text} is not a number (a leading 0 makes it octal)")
+            if value > _INT64_MAX:  # the lexer's strconv.ParseInt fails before any minus sign is applied
+                self._fail(col, f"the integer {text} is out of the Int64 range")
+            return value
         if kind == "str":
             out, body, k = [], text[1:-1], 0
             while k < len(body):
@@ -299,14 +304,18 @@ class _Parser:
         return v
 
     def _check_pk(self, field: str, value: _Value, op: str) -> None:
-        """``HandleCompare``'s ``canBeCompared`` for the primary key (a dynamic key compares with anything)."""
+        """``HandleCompare``'s ``canBeCompared`` then ``castValue`` for the primary key (a dynamic key compares
+        with anything): an Int64 key takes whole numbers only, a VarChar key strings only."""
         if field != PK_FIELD or self.pk_type is None:
             return
         kind = _type_name(value.value)
-        ok = (kind in ("Int64", "Double")) if self.pk_type == "Int64" else (kind == "VarChar")
-        if not ok:
-            raise ValueError(f"filter {self.text!r}: comparisons between {self.pk_type} and {kind} are not "
-                             f"supported (column {value.col}, after '{op}')")
+        if kind == self.pk_type:
+            return
+        if self.pk_type == "Int64" and kind == "Double":
+            raise ValueError(f"filter {self.text!r}: cannot cast value to Int64, value: {value.value} "
+                             f"(column {value.col}, after '{op}')")
+        raise ValueError(f"filter {self.text!r}: comparisons between {self.pk_type} and {kind} are not "
+                         f"supported (column {value.col}, after '{op}')")
 
     def _relation(self, left, op: _Tok, right):
         if isinstance(left, str) == isinstance(right, str):
@@ -347,8 +356,7 @@ class _Parser:
         while not (self.tok.kind == "op" and self.tok.text == "]"):
             v = self._value("[" if not values else ",")
             if field == PK_FIELD and self.pk_type is not None:
-                kind = _type_name(v.value)
-                if (kind != "Int64") if self.pk_type == "Int64" else (kind != "VarChar"):
+                if _type_name(v.value) != self.pk_type:
                     raise ValueError(f"filter {self.text!r}: value '{v.value}' in list cannot be casted to "
                                      f"{self.pk_type} (column {v.col})")
             values.append(v.value)
@@ -357,7 +365,8 @@ class _Parser:
             elif not (self.tok.kind == "op" and self.tok.text == "]"):
                 self._fail(self.tok.col, f"expected ',' or ']' in the list, got {self._describe(self.tok)}")
         self._take()
-        return Term(field, tuple(values), negated)
+        term = Term(field, tuple(values))
+        return Not(term) if negated else term
 
     def _like(self, field: str):
         """``VisitLike``: a string pattern on a string field (or a dynamic key)."""
@@ -401,8 +410,8 @@ def _same_kind(a, b) -> bool:
 
 
 def _cmp(op: str, a, b) -> bool:
-    if not _same_kind(a, b):
-        return False
+    if not _same_kind(a, b):  # UnaryRangeJSONCompare: false, but true for != (UnaryRangeJSONCompareNotEqual)
+        return op == "!="
     if op == "==":
         return a == b
     if op == "!=":
@@ -421,13 +430,12 @@ def evaluate(node, pk, fields: Mapping | None) -> bool:
     if isinstance(node, Not):
         return not evaluate(node.child, pk, fields)
     value = pk if node.field == PK_FIELD else (fields or {}).get(node.field, _MISSING)
-    if value is _MISSING:
-        return False
+    if value is _MISSING:  # a key the row lacks: as a value of another type
+        return isinstance(node, Compare) and node.op == "!="
     if isinstance(node, Compare):
         return _cmp(node.op, value, node.value)
     if isinstance(node, Term):
-        found = any(_cmp("==", value, v) for v in node.values)
-        return found != node.negated
+        return any(_cmp("==", value, v) for v in node.values)
     return isinstance(value, str) and node.regex.fullmatch(value) is not None
 
 
