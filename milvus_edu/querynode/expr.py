@@ -27,7 +27,7 @@ number), fails every comparison, ``in`` and ``like`` on it, except ``!=``, which
 ``comparisons between VarChar and Int64 are not supported``; ``like`` on an Int64 key with
 ``like operation on non-string or no-json field is unsupported``.
 
-Departures (book/quirks.md): no arithmetic, functions (``json_contains``, ``array_contains``, ``text_match``…),
+Simplification: no arithmetic, functions (``json_contains``, ``array_contains``, ``text_match``…),
 ``exists``, ``is null``, template values, JSON paths (``meta["a"]["b"]``) or field-to-field comparisons; booleans
 are never ordered (``<`` on them is false); ``not`` binds as in ``Plan.g4`` (tighter than a comparison), so ``not id == 1`` is refused
 and ``not (id == 1)`` is what to write.

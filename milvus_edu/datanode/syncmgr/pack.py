@@ -4,8 +4,9 @@ Models ``SyncPack`` of ``internal/flushcommon/syncmgr/serializer.go`` and the ``
 ``DeleteData`` of ``internal/storage`` (Milvus 2.5), as the data the write buffer yields
 (``getSyncTask``) and the sync task writes.
 
-Simplification: a row is its primary key, its timestamp and an opaque payload size (the field data the
-lesson does not need); Milvus's InsertData holds every field, including RowID (field 0), which the
+Simplification: a row is its primary key, its timestamp, an opaque payload size (the field data the
+lesson does not need) and its dynamic field (``$meta``: the keys a row was inserted with besides ``id`` and
+``vector``), which filters read; Milvus's InsertData holds every field, including RowID (field 0), which the
 model's ``InsertMsg`` does not carry. No BM25 statistics, no data source, no error-handler field (the
 caller gets the error back instead).
 """

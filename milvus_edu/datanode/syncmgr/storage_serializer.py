@@ -26,7 +26,9 @@ in the metacache (``RollStats``), and this happens when the pack is encoded (in 
 
 Simplification: Milvus's binlog format (a descriptor event and insert events wrapping a Parquet
 payload) and its JSON/bloom-filter stats become plain Parquet with the exact pk set; there is no RowID
-field (field 0) nor any vector field, since ``InsertData`` carries only pks and timestamps.
+field (field 0) nor any vector field, since ``InsertData`` carries only pks, timestamps and the dynamic field; the
+``$meta`` binlog is written only when some row of the pack carries keys (Go writes it for every row of a
+collection with the dynamic field on), so runs of bare keys write the files they always wrote.
 Simplification: a delete pack with no rows gives a zero-row Parquet delta log, where Go writes an
 empty object.
 Simplification: a delta log's memory size is computed from the rows (8 bytes per int64, string length
