@@ -115,11 +115,11 @@ class InsertNode:
         taken per segment (a segment refused as excluded reads 0)."""
         by_segment: dict[int, list[Row]] = {}
         for m in sorted(msg.insert_msgs, key=lambda m: m.begin_ts()):
-            rows = by_segment.setdefault(m.segment_id, [])
+            batch = by_segment.setdefault(m.segment_id, [])
             if m.fields is None:
-                rows.extend(Row(pk, ts) for pk, ts in zip(m.pks, m.timestamps))
+                batch.extend(Row(pk, ts) for pk, ts in zip(m.pks, m.timestamps))
             else:
-                rows.extend(Row(pk, ts, fields=f) for pk, ts, f in zip(m.pks, m.timestamps, m.fields))
+                batch.extend(Row(pk, ts, fields=f) for pk, ts, f in zip(m.pks, m.timestamps, m.fields))
         return {seg: (len(rows) if self.delegator.insert(seg, rows) else 0) for seg, rows in by_segment.items()}
 
 

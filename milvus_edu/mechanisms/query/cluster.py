@@ -93,7 +93,9 @@ def parse_steps(steps) -> list[Step]:
     """Check a workload and return it as :class:`Step` records.
 
     Each step is a :class:`Step` or a dict with ``at`` (seconds), ``client``, ``op`` (one of :data:`OPS`),
-    ``collection`` and the op's keyword arguments (``data`` / ``ids`` for insert, ``ids`` or ``filter`` for delete,
+    ``collection`` and the op's keyword arguments (``data`` / ``ids`` for insert: ``data`` is rows such as
+    ``{"id": "A1", "age": 30, "color": "red"}``, whose keys besides ``id`` and ``vector`` are kept as the row's
+    dynamic field; ``ids`` or ``filter`` for delete,
     ``consistency_level``, ``guarantee_timestamp``, ``filter``, ``ids``, ``limit``, ``timeout``, ``output_fields``
     for search and query). ``ValueError`` in one line for an unknown op or argument, an unknown level, a bad
     guarantee timestamp, a filter that does not parse or compares the primary key with a value of another type
