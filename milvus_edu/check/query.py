@@ -78,6 +78,20 @@ def visible(writes, ts: int) -> Counter:
     return out
 
 
+def visible_rows(writes, ts: int) -> list[tuple[object, int]]:
+    """The rows visible at ``ts`` as ``(pk, insert ts)``, by the rule :func:`visible` counts (for a filter that
+    reads a row's dynamic field, which a key alone does not give)."""
+    inserts: dict[object, list[int]] = {}
+    last_delete: dict[object, int] = {}
+    for w_ts, kind, pk in writes:
+        if w_ts <= ts:
+            if kind == "Insert":
+                inserts.setdefault(pk, []).append(w_ts)
+            else:
+                last_delete[pk] = max(w_ts, last_delete.get(pk, w_ts))
+    return [(pk, t) for pk, tss in inserts.items() for t in tss if last_delete.get(pk, t) <= t]
+
+
 # What the fast path (QueryChecker.write_batch) reads by columns: messages and tsafe moves; the other kinds
 # come as row dicts, for write.
 _PRODUCE, _TSAFE = range(2)
@@ -116,6 +130,7 @@ class QueryChecker(StreamingChecker):
     def __init__(self, limit: int = 20):
         super().__init__(limit)
         self._writes: dict[str, list[tuple[int, str, object, int]]] = {}  # vchannel -> (ts, kind, pk, seq)
+        self._fields: dict[tuple[str, object, int], dict] = {}  # (vchannel, pk, insert ts) -> its dynamic field
         self._acks: list[dict] = []  # acknowledged client writes
         self._starts: dict[int, dict] = {}  # request -> client.read_start row facts
         self._proxy: dict[int, dict] = {}  # request -> proxy.read facts
@@ -224,6 +239,9 @@ class QueryChecker(StreamingChecker):
         if pks is not None:
             lst = self._writes.setdefault(vch, [])
             lst.extend((ts, msg_type, pk, seq) for pk in pks)
+            fields = detail.get("fields")
+            if fields is not None:
+                self._fields.update(((vch, pk, ts), f) for pk, f in zip(pks, fields))
 
     def _check_tsafe(self, seq: int, vch: str, ts: int, t_ms: float) -> None:
         prev = self._tsafe.get(vch)
@@ -325,7 +343,12 @@ class QueryChecker(StreamingChecker):
                 writes = [(t, k, pk) for t, k, pk, _ in self._writes.get(r["vchannel"], ())]
                 cache[key] = visible(writes, r["ts"])
             pred = read_predicate(proxy.get("filter", ""), proxy.get("ids"))
-            want = Counter({pk: n for pk, n in cache[key].items() if pred(pk)})
+            if pred.reads_fields:
+                writes = [(t, k, pk) for t, k, pk, _ in self._writes.get(r["vchannel"], ())]
+                want = Counter(pk for pk, t in visible_rows(writes, r["ts"])
+                               if pred(pk, self._fields.get((r["vchannel"], pk, t))))
+            else:
+                want = Counter({pk: n for pk, n in cache[key].items() if pred(pk)})
             got = Counter(r["pks"])
             if got != want:
                 self._explain_mvcc(r, want, got)

@@ -97,7 +97,8 @@ class InsertMsg(TsMsg):
     """``InsertMsg``: rows of one segment of one vchannel (``ShardName``).
 
     ``payload_bytes`` is the size of the field data (vectors, scalars) the rows carry; the model keeps
-    only primary keys and timestamps, and uses it for :meth:`size` alone.
+    primary keys and timestamps, uses it for :meth:`size` alone, and keeps ``fields``, each row's dynamic field
+    (a dict of its keys besides ``id`` and ``vector``), or None when the rows carry none.
     """
 
     msg_type: ClassVar[str] = MsgType.INSERT
@@ -109,6 +110,7 @@ class InsertMsg(TsMsg):
     pks: tuple[int | str, ...]
     timestamps: tuple[int, ...]
     payload_bytes: int = 0
+    fields: tuple | None = None
 
     def __post_init__(self) -> None:
         _freeze_rows(self, "Insert")
@@ -144,7 +146,7 @@ def new_msg_position(channel: str, msg_id: int | None, timestamp: int) -> MsgPos
 
 def new_insert_msg(shard_name: str, collection_id: int, partition_id: int, segment_id: int, pks: tuple,
                    timestamps: tuple, payload_bytes: int, msg_id: int, source_id: int,
-                   position: MsgPosition | None = None) -> InsertMsg:
+                   position: MsgPosition | None = None, fields: tuple | None = None) -> InsertMsg:
     """``InsertMsg(shard_name=..., ...)`` for the simulator's DML path, which builds one per vchannel of
     every insert: the same message (equal, same fields), built without the frozen dataclass's
     ``object.__setattr__`` per field. ``pks`` and ``timestamps`` must be tuples; the rows are checked
@@ -154,7 +156,7 @@ def new_insert_msg(shard_name: str, collection_id: int, partition_id: int, segme
     msg = object.__new__(InsertMsg)
     msg.__dict__.update(msg_id=msg_id, source_id=source_id, position=position, shard_name=shard_name,
                         collection_id=collection_id, partition_id=partition_id, segment_id=segment_id, pks=pks,
-                        timestamps=timestamps, payload_bytes=payload_bytes)
+                        timestamps=timestamps, payload_bytes=payload_bytes, fields=fields)
     return msg
 
 

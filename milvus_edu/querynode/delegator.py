@@ -225,10 +225,10 @@ class ShardDelegator:
         return read_ts, self.read(read_ts)
 
     def read(self, ts: int, pred=None) -> list[Row]:
-        """Every row visible at ``ts`` in the sealed and growing segments (those whose key ``pred`` accepts, when
-        given), sorted by primary key then timestamp."""
+        """Every row visible at ``ts`` in the sealed and growing segments (those ``pred(pk, fields)`` accepts, when
+        given: the filter sees the row's key and dynamic field), sorted by primary key then timestamp."""
         rows = [r for s in self.sealed.values() for r in s.visible(ts)]
         rows += [r for s in self.growing.values() for r in s.visible(ts)]
         if pred is not None:
-            rows = [r for r in rows if pred(r.pk)]
+            rows = [r for r in rows if pred(r.pk, r.fields)]
         return sorted(rows, key=lambda r: (r.pk, r.ts))

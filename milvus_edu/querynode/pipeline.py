@@ -115,7 +115,11 @@ class InsertNode:
         taken per segment (a segment refused as excluded reads 0)."""
         by_segment: dict[int, list[Row]] = {}
         for m in sorted(msg.insert_msgs, key=lambda m: m.begin_ts()):
-            by_segment.setdefault(m.segment_id, []).extend(Row(pk, ts) for pk, ts in zip(m.pks, m.timestamps))
+            batch = by_segment.setdefault(m.segment_id, [])
+            if m.fields is None:
+                batch.extend(Row(pk, ts) for pk, ts in zip(m.pks, m.timestamps))
+            else:
+                batch.extend(Row(pk, ts, fields=f) for pk, ts, f in zip(m.pks, m.timestamps, m.fields))
         return {seg: (len(rows) if self.delegator.insert(seg, rows) else 0) for seg, rows in by_segment.items()}
 
 

@@ -9,23 +9,28 @@ no recorded delete of it has ``dts <= T``. A delete of primary key ``pk`` at ``d
 of ``pk`` present when it arrives with ``insert_ts <= dts`` — except a row with ``insert_ts == dts``, which a delete
 never hides — and a row takes only the first delete recorded against it.
 
-Simplification: rows are ``(pk, ts)`` pairs with an optional payload (no vectors, fields or indexes); no snapshot
+Simplification: rows are ``(pk, ts)`` pairs with an optional payload and dynamic field (no vectors, typed scalar
+fields or indexes); no snapshot
 bitmaps (``DELETE_DUMP_BATCH_SIZE``) — the sorted delete list is scanned; no TTL masking.
 """
 
 from __future__ import annotations
 
 import bisect
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
 class Row:
-    """One row: its primary key, its insert timestamp and what else it carries (the "vector", here any value)."""
+    """One row: its primary key, its insert timestamp, what else it carries (the "vector", here any value) and its
+    dynamic field ``fields`` (``$meta``: the keys a row was inserted with besides ``id`` and ``vector``; None when
+    it had none). A filter sees ``pk`` and ``fields``; rows compare by ``pk``, ``ts`` and ``payload``."""
 
     pk: int
     ts: int
     payload: object = None
+    fields: Mapping | None = field(default=None, compare=False)
 
 
 class InsertRecord:

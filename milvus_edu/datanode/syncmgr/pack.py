@@ -4,8 +4,9 @@ Models ``SyncPack`` of ``internal/flushcommon/syncmgr/serializer.go`` and the ``
 ``DeleteData`` of ``internal/storage`` (Milvus 2.5), as the data the write buffer yields
 (``getSyncTask``) and the sync task writes.
 
-Simplification: a row is its primary key, its timestamp and an opaque payload size (the field data the
-lesson does not need); Milvus's InsertData holds every field, including RowID (field 0), which the
+Simplification: a row is its primary key, its timestamp, an opaque payload size (the field data the
+lesson does not need) and its dynamic field (``$meta``: the keys a row was inserted with besides ``id`` and
+``vector``), which filters read; Milvus's InsertData holds every field, including RowID (field 0), which the
 model's ``InsertMsg`` does not carry. No BM25 statistics, no data source, no error-handler field (the
 caller gets the error back instead).
 """
@@ -19,6 +20,9 @@ from ...proto import MsgPosition, SegmentLevel
 #: Field ids of the binlogs the model writes: Milvus's system field Timestamp and the user's primary key.
 TIMESTAMP_FIELD_ID = 1
 PK_FIELD_ID = 100
+#: The dynamic field ``$meta`` of a quick-setup collection (``id`` 100, ``vector`` 101, ``$meta`` 102): a row's
+#: keys besides its primary key and vector, one JSON document per row.
+META_FIELD_ID = 102
 
 
 @dataclass(frozen=True)
@@ -28,6 +32,8 @@ class InsertData:
     pks: tuple = ()
     timestamps: tuple[int, ...] = ()
     payload_bytes: int = 0
+    #: each row's dynamic field (a dict), or None when the batch's rows carry none
+    fields: tuple | None = None
 
     @property
     def num_rows(self) -> int:

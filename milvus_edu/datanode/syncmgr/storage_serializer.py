@@ -7,7 +7,8 @@ Milvus 2.5, with the codecs of ``internal/storage`` (``InsertCodec.Serialize``, 
 
 What ``encode_buffer`` produces, per pack:
 
-* one insert binlog per field (Timestamp, field 1, and the primary key, field 100), each a one-column
+* one insert binlog per field (Timestamp, field 1, and the primary key, field 100, and, when any row carries
+  keys besides its key, the dynamic field ``$meta``, field 102, one JSON document per row), each a one-column
   Parquet file with all the pack's rows;
 * a per-batch primary-key stats log (the batch's pks, min and max) and, when the pack flushes an L1
   segment, the merged stats log of the whole segment (written under log id 1, ``CompoundStatsType``);
@@ -25,7 +26,9 @@ in the metacache (``RollStats``), and this happens when the pack is encoded (in 
 
 Simplification: Milvus's binlog format (a descriptor event and insert events wrapping a Parquet
 payload) and its JSON/bloom-filter stats become plain Parquet with the exact pk set; there is no RowID
-field (field 0) nor any vector field, since ``InsertData`` carries only pks and timestamps.
+field (field 0) nor any vector field, since ``InsertData`` carries only pks, timestamps and the dynamic field; the
+``$meta`` binlog is written only when some row of the pack carries keys (Go writes it for every row of a
+collection with the dynamic field on), so runs of bare keys write the files they always wrote.
 Simplification: a delete pack with no rows gives a zero-row Parquet delta log, where Go writes an
 empty object.
 Simplification: a delta log's memory size is computed from the rows (8 bytes per int64, string length
@@ -35,6 +38,7 @@ Simplification: no BM25 stats, no storage v2 (``storageV2Serializer``), no metri
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -46,7 +50,7 @@ import pyarrow.parquet as pq
 from ...merr import wrap_err_parameter_invalid_msg, wrap_err_segment_not_found
 from ...proto import SegmentLevel
 from ..metacache import MetaCache, roll_stats, with_segment_ids
-from .pack import PK_FIELD_ID, TIMESTAMP_FIELD_ID, SyncPack
+from .pack import META_FIELD_ID, PK_FIELD_ID, TIMESTAMP_FIELD_ID, SyncPack
 
 #: The version marker every file we write carries in its Parquet schema metadata.
 BINLOG_MARKER_KEY = "milvus_edu.binlog"
@@ -59,6 +63,7 @@ KIND_STATS = "stats"
 #: Column name of the Timestamp system field (``common.TimeStampFieldName``) and of the primary key.
 TIMESTAMP_COLUMN = "Timestamp"
 PK_COLUMN = "pk"
+META_COLUMN = "$meta"
 TS_COLUMN = "ts"
 
 #: ``binary.Size(Nullable)``: every Go field chunk adds one byte for its ``Nullable`` flag.
@@ -192,6 +197,11 @@ class StorageSerializer:
             TIMESTAMP_FIELD_ID: (TIMESTAMP_COLUMN, pa.array(timestamps, pa.int64()), ts_memory),
             self.pk_field_id: (PK_COLUMN, pa.array(pks, _pk_type(pks)), pk_memory),
         }
+        if any(chunk.fields is not None for chunk in pack.insert_data):
+            docs = [json.dumps(f, sort_keys=True, separators=(",", ":")) for chunk in pack.insert_data
+                    for f in (chunk.fields if chunk.fields is not None else ({},) * chunk.num_rows)]
+            memory = sum(len(d.encode()) for d in docs) + _NULLABLE_FLAG_BYTES * chunks
+            columns[META_FIELD_ID] = (META_COLUMN, pa.array(docs, pa.string()), memory)
         blobs = {}
         for field_id in sorted(columns):
             name, array, memory = columns[field_id]
@@ -281,6 +291,6 @@ def read_stats_log(source: bytes | str | os.PathLike, name: str | None = None) -
 
 __all__ = [
     "BINLOG_MARKER_KEY", "BINLOG_VERSION", "KIND_INSERT", "KIND_DELTA", "KIND_STATS", "TIMESTAMP_COLUMN",
-    "PK_COLUMN", "TS_COLUMN", "BinlogError", "Blob", "EncodedBuffer", "ParquetBinlog", "StorageSerializer",
+    "PK_COLUMN", "TS_COLUMN", "META_COLUMN", "BinlogError", "Blob", "EncodedBuffer", "ParquetBinlog", "StorageSerializer",
     "read_insert_binlog", "read_delta_log", "read_stats_log",
 ]

@@ -101,7 +101,8 @@ def prepare_insert(insert_msgs: Iterable[InsertMsg]) -> list[InsertGroup]:
     partitions: dict[int, int] = {}
     pk_min_ts: dict[int, dict] = {}
     for msg in insert_msgs:
-        chunks.setdefault(msg.segment_id, []).append(InsertData(msg.pks, msg.timestamps, msg.payload_bytes))
+        chunks.setdefault(msg.segment_id, []).append(InsertData(msg.pks, msg.timestamps, msg.payload_bytes,
+                                                                  msg.fields))
         partitions[msg.segment_id] = msg.partition_id
         seen = pk_min_ts.setdefault(msg.segment_id, {})
         for pk, ts in zip(msg.pks, msg.timestamps):

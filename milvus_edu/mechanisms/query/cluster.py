@@ -18,19 +18,25 @@ object and nothing of this runs, so the other scenarios' run logs stay as they w
 Simplification: a DDL request goes from the client straight to rootcoord (Go: through the proxy's DDL queue); a
 drop's garbage collection broadcasts at once, with no time between taking and releasing the DDL ts lock; the
 drop's index, data and channel clean-up steps are not modelled; the old collection's data stays on the DataNode.
-Simplification: search is a primary-key / filter query over rows (no vectors, distances are 0); a filter is
-``id in [...]``, ``id not in [...]``, ``id == v`` or ``id != v`` on the primary key ``id``; every collection has
+Simplification: search is a primary-key / filter query over rows (no vectors, distances are 0); a filter is the
+subset of Milvus's expression language :mod:`milvus_edu.querynode.expr` parses (comparisons, ranges, ``in``,
+``like``, ``and`` / ``or`` / ``not``) on the primary key ``id`` and on the keys of a row's dynamic field (a row's
+keys besides ``id`` and ``vector``, kept as the quick-setup collection's ``$meta`` keeps them); the primary key's
+type (Int64 or VarChar) is the one the workload's inserted keys have; every collection has
 two shards (one per pchannel) and one partition; the QueryNode loads a collection as soon as it is created (what
 ``MilvusClient.create_collection`` does with a dimension).
 """
 
 from __future__ import annotations
 
+import json
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from ...client import CollectionCache, CollectionTsCache, SchemaErrorRetry, construct_guarantee_ts
 from ...client.collection_cache import MAX_UINT64
+from ...datanode.syncmgr.pack import META_FIELD_ID
+from ...datanode.syncmgr.storage_serializer import read_insert_binlog
 from ...merr import MilvusError, wrap_err_collection_not_found_with_db
 from ...mq import get_virtual_channel
 from ...mq.msg import CreateCollectionMsg, DropCollectionMsg
@@ -38,8 +44,9 @@ from ...proto import ConsistencyLevel, MsgPosition, MsgType, SegmentLevel, Segme
 from ...proxy.guarantee_ts import ReadRequest
 from ...proxy.meta_cache import CollectionInfo, MetaCache
 from ...querynode import Row
-from ...querynode.expr import PK_FIELD, parse_filter, read_predicate
+from ...querynode.expr import PK_FIELD, VECTOR_FIELD, parse_filter, pk_type_of, read_predicate
 from ...rootcoord import DdlTask
+from ...storage.binlog import decompress_bin_logs
 from ...tso import TSOError
 from ...sim.kernel import RPCError, Simulation
 from ..flush.nodes import DataCoordNode, DataNodeNode, ObjectStoreLatency
@@ -76,7 +83,8 @@ _OP_ARGS = {
     "insert": {"data", "ids"},
     "delete": {"ids", "filter"},
     "flush": set(),
-    "search": {"consistency_level", "guarantee_timestamp", "filter", "ids", "limit", "timeout", "data"},
+    "search": {"consistency_level", "guarantee_timestamp", "filter", "ids", "limit", "timeout", "data",
+               "output_fields"},
     "query": {"consistency_level", "guarantee_timestamp", "filter", "ids", "limit", "timeout", "output_fields"},
 }
 
@@ -85,10 +93,13 @@ def parse_steps(steps) -> list[Step]:
     """Check a workload and return it as :class:`Step` records.
 
     Each step is a :class:`Step` or a dict with ``at`` (seconds), ``client``, ``op`` (one of :data:`OPS`),
-    ``collection`` and the op's keyword arguments (``data`` / ``ids`` for insert, ``ids`` or ``filter`` for delete,
-    ``consistency_level``, ``guarantee_timestamp``, ``filter``, ``ids``, ``limit``, ``timeout`` for search and
-    query). ``ValueError`` in one line for an unknown op or argument, an unknown level, a bad guarantee timestamp,
-    or times that go backwards.
+    ``collection`` and the op's keyword arguments (``data`` / ``ids`` for insert: ``data`` is rows such as
+    ``{"id": "A1", "age": 30, "color": "red"}``, whose keys besides ``id`` and ``vector`` are kept as the row's
+    dynamic field; ``ids`` or ``filter`` for delete,
+    ``consistency_level``, ``guarantee_timestamp``, ``filter``, ``ids``, ``limit``, ``timeout``, ``output_fields``
+    for search and query). ``ValueError`` in one line for an unknown op or argument, an unknown level, a bad
+    guarantee timestamp, a filter that does not parse or compares the primary key with a value of another type
+    (the key's type is the one the workload inserts into that collection), or times that go backwards.
     """
     out: list[Step] = []
     last = 0.0
@@ -119,10 +130,28 @@ def parse_steps(steps) -> list[Step]:
             ConsistencyLevel.parse(step.args["consistency_level"])
         if "guarantee_timestamp" in step.args:
             check_guarantee_timestamp(step.args["guarantee_timestamp"])
-        if "filter" in step.args:
-            parse_filter(step.args["filter"])
         out.append(step)
+    pk_types = _pk_types(out)
+    for i, step in enumerate(out, 1):
+        if "filter" in step.args:
+            try:
+                parse_filter(step.args["filter"], pk_types.get(step.collection))
+            except ValueError as exc:
+                raise ValueError(f"step {i}: {exc}") from None
     return out
+
+
+def _pk_types(steps: list[Step]) -> dict[str, str]:
+    """Each collection's primary key type, from the keys the workload inserts into it (the schema a real
+    collection would be created with); a collection with no well-formed insert is left out."""
+    keys: dict[str, list] = {}
+    for step in steps:
+        if step.op == "insert":
+            try:
+                keys.setdefault(step.collection, []).extend(_rows_of(step.args)[0])
+            except ValueError:
+                continue  # reported when the step runs, as before
+    return {name: t for name, pks in keys.items() if (t := pk_type_of(pks)) is not None}
 
 
 def check_guarantee_timestamp(value) -> int:
@@ -134,16 +163,39 @@ def check_guarantee_timestamp(value) -> int:
 
 
 def _pks_of(args: dict) -> list:
+    return _rows_of(args)[0]
+
+
+def _rows_of(args: dict) -> tuple[list, list | None]:
+    """An insert's (or a read's ``ids``) primary keys and each row's dynamic field: its keys besides ``id`` and
+    ``vector`` (None when no row has any, so rows of bare keys travel exactly as before)."""
     if "ids" in args:
         ids = args["ids"]
-        return list(ids) if isinstance(ids, (list, tuple)) else [ids]
+        return (list(ids) if isinstance(ids, (list, tuple)) else [ids]), None
     data = args.get("data") or []
     if isinstance(data, dict):
         data = [data]
     try:
-        return [row[PK_FIELD] for row in data]
+        pks = [row[PK_FIELD] for row in data]
     except (KeyError, TypeError):
         raise ValueError(f"insert data must be rows with an {PK_FIELD!r} field, e.g. [{{'id': 'A1'}}]") from None
+    fields = [{k: v for k, v in row.items() if k not in (PK_FIELD, VECTOR_FIELD)} for row in data]
+    for row in fields:
+        for key, value in row.items():
+            if not _json_value(value):
+                raise ValueError(f"insert data: field {key!r} holds a {type(value).__name__}; a dynamic field "
+                                 f"takes numbers, strings, booleans, None, lists and dicts (JSON)")
+    return pks, (fields if any(fields) else None)
+
+
+def _json_value(value) -> bool:
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return True
+    if isinstance(value, (list, tuple)):
+        return all(_json_value(v) for v in value)
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _json_value(v) for k, v in value.items())
+    return False
 
 
 # ---------------------------------------------------------------------------------------------- results
@@ -187,6 +239,8 @@ class QueryCollection(FlushCollection):
         self.name = name
         self.consistency_level = consistency_level
         self.payload_bytes_per_row = 0
+        #: ``Int64`` or ``VarChar``: the type of the first keys inserted (None before any insert)
+        self.pk_type: str | None = None
         self.loaded: set[int] = set()
         #: ``UpdateTimestamp``: the schema version an SDK sends with its inserts (a new collection's create ts).
         self.update_timestamp = 0
@@ -223,19 +277,21 @@ class SimClient:
             raise ValueError(f"collection not found[collection={name}]") from None
 
     def _insert(self, step: Step):
-        return (yield from self._write(step, MsgType.INSERT, _pks_of(step.args)))
+        pks, fields = _rows_of(step.args)
+        return (yield from self._write(step, MsgType.INSERT, pks, fields))
 
     def _delete(self, step: Step):
         if "ids" in step.args:
             pks = _pks_of(step.args)
-        else:  # delete by expression: Milvus queries at the delete's ts first; here, the keys clients inserted
+        else:  # delete by expression: Milvus queries at the delete's ts first; here, the rows clients inserted
             pred = parse_filter(step.args.get("filter", ""))
-            pks = sorted({pk for pk in self.cluster.acked_keys(step.collection) if pred(pk)}, key=str)
+            last = self.cluster.inserted_fields.get(step.collection, {})
+            pks = sorted({pk for pk in self.cluster.acked_keys(step.collection) if pred(pk, last.get(pk))}, key=str)
         return (yield from self._write(step, MsgType.DELETE, pks))
 
-    def _write(self, step: Step, msg_type: str, pks: list):
+    def _write(self, step: Step, msg_type: str, pks: list, fields: list | None = None):
         if self.cluster.meta_cache:
-            return (yield from self._write_by_name(step, msg_type, pks))
+            return (yield from self._write_by_name(step, msg_type, pks, fields))
         rec = self.cluster.sim.recorder
         kind = "client.insert" if msg_type == MsgType.INSERT else "client.delete"
         coll = self._collection(step.collection)
@@ -244,20 +300,21 @@ class SimClient:
         proxy = self.proxy.proxy
         ts = None
         if proxy.alive:
-            ts = yield from (proxy.insert(coll, pks) if msg_type == MsgType.INSERT else proxy.delete(coll, pks))
+            ts = yield from (proxy.insert(coll, pks, fields=fields) if msg_type == MsgType.INSERT
+                             else proxy.delete(coll, pks))
         if ts is None:
             rec.emit(kind, self.name, peer=proxy.name, count=len(pks), error="request failed",
                      detail={"collection": coll.name})
             return {"error": "request failed"}
         self.ts_cache.set(proxy.name, "default", coll.name, ts)
         if msg_type == MsgType.INSERT:
-            self.cluster.inserted.setdefault(coll.name, []).extend(pks)
+            self.cluster.acked_insert(coll, pks, fields)
         rec.emit(kind, self.name, peer=proxy.name, ts=ts, count=len(pks),
                  detail={"pks": list(pks), "collection": coll.name, "label": step.label})
         key = "insert_count" if msg_type == MsgType.INSERT else "delete_count"
         return {key: len(pks), "ids": list(pks), "timestamp": ts}
 
-    def _write_by_name(self, step: Step, msg_type: str, pks: list):
+    def _write_by_name(self, step: Step, msg_type: str, pks: list, fields: list | None = None):
         """Go SDK ``Insert`` (``retryIfSchemaError`` around ``getCollection`` and the proxy's insert, the cached
         ``UpdateTimestamp`` sent as the schema timestamp) or ``Delete`` (one attempt, no schema timestamp)."""
         sim = self.cluster.sim
@@ -273,7 +330,8 @@ class SimClient:
             try:
                 if insert:
                     schema_ts = (yield from self._describe(name)).update_timestamp
-                ts, coll = yield from self.proxy.dml(self.name, name, schema_ts if insert else 0, msg_type, pks)
+                ts, coll = yield from self.proxy.dml(self.name, name, schema_ts if insert else 0, msg_type, pks,
+                                                     fields)
                 break
             except (MilvusError, RPCError) as exc:
                 decision = retry.after(schema_ts, exc) if insert else None
@@ -296,7 +354,7 @@ class SimClient:
             return {"error": "request failed"}
         self.ts_cache.set(self.proxy.name, "default", name, ts)
         if insert:
-            self.cluster.inserted.setdefault(name, []).extend(pks)
+            self.cluster.acked_insert(coll, pks, fields)
         rec.emit(kind, self.name, peer=self.proxy.name, ts=ts, count=len(pks),
                  detail={"pks": list(pks), "collection": name, "collection_id": coll.id, "attempts": retry.tried + 1,
                          "label": step.label})
@@ -350,7 +408,6 @@ class SimClient:
         rec.emit("client.read_start", self.name, peer=self.proxy.name, request=request, level=level_name,
                  guarantee_ts=sent_ts, detail={"op": op, "collection": name, "label": step.label})
         ids = _pks_of({"ids": args["ids"]}) if "ids" in args else None
-        pred = read_predicate(args.get("filter", ""), ids)
         timeout = args.get("timeout")
         deadline = None if timeout is None else env.now + float(timeout) * 1000.0
         start = env.now
@@ -358,6 +415,8 @@ class SimClient:
             if coll is None:
                 info = yield from self.proxy.collection_info(name, self.name)
                 coll = cluster.collections_by_id[info.collection_id]
+            # the proxy's plan: the filter checked against the collection's primary key type (CreateRetrievePlan)
+            pred = read_predicate(args.get("filter", ""), ids, pk_type=coll.pk_type)
             stamps, read_ts, rows = yield from self.proxy.read(self.name, request, coll, req, deadline, op, pred,
                                                                {"filter": args.get("filter", ""), "ids": ids})
         except (RPCError, ValueError, MilvusError) as exc:
@@ -369,7 +428,11 @@ class SimClient:
         if limit is not None:
             rows = rows[:int(limit)]
         level = stamps.level.name.capitalize()
-        hits = [{"id": r.pk, "distance": 0.0, "entity": {}} if op == "search" else {PK_FIELD: r.pk} for r in rows]
+        wanted = _output_fields(args.get("output_fields"))
+        if op == "search":
+            hits = [{"id": r.pk, "distance": 0.0, "entity": _picked(r, wanted)} for r in rows]
+        else:
+            hits = [{PK_FIELD: r.pk, **_picked(r, wanted)} for r in rows]
         smallest = min(read_ts.values())
         rec.emit("client.read", self.name, ts=smallest, count=len(rows), peer=self.proxy.name, request=request,
                  level=level, guarantee_ts=stamps.guarantee_ts,
@@ -377,6 +440,24 @@ class SimClient:
                          "started_ms": start})
         return ReadResult(hits, level=level, guarantee_ts=stamps.guarantee_ts, read_ts=read_ts, request=request,
                           waited_ms=env.now - start)
+
+
+def _output_fields(given) -> tuple | None:
+    """``output_fields`` as names (``*`` for every dynamic key), or None for none."""
+    if not given:
+        return None
+    names = [given] if isinstance(given, str) else list(given)
+    return tuple(str(n) for n in names)
+
+
+def _picked(row: Row, wanted: tuple | None) -> dict:
+    """The dynamic keys of ``row`` that ``output_fields`` asks for (a key the row lacks is left out, as Milvus
+    leaves out a dynamic key a row does not have)."""
+    if wanted is None or not row.fields:
+        return {}
+    if "*" in wanted:
+        return dict(row.fields)
+    return {k: row.fields[k] for k in wanted if k in row.fields}
 
 
 class QueryCluster(ControlPlane):
@@ -420,6 +501,8 @@ class QueryCluster(ControlPlane):
                 p.collections_by_id = self.collections_by_id
         self.clients: dict[str, SimClient] = {}
         self.inserted: dict[str, list] = {}
+        #: collection name -> key -> the dynamic field its last acknowledged insert carried (for delete by filter)
+        self.inserted_fields: dict[str, dict] = {}
         self.requests = 0
         self._next_collection_id = FIRST_COLLECTION_ID
 
@@ -455,6 +538,16 @@ class QueryCluster(ControlPlane):
                 yield from client.do(step)
             except ValueError as exc:  # e.g. a collection that does not exist: Milvus's error, as the client sees it
                 self.sim.recorder.emit("client.error", client.name, peer=client.proxy.name, error=str(exc))
+
+    def acked_insert(self, coll: QueryCollection, pks: list, fields: list | None) -> None:
+        """Note an acknowledged insert: its keys (and their dynamic fields) for delete by filter, and the
+        collection's primary key type from its first keys."""
+        self.inserted.setdefault(coll.name, []).extend(pks)
+        if coll.pk_type is None:
+            coll.pk_type = pk_type_of(pks)
+        last = self.inserted_fields.setdefault(coll.name, {})
+        for pk, f in zip(pks, fields if fields is not None else [None] * len(pks)):
+            last[pk] = f
 
     def acked_keys(self, name: str) -> list:
         """Keys this cluster's clients inserted into the collection called ``name`` (for delete by filter)."""
@@ -663,10 +756,27 @@ class QueryCluster(ControlPlane):
                     or segment.level == SegmentLevel.L0 or segment.id in coll.loaded):
                 continue
             pks, tss, _ = self.read_segment(segment)
-            rows = [Row(pk, ts) for pk, ts in zip(pks, tss)]
+            metas = self._read_meta(segment)
+            if metas is None:
+                rows = [Row(pk, ts) for pk, ts in zip(pks, tss)]
+            else:
+                rows = [Row(pk, ts, fields=f or None) for pk, ts, f in zip(pks, tss, metas)]
             checkpoint = segment.dml_position.timestamp if segment.dml_position is not None else 0
             coll.loaded.add(segment.id)
             self.querynode.load_sealed(segment.insert_channel, segment.id, rows, checkpoint)
+
+    def _read_meta(self, segment) -> list | None:
+        """The segment's dynamic-field binlog (``$meta``, one JSON document per row, in binlog order), or None
+        when its rows carried none."""
+        info = decompress_bin_logs(segment, self.store.root_path)
+        docs: list | None = None
+        for field_binlog in info.binlogs:
+            if field_binlog.field_id == META_FIELD_ID:
+                docs = docs or []
+                for b in field_binlog.binlogs:
+                    binlog = read_insert_binlog(self.store.read(b.log_path), name=b.log_path)
+                    docs.extend(json.loads(d) for d in next(iter(binlog.columns.values())))
+        return docs
 
 
 def _at_once(fn):

@@ -20,7 +20,7 @@ from __future__ import annotations
 import bisect
 import pandas as pd
 
-from ...check.query import visible
+from ...check.query import visible, visible_rows
 from ...narrate import detail_dict
 from ...querynode.expr import read_predicate
 from ...tsoutil import add_physical_duration_on_ts, compose_ts
@@ -70,15 +70,29 @@ class _History:
             t.append(float(r.t_ms))
             ts.append(int(r.ts))
         self.writes: dict[str, list[tuple[int, str, object]]] = {}
+        #: (vchannel, pk, insert ts) -> the row's dynamic field, for a filter that reads one
+        self.fields: dict[tuple[str, object, int], dict] = {}
         prod = ev[(ev["kind"] == "mq.produce") & ev["msg_type"].isin(["Insert", "Delete"])]
         for r in prod.itertuples(index=False):
-            pks = detail_dict(r.detail).get("pks")
+            d = detail_dict(r.detail)
+            pks = d.get("pks")
             if pks is not None:
                 self.writes.setdefault(r.vchannel, []).extend((int(r.ts), r.msg_type, pk) for pk in pks)
+                if d.get("fields") is not None:
+                    self.fields.update(((r.vchannel, pk, int(r.ts)), f) for pk, f in zip(pks, d["fields"]))
         alloc = ev[ev["kind"] == "rootcoord.alloc_timestamp"]
         self.alloc_seq = list(alloc["seq"].astype(int))
         self.alloc_ts = list(alloc["ts"].astype("Int64").fillna(0).astype(int) + alloc["count"].fillna(1).astype(int) - 1)
         self.acks = ev[ev["kind"].isin(["client.insert", "client.delete"]) & ev["error"].isna()]
+
+    def seen(self, vchannel: str, ts: int, pred) -> list:
+        """The keys visible on ``vchannel`` at ``ts`` that ``pred`` accepts, one per visible row, by key."""
+        writes = self.writes.get(vchannel, ())
+        if not pred.reads_fields:
+            counts = visible(writes, ts)
+            return [pk for pk, n in sorted(counts.items(), key=lambda kv: str(kv[0])) if pred(pk) for _ in range(n)]
+        rows = visible_rows(writes, ts)
+        return sorted((pk for pk, t in rows if pred(pk, self.fields.get((vchannel, pk, t)))), key=str)
 
     def tsafe_at(self, vchannel: str, t_ms: float) -> int | None:
         t, ts = self.tsafe.get(vchannel, ([], []))
@@ -148,8 +162,7 @@ def side_by_side(events: pd.DataFrame, request: int, history: _History | None = 
                 wait = max(wait, hit[0] - t_arr)
                 rts = hit[1]
             read_ts = rts if read_ts is None else min(read_ts, rts)
-            seen = visible(h.writes.get(vch, ()), rts)
-            rows += [pk for pk, n in sorted(seen.items(), key=lambda kv: str(kv[0])) if pred(pk) for _ in range(n)]
+            rows += h.seen(vch, rts, pred)
         out.append({"level": level, "guarantee_ts": g, "tsafe_on_arrival": min(t for _, t in arrivals.values()),
                     "waits": waits, "wait_ms": None if pending else round(wait, 3), "read_ts": None if pending else read_ts,
                     "rows": None if pending else sorted(rows, key=str), "actual": level == actual})
@@ -174,8 +187,7 @@ def rows_at(events: pd.DataFrame, request: int, t_ms: float, history: _History |
     rows = []
     for vch in sorted(set(shards["vchannel"])):
         ts = h.tsafe_at(vch, t_ms)
-        seen = visible(h.writes.get(vch, ()), ts if ts is not None else 0)
-        rows += [pk for pk, n in seen.items() if pred(pk) for _ in range(n)]
+        rows += h.seen(vch, ts if ts is not None else 0, pred)
     return sorted(rows, key=str)
 
 

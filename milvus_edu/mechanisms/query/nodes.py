@@ -317,12 +317,12 @@ class ReadProxy:
                          "request_time": info.request_time})
         return info
 
-    def dml(self, client: str, name: str, schema_ts: int, msg_type: str, pks: list):
+    def dml(self, client: str, name: str, schema_ts: int, msg_type: str, pks: list, fields=None):
         """An insert (``insertTask``) or delete (``deleteTask``) naming its collection: the meta cache gives its id
         and channels, an insert's schema timestamp must match the collection's (``PreExecute``), then the DML path.
 
         Returns ``(ts, collection)``; ``ts`` is None when the request failed on the way (the proxy died). Raises the
-        meta cache's errors and ``collection schema mismatch``."""
+        meta cache's errors and ``collection schema mismatch``. ``fields``: an insert's rows' dynamic fields."""
         info: CollectionInfo = yield from self.collection_info(name, client)
         if msg_type == MsgType.INSERT:
             try:
@@ -337,7 +337,8 @@ class ReadProxy:
         proxy = self.proxy
         if not proxy.alive:
             return None, coll
-        ts = yield from (proxy.insert(coll, pks) if msg_type == MsgType.INSERT else proxy.delete(coll, pks))
+        ts = yield from (proxy.insert(coll, pks, fields=fields) if msg_type == MsgType.INSERT
+                         else proxy.delete(coll, pks))
         return ts, coll
 
     def handle_invalidate(self, name: str, collection_id: int, ts: int, peer: str, task: str = "DropCollection"):

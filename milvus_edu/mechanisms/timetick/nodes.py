@@ -234,30 +234,37 @@ class ProxyNode:
 
     # ------------------------------------------------------------------------------ DML path
 
-    def insert(self, collection: Collection, pks: list[int], task_ms: float | None = None):
+    def insert(self, collection: Collection, pks: list[int], task_ms: float | None = None, fields=None):
         """One insert request: enqueue (allocate + statistics under the lock), execute, produce, pop.
 
         Like ``insertTask.setChannels``, the task counts on *every* pchannel of its collection, whichever
         its rows hash to: a proxy's minimum for a pchannel holds back on any write to the collection.
         Returns the task's timestamp once its messages are in the pchannels and it left the queue (the
         client's acknowledgement), ``None`` when it failed or the proxy died. ``task_ms`` fixes this task's
-        execution time (default: exponential with mean ``self.task_ms``).
+        execution time (default: exponential with mean ``self.task_ms``). ``fields``: each row's dynamic field
+        (a dict per key of ``pks``), carried by the ``InsertMsg`` to the QueryNode and the binlogs; None for
+        rows that carry only their key.
 
         A generator, as every simulated request is: run it as a SimPy process or ``yield from`` it.
         """
-        return self._dml(collection, pks, MsgType.INSERT, task_ms)
+        return self._dml(collection, pks, MsgType.INSERT, task_ms, fields)
 
     def delete(self, collection: Collection, pks: list[int]):
         """One delete request (``deleteTask``): the same DML path, a ``DeleteMsg`` per vchannel its keys hash to."""
         return self._dml(collection, pks, MsgType.DELETE, None)
 
-    def _dml(self, collection: Collection, pks: list[int], msg_type: str, task_ms: float | None):
+    def _dml(self, collection: Collection, pks: list[int], msg_type: str, task_ms: float | None, fields=None):
         sim = self.sim
         env = sim.env
         vchannels, pchannel_of = collection.vchannels, collection.pchannel_of
         rows: dict[str, list[int]] = {}
-        for pk, shard in zip(pks, hash_pk_2_channels(pks, vchannels)):
+        shards = hash_pk_2_channels(pks, vchannels)
+        for pk, shard in zip(pks, shards):
             rows.setdefault(vchannels[shard], []).append(pk)
+        fields_on: dict[str, list] = {}
+        if fields is not None:  # each row's dynamic field goes to the vchannel its key hashes to
+            for f, shard in zip(fields, shards):
+                fields_on.setdefault(vchannels[shard], []).append(f)
         pchannels = collection.pchannels
         rows_on = dict.fromkeys(pchannels, 0)  # rows per pchannel
         for vch, pks_v in rows.items():
@@ -303,7 +310,11 @@ class ProxyNode:
         one_way, produce = sim.one_way, self._produce
         for vch in sorted(rows):
             sent = one_way(self.name)
-            env.timeout(sent).callbacks.append(partial(produce, collection, vch, rows[vch], ts, queue, msg_type))
+            if fields_on:
+                call = partial(produce, collection, vch, rows[vch], ts, queue, msg_type, fields_v=fields_on[vch])
+            else:
+                call = partial(produce, collection, vch, rows[vch], ts, queue, msg_type)
+            env.timeout(sent).callbacks.append(call)
             back = sent + one_way("mq")
             if back > answered:  # max() written out
                 answered = back
@@ -323,7 +334,7 @@ class ProxyNode:
         return ts
 
     def _produce(self, collection: Collection, vch: str, pks_v: list[int], ts: int, queue: DmTaskQueue,
-                 msg_type: str, _sent: simpy.Event | None = None) -> None:
+                 msg_type: str, _sent: simpy.Event | None = None, fields_v: list | None = None) -> None:
         """One vchannel's ``InsertMsg`` (or ``DeleteMsg``) reaches its pchannel (a callback of the send's delay)."""
         if not self.alive or queue is not self.queue:
             return
@@ -337,7 +348,8 @@ class ProxyNode:
             # built with the position the broker gives it, so that the broker keeps it as it is
             position = new_msg_position(ch, broker.next_msg_id(ch), ts)
             msg = new_insert_msg(vch, collection.id, collection.partition_id, segment, pks, (ts,) * rows,
-                                 rows * collection.payload_bytes_per_row, msg_id, self.server_id, position)
+                                 rows * collection.payload_bytes_per_row, msg_id, self.server_id, position,
+                                 None if fields_v is None else tuple(fields_v))
         else:
             msg = DeleteMsg(shard_name=vch, collection_id=collection.id, partition_id=collection.partition_id,
                             pks=pks, timestamps=(ts,) * rows, msg_id=msg_id, source_id=self.server_id)
@@ -345,7 +357,8 @@ class ProxyNode:
         if self.record_pks:
             self.sim.recorder.emit("mq.produce", self.name, ts=ts, channel=ch, vchannel=vch, msg_id=log_id,
                                    msg_type=msg_type, begin_ts=ts, end_ts=ts, count=rows, segment=segment,
-                                   detail={"pks": list(pks_v)})
+                                   detail={"pks": list(pks_v)} if fields_v is None else
+                                   {"pks": list(pks_v), "fields": list(fields_v)})
         else:
             self._emit_produce(self.name, ts, ch, vch, log_id, msg_type, ts, ts, rows, segment)
 
