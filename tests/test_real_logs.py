@@ -39,7 +39,7 @@ SEGMENT = 470715753561525625
 
 EXPECTED_KINDS = {
     "datacoord.channel_cp": 2, "datacoord.flush": 1, "datacoord.flush_segments": 1, "datacoord.save_binlog_paths": 2,
-    "datacoord.segment_state": 2, "datanode.checkpoint": 2, "datanode.flush_ts": 1, "datanode.seal": 1,
+    "datacoord.segment_state": 2, "datanode.cp_rpc": 2, "datanode.flush_ts": 1, "datanode.seal": 1,
     "datanode.sync": 2, "datanode.sync_done": 2, "datanode.watch": 1, "proxy.enqueue": 3, "proxy.finish": 3,
     "proxy.read": 6, "querynode.read": 6, "querynode.tsafe": 1, "querynode.wait": 4, "querynode.watch": 1,
     "rootcoord.ddl": 2, "tso.init": 1,
@@ -124,7 +124,10 @@ def test_datanode_and_datacoord_lines(parsed):
         (470715755768578049, 2, "datanode-1", False), (470715756293914625, 2, "datanode-1", True)]
     cps = _of(parsed.events, "datacoord.channel_cp")
     assert [c["ts"] for c in cps] == [470715754510286849, 470715755821006849]
-    assert [c["ts"] for c in _of(parsed.events, "datanode.checkpoint")] == [c["ts"] for c in cps]
+    rpcs = _of(parsed.events, "datanode.cp_rpc")
+    assert [_detail(r)["positions"] for r in rpcs] == [{VCH: c["ts"]} for c in cps]
+    assert all(r["t_ms"] >= c["t_ms"] and r["seq"] > c["seq"] for r, c in zip(rpcs, cps))  # after DataCoord saved it
+    assert _detail(rpcs[0])["go"] == "datanode/flow_graph_time_tick_node.go:115"
     assert [_detail(s)["state"] for s in _of(parsed.events, "datacoord.segment_state")] == ["Sealed", "Flushed"]
     (watch,) = _of(parsed.events, "datanode.watch")
     assert watch["channel"] == "by-dev-rootcoord-dml_0" == pchannel_of(VCH) and watch["ts"] == 470715754431381509

@@ -8,11 +8,19 @@ configuration is read are always text). :func:`parse_log` reads either, line by 
 ``detail``. A line of neither shape is counted in :attr:`ParsedLog.unparsed`; a log line of a shape we do not map
 is counted in :attr:`ParsedLog.skipped`. Nothing in a log is fatal.
 
-What the model shows and 2.3.5 never logs, at any level (``debug`` is zap's lowest): a time tick (rootcoord's
-``timetickSync``, the proxy's ``channelsTimeTicker`` and its reports), a TSO allocation or window save after start,
-a consumed pack, and every tsafe move. The run must use ``log.level: debug``: at ``info`` the reads
-(``Query PreExecute done.``, ``start do query with channel``, ``query segments...``), the channel checkpoint the
-DataNode sent (``UpdateChannelCheckpoint success``) and the proxy's DML tasks are not written.
+The run must use ``log.level: debug``: at ``info`` the reads (``Query PreExecute done.``, ``start do query with
+channel``, ``query segments...``), the DataNode's checkpoint RPCs (``UpdateChannelCheckpoint success``), the
+QueryNode's delete packs (``start to process delete``) and the proxy's DML tasks are not written.
+
+What 2.3.5 never logs, at any level (``debug`` is zap's lowest), so a real run has no such events: a time tick
+(rootcoord's ``timetickSync`` and ``sendMinDdlTsAsTt``, the proxy's ``channelsTimeTicker`` and its
+``UpdateChannelTimeTick`` reports: ``proxy.tick``, ``proxy.report``, ``rootcoord.timetick_update``), a TSO allocation,
+update or window save after start (``tso.alloc``, ``tso.update``, ``tso.save``), a message produced or a pack consumed
+(``mq.produce``, ``mq.pack``, ``querynode.pack``, ``datanode.buffer``), the ttNode handing a checkpoint over
+(``datanode.checkpoint``), and tsafe: only a pack that holds a delete shows it (the deleteNode passes the pack's end to
+``ProcessDelete``, then sets it as tsafe), so ``querynode.tsafe`` is sparse. A read's tsafe on arrival is not logged
+either: ``querynode.wait`` is inferred (the read was served :data:`WAIT_MIN_MS` or more after it arrived) and its
+``tick_ts`` is null; a search logs no MVCC timestamp, so its ``querynode.read`` has no ``ts``.
 
 :func:`merge_events` puts the client's events and the server's in one order, and :func:`write_real_run` writes the
 run folder the stepper opens.
@@ -430,9 +438,13 @@ def _dn_sync_done(line, st):
                                     "segment": hybrid_ts(line.fields.get("segmentID"))}, {})]
 
 
-def _dn_checkpoint(line, st):
-    return [("datanode.checkpoint", {"ts": hybrid_ts(line.fields.get("cpTs")), "vchannel": line.fields.get("channel")},
-             {"sent": True})]
+def _dn_cp_rpc(line, st):
+    """The callback of 2.3.5's channelCheckpointUpdater after DataCoord took the checkpoint: one position per RPC
+    (the ttNode's hand-over before it is not logged)."""
+    v, ts = line.fields.get("channel"), hybrid_ts(line.fields.get("cpTs"))
+    if not v or ts is None:
+        return []
+    return [("datanode.cp_rpc", {"count": 1}, {"positions": {v: ts}})]
 
 
 def _dn_flush_ts(line, st):
@@ -509,7 +521,7 @@ LINE_KINDS: dict[tuple[str, str], Handler] = {
     ("datanode/data_sync_service.go", "dataSyncService starting flow graph"): _dn_watch,
     ("datanode/flow_graph_insert_buffer_node.go", "insertBufferNode start syncing bufferData"): _dn_sync,
     ("datanode/flush_manager.go", "successfully save binlog"): _dn_sync_done,
-    ("datanode/flow_graph_time_tick_node.go", "UpdateChannelCheckpoint success"): _dn_checkpoint,
+    ("datanode/flow_graph_time_tick_node.go", "UpdateChannelCheckpoint success"): _dn_cp_rpc,
     ("datanode/services.go", "DataNode receives FlushChannels request"): _dn_flush_ts,
     ("datanode/services.go", "receiving FlushSegments request"): _dn_seal,
     ("datacoord/meta.go", "UpdateChannelCheckpoint done"): _dc_channel_cp,
