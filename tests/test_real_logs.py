@@ -24,6 +24,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 import milvus_edu  # noqa: E402
 from milvus_edu.events.schema import EVENT_KINDS, FIELD_NAMES  # noqa: E402
+from milvus_edu.mechanisms.query import levels  # noqa: E402
 from milvus_edu.mechanisms.query.lanes import DelegatorLane, ReadsLane  # noqa: E402
 from milvus_edu.real.logs import (GRACEFUL_TIME_MS, SERVER_REQUEST_BASE, merge_events, parse_line,  # noqa: E402
                                   parse_log, pchannel_of, write_real_run)
@@ -169,6 +170,8 @@ def test_a_log_folder_counts_a_record_once(tmp_path):
     empty.mkdir()
     with pytest.raises(FileNotFoundError, match="holds no Milvus log"):
         parse_log(empty, run_id="r")
+    with pytest.raises(FileNotFoundError, match="does not exist; pass a Milvus log file"):
+        parse_log(tmp_path / "missing.log", run_id="r")
 
 
 @settings(max_examples=150, deadline=None)
@@ -193,6 +196,13 @@ def test_merge_orders_by_time_and_links_the_clients_reads(client):
     for req in client_levels:
         kinds = [r["kind"] for r in merged if r["request"] == req]
         assert kinds[0] == "client.read_start" and kinds[-1] == "client.read" and "querynode.read" in kinds
+    # pymilvus returns no timestamps: a linked client.read takes the server's guarantee and read ts
+    answers = [r for r in merged if r["kind"] == "client.read"]
+    assert (answers[0]["guarantee_ts"], answers[0]["ts"]) == (470715755585077249, 470715755585077249)
+    assert answers[1]["guarantee_ts"] == answers[1]["ts"] - (GRACEFUL_TIME_MS << 18)
+    assert json.loads(answers[0]["detail"])["from_server"] == ["guarantee_ts", "ts"]
+    assert answers[5]["ts"] is None and answers[5]["guarantee_ts"] == 470715756542689281  # a search logs no mvcc
+    assert all(r.get("guarantee_ts") is None for r in client if r["kind"] == "client.read")  # inputs unchanged
     # a tie goes to the client's event
     tie = dict(server[0], t_ms=client[0]["t_ms"])
     assert merge_events(client[:1], [tie])[0]["node"] == client[0]["node"]
@@ -204,6 +214,10 @@ def test_the_run_folder_loads_and_opens_in_the_stepper(run_dir):
     assert summary["source"] == "real" and summary["server"] == "milvus 2.3.5" and summary["events"] == len(frame)
     assert frame["kind"].iloc[0] == "run.start" and frame["kind"].iloc[-1] == "run.end"
     assert json.loads(frame["detail"].iloc[0])["real"] is True
+    answered = levels.reads(frame)
+    assert list(answered["level"]) == ["Strong", "Bounded", "Eventually", "Strong", "Strong", "Strong"]
+    assert list(answered["rows"]) == [[1], [1], [1], [2], [2], [2]]
+    assert answered["guarantee_ts"].notna().all()
     stepper = TimelineStepper(run_dir)
     assert [type(lane).__name__ for lane in stepper.lanes][:3] == ["DelegatorLane", "DelegatorLane", "ReadsLane"]
     assert stepper.jump_to_next("querynode.wait") is not None

@@ -557,6 +557,8 @@ def _read_lines(path_or_lines) -> Iterable[str]:
                 raise FileNotFoundError(f"{p} holds no Milvus log (standalone*.log or milvus-stdout.log); pass the "
                                         "server's log folder or one log file")
             return [line for f in files for line in f.read_text(encoding="utf-8", errors="replace").splitlines()]
+        if not p.is_file():
+            raise FileNotFoundError(f"{p} does not exist; pass a Milvus log file or the server's log folder")
         return p.read_text(encoding="utf-8", errors="replace").splitlines()
     return path_or_lines
 
@@ -679,6 +681,35 @@ def _link_requests(client: list[dict], server: list[dict]) -> None:
     for r in server:
         if r.get("request") in remap:
             r["request"] = remap[r["request"]]
+    _fill_client_reads(client, server, set(remap.values()))
+
+
+def _fill_client_reads(client: list[dict], server: list[dict], linked: set) -> None:
+    """A linked ``client.read`` that pymilvus left without them takes its guarantee from the proxy's log and its read
+    timestamp from the delegators' (the smallest, as the model's ``client.read`` has it); ``detail.from_server``
+    names what was filled."""
+    guarantee, read_ts = {}, {}
+    for r in server:
+        req = r.get("request")
+        if req not in linked:
+            continue
+        if r["kind"] == "proxy.read" and r.get("guarantee_ts") is not None:
+            guarantee[req] = r["guarantee_ts"]
+        elif r["kind"] == "querynode.read" and r.get("ts") is not None:
+            read_ts[req] = min(read_ts.get(req, r["ts"]), r["ts"])
+    for r in client:
+        req = r.get("request")
+        if r["kind"] != "client.read" or req not in linked:
+            continue
+        filled = []
+        for column, source in (("guarantee_ts", guarantee), ("ts", read_ts)):
+            if r.get(column) is None and req in source:
+                r[column] = source[req]
+                filled.append(column)
+        if filled:
+            d = _detail(r)
+            d["from_server"] = filled
+            r["detail"] = json.dumps(d, sort_keys=True, separators=(",", ":"), default=str)
 
 
 def merge_events(client_events, server_events, *, run_id: str | None = None) -> list[dict]:
@@ -687,9 +718,10 @@ def merge_events(client_events, server_events, *, run_id: str | None = None) -> 
     Both must count ``t_ms`` from the same instant (give :func:`parse_log` the client's start as ``t0``). Ties
     are broken by source (the client's first: its call was made before the server logged it) and then by each
     side's own ``seq``, so the result is the same for the same inputs. A server read is given the client's request
-    id when exactly one client read of its kind was in flight (:func:`_link_requests`). ``run_id``: the run's name
-    on every row (default: the first client event's, else the first server event's). Accepts lists of rows or
-    DataFrames.
+    id when exactly one client read of its kind (query or search) was in flight when the proxy settled it; that
+    ``client.read`` then takes the guarantee and read timestamp the server logged where it has none (pymilvus does not
+    return them). ``run_id``: the run's name on every row (default: the first client event's, else the first server
+    event's). Accepts lists of rows or DataFrames; the rows given are not changed.
     """
     client, server = _as_rows(client_events), _as_rows(server_events)
     _link_requests(client, server)
