@@ -26,8 +26,8 @@ import milvus_edu  # noqa: E402
 from milvus_edu.events.schema import EVENT_KINDS, FIELD_NAMES  # noqa: E402
 from milvus_edu.mechanisms.query import levels  # noqa: E402
 from milvus_edu.mechanisms.query.lanes import DelegatorLane, ReadsLane  # noqa: E402
-from milvus_edu.real.logs import (GRACEFUL_TIME_MS, SERVER_REQUEST_BASE, merge_events, parse_line,  # noqa: E402
-                                  parse_log, pchannel_of, write_real_run)
+from milvus_edu.real.logs import (GRACEFUL_TIME_MS, REQUIRED_LOG_LEVEL, SERVER_REQUEST_BASE, merge_events,  # noqa: E402
+                                  parse_line, parse_log, pchannel_of, write_real_run)
 from milvus_edu.viz import TimelineStepper  # noqa: E402
 
 DATA = Path(__file__).parent / "data"
@@ -141,8 +141,8 @@ def test_datanode_and_datacoord_lines(parsed):
 
 def test_unknown_lines_are_counted_not_fatal():
     lines = LOG.read_text().splitlines()[:60]
-    garbage = ["not a log line at all", '{"level":"INFO","time":"2026/11/25 20:21:49.3', "[2026/13/45 99:99:99.000 +00:00] [INFO] [x.go:1] [\"m\"]",
-               '["only", "an", "array"]', "\x00\x01binary"]
+    garbage = ["not a log line at all", '{"level":"INFO","time":"2026/11/25 20:21:49.3',  # the second is truncated
+               '[2026/13/45 99:99:99.000 +00:00] [INFO] [x.go:1] ["m"]', '["only", "an", "array"]', "\x00\x01binary"]
     parsed = parse_log(lines[:30] + garbage + lines[30:], run_id="r")
     clean = parse_log(lines, run_id="r")
     assert parsed.unparsed == clean.unparsed + len(garbage)
@@ -239,3 +239,16 @@ def test_the_run_folder_loads_and_opens_in_the_stepper(run_dir):
 def test_write_real_run_refuses_nothing(tmp_path):
     with pytest.raises(ValueError, match="no events"):
         write_real_run(tmp_path / "empty", [])
+
+
+def test_at_info_the_reads_and_checkpoint_rpcs_are_gone():
+    """Why a real run must log at REQUIRED_LOG_LEVEL: the same log without its DEBUG lines loses the reads, the
+    DataNode's checkpoint RPCs and the proxy's DML tasks."""
+    assert REQUIRED_LOG_LEVEL == "debug"
+    info = [line for line in LOG.read_text().splitlines()
+            if '"level":"DEBUG"' not in line and "] [DEBUG] [" not in line]
+    kinds = parse_log(info, run_id="r").by_kind
+    for gone in ("proxy.read", "querynode.read", "querynode.wait", "datanode.cp_rpc", "proxy.enqueue", "proxy.finish",
+                 "querynode.tsafe"):
+        assert gone not in kinds and gone in EXPECTED_KINDS
+    assert kinds["datanode.sync"] == 2 and kinds["datacoord.channel_cp"] == 2  # INFO lines

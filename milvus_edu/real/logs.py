@@ -242,13 +242,14 @@ _POSITION_TS = re.compile(r"timestamp:(\d+)")
 
 
 def position_ts(value) -> int | None:
-    """The ``timestamp`` of a ``MsgPosition`` that a line prints as protobuf text (``channel_name:"…" … timestamp:N``)."""
+    """The ``timestamp`` of a ``MsgPosition`` printed as protobuf text (``channel_name:"…" … timestamp:N``)."""
     m = _POSITION_TS.search(value) if isinstance(value, str) else None
     return int(m.group(1)) if m else None
 
 
 def pchannel_of(vchannel: str) -> str:
-    """The physical channel of a vchannel (``by-dev-rootcoord-dml_0_470715721404645395v0`` -> ``by-dev-rootcoord-dml_0``)."""
+    """The physical channel of a vchannel: ``by-dev-rootcoord-dml_0_470715721404645395v0`` ->
+    ``by-dev-rootcoord-dml_0``."""
     return vchannel.rsplit("_", 1)[0] if "_" in vchannel else vchannel
 
 
@@ -430,7 +431,8 @@ def _dn_sync(line, st):
     v = line.fields.get("channel")
     return [("datanode.sync", {"ts": position_ts(line.fields.get("position")), "vchannel": v,
                                "segment": hybrid_ts(line.fields.get("segmentID"))},
-             {"flush": line.fields.get("flushed"), "drop": line.fields.get("dropped"), "auto": line.fields.get("auto")})]
+             {"flush": line.fields.get("flushed"), "drop": line.fields.get("dropped"),
+              "auto": line.fields.get("auto")})]
 
 
 def _dn_sync_done(line, st):
