@@ -152,9 +152,12 @@ def test_unknown_lines_are_counted_not_fatal():
 
 def test_text_and_json_lines_parse_alike():
     text = parse_line('[2026/11/25 20:21:37.721 +00:00] [INFO] [indexnode/indexnode.go:304] ["IndexNode Component '
-                      'states"] [State="nodeID:-1 role:\\"indexnode\\" "] [ids="[1,2]"] [n=3] [list=[4, 5]] []')
+                      'states"] [State="nodeID:-1 role:\\"indexnode\\" "] [ids="[1,2]"] [n=3] [list=[4, 5]] []'
+                      ' ["consistency level"=Strong] [isFlush=false] [channels="[a_v0,b_v1]"] [none=[]] [t=1.5µs]')
     assert text.caller == "indexnode/indexnode.go:304" and text.level == "INFO"
-    assert text.fields == {"State": 'nodeID:-1 role:"indexnode" ', "ids": "[1,2]", "n": 3, "list": [4, 5]}
+    assert text.fields == {"State": 'nodeID:-1 role:"indexnode" ', "ids": [1, 2], "n": 3, "list": [4, 5],
+                           "consistency level": "Strong", "isFlush": False, "channels": ["a_v0", "b_v1"], "none": [],
+                           "t": "1.5µs"}
     # zap writes a field called "time" after the header's: the header wins
     js = parse_line('{"level":"INFO","time":"2026/11/25 20:21:50.115 +00:00","caller":"a/b.go:7","message":"m",'
                     '"time":"78.487µs"}')
@@ -252,3 +255,24 @@ def test_at_info_the_reads_and_checkpoint_rpcs_are_gone():
                  "querynode.tsafe"):
         assert gone not in kinds and gone in EXPECTED_KINDS
     assert kinds["datanode.sync"] == 2 and kinds["datacoord.channel_cp"] == 2  # INFO lines
+
+
+def test_a_text_form_log_of_two_shards():
+    """``real_milvus_2.3.5_text_2shards.log``: the same workload at ``log.format: text`` on a collection of 2 shards
+    (and ids 2 and 3 inserted together), only the lines we map. Every read reaches both delegators, each waits
+    from its own arrival; lists, booleans and quoted keys of the text form read as the JSON form's."""
+    parsed = parse_log(DATA / "real_milvus_2.3.5_text_2shards.log", run_id="r")
+    assert parsed.unparsed == 0 and parsed.skipped == 0 and parsed.lines == 86
+    kinds = parsed.by_kind
+    assert kinds["querynode.read"] == 2 * kinds["proxy.read"] == 12 and kinds["querynode.wait"] == 8
+    assert kinds["datanode.watch"] == kinds["querynode.watch"] == 2 and kinds["proxy.enqueue"] == 6
+    assert [r["level"] for r in _of(parsed.events, "proxy.read")][-1] == "Strong"  # the search's quoted key
+    by_request: dict = {}
+    for r in _of(parsed.events, "querynode.read"):
+        by_request.setdefault(r["request"], set()).add(r["vchannel"])
+    assert all(len(v) == 2 for v in by_request.values()) and len(by_request) == 6
+    (flush,) = _of(parsed.events, "datacoord.flush")
+    assert flush["count"] == 2 and _detail(flush)["segments"] == [470715906772897147, 470715906772897149]
+    assert sorted(e["vchannel"] for e in _of(parsed.events, "datanode.flush_ts")) == [
+        "by-dev-rootcoord-dml_0_470715906772697111v0", "by-dev-rootcoord-dml_1_470715906772697111v1"]
+    assert [_detail(s)["flush"] for s in _of(parsed.events, "datanode.sync")] == [False, False, True, True]

@@ -102,14 +102,24 @@ def parse_time_ms(text: str) -> int | None:
         return None
 
 
+_TEXT_WORDS = {"true": True, "false": False, "null": None}
+
+
 def _text_value(raw: str):
-    """A text-form field value as JSON would have given it: numbers and JSON arrays/objects decoded, else the
-    string."""
-    if raw[:1] in "-0123456789[{" and raw:
+    """A text-form field value as the JSON form would have given it. zap's text encoder writes numbers, booleans and
+    arrays bare (``[n=3]``, ``[isFlush=false]``, ``[ids=[1,2]]``) and quotes a value that needs it, so an array of
+    names (``"[a_v0,b_v1]"``) or a JSON array of objects can come quoted: both read as lists here. Anything else
+    stays the string it is."""
+    if raw in _TEXT_WORDS:
+        return _TEXT_WORDS[raw]
+    if raw[:1] in "-0123456789[{":
         try:
             return json.loads(raw)
         except ValueError:
             pass
+        if raw.startswith("[") and raw.endswith("]") and "[" not in raw[1:-1] and '"' not in raw:
+            inner = raw[1:-1]
+            return [_text_value(x) for x in inner.split(",")] if inner else []
     return raw
 
 
@@ -131,7 +141,15 @@ def _scan_text_fields(s: str, i: int) -> list[tuple[str, str]] | None:
         eq = s.find("=", i)
         if eq < 0:
             return None
-        key = s[i + 1:eq]
+        if s.startswith('"', i + 1):  # a key with a space in it is quoted: ["consistency level"=Strong]
+            try:
+                key, eq = json.JSONDecoder().raw_decode(s, i + 1)
+            except ValueError:
+                return None
+            if not s.startswith("=", eq):
+                return None
+        else:
+            key = s[i + 1:eq]
         j = eq + 1
         if j < n and s[j] == '"':
             try:
@@ -140,7 +158,7 @@ def _scan_text_fields(s: str, i: int) -> list[tuple[str, str]] | None:
                 return None
             if end >= n or s[end] != "]":
                 return None
-            out.append((key, value))
+            out.append((key, _text_value(value)))
             i = end + 1
             continue
         depth = 0
@@ -363,17 +381,16 @@ def _proxy_read(op: str):
 
 
 def _qn_arrive(line, st):
+    """A read reached a shard's delegator: one line per shard, all with the read's trace id."""
     r = st.read(str(line.fields.get("traceID", "")))
-    r["arrived_ms"] = line.clock_ms
-    r["arrived_at"] = (line.caller, line.message)
-    r["vchannel"] = line.fields.get("channel")
+    r.setdefault("arrivals", {})[line.fields.get("channel")] = (line.clock_ms, line.caller)
     return []
 
 
 def _qn_serve(line, st):
     r = st.read(str(line.fields.get("traceID", "")))
-    vchannel = line.fields.get("channel") or r.get("vchannel")
-    arrived = r.get("arrived_ms", line.clock_ms)
+    vchannel = line.fields.get("channel")
+    arrived, arrived_go = r.get("arrivals", {}).get(vchannel, (line.clock_ms, None))
     waited = float(line.clock_ms - arrived)
     common = {"vchannel": vchannel, "request": r["request"], "level": r.get("level"),
               "guarantee_ts": r.get("guarantee")}
@@ -381,7 +398,6 @@ def _qn_serve(line, st):
     if waited >= WAIT_MIN_MS:
         # the wait row has no detail column: the read's detail names the arrival line and how long it took
         out.append(("querynode.wait", dict(common), {}, arrived))
-    arrived_go, _ = r.get("arrived_at", (None, None))
     out.append(("querynode.read", {**common, "ts": r.get("mvcc")},
                 {"waited_ms": waited, "arrived_go": arrived_go, "sealed": line.fields.get("sealedNum"),
                  "growing": line.fields.get("growingNum"), "op": r.get("op")}))
@@ -390,7 +406,7 @@ def _qn_serve(line, st):
 
 def _qn_read_failed(line, st):
     r = st.read(str(line.fields.get("traceID", "")))
-    return [("querynode.read", {"vchannel": line.fields.get("channel") or r.get("vchannel"), "request": r["request"],
+    return [("querynode.read", {"vchannel": line.fields.get("channel"), "request": r["request"],
                                 "level": r.get("level"), "guarantee_ts": r.get("guarantee"),
                                 "error": str(line.fields.get("error", line.message))}, {})]
 
