@@ -40,7 +40,7 @@ SEGMENT = 470715753561525625
 
 EXPECTED_KINDS = {
     "datacoord.channel_cp": 2, "datacoord.flush": 1, "datacoord.flush_segments": 1, "datacoord.save_binlog_paths": 2,
-    "datacoord.segment_state": 2, "datanode.cp_rpc": 2, "datanode.flush_ts": 1, "datanode.seal": 1,
+    "datacoord.segment_state": 2, "datanode.buffer": 2, "datanode.cp_rpc": 2, "datanode.flush_ts": 1, "datanode.seal": 1,
     "datanode.sync": 2, "datanode.sync_done": 2, "datanode.watch": 1, "proxy.enqueue": 3, "proxy.finish": 3,
     "proxy.read": 6, "querynode.read": 6, "querynode.tsafe": 1, "querynode.wait": 4, "querynode.watch": 1,
     "rootcoord.ddl": 2, "tso.init": 1,
@@ -74,7 +74,7 @@ def _detail(e):
 
 def test_the_captured_log_gives_the_models_kinds(parsed):
     assert parsed.by_kind == EXPECTED_KINDS
-    assert parsed.lines == 734 and parsed.unparsed == 1 and parsed.skipped == 679
+    assert parsed.lines == 735 and parsed.unparsed == 1 and parsed.skipped == 678
     assert parsed.unparsed_examples == ["---Milvus Proxy successfully initialized and ready to serve!---"]
     for e in parsed.events:
         assert set(e) == set(FIELD_NAMES)
@@ -117,8 +117,11 @@ def test_reads_carry_guarantee_level_and_wait(parsed):
 
 def test_datanode_and_datacoord_lines(parsed):
     syncs = _of(parsed.events, "datanode.sync")
-    assert [(s["ts"], s["segment"], _detail(s)["flush"]) for s in syncs] == [
-        (470715755768578049, SEGMENT, False), (470715756293914625, SEGMENT, True)]
+    assert [(s["ts"], s["segment"], s["count"], _detail(s)["flush"]) for s in syncs] == [
+        (470715755768578049, SEGMENT, 2, False), (470715756293914625, SEGMENT, 0, True)]  # the flush sync: stats only
+    buffered = _of(parsed.events, "datanode.buffer")
+    assert [(b["count"], _detail(b)["buffer_rows"]) for b in buffered] == [(1, 1), (1, 2)]
+    assert all(b["t_ms"] < syncs[0]["t_ms"] and b["vchannel"] == VCH for b in buffered)
     assert _detail(syncs[0])["go"] == "datanode/flow_graph_insert_buffer_node.go:478"
     saves = _of(parsed.events, "datacoord.save_binlog_paths")
     assert [(s["ts"], s["count"], s["peer"], _detail(s)["flushed"]) for s in saves] == [
@@ -262,7 +265,7 @@ def test_a_text_form_log_of_two_shards():
     (and ids 2 and 3 inserted together), only the lines we map. Every read reaches both delegators, each waits
     from its own arrival; lists, booleans and quoted keys of the text form read as the JSON form's."""
     parsed = parse_log(DATA / "real_milvus_2.3.5_text_2shards.log", run_id="r")
-    assert parsed.unparsed == 0 and parsed.skipped == 0 and parsed.lines == 86
+    assert parsed.unparsed == 0 and parsed.skipped == 0 and parsed.lines == 89
     kinds = parsed.by_kind
     assert kinds["querynode.read"] == 2 * kinds["proxy.read"] == 12 and kinds["querynode.wait"] == 8
     assert kinds["datanode.watch"] == kinds["querynode.watch"] == 2 and kinds["proxy.enqueue"] == 6
@@ -275,4 +278,6 @@ def test_a_text_form_log_of_two_shards():
     assert flush["count"] == 2 and _detail(flush)["segments"] == [470715906772897147, 470715906772897149]
     assert sorted(e["vchannel"] for e in _of(parsed.events, "datanode.flush_ts")) == [
         "by-dev-rootcoord-dml_0_470715906772697111v0", "by-dev-rootcoord-dml_1_470715906772697111v1"]
-    assert [_detail(s)["flush"] for s in _of(parsed.events, "datanode.sync")] == [False, False, True, True]
+    assert [(_detail(s)["flush"], s["count"]) for s in _of(parsed.events, "datanode.sync")] == [
+        (False, 2), (False, 1), (True, 0), (True, 0)]  # ids 1 and 2 on shard 0, 3 on shard 1
+    assert sum(b["count"] for b in _of(parsed.events, "datanode.buffer")) == 3

@@ -16,7 +16,8 @@ What 2.3.5 never logs, at any level (``debug`` is zap's lowest), so a real run h
 (rootcoord's ``timetickSync`` and ``sendMinDdlTsAsTt``, the proxy's ``channelsTimeTicker`` and its
 ``UpdateChannelTimeTick`` reports: ``proxy.tick``, ``proxy.report``, ``rootcoord.timetick_update``), a TSO allocation,
 update or window save after start (``tso.alloc``, ``tso.update``, ``tso.save``), a message produced or a pack consumed
-(``mq.produce``, ``mq.pack``, ``querynode.pack``, ``datanode.buffer``), the ttNode handing a checkpoint over
+(``mq.produce``, ``mq.pack``, ``querynode.pack``; ``datanode.buffer`` is derived from the buffer's logged size,
+without the pack's bounds), the ttNode handing a checkpoint over
 (``datanode.checkpoint``), and tsafe: only a pack that holds a delete shows it (the deleteNode passes the pack's end to
 ``ProcessDelete``, then sets it as tsafe), so ``querynode.tsafe`` is sparse. A read's tsafe on arrival is not logged
 either: ``querynode.wait`` is inferred (the read was served :data:`WAIT_MIN_MS` or more after it arrived) and its
@@ -278,7 +279,8 @@ def _ids(value) -> list:
 # ---- the mapping
 
 class _State:
-    """What a line needs from earlier ones: seek positions by vchannel, DML tasks' vchannels, reads by trace id."""
+    """What a line needs from earlier ones: seek positions by vchannel, DML tasks' vchannels, reads by trace id, the
+    TSO's last sync line, and the rows each segment's insert buffer holds."""
 
     def __init__(self, graceful_time_ms: int):
         self.graceful_time_ms = graceful_time_ms
@@ -287,6 +289,7 @@ class _State:
         self.reads: dict[str, dict] = {}
         self.next_request = SERVER_REQUEST_BASE
         self.last_tso_sync: LogLine | None = None
+        self.buffered: dict[int, int] = {}
 
     def read(self, trace: str) -> dict:
         r = self.reads.get(trace)
@@ -443,10 +446,25 @@ def _dn_watch(line, st):
              {"collection_id": line.fields.get("collectionID")})]
 
 
+def _dn_buffer(line, st):
+    """``segment buffer status``: after a pack with inserts, the rows a segment's insert buffer holds (``size``);
+    the pack's rows are the growth since the last status (a sync empties the buffer)."""
+    v, seg, size = line.fields.get("channel"), hybrid_ts(line.fields.get("segmentID")), line.fields.get("size")
+    if not v or seg is None or not isinstance(size, int):
+        return []
+    added = size - st.buffered.get(seg, 0)
+    st.buffered[seg] = size
+    if added <= 0:
+        return []
+    return [("datanode.buffer", {"vchannel": v, "count": added},
+             {"segments": {str(seg): added}, "buffer_rows": size, "from": "growth of the logged buffer size"})]
+
+
 def _dn_sync(line, st):
     v = line.fields.get("channel")
-    return [("datanode.sync", {"ts": position_ts(line.fields.get("position")), "vchannel": v,
-                               "segment": hybrid_ts(line.fields.get("segmentID"))},
+    seg = hybrid_ts(line.fields.get("segmentID"))
+    return [("datanode.sync", {"ts": position_ts(line.fields.get("position")), "vchannel": v, "segment": seg,
+                               "count": st.buffered.pop(seg, 0)},
              {"flush": line.fields.get("flushed"), "drop": line.fields.get("dropped"),
               "auto": line.fields.get("auto")})]
 
@@ -537,6 +555,7 @@ LINE_KINDS: dict[tuple[str, str], Handler] = {
     ("datacoord/handler.go", "channel seek position set from collection start position"): _seek,
     ("datacoord/handler.go", "channel seek position set from seek position"): _seek,
     ("datanode/data_sync_service.go", "dataSyncService starting flow graph"): _dn_watch,
+    ("datanode/flow_graph_insert_buffer_node.go", "segment buffer status"): _dn_buffer,
     ("datanode/flow_graph_insert_buffer_node.go", "insertBufferNode start syncing bufferData"): _dn_sync,
     ("datanode/flush_manager.go", "successfully save binlog"): _dn_sync_done,
     ("datanode/flow_graph_time_tick_node.go", "UpdateChannelCheckpoint success"): _dn_cp_rpc,
