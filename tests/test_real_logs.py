@@ -40,7 +40,8 @@ SEGMENT = 470715753561525625
 
 EXPECTED_KINDS = {
     "datacoord.channel_cp": 2, "datacoord.flush": 1, "datacoord.flush_segments": 1, "datacoord.save_binlog_paths": 2,
-    "datacoord.segment_state": 2, "datanode.buffer": 2, "datanode.cp_rpc": 2, "datanode.flush_ts": 1, "datanode.seal": 1,
+    "datacoord.segment_state": 2, "datanode.buffer": 2, "datanode.cp_rpc": 2, "datanode.flush_ts": 1,
+    "datanode.seal": 1,
     "datanode.sync": 2, "datanode.sync_done": 2, "datanode.watch": 1, "proxy.enqueue": 3, "proxy.finish": 3,
     "proxy.read": 6, "querynode.read": 6, "querynode.tsafe": 1, "querynode.wait": 4, "querynode.watch": 1,
     "rootcoord.ddl": 2, "tso.init": 1,
@@ -74,7 +75,7 @@ def _detail(e):
 
 def test_the_captured_log_gives_the_models_kinds(parsed):
     assert parsed.by_kind == EXPECTED_KINDS
-    assert parsed.lines == 735 and parsed.unparsed == 1 and parsed.skipped == 678
+    assert parsed.lines == 736 and parsed.unparsed == 1 and parsed.skipped == 677
     assert parsed.unparsed_examples == ["---Milvus Proxy successfully initialized and ready to serve!---"]
     for e in parsed.events:
         assert set(e) == set(FIELD_NAMES)
@@ -102,6 +103,7 @@ def test_reads_carry_guarantee_level_and_wait(parsed):
     assert [r["request"] for r in reads] == list(range(SERVER_REQUEST_BASE, SERVER_REQUEST_BASE + 6))
     strong, bounded, eventually = reads[:3]
     assert strong["ts"] == strong["guarantee_ts"] == 470715755585077249
+    assert all(_detail(r)["from_tso"] for r in reads[:5])  # logical parts 1, 3, 4, ...: the TSO's
     assert bounded["ts"] - bounded["guarantee_ts"] == GRACEFUL_TIME_MS << 18
     assert eventually["guarantee_ts"] == 1
     assert _detail(reads[5])["level_from"] == "logged" and reads[5]["ts"] is None  # a search logs no mvcc_ts
@@ -138,6 +140,10 @@ def test_datanode_and_datacoord_lines(parsed):
     (flush,) = _of(parsed.events, "datacoord.flush")
     (flush_ts,) = _of(parsed.events, "datanode.flush_ts")
     assert flush["ts"] == flush_ts["ts"] == 1795638106366 << 18  # flushTs is logged to the millisecond only
+    assert [(e["ts"], e["count"]) for e in _of(parsed.events, "proxy.enqueue")] == [
+        (470715755573542916, 1), (470715755650613250, 1), (470715755663458309, None)]  # insert 1, insert 2, delete 1
+    enqueued = [e["ts"] for e in _of(parsed.events, "proxy.enqueue")]
+    assert [e["ts"] for e in _of(parsed.events, "proxy.finish")] == enqueued
     (tsafe,) = _of(parsed.events, "querynode.tsafe")
     assert tsafe["ts"] == 470715755703042050 and tsafe["vchannel"] == VCH
 
@@ -265,10 +271,14 @@ def test_a_text_form_log_of_two_shards():
     (and ids 2 and 3 inserted together), only the lines we map. Every read reaches both delegators, each waits
     from its own arrival; lists, booleans and quoted keys of the text form read as the JSON form's."""
     parsed = parse_log(DATA / "real_milvus_2.3.5_text_2shards.log", run_id="r")
-    assert parsed.unparsed == 0 and parsed.skipped == 0 and parsed.lines == 89
+    assert parsed.unparsed == 0 and parsed.skipped == 0 and parsed.lines == 91
     kinds = parsed.by_kind
     assert kinds["querynode.read"] == 2 * kinds["proxy.read"] == 12 and kinds["querynode.wait"] == 8
-    assert kinds["datanode.watch"] == kinds["querynode.watch"] == 2 and kinds["proxy.enqueue"] == 6
+    assert kinds["datanode.watch"] == kinds["querynode.watch"] == 2
+    # each DML task is enqueued on both pchannels (a task's stats cover all its collection's channels); the proxy
+    # logs an insert's rows, not a delete's
+    assert [(e["count"], e["channel"][-1]) for e in _of(parsed.events, "proxy.enqueue")] == [
+        (1, "0"), (1, "1"), (2, "0"), (2, "1"), (None, "0"), (None, "1")]
     assert [r["level"] for r in _of(parsed.events, "proxy.read")][-1] == "Strong"  # the search's quoted key
     by_request: dict = {}
     for r in _of(parsed.events, "querynode.read"):

@@ -62,6 +62,7 @@ NODE_OF_PACKAGE = {
     "tsafe": "querynode-1", "segments": "querynode-1",
 }
 _LOGICAL_BITS = 18
+_LOGICAL_MASK = (1 << _LOGICAL_BITS) - 1
 
 
 @dataclass
@@ -290,6 +291,7 @@ class _State:
         self.next_request = SERVER_REQUEST_BASE
         self.last_tso_sync: LogLine | None = None
         self.buffered: dict[int, int] = {}
+        self.insert_rows: dict[str, int] = {}
 
     def read(self, trace: str) -> dict:
         r = self.reads.get(trace)
@@ -345,6 +347,13 @@ def _ddl(state: str):
     return handle
 
 
+def _insert_rows(line, st):
+    """``Detail of insert request in Proxy``: the rows of the insert the trace carries."""
+    if isinstance(line.fields.get("NumRows"), int):
+        st.insert_rows[str(line.fields.get("traceID", ""))] = line.fields["NumRows"]
+    return []
+
+
 def _dml_execute(op: str, id_key: str):
     def handle(line, st):
         ts = hybrid_ts(line.fields.get(id_key))
@@ -353,7 +362,8 @@ def _dml_execute(op: str, id_key: str):
             return []
         st.task_vchannels[ts] = vchannels
         pchannels = sorted({pchannel_of(v) for v in vchannels})
-        return [("proxy.enqueue", {"ts": ts, "channel": p},
+        rows = st.insert_rows.pop(str(line.fields.get("traceID", "")), None) if op == "insert" else None
+        return [("proxy.enqueue", {"ts": ts, "channel": p, "count": rows},
                  {"op": op, "vchannels": vchannels, "collection_id": line.fields.get("collectionID")})
                 for p in pchannels]
     return handle
@@ -376,10 +386,13 @@ def _proxy_read(op: str):
         logged = line.fields.get("consistency level")
         level = logged if isinstance(logged, str) else st.level_of(guarantee, mvcc)
         r.update(op=op, guarantee=guarantee, mvcc=mvcc, level=level)
+        detail = {"op": op, "collection": line.fields.get("collectionName") or line.fields.get("collName"),
+                  "level_from": "logged" if isinstance(logged, str) else "guarantee_ts vs mvcc_ts"}
+        if mvcc is not None:
+            # the TSO never hands out logical 0 (GenerateTSO adds the count first); a proxy's own clock always does
+            detail["from_tso"] = mvcc & _LOGICAL_MASK != 0
         return [("proxy.read", {"ts": mvcc, "clock_ms": line.clock_ms, "request": r["request"], "level": level,
-                                "guarantee_ts": guarantee},
-                 {"op": op, "collection": line.fields.get("collectionName") or line.fields.get("collName"),
-                  "level_from": "logged" if isinstance(logged, str) else "guarantee_ts vs mvcc_ts"})]
+                                "guarantee_ts": guarantee}, detail)]
     return handle
 
 
@@ -538,6 +551,7 @@ LINE_KINDS: dict[tuple[str, str], Handler] = {
     ("rootcoord/root_coord.go", "done to create collection"): _ddl("done"),
     ("rootcoord/root_coord.go", "received request to drop collection"): _ddl("started"),
     ("rootcoord/root_coord.go", "done to drop collection"): _ddl("done"),
+    ("proxy/impl.go", "Detail of insert request in Proxy"): _insert_rows,
     ("proxy/task_insert.go", "send insert request to virtual channels"): _dml_execute("insert", "task_id"),
     ("proxy/task_delete.go", "send delete request to virtual channels"): _dml_execute("delete", "taskID"),
     ("proxy/task_scheduler.go", "Proxy dmTaskQueue popPChanStats"): _dml_finish,
