@@ -24,6 +24,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 import milvus_edu  # noqa: E402
 from milvus_edu.events.schema import EVENT_KINDS, FIELD_NAMES  # noqa: E402
+from milvus_edu.mechanisms.flush.lanes import VChannelLane, WriteBufferLane  # noqa: E402
 from milvus_edu.mechanisms.query import levels  # noqa: E402
 from milvus_edu.mechanisms.query.lanes import DelegatorLane, ReadsLane  # noqa: E402
 from milvus_edu.real.logs import (GRACEFUL_TIME_MS, REQUIRED_LOG_LEVEL, SERVER_REQUEST_BASE, merge_events,  # noqa: E402
@@ -291,3 +292,22 @@ def test_a_text_form_log_of_two_shards():
     assert [(_detail(s)["flush"], s["count"]) for s in _of(parsed.events, "datanode.sync")] == [
         (False, 2), (False, 1), (True, 0), (True, 0)]  # ids 1 and 2 on shard 0, 3 on shard 1
     assert sum(b["count"] for b in _of(parsed.events, "datanode.buffer")) == 3
+
+
+def test_the_flush_lanes_open_the_real_run(run_dir):
+    """The flush chapter's lanes on the real run: the stored checkpoints and flushTs on the vchannel lane (a buffered
+    pack without an end, as the log gives it, does not drag the consumed line to timestamp 0), and the write buffer
+    rising with the two inserts and emptied by the flush's sync."""
+    frame = milvus_edu.load_run(run_dir)
+    fig, axes = plt.subplots(2, 1)
+    try:
+        lane = VChannelLane(0)
+        lane.setup(axes[0], frame)
+        lo, hi = axes[0].get_ylim()
+        assert 0 < lo < hi < frame["t_ms"].max() / 1000.0 + 5  # timestamps drawn in seconds since the run began
+        buffer = WriteBufferLane()
+        buffer.setup(axes[1], frame)
+        (line,) = [ln for ln in axes[1].get_lines() if ln.get_label() == "rows buffered, vch 0"]
+        assert max(line.get_ydata()) == 2 and line.get_ydata()[-1] == 0
+    finally:
+        plt.close(fig)
