@@ -17,9 +17,9 @@ What 2.3.5 never logs, at any level (``debug`` is zap's lowest), so a real run h
 ``UpdateChannelTimeTick`` reports: ``proxy.tick``, ``proxy.report``, ``rootcoord.timetick_update``), a TSO allocation,
 update or window save after start (``tso.alloc``, ``tso.update``, ``tso.save``), a message produced or a pack consumed
 (``mq.produce``, ``mq.pack``, ``querynode.pack``; ``datanode.buffer`` is derived from the buffer's logged size,
-without the pack's bounds), the ttNode handing a checkpoint over
-(``datanode.checkpoint``), and tsafe: only a pack that holds a delete shows it (the deleteNode passes the pack's end to
-``ProcessDelete``, then sets it as tsafe), so ``querynode.tsafe`` is sparse. A read's tsafe on arrival is not logged
+without the pack's bounds), the ttNode handing a checkpoint over (``datanode.checkpoint``), and tsafe: only a pack
+that holds a delete shows it (the deleteNode passes the pack's end to ``ProcessDelete``, then sets it as tsafe), so
+``querynode.tsafe`` is sparse. A read's tsafe on arrival is not logged
 either: ``querynode.wait`` is inferred (the read was served :data:`WAIT_MIN_MS` or more after it arrived) and its
 ``tick_ts`` is null; a search logs no MVCC timestamp, so its ``querynode.read`` has no ``ts``.
 
@@ -68,7 +68,7 @@ _LOGICAL_MASK = (1 << _LOGICAL_BITS) - 1
 @dataclass
 class LogLine:
     """One parsed log line: the wall clock (Unix ms), zap's level, ``caller`` (``pkg/file.go:line``), the message
-    and the other fields (values as JSON gave them; in the text form, strings unless they read as numbers)."""
+    and the other fields (values as the JSON form gives them; the text form's are read the same way)."""
 
     clock_ms: int
     level: str
@@ -567,7 +567,7 @@ LINE_KINDS: dict[tuple[str, str], Handler] = {
     ("delegator/delegator_data.go", "start to process delete"): _qn_delete_tsafe,
     ("datacoord/handler.go", "channel seek position set from channel checkpoint meta"): _seek,
     ("datacoord/handler.go", "channel seek position set from collection start position"): _seek,
-    ("datacoord/handler.go", "channel seek position set from seek position"): _seek,
+    ("datacoord/handler.go", "channel seek position set from earliest segment dml position"): _seek,
     ("datanode/data_sync_service.go", "dataSyncService starting flow graph"): _dn_watch,
     ("datanode/flow_graph_insert_buffer_node.go", "segment buffer status"): _dn_buffer,
     ("datanode/flow_graph_insert_buffer_node.go", "insertBufferNode start syncing bufferData"): _dn_sync,
