@@ -23,6 +23,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 import milvus_edu  # noqa: E402
+from milvus_edu.events.io import rows_to_frame  # noqa: E402
 from milvus_edu.events.schema import EVENT_KINDS, FIELD_NAMES  # noqa: E402
 from milvus_edu.mechanisms.flush.lanes import VChannelLane, WriteBufferLane  # noqa: E402
 from milvus_edu.mechanisms.query import levels  # noqa: E402
@@ -203,6 +204,9 @@ def test_merge_orders_by_time_and_links_the_clients_reads(client):
     assert [r["seq"] for r in merged] == list(range(len(merged)))
     assert [r["t_ms"] for r in merged] == sorted(r["t_ms"] for r in merged)
     assert merged == merge_events(client, server)
+    # DataFrames with the schema's dtypes (nullable Int64, pandas strings) merge the same as plain rows
+    full = [{name: r.get(name) for name in FIELD_NAMES} for r in client]
+    assert merge_events(rows_to_frame(full), rows_to_frame(server)) == merged
     reads = {r["request"]: r["level"] for r in merged if r["kind"] == "proxy.read"}
     client_levels = {r["request"]: r["level"] for r in client if r["kind"] == "client.read_start"}
     assert reads == client_levels  # each server read got its client call's id
