@@ -180,6 +180,9 @@ def test_a_log_folder_counts_a_record_once(tmp_path):
     (tmp_path / "standalone-1.log").write_text("\n".join(lines) + "\n")
     (tmp_path / "milvus-stdout.log").write_text("\n".join(lines[:200]) + "\n")
     assert parse_log(tmp_path, run_id="r").by_kind == EXPECTED_KINDS
+    # within one source nothing is merged: a line given twice is two records
+    cp = next(line for line in lines if "UpdateChannelCheckpoint done" in line)
+    assert parse_log(lines + [cp], run_id="r").by_kind["datacoord.channel_cp"] == 3
     empty = tmp_path / "empty"
     empty.mkdir()
     with pytest.raises(FileNotFoundError, match="holds no Milvus log"):

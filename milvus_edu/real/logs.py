@@ -599,7 +599,8 @@ def _file_of(caller: str) -> str:
 
 # ---- reading
 
-def _read_lines(path_or_lines) -> Iterable[str]:
+def _read_lines(path_or_lines) -> tuple[Iterable[str], bool]:
+    """The lines to parse, and whether they come from more than one file (so that a record may appear twice)."""
     if isinstance(path_or_lines, (str, os.PathLike)):
         p = Path(path_or_lines)
         if p.is_dir():
@@ -607,11 +608,12 @@ def _read_lines(path_or_lines) -> Iterable[str]:
             if not files:
                 raise FileNotFoundError(f"{p} holds no Milvus log (standalone*.log or milvus-stdout.log); pass the "
                                         "server's log folder or one log file")
-            return [line for f in files for line in f.read_text(encoding="utf-8", errors="replace").splitlines()]
+            lines = [line for f in files for line in f.read_text(encoding="utf-8", errors="replace").splitlines()]
+            return lines, len(files) > 1
         if not p.is_file():
             raise FileNotFoundError(f"{p} does not exist; pass a Milvus log file or the server's log folder")
-        return p.read_text(encoding="utf-8", errors="replace").splitlines()
-    return path_or_lines
+        return p.read_text(encoding="utf-8", errors="replace").splitlines(), False
+    return path_or_lines, False
 
 
 def _row(run_id: str, kind: str, node: str, t_ms: float, values: dict, detail: dict) -> dict:
@@ -642,7 +644,8 @@ def parse_log(path_or_lines, *, run_id: str, t0: int | None = None,
     parsed: list[LogLine] = []
     unparsed, examples, total = 0, [], 0
     seen = set()
-    for lineno, text in enumerate(_read_lines(path_or_lines), 1):
+    lines, several_files = _read_lines(path_or_lines)
+    for lineno, text in enumerate(lines, 1):
         if not text.strip():
             continue
         total += 1
@@ -652,10 +655,11 @@ def parse_log(path_or_lines, *, run_id: str, t0: int | None = None,
             if len(examples) < EXAMPLES_KEPT:
                 examples.append(text[:200])
             continue
-        key = (line.clock_ms, line.caller, line.message, json.dumps(line.fields, sort_keys=True, default=str))
-        if key in seen:
-            continue
-        seen.add(key)
+        if several_files:  # the file log and stdout both hold every record when log.stdout is on
+            key = (line.clock_ms, line.caller, line.message, json.dumps(line.fields, sort_keys=True, default=str))
+            if key in seen:
+                continue
+            seen.add(key)
         parsed.append(line)
     parsed.sort(key=lambda ln: ln.clock_ms)  # stable: lines of one ms keep their order
     origin = t0 if t0 is not None else (parsed[0].clock_ms if parsed else 0)
