@@ -97,11 +97,12 @@ class VChannelLane(VChannelSlotLane):
         t = num(events["t_ms"]) / 1000.0
         t_end = float(np.nanmax(t))
         ts, _ = ints(events, "ts")
-        end_ts, _ = ints(events, "end_ts")
+        end_ts, has_end = ints(events, "end_ts")
         tick_ts, has_tick = ints(events, "tick_ts")
-        # consumed: buffered packs' ends and the packs the ttNode checkpointed, in log order, never back
+        # consumed: buffered packs' ends and the packs the ttNode checkpointed, in log order, never back (a real
+        # server's log gives a buffered pack no end: milvus_edu.real.logs)
         buf, cps = rows("datanode.buffer"), rows("datanode.checkpoint")
-        cons_pos = np.sort(np.concatenate([buf, cps[has_tick[cps]]]))
+        cons_pos = np.sort(np.concatenate([buf[has_end[buf]], cps[has_tick[cps]]]))
         cons_val = np.where(np.isin(cons_pos, buf), end_ts[cons_pos], tick_ts[cons_pos])
         watches = rows("datanode.watch")
         ticks = time_ticks(events)
