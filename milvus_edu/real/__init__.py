@@ -1,0 +1,12 @@
+"""Beside a real Milvus: the PyPI ``milvus`` 2.3.5 embedded server, a workload run on it through pymilvus, and the
+comparison with the model (``pip install -e ".[real]"``).
+
+* :mod:`.server`: :class:`RealMilvus` starts and stops a standalone server in a fresh folder on free loopback ports;
+* :mod:`.workload`: :func:`run_workload` runs a workload's steps on it on a wall-clock schedule and writes a run
+  folder in the run-log schema;
+* :mod:`.compare`: :func:`compare` runs a workload on both and lines the calls up.
+"""
+
+from .server import RealMilvus, RealMilvusError
+
+__all__ = ["RealMilvus", "RealMilvusError"]
