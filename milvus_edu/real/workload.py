@@ -216,6 +216,7 @@ class _Run:
         self.failures: list[BaseException] = []
         self.ts_table: _PerThreadTs | None = None
         self.start_detail: dict = {}
+        self.t0_wall_ms = time.time() * 1000.0  # the wall clock at t_ms 0 (set again when the clients start)
 
     def now_ms(self) -> float:
         """Wall-clock milliseconds since the run started."""
@@ -238,6 +239,7 @@ class _Run:
             with _per_client_session_ts() as table:
                 self.ts_table = table
                 self.t0 = time.monotonic()
+                self.t0_wall_ms = time.time() * 1000.0
                 self.emit("run.start", "client", detail=self.start_detail)
                 self.emit("real.clock", "client", clock_ms=int(time.time() * 1000),
                           detail={"server": f"milvus {MILVUS_VERSION}", "uri": self.server.uri,
@@ -408,15 +410,40 @@ def _one_line(exc: BaseException) -> str:
     return " ".join(str(text).split())[:500]
 
 
+def server_events(server: RealMilvus, run_id: str, t0_wall_ms: float, end_ms: float) -> tuple[list[dict], dict]:
+    """The server's log lines of this run as run-log events (the log parser, :mod:`milvus_edu.real.logs`), with
+    ``t_ms`` on the run's time line (0 at ``t0_wall_ms``), only those from 0 to ``end_ms`` (a shared server's log
+    holds earlier runs too); and what the parser could not read (``{"unparsed": n, ...}``).
+
+    This is the one place the client's run meets the server's log: without the parser installed, no events.
+    """
+    try:
+        from .logs import parse_log
+    except ImportError:
+        return [], {"parser": "not installed"}
+    parsed = parse_log(server.logs, run_id=run_id, t0=int(round(t0_wall_ms)))
+    events = [row for row in parsed.events if 0.0 <= row["t_ms"] <= end_ms]
+    return events, {"unparsed": parsed.unparsed, "skipped": parsed.skipped, "lines": parsed.total}
+
+
+def _write_folder(out: Path, rows: list[dict]) -> None:
+    for sink in (ParquetSink(out / "events.parquet", metadata={"scenario": SCENARIO, "server": MILVUS_VERSION}),
+                 JsonlSink(out / "events.jsonl")):
+        for row in rows:
+            sink.write(row)
+        sink.close()
+
+
 def run_workload(steps=(), server: RealMilvus | None = None, out_dir=None, params: dict | None = None,
-                 run_id: str | None = None) -> RealRun:
+                 run_id: str | None = None, server_logs: bool = True) -> RealRun:
     """Run a workload (the ``workload`` scenario's steps; the seed example's when empty) on a real Milvus.
 
     ``server``: a started :class:`RealMilvus` to use (a shared one; the workload drops its own collections first if
     the server has them); without one, a server is started in ``<out_dir>/server`` (or a temporary folder) with
     ``params`` (the simulator's names, :data:`~.server.PARAMS`) and stopped at the end, its logs kept there.
     ``out_dir``: write the run folder (``events.parquet``, ``events.jsonl``, ``summary.json``; must be new or
-    empty). Raises ``ValueError`` for a bad workload and :class:`RealMilvusError` when the server cannot be used.
+    empty). ``server_logs``: merge the server's log lines of the run into the events (:func:`server_events`).
+    Raises ``ValueError`` for a bad workload and :class:`RealMilvusError` when the server cannot be used.
     """
     from ..mechanisms.query.scenarios import SEED_STEPS
     from ..sim.run import prepare_out_dir
@@ -434,12 +461,8 @@ def run_workload(steps=(), server: RealMilvus | None = None, out_dir=None, param
     try:
         run_id = run_id or f"real-{SCENARIO}-{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}"
         memory = MemorySink()
-        sinks = [memory]
-        if out is not None:
-            sinks += [ParquetSink(out / "events.parquet", metadata={"scenario": SCENARIO, "server": MILVUS_VERSION}),
-                      JsonlSink(out / "events.jsonl")]
         run = _Run(parsed, server, None, run_id)
-        recorder = Recorder(run_id, now_ms=run.now_ms, sinks=sinks)
+        recorder = Recorder(run_id, now_ms=run.now_ms, sinks=[memory])
         run.rec = recorder
         run.start_detail = {"scenario": SCENARIO, "real": True, "server": f"milvus {MILVUS_VERSION}",
                             "version": __version__, "options": {"steps": len(parsed)},
@@ -449,17 +472,28 @@ def run_workload(steps=(), server: RealMilvus | None = None, out_dir=None, param
         finally:
             recorder.emit("run.end", "client", detail={"events": recorder.seq + 1})
             recorder.close()
+        rows, parse_info = memory.rows, {}
+        if server_logs:
+            theirs, parse_info = server_events(server, run_id, run.t0_wall_ms, rows[-1]["t_ms"])
+            if theirs:
+                from .logs import merge_events
+
+                rows = merge_events(rows, theirs, run_id=run_id)
         info = {"version": MILVUS_VERSION, "uri": server.uri, "start_s": server.start_s,
                 "rss_mb_at_start": server.rss_mb_at_start, "rss_mb_at_end": server.rss_mb(),
-                "logs": str(server.logs)}
+                "logs": str(server.logs), "log_parser": parse_info}
         if out is not None:
-            summary = {"run_id": run_id, "scenario": SCENARIO, "real": True, "schema_version": SCHEMA_VERSION,
-                       "milvus_edu_version": __version__, "events": recorder.seq,
-                       "events_by_kind": dict(sorted(recorder.counts.items())), "server": info}
+            _write_folder(out, rows)
+            counts: dict[str, int] = {}
+            for row in rows:
+                counts[row["kind"]] = counts.get(row["kind"], 0) + 1
+            summary = {"run_id": run_id, "scenario": SCENARIO, "real": True, "source": "real",
+                       "schema_version": SCHEMA_VERSION, "milvus_edu_version": __version__, "events": len(rows),
+                       "events_by_kind": dict(sorted(counts.items())), "server": info}
             with open(out / "summary.json", "w", encoding="utf-8") as fh:
                 json.dump(summary, fh, indent=2, sort_keys=True)
                 fh.write("\n")
-        return RealRun(memory.rows, out, server.logs, info)
+        return RealRun(rows, out, server.logs, info)
     finally:
         if own:
             server.stop()
