@@ -77,6 +77,8 @@ def test_real_run_folder_reads_like_a_model_run(seed_compare):
     r = reads(events)
     assert list(r["level"]) == ["Strong"] * 5 and list(r["label"]) == ["t2", "t6", "t10", "t14", "after flush"]
     assert r["rows"].iloc[-1] == ["A2"] and r["error"].isna().all()
+    clock = events[events["kind"] == "run.clock"]
+    assert len(clock) == 1 and int(clock["clock_ms"].iloc[0]) > 1_600_000_000_000  # the wall clock, Unix ms
     acks = events[events["kind"] == "client.insert"]
     assert acks["ts"].notna().all() and (acks["ts"].astype("int64") > 0).all()  # MutationResult.timestamp
     from milvus_edu.viz.stepper import TimelineStepper

@@ -39,7 +39,6 @@ import pandas as pd
 
 from .. import __version__
 from ..events import SCHEMA_VERSION, JsonlSink, MemorySink, ParquetSink, Recorder, rows_to_frame
-from ..events.schema import kind, register_kinds
 from ..mechanisms.query.cluster import Step, parse_steps
 from ..proto import ConsistencyLevel
 from ..querynode.expr import PK_FIELD
@@ -58,12 +57,6 @@ SHARDS = 2
 #: The name of the workload scenario, in the run's ``run.start``: the stepper draws the query mechanism's lanes.
 SCENARIO = "workload"
 
-KINDS = (
-    kind("real.clock", "The run on a real Milvus began: `clock_ms` is the wall clock (Unix ms) at this event's `t_ms`, "
-         "so a view can place the real hybrid timestamps' physical parts on the run's time axis; `detail` names the "
-         "server (version, uri, start seconds, memory).", "clock_ms detail", "-"),
-)
-register_kinds(KINDS)
 
 _DDL = ("create_collection", "drop_collection")
 
@@ -241,7 +234,7 @@ class _Run:
                 self.t0 = time.monotonic()
                 self.t0_wall_ms = time.time() * 1000.0
                 self.emit("run.start", "client", detail=self.start_detail)
-                self.emit("real.clock", "client", clock_ms=int(time.time() * 1000),
+                self.emit("run.clock", "client", clock_ms=int(time.time() * 1000),
                           detail={"server": f"milvus {MILVUS_VERSION}", "uri": self.server.uri,
                                   "start_s": self.server.start_s, "rss_mb": self.server.rss_mb_at_start})
                 threads = [threading.Thread(target=self._program, args=(name, client), name=f"workload-{name}",
@@ -413,7 +406,7 @@ def _one_line(exc: BaseException) -> str:
 def server_events(server: RealMilvus, run_id: str, t0_wall_ms: float, end_ms: float) -> tuple[list[dict], dict]:
     """The server's log lines of this run as run-log events (the log parser, :mod:`milvus_edu.real.logs`), with
     ``t_ms`` on the run's time line (0 at ``t0_wall_ms``), only those from 0 to ``end_ms`` (a shared server's log
-    holds earlier runs too); and what the parser could not read (``{"unparsed": n, ...}``).
+    holds earlier runs too); and how many lines the parser could not read (``{"unparsed": n}``).
 
     This is the one place the client's run meets the server's log: without the parser installed, no events.
     """
@@ -423,7 +416,7 @@ def server_events(server: RealMilvus, run_id: str, t0_wall_ms: float, end_ms: fl
         return [], {"parser": "not installed"}
     parsed = parse_log(server.logs, run_id=run_id, t0=int(round(t0_wall_ms)))
     events = [row for row in parsed.events if 0.0 <= row["t_ms"] <= end_ms]
-    return events, {"unparsed": parsed.unparsed, "skipped": parsed.skipped, "lines": parsed.total}
+    return events, {"unparsed": parsed.unparsed}
 
 
 def _write_folder(out: Path, rows: list[dict]) -> None:
