@@ -268,11 +268,15 @@ def _cmd_compare(args) -> int:
     from .registry import _records
     from .sim.run import RunFolderError
 
+    from .real.compare import RealSideFailed, compare, report
+
     try:
         steps = list(_records("workload", args.workload)) if args.workload else []
-        from .real.compare import compare, report
-
         result = compare(steps, seed=args.seed, params=dict(args.param) or None, out_dir=args.out)
+    except RealSideFailed as exc:  # the model's side ran: show it, then say why the real one did not
+        for line in report(exc.comparison):
+            print(line)
+        raise UserError(str(exc)) from None
     except (ValueError, RunFolderError, RealMilvusError) as exc:
         raise UserError(str(exc).replace("option workload", "--workload")) from None
     for line in report(result):

@@ -62,6 +62,29 @@ def test_server_starts_and_stops_cleanly(tmp_path):
     assert not (folder / "data").exists()  # the server's own data goes
 
 
+def test_server_dies_with_a_python_killed_outright(tmp_path):
+    """A Python killed by SIGKILL runs no atexit hook; the server must not outlive it all the same."""
+    import os
+    import signal
+    import time
+
+    code = ("import sys, time\nfrom milvus_edu.real import RealMilvus\n"
+            f"s = RealMilvus(folder={str(tmp_path / 'server')!r}).start()\nprint(s.pid, flush=True)\ntime.sleep(600)\n")
+    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
+                             env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    try:
+        pid = int(child.stdout.readline())
+        assert pid_alive(pid)
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+    for _ in range(100):  # the kernel delivers the parent-death signal as the child exits
+        if not pid_alive(pid):
+            break
+        time.sleep(0.1)
+    assert not pid_alive(pid), "the server outlived the Python that started it"
+
+
 def test_seed_example_agrees_at_strong(seed_compare):
     table = seed_compare.table
     strong = table[table["level"] == "Strong"]
@@ -144,6 +167,24 @@ def test_compare_cli_bad_workload_is_one_line(tmp_path):
     out = subprocess.run([sys.executable, "-m", "milvus_edu.cli", "compare", "--workload", str(bad)],
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 2 and out.stderr.count("\n") == 1 and "unknown op 'upsert'" in out.stderr
+
+
+def test_compare_cli_shows_the_model_when_the_real_side_cannot_run():
+    # A parameter the model has and Milvus 2.3.5's milvus.yaml does not: the model runs, the real server never starts.
+    out = subprocess.run([sys.executable, "-m", "milvus_edu.cli", "compare", "--param",
+                          "datanode.binlog_max_size=67108864"], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 2 and out.stderr.count("\n") == 1 and "no counterpart" in out.stderr
+    assert "the real server did not run" in out.stdout and "A1, A2" in out.stdout  # the model's t10 answer
+
+
+@pytest.mark.parametrize("package", ["milvus", "pymilvus"])
+def test_missing_package_is_one_line_and_starts_nothing(monkeypatch, tmp_path, package):
+    monkeypatch.setitem(sys.modules, package, None)  # import fails as if it were not installed
+    before = _children()
+    with pytest.raises(RealMilvusError) as err:
+        RealMilvus(folder=tmp_path / "s").start()
+    assert f"`{package}`" in str(err.value) and "pip install 'milvus-edu[real]'" in str(err.value)
+    assert "\n" not in str(err.value) and _children() == before
 
 
 def test_mixed_key_types_are_refused_before_a_server_starts():

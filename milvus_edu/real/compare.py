@@ -25,7 +25,7 @@ import pandas as pd
 
 from ..mechanisms.query.cluster import parse_steps
 from ..narrate import detail_dict
-from .server import RealMilvus
+from .server import RealMilvus, RealMilvusError
 from .workload import run_workload
 
 #: The client event that says a step of each op returned (a flush: the second one, once flushed).
@@ -57,6 +57,14 @@ class Comparison:
     def failures(self) -> pd.DataFrame:
         """The Strong reads that did not agree."""
         return self.table[self.table["agree"] == False]  # noqa: E712
+
+
+class RealSideFailed(RealMilvusError):
+    """The real server could not be used; the model's side ran: ``comparison`` holds it (the real column empty)."""
+
+    def __init__(self, message: str, comparison: "Comparison"):
+        super().__init__(message)
+        self.comparison = comparison
 
 
 def _sorted(rows) -> list:
@@ -187,8 +195,8 @@ def compare(steps=(), server: RealMilvus | None = None, seed: int = 1, params: d
     """Run ``steps`` (the seed example's when empty) on the model (scenario ``workload``, ``seed``, ``params``) and on
     a real Milvus (``server``, or one started for this call with the same ``params`` where Milvus has them) and line
     the calls up. ``out_dir``: keep both run folders there (``model/`` and ``real/``, with the server's logs in
-    ``real/server/logs``). Raises ``ValueError`` for a bad workload and
-    :class:`~milvus_edu.real.server.RealMilvusError` when the real server cannot be used (the model has run by then).
+    ``real/server/logs``). Raises ``ValueError`` for a bad workload and :class:`RealSideFailed` (a
+    :class:`~milvus_edu.real.server.RealMilvusError` holding the model's side) when the real server cannot be used.
     """
     from .. import simulate
     from ..mechanisms.query.scenarios import SEED_STEPS
@@ -199,8 +207,13 @@ def compare(steps=(), server: RealMilvus | None = None, seed: int = 1, params: d
     out = Path(out_dir) if out_dir is not None else None
     model = simulate("workload", seed=seed, duration_s=duration, options={"steps": steps}, params=params,
                      out_dir=None if out is None else out / "model")
-    real = run_workload(steps, server=server, out_dir=None if out is None else out / "real",
-                        params=params if server is None else None)
+    try:
+        real = run_workload(steps, server=server, out_dir=None if out is None else out / "real",
+                            params=params if server is None else None)
+    except RealMilvusError as exc:
+        empty = model.events.iloc[0:0]
+        raise RealSideFailed(str(exc), Comparison(line_up(steps, model.events, empty), model.events, empty, {})) \
+            from None
     table = line_up(steps, model.events, real.events)
     return Comparison(table, model.events, real.events, real.server, real.out_dir)
 
@@ -208,8 +221,10 @@ def compare(steps=(), server: RealMilvus | None = None, seed: int = 1, params: d
 def report(result: Comparison) -> list[str]:
     """The comparison in words: one line per step, both sides and both timings, then the verdict."""
     s = result.server
-    lines = [f"the model (Milvus 2.5, simulated) beside a real Milvus {s.get('version')} (started in "
-             f"{s.get('start_s', 0):.1f} s, {s.get('rss_mb_at_start', 0):.0f} MiB resident)",
+    head = (f"the model (Milvus 2.5, simulated) beside a real Milvus {s.get('version')} (started in "
+            f"{s.get('start_s', 0):.1f} s, {s.get('rss_mb_at_start', 0):.0f} MiB resident)" if s else
+            "the model (Milvus 2.5, simulated); the real server did not run")
+    lines = [head,
              f"{'step':<5}{'label':<13}{'client':<9}{'call':<9}{'level':<11}{'model':<24}{'ms':>8}  "
              f"{'real':<24}{'ms':>8}  note"]
     for r in result.table.itertuples(index=False):
@@ -225,6 +240,8 @@ def report(result: Comparison) -> list[str]:
                  "index, load); the real schedule after it is shifted by as much.")
     bad = result.failures()
     strong = int((result.table["level"] == "Strong").sum())
+    if not s:
+        return lines
     if bad.empty:
         lines.append(f"Strong agrees: all {strong} Strong read(s) returned the same rows on both.")
     else:

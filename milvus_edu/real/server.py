@@ -10,7 +10,9 @@ whole). The embedded etcd gets its own ports too, through an
 ``embedEtcd.yaml`` (by default it would listen on 2379/2380, and two servers on one machine would collide).
 
 The server is stopped (SIGTERM to its process group, then SIGKILL) by the context manager, by :meth:`stop`, and by
-an ``atexit`` hook, whatever failed in between. It removes nothing but the ``data/`` folder it made.
+an ``atexit`` hook, whatever failed in between; and Linux kills it if the thread that started it ends without
+stopping it (a Python killed outright runs no ``atexit``), so start it from a thread that outlives it, such as the
+main thread. It removes nothing but the ``data/`` folder it made.
 
 Every way the server cannot start (not Linux x86-64, ``milvus`` or ``pymilvus`` missing, no binary at a given path,
 no space, a port taken, a folder that is not empty, the binary dying) raises :class:`RealMilvusError` with one line
@@ -36,7 +38,6 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-import weakref
 from pathlib import Path
 
 #: The server version the model is compared with (the PyPI ``milvus`` package's version).
@@ -223,7 +224,16 @@ def pid_alive(pid: int) -> bool:
         return False
 
 
-_RUNNING: "weakref.WeakSet[RealMilvus]" = weakref.WeakSet()
+#: Servers started and not stopped yet (strong references: a server nobody holds any more must still be stopped).
+_RUNNING: "set[RealMilvus]" = set()
+
+
+def _die_with_parent() -> None:
+    """In the server's process, before it runs the binary: ask Linux to kill it when the thread that started it
+    ends (``PR_SET_PDEATHSIG``), so a Python killed outright, which runs no ``atexit``, leaves no server behind."""
+    import ctypes
+
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
 
 
 @atexit.register
@@ -337,7 +347,7 @@ class RealMilvus:
             # Its own session: stop() signals the whole process group, so nothing it spawned outlives it.
             self.proc = subprocess.Popen([str(exe), "run", "standalone"], cwd=folder, env=env,
                                          stdout=self._fds[0], stderr=self._fds[1], stdin=subprocess.DEVNULL,
-                                         start_new_session=True)
+                                         start_new_session=True, preexec_fn=_die_with_parent)
         except OSError as exc:
             self._close_fds()
             if exc.errno in (errno.ENOEXEC, errno.EACCES):

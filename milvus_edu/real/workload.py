@@ -18,8 +18,9 @@ sent as the filter ``id in [...]``; a query with neither filter, ids nor limit g
 (an empty filter needs one).
 
 Where the real run departs from the schedule: a ``create_collection`` or ``drop_collection`` runs once every step
-listed before it returned, and the steps after it start as much later as it took (a real create, with its index
-and load, takes about 3 s; the model's takes milliseconds), so the gaps between the other steps stay as written.
+listed before it returned, and the steps after it start as much later as it ended past its own time (a real
+create, with its index and load, takes about 3 s; the model's takes milliseconds), so the gaps between it and the
+steps after it stay as written.
 
 pymilvus keeps the Session timestamps of all ``MilvusClient`` objects of a process in one table per collection
 name; the model's clients are separate programs with a table each. While a workload runs, each client's thread
@@ -272,10 +273,9 @@ class _Run:
                 continue
             try:
                 self._wait_turn(index, step)
-                started = time.monotonic()
                 self._call(client, index, step)
-                if step.op in _DDL:  # the steps after it keep their gaps
-                    self.shift_s += time.monotonic() - started
+                if step.op in _DDL:  # as if it took no time at its own time: the steps after it keep their gaps
+                    self.shift_s = max(self.shift_s, time.monotonic() - self.t0 - step.at)
             except BaseException as exc:  # a bug here must not hang the other clients
                 self.failures.append(exc)
             finally:
