@@ -155,6 +155,26 @@ def test_taken_port_is_one_line_and_starts_nothing(tmp_path):
     assert _children() == before
 
 
+def test_wrong_machine_is_one_line_and_starts_nothing(monkeypatch, tmp_path):
+    monkeypatch.setattr("platform.machine", lambda: "aarch64")
+    before = _children()
+    with pytest.raises(RealMilvusError, match="runs on Linux x86-64 only") as err:
+        RealMilvus(folder=tmp_path / "s").start()
+    assert "\n" not in str(err.value) and _children() == before and not (tmp_path / "s").exists()
+
+
+def test_no_space_is_one_line_and_starts_nothing(monkeypatch, tmp_path):
+    import shutil
+    from collections import namedtuple
+
+    usage = namedtuple("usage", "total used free")
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: usage(10 * 2**20, 9 * 2**20, 2**20))
+    before = _children()
+    with pytest.raises(RealMilvusError, match="no space") as err:
+        RealMilvus(folder=tmp_path / "s").start()
+    assert "\n" not in str(err.value) and _children() == before
+
+
 def test_unknown_real_parameter_is_refused():
     with pytest.raises(RealMilvusError, match="no counterpart"):
         RealMilvus(params={"tso.max_logical": 10})
