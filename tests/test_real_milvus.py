@@ -19,7 +19,7 @@ from milvus_edu.events import load_run
 from milvus_edu.mechanisms.query.levels import reads
 from milvus_edu.querynode.expr import parse_filter
 from milvus_edu.real import RealMilvus, RealMilvusError
-from milvus_edu.real.compare import compare
+from milvus_edu.real.compare import compare, line_up
 from milvus_edu.real.server import pid_alive, process_tree
 from milvus_edu.real.workload import WorkloadError, key_types, read_filter, run_workload
 from milvus_edu.mechanisms.query.cluster import parse_steps
@@ -115,15 +115,15 @@ def test_real_run_folder_reads_like_a_model_run(seed_compare):
 
 
 def test_deletes_and_reinserts_of_one_key_agree_at_strong(server):
-    # A second between calls: no write is in flight during a read on either side, so every Strong read compares
-    # exactly.
+    # 1.5 s between calls: no write is in flight during a read on either side (a real Strong read takes 0.2-0.8 s,
+    # the first after a load the longest), so every Strong read compares exactly.
     steps = [{"at": 0.5, "client": "Client1", "op": "create_collection", "collection": "D"}]
     plan = [("insert", {"data": [{"id": 7}, {"id": 8}]}), ("query", {"filter": "id in [7, 8, 9]"}),
             ("delete", {"ids": [7]}), ("query", {"filter": "id in [7, 8, 9]"}),
             ("insert", {"data": [{"id": 7}]}), ("query", {"ids": [7, 8]}),
             ("delete", {"ids": [7, 8]}), ("search", {}), ("insert", {"ids": [8]}), ("query", {})]
     for k, (op, args) in enumerate(plan):
-        step = {"at": 1.0 + k, "client": "Client1" if op != "query" else "Client2", "op": op, "collection": "D",
+        step = {"at": 1.0 + 1.5 * k, "client": "Client1" if op != "query" else "Client2", "op": op, "collection": "D",
                 **args}
         if op in ("query", "search"):
             step["consistency_level"] = "Strong"
@@ -230,3 +230,40 @@ def test_ids_filter_selects_exactly_the_ids(ids, others):
         assert pred(k)
     for k in others:
         assert pred(k) == (k in ids)
+
+
+def _row(seq, t_ms, node, kind, **cols):
+    detail = cols.pop("detail", None)
+    return {"run_id": "r", "seq": seq, "t_ms": t_ms, "node": node, "kind": kind,
+            "detail": None if detail is None else json.dumps(detail, sort_keys=True), **cols}
+
+
+def _two_sides(real_read_start_ms: float, real_rows: list):
+    """A two-step workload (Client1 inserts A at 1.0 s, Client2 reads at Strong at 0.9 s) as the model ran it (the
+    read answered at 0.95 s, before the insert: empty) and as a real run with the read sent at
+    ``real_read_start_ms`` and answered 50 ms later with ``real_rows``."""
+    from milvus_edu.events import rows_to_frame
+
+    steps = [{"at": 0.9, "client": "Client2", "op": "query", "collection": "C", "consistency_level": "Strong"},
+             {"at": 1.0, "client": "Client1", "op": "insert", "collection": "C", "data": [{"id": "A"}]}]
+    model = rows_to_frame([
+        _row(0, 900.0, "Client2", "client.read_start", request=1, level="Strong", detail={"op": "query"}),
+        _row(1, 950.0, "Client2", "client.read", request=1, level="Strong", count=0, detail={"op": "query", "pks": []}),
+        _row(2, 1004.0, "Client1", "client.insert", ts=5, count=1, detail={"pks": ["A"], "collection": "C"})])
+    real = rows_to_frame([
+        _row(0, 1005.0, "Client1", "client.insert", ts=7, count=1,
+             detail={"pks": ["A"], "collection": "C", "step": 1, "latency_ms": 5.0}),
+        _row(1, real_read_start_ms + 50.0, "Client2", "client.read", request=1, level="Strong", count=len(real_rows),
+             detail={"op": "query", "pks": real_rows, "step": 0, "latency_ms": 50.0})])
+    return line_up(steps, model, real)
+
+
+def test_strong_comparison_sets_aside_only_writes_ordered_differently():
+    # The real read was sent after the insert was acknowledged: A lies on different sides of it, not compared.
+    table = _two_sides(1100.0, ["A"])
+    assert bool(table["agree"].iloc[0]) and "not compared: A" in table["note"].iloc[0]
+    # The same order on both sides (the read done before the insert): a real answer with A is a failure.
+    table = _two_sides(900.0, ["A"])
+    assert table["level"].iloc[0] == "Strong" and not table["agree"].iloc[0]
+    assert "not compared" not in table["note"].iloc[0]
+    assert bool(_two_sides(900.0, [])["agree"].iloc[0])

@@ -5,10 +5,12 @@ Milvus 2.3.5 (:mod:`.workload`) and lines the calls up: one row per step with wh
 the call took. A read at Strong must return the same rows on both (as a multiset: neither side promises an order);
 a Strong read that differs, or fails on one side only, is a failure (``agree`` is False). Strong promises every
 write acknowledged before the read was sent, and may or may not show a write that was in flight while the read
-waited (the read returns at the tsafe its wait ended at, which may be past that write): the keys of writes to the
-collection whose call overlapped the read, on either side, are left out of the comparison and named in ``note``.
-The real server's Strong wait is longer than the model's (about 200-350 ms against 100-200 ms), so a write a
-workload sends 200 ms after a read is often in flight on the real side only. For the other levels the
+waited (the read returns at the tsafe its wait ended at, which may be past that write). Each side also runs on
+its own clock: a read that waits longer on the real server makes its client's next call later, so a write can
+come before a read on one side and after it on the other. The keys of writes to the collection that were in
+flight during the read on either side, or that lie on different sides of it, are left out of the comparison and
+named in ``note`` (:func:`set_aside`). The real server's Strong wait is longer than the model's (about 200-350 ms
+against 100-200 ms), so in a workload that writes 200 ms after a read this happens often. For the other levels the
 rows each side returned and the waits are shown side by side: they depend on where a read lands between two time
 ticks, on each side's own timing, and may differ without anything being wrong.
 
@@ -127,22 +129,37 @@ def _real_calls(events: pd.DataFrame, n: int) -> list[dict | None]:
     return out
 
 
-def _in_flight(i: int, steps, calls: list[dict | None]) -> set | None:
-    """Keys of the writes to step ``i``'s collection whose call overlapped read ``i``'s on one side (None: a delete
-    by filter overlapped it, whose keys the real server does not return)."""
-    read = calls[i]
-    if read is None:
-        return set()
-    lo, hi = read["span"]
+def _order(read: dict, write: dict) -> str:
+    """Where a write's call lies against a read's on one side: ``before`` (acknowledged before the read was sent),
+    ``after`` (sent after the read returned) or ``during``."""
+    if write["span"][1] < read["span"][0]:
+        return "before"
+    if write["span"][0] > read["span"][1]:
+        return "after"
+    return "during"
+
+
+def set_aside(i: int, steps, model: list[dict | None], real: list[dict | None]) -> set | None:
+    """The keys Strong read ``i`` cannot be compared on: those of writes to its collection that were in flight while
+    it waited, on either side, or that came before it on one side and after it on the other (each side runs on its
+    own clock: a read that waits longer on the real server makes a client's next call later). None: such a write
+    was a delete by filter, whose keys the real server does not return."""
     keys: set = set()
-    for j, (step, call) in enumerate(zip(steps, calls)):
-        if j == i or call is None or step.op not in ("insert", "delete") or step.collection != steps[i].collection:
+    for j, step in enumerate(steps):
+        if j == i or step.op not in ("insert", "delete") or step.collection != steps[i].collection:
             continue
-        start, end = call["span"]
-        if start <= hi and end >= lo:
-            if call.get("pks") is None:
-                return None
-            keys.update(call["pks"])
+        m, r = model[j], real[j]
+        if m is None and r is None:
+            continue
+        orders = {None if c is None or model[i] is None or real[i] is None else
+                  _order(model[i] if c is m else real[i], c) for c in (m, r)}
+        if orders in ({"before"}, {"after"}):
+            continue
+        pks = [c.get("pks") for c in (m, r) if c is not None]
+        if any(p is None for p in pks):
+            return None
+        for p in pks:
+            keys.update(p)
     return keys
 
 
@@ -169,15 +186,15 @@ def line_up(steps, model_events: pd.DataFrame, real_events: pd.DataFrame) -> pd.
             level = (r or {}).get("level") or (m or {}).get("level") or step.args.get("consistency_level")
         agree, note = None, ""
         if read and level == "Strong":
-            m_keys, r_keys = _in_flight(i, parsed, model), _in_flight(i, parsed, real)
-            loose = None if m_keys is None or r_keys is None else m_keys | r_keys
+            loose = set_aside(i, parsed, model, real)
             same = (m is not None and r is not None and (m["error"] is None) == (r["error"] is None)
                     and (m["error"] is not None or loose is None
                          or [k for k in m["rows"] if k not in loose] == [k for k in r["rows"] if k not in loose]))
             agree = bool(same)
             note = "Strong: the same rows" if same else "Strong results differ"
             if loose:
-                note += f" (not compared: {', '.join(map(str, _sorted(loose)))}, written while the read was in flight)"
+                note += (f" (not compared: {', '.join(map(str, _sorted(loose)))}, written while the read waited or on "
+                         "the other side of it)")
             elif loose is None:
                 note += " (a delete by filter was in flight: not compared)"
         elif read and m is not None and r is not None and not m["error"] and not r["error"]:
