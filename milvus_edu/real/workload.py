@@ -113,7 +113,7 @@ def key_types(steps: list[Step]) -> dict[str, str]:
 
 
 def _literal(values) -> str:
-    return json.dumps(list(values))
+    return json.dumps(list(values), ensure_ascii=False)
 
 
 def read_filter(args: dict) -> str:
