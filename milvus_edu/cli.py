@@ -1,4 +1,4 @@
-"""The ``milvus-edu`` command: ``simulate``, ``scenarios``, ``timeline``, ``demo``.
+"""The ``milvus-edu`` command: ``simulate``, ``scenarios``, ``timeline``, ``demo``, ``compare``.
 
 User mistakes (unknown scenario, bad duration, an occupied or unwritable output folder) print one
 line on stderr and exit with status 2; no traceback.
@@ -84,6 +84,14 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="run the guided tour (a scenario and its timeline in words)")
     demo.add_argument("--out", default=None, help="run folder (default: a new ./milvus-edu-demo folder)")
     demo.add_argument("--force", action="store_true", help="replace the run files in an existing --out folder")
+    cmp = sub.add_parser("compare", help="run a workload on the model and on a real Milvus 2.3.5, call by call "
+                                         "(needs pip install 'milvus-edu[real]')")
+    cmp.add_argument("--workload", default=None, metavar="FILE",
+                     help="a JSON file holding a list of steps (default: the seed example)")
+    cmp.add_argument("--seed", type=_seed, default=1, help="the model's random seed (default 1)")
+    cmp.add_argument("--out", default=None, help="keep both run folders here (model/, real/ with the server's logs)")
+    cmp.add_argument("--param", action="append", default=[], metavar="GROUP.NAME=VALUE", type=_pair,
+                     help="a Milvus parameter for both sides (repeatable), e.g. timetick.time_tick_interval_ns=100000000")
     return parser
 
 
@@ -255,6 +263,29 @@ def _cmd_demo(args) -> int:
     return 0
 
 
+def _cmd_compare(args) -> int:
+    from .real.server import RealMilvusError
+    from .registry import _records
+    from .sim.run import RunFolderError
+
+    from .real.compare import RealSideFailed, compare, report
+
+    try:
+        steps = list(_records("workload", args.workload)) if args.workload else []
+        result = compare(steps, seed=args.seed, params=dict(args.param) or None, out_dir=args.out)
+    except RealSideFailed as exc:  # the model's side ran: show it, then say why the real one did not
+        for line in report(exc.comparison):
+            print(line)
+        raise UserError(str(exc)) from None
+    except (ValueError, RunFolderError, RealMilvusError) as exc:
+        raise UserError(str(exc).replace("option workload", "--workload")) from None
+    for line in report(result):
+        print(line)
+    if args.out:
+        print(f"run folders: {args.out}/model and {args.out}/real (the server's logs in {args.out}/real/server/logs)")
+    return 0 if result.ok else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``milvus-edu`` command."""
     parser = build_parser()
@@ -264,7 +295,7 @@ def main(argv: list[str] | None = None) -> int:
             parser.print_help()
             return EXIT_USAGE
         handler = {"simulate": _cmd_simulate, "scenarios": _cmd_scenarios, "timeline": _cmd_timeline,
-                   "demo": _cmd_demo}[args.command]
+                   "demo": _cmd_demo, "compare": _cmd_compare}[args.command]
         return handler(args)
     except UserError as exc:
         print(f"milvus-edu: error: {exc}", file=sys.stderr)

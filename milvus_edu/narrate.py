@@ -81,9 +81,13 @@ def _describe(row) -> str:
     kind, node = value(row, "kind"), value(row, "node")
     detail = detail_of(row)
     if kind == "run.start":
+        if detail.get("real"):
+            return f"Run starts on a real {detail.get('server')}: scenario {detail.get('scenario')}."
         return f"Run starts: scenario {detail.get('scenario')}, seed {detail.get('seed')}."
     if kind == "run.end":
         return "Run ends."
+    if kind == "run.clock":
+        return f"The clients start; the wall clock reads {value(row, 'clock_ms')} (Unix ms)."
     if kind == "fault.kill":
         why = detail.get("why")
         if why and why != "killed":

@@ -116,6 +116,9 @@ EVENT_KINDS: dict[str, Kind] = {
     for k in (
         kind("run.start", "The run began; `detail` holds scenario, seed and switches.", "detail", "-"),
         kind("run.end", "The run ended; `detail` holds the event count.", "detail", "-"),
+        kind("run.clock", "A run on a real Milvus server (`milvus_edu.real`): `clock_ms` is the wall clock (Unix ms) "
+             "at this event's `t_ms`, so views place the real hybrid timestamps' physical parts on the run's time "
+             "axis; `detail` names the server (version, uri, start seconds, resident MiB).", "clock_ms detail", "-"),
         kind("fault.kill", "A node was killed (no graceful stop, no lease revoke).", "detail", "-"),
         kind("fault.pause", "A node froze (a long GC or VM pause): it runs nothing until it resumes.", "detail", "-"),
         kind("fault.resume", "A paused node runs again, unaware that time passed.", "detail", "-"),

@@ -1,0 +1,269 @@
+"""The model beside a real Milvus 2.3.5 (milvus_edu.real): the server's lifecycle, workloads on both, bad input.
+
+One server serves the module (a module-scoped fixture: tests/conftest.py puts the module's tests on one xdist
+worker); the lifecycle and bad-input tests start their own. Nothing here asserts a wall-clock time.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from milvus_edu.events import load_run
+from milvus_edu.mechanisms.query.levels import reads
+from milvus_edu.querynode.expr import parse_filter
+from milvus_edu.real import RealMilvus, RealMilvusError
+from milvus_edu.real.compare import compare, line_up
+from milvus_edu.real.server import pid_alive, process_tree
+from milvus_edu.real.workload import WorkloadError, key_types, read_filter, run_workload
+from milvus_edu.mechanisms.query.cluster import parse_steps
+
+pytestmark = [pytest.mark.slow, pytest.mark.real]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """One real server for the module's workloads."""
+    with RealMilvus(folder=tmp_path_factory.mktemp("real") / "server") as srv:
+        yield srv
+
+
+@pytest.fixture(scope="module")
+def seed_compare(server, tmp_path_factory):
+    """The seed example on the model and on the shared server, both run folders kept."""
+    return compare(server=server, out_dir=tmp_path_factory.mktemp("seed"))
+
+
+def _children() -> set[int]:
+    import os
+
+    return set(process_tree(os.getpid())) - {os.getpid()}
+
+
+def test_server_starts_and_stops_cleanly(tmp_path):
+    folder = tmp_path / "server"
+    srv = RealMilvus(folder=folder)
+    with srv:
+        tree = process_tree(srv.pid)
+        assert srv.running and all(pid_alive(p) for p in tree)
+        assert srv.start_s > 0 and srv.rss_mb_at_start > 50  # the Go binary's resident memory, at least
+        assert srv.uri.startswith("http://127.0.0.1:")
+        assert (folder / "configs" / "embedEtcd.yaml").is_file()
+        assert "level: debug" in (folder / "configs" / "milvus.yaml").read_text()
+    assert not srv.running
+    assert not any(pid_alive(p) for p in tree), "a server process outlived stop()"
+    assert (folder / "logs" / "standalone-1.log").stat().st_size > 0  # the logs stay beside the run
+    assert not (folder / "data").exists()  # the server's own data goes
+
+
+def test_server_dies_with_a_python_killed_outright(tmp_path):
+    """A Python killed by SIGKILL runs no atexit hook; the server must not outlive it all the same."""
+    import os
+    import signal
+    import time
+
+    code = ("import sys, time\nfrom milvus_edu.real import RealMilvus\n"
+            f"s = RealMilvus(folder={str(tmp_path / 'server')!r}).start()\nprint(s.pid, flush=True)\ntime.sleep(600)\n")
+    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
+                             env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    try:
+        pid = int(child.stdout.readline())
+        assert pid_alive(pid)
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+    for _ in range(100):  # the kernel delivers the parent-death signal as the child exits
+        if not pid_alive(pid):
+            break
+        time.sleep(0.1)
+    assert not pid_alive(pid), "the server outlived the Python that started it"
+
+
+def test_seed_example_agrees_at_strong(seed_compare):
+    table = seed_compare.table
+    strong = table[table["level"] == "Strong"]
+    assert len(strong) == 5 and seed_compare.ok, "\n".join(map(str, seed_compare.failures().to_dict("records")))
+    # The seed's table: nothing, A1, A1 and A2, A2; the last read (after the flush, nothing in flight) exactly.
+    last = strong.iloc[-1]
+    assert last["model"] == last["real"] == ["A2"] and "not compared" not in last["note"]
+    assert list(strong["label"]) == ["t2", "t6", "t10", "t14", "after flush"]
+
+
+def test_real_run_folder_reads_like_a_model_run(seed_compare):
+    events = load_run(seed_compare.real_dir)
+    r = reads(events)
+    assert list(r["level"]) == ["Strong"] * 5 and list(r["label"]) == ["t2", "t6", "t10", "t14", "after flush"]
+    assert r["rows"].iloc[-1] == ["A2"] and r["error"].isna().all()
+    clock = events[events["kind"] == "run.clock"]
+    assert len(clock) == 1 and int(clock["clock_ms"].iloc[0]) > 1_600_000_000_000  # the wall clock, Unix ms
+    acks = events[events["kind"] == "client.insert"]
+    assert acks["ts"].notna().all() and (acks["ts"].astype("int64") > 0).all()  # MutationResult.timestamp
+    from milvus_edu.viz.stepper import TimelineStepper
+
+    from milvus_edu.mechanisms.query.lanes import ReadsLane
+
+    stepper = TimelineStepper(events)
+    assert any(isinstance(lane, ReadsLane) for lane in stepper.lanes)
+    paths = stepper.to_static(seed_compare.real_dir / "timeline.png")
+    assert paths and all(p.stat().st_size > 0 for p in paths)
+
+
+def test_deletes_and_reinserts_of_one_key_agree_at_strong(server):
+    # 1.5 s between calls: no write is in flight during a read on either side (a real Strong read takes 0.2-0.8 s,
+    # the first after a load the longest), so every Strong read compares exactly.
+    steps = [{"at": 0.5, "client": "Client1", "op": "create_collection", "collection": "D"}]
+    plan = [("insert", {"data": [{"id": 7}, {"id": 8}]}), ("query", {"filter": "id in [7, 8, 9]"}),
+            ("delete", {"ids": [7]}), ("query", {"filter": "id in [7, 8, 9]"}),
+            ("insert", {"data": [{"id": 7}]}), ("query", {"ids": [7, 8]}),
+            ("delete", {"ids": [7, 8]}), ("search", {}), ("insert", {"ids": [8]}), ("query", {})]
+    for k, (op, args) in enumerate(plan):
+        step = {"at": 1.0 + 1.5 * k, "client": "Client1" if op != "query" else "Client2", "op": op, "collection": "D",
+                **args}
+        if op in ("query", "search"):
+            step["consistency_level"] = "Strong"
+        steps.append(step)
+    result = compare(steps, server=server)
+    strong = result.table[result.table["level"] == "Strong"]
+    assert result.ok, "\n".join(map(str, result.failures().to_dict("records")))
+    assert list(strong["real"]) == [[7, 8], [8], [7, 8], [], [8]]
+    assert not strong["note"].str.contains("not compared").any()
+
+
+def test_missing_binary_is_one_line_and_starts_nothing(tmp_path):
+    before = _children()
+    with pytest.raises(RealMilvusError) as err:
+        RealMilvus(folder=tmp_path / "s", binary=tmp_path / "no" / "milvus").start()
+    assert "no Milvus server binary" in str(err.value) and "\n" not in str(err.value)
+    assert _children() == before
+
+
+def test_taken_port_is_one_line_and_starts_nothing(tmp_path):
+    before = _children()
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        port = sock.getsockname()[1]
+        with pytest.raises(RealMilvusError) as err:
+            RealMilvus(folder=tmp_path / "s", port=port).start()
+    assert f"port {port}" in str(err.value) and "taken" in str(err.value) and "\n" not in str(err.value)
+    assert _children() == before
+
+
+def test_wrong_machine_is_one_line_and_starts_nothing(monkeypatch, tmp_path):
+    monkeypatch.setattr("platform.machine", lambda: "aarch64")
+    before = _children()
+    with pytest.raises(RealMilvusError, match="runs on Linux x86-64 only") as err:
+        RealMilvus(folder=tmp_path / "s").start()
+    assert "\n" not in str(err.value) and _children() == before and not (tmp_path / "s").exists()
+
+
+def test_no_space_is_one_line_and_starts_nothing(monkeypatch, tmp_path):
+    import shutil
+    from collections import namedtuple
+
+    usage = namedtuple("usage", "total used free")
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: usage(10 * 2**20, 9 * 2**20, 2**20))
+    before = _children()
+    with pytest.raises(RealMilvusError, match="no space") as err:
+        RealMilvus(folder=tmp_path / "s").start()
+    assert "\n" not in str(err.value) and _children() == before
+
+
+def test_unknown_real_parameter_is_refused():
+    with pytest.raises(RealMilvusError, match="no counterpart"):
+        RealMilvus(params={"tso.max_logical": 10})
+    assert RealMilvus(params={"timetick.time_tick_interval_ns": 50_000_000}).yaml == {"proxy.timeTickInterval": 50}
+
+
+def test_compare_cli_bad_workload_is_one_line(tmp_path):
+    bad = tmp_path / "w.json"
+    bad.write_text(json.dumps([{"at": 0, "client": "C", "op": "upsert", "collection": "X"}]))
+    out = subprocess.run([sys.executable, "-m", "milvus_edu.cli", "compare", "--workload", str(bad)],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2 and out.stderr.count("\n") == 1 and "unknown op 'upsert'" in out.stderr
+
+
+def test_compare_cli_shows_the_model_when_the_real_side_cannot_run():
+    # A parameter the model has and Milvus 2.3.5's milvus.yaml does not: the model runs, the real server never starts.
+    out = subprocess.run([sys.executable, "-m", "milvus_edu.cli", "compare", "--param",
+                          "datanode.binlog_max_size=67108864"], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 2 and out.stderr.count("\n") == 1 and "no counterpart" in out.stderr
+    assert "the real server did not run" in out.stdout and "A1, A2" in out.stdout  # the model's t10 answer
+
+
+@pytest.mark.parametrize("package", ["milvus", "pymilvus"])
+def test_missing_package_is_one_line_and_starts_nothing(monkeypatch, tmp_path, package):
+    monkeypatch.setitem(sys.modules, package, None)  # import fails as if it were not installed
+    before = _children()
+    with pytest.raises(RealMilvusError) as err:
+        RealMilvus(folder=tmp_path / "s").start()
+    assert f"`{package}`" in str(err.value) and "pip install 'milvus-edu[real]'" in str(err.value)
+    assert "\n" not in str(err.value) and _children() == before
+
+
+def test_mixed_key_types_are_refused_before_a_server_starts():
+    steps = parse_steps([{"at": 0, "client": "C", "op": "insert", "collection": "X", "data": [{"id": 1}]},
+                         {"at": 0, "client": "C", "op": "insert", "collection": "X", "data": [{"id": "a"}]}])
+    with pytest.raises(WorkloadError, match="mixes string and whole-number keys"):
+        key_types(steps)
+    with pytest.raises(WorkloadError):
+        run_workload([{"at": 0, "client": "C", "op": "insert", "collection": "X", "data": [{"id": 1.5}]}])
+
+
+keys = st.one_of(st.lists(st.integers(-2**62, 2**62), min_size=1, max_size=6),
+                 st.lists(st.text(st.characters(min_codepoint=32, max_codepoint=126, exclude_characters='"\\'),
+                                  min_size=1, max_size=6), min_size=1, max_size=6))
+
+
+@settings(max_examples=60, deadline=None)
+@given(keys, keys)
+def test_ids_filter_selects_exactly_the_ids(ids, others):
+    """The filter a real read sends for ``ids`` keeps exactly those keys, as the model's grammar reads it."""
+    pred = parse_filter(read_filter({"ids": ids}))
+    for k in ids:
+        assert pred(k)
+    for k in others:
+        assert pred(k) == (k in ids)
+
+
+def _row(seq, t_ms, node, kind, **cols):
+    detail = cols.pop("detail", None)
+    return {"run_id": "r", "seq": seq, "t_ms": t_ms, "node": node, "kind": kind,
+            "detail": None if detail is None else json.dumps(detail, sort_keys=True), **cols}
+
+
+def _two_sides(real_read_start_ms: float, real_rows: list):
+    """A two-step workload (Client1 inserts A at 1.0 s, Client2 reads at Strong at 0.9 s) as the model ran it (the
+    read answered at 0.95 s, before the insert: empty) and as a real run with the read sent at
+    ``real_read_start_ms`` and answered 50 ms later with ``real_rows``."""
+    from milvus_edu.events import rows_to_frame
+
+    steps = [{"at": 0.9, "client": "Client2", "op": "query", "collection": "C", "consistency_level": "Strong"},
+             {"at": 1.0, "client": "Client1", "op": "insert", "collection": "C", "data": [{"id": "A"}]}]
+    model = rows_to_frame([
+        _row(0, 900.0, "Client2", "client.read_start", request=1, level="Strong", detail={"op": "query"}),
+        _row(1, 950.0, "Client2", "client.read", request=1, level="Strong", count=0, detail={"op": "query", "pks": []}),
+        _row(2, 1004.0, "Client1", "client.insert", ts=5, count=1, detail={"pks": ["A"], "collection": "C"})])
+    real = rows_to_frame([
+        _row(0, 1005.0, "Client1", "client.insert", ts=7, count=1,
+             detail={"pks": ["A"], "collection": "C", "step": 1, "latency_ms": 5.0}),
+        _row(1, real_read_start_ms + 50.0, "Client2", "client.read", request=1, level="Strong", count=len(real_rows),
+             detail={"op": "query", "pks": real_rows, "step": 0, "latency_ms": 50.0})])
+    return line_up(steps, model, real)
+
+
+def test_strong_comparison_sets_aside_only_writes_ordered_differently():
+    # The real read was sent after the insert was acknowledged: A lies on different sides of it, not compared.
+    table = _two_sides(1100.0, ["A"])
+    assert bool(table["agree"].iloc[0]) and "not compared: A" in table["note"].iloc[0]
+    # The same order on both sides (the read done before the insert): a real answer with A is a failure.
+    table = _two_sides(900.0, ["A"])
+    assert table["level"].iloc[0] == "Strong" and not table["agree"].iloc[0]
+    assert "not compared" not in table["note"].iloc[0]
+    assert bool(_two_sides(900.0, [])["agree"].iloc[0])
