@@ -39,10 +39,11 @@ from pathlib import Path
 import pandas as pd
 
 from .. import __version__
-from ..events import SCHEMA_VERSION, JsonlSink, MemorySink, ParquetSink, Recorder, rows_to_frame
+from ..events import MemorySink, Recorder, rows_to_frame
 from ..mechanisms.query.cluster import Step, parse_steps
 from ..proto import ConsistencyLevel
 from ..querynode.expr import PK_FIELD
+from .logs import merge_events, parse_log, write_real_run
 from .server import MILVUS_VERSION, RealMilvus, RealMilvusError, check_pymilvus
 
 #: Dimension of the vector field every real collection gets.
@@ -408,23 +409,11 @@ def server_events(server: RealMilvus, run_id: str, t0_wall_ms: float, end_ms: fl
     ``t_ms`` on the run's time line (0 at ``t0_wall_ms``), only those from 0 to ``end_ms`` (a shared server's log
     holds earlier runs too); and how many lines the parser could not read (``{"unparsed": n}``).
 
-    This is the one place the client's run meets the server's log: without the parser installed, no events.
+    This is the one place the client's run meets the server's log.
     """
-    try:
-        from .logs import parse_log
-    except ImportError:
-        return [], {"parser": "not installed"}
     parsed = parse_log(server.logs, run_id=run_id, t0=int(round(t0_wall_ms)))
     events = [row for row in parsed.events if 0.0 <= row["t_ms"] <= end_ms]
     return events, {"unparsed": parsed.unparsed}
-
-
-def _write_folder(out: Path, rows: list[dict]) -> None:
-    for sink in (ParquetSink(out / "events.parquet", metadata={"scenario": SCENARIO, "server": MILVUS_VERSION}),
-                 JsonlSink(out / "events.jsonl")):
-        for row in rows:
-            sink.write(row)
-        sink.close()
 
 
 def run_workload(steps=(), server: RealMilvus | None = None, out_dir=None, params: dict | None = None,
@@ -469,23 +458,12 @@ def run_workload(steps=(), server: RealMilvus | None = None, out_dir=None, param
         if server_logs:
             theirs, parse_info = server_events(server, run_id, run.t0_wall_ms, rows[-1]["t_ms"])
             if theirs:
-                from .logs import merge_events
-
                 rows = merge_events(rows, theirs, run_id=run_id)
         info = {"version": MILVUS_VERSION, "uri": server.uri, "start_s": server.start_s,
                 "rss_mb_at_start": server.rss_mb_at_start, "rss_mb_at_end": server.rss_mb(),
                 "logs": str(server.logs), "log_parser": parse_info}
         if out is not None:
-            _write_folder(out, rows)
-            counts: dict[str, int] = {}
-            for row in rows:
-                counts[row["kind"]] = counts.get(row["kind"], 0) + 1
-            summary = {"run_id": run_id, "scenario": SCENARIO, "real": True, "source": "real",
-                       "schema_version": SCHEMA_VERSION, "milvus_edu_version": __version__, "events": len(rows),
-                       "events_by_kind": dict(sorted(counts.items())), "server": info}
-            with open(out / "summary.json", "w", encoding="utf-8") as fh:
-                json.dump(summary, fh, indent=2, sort_keys=True)
-                fh.write("\n")
+            write_real_run(out, rows, {"real": True, "server": info}, scenario=SCENARIO)
         return RealRun(rows, out, server.logs, info)
     finally:
         if own:
