@@ -14,10 +14,10 @@ import pytest
 
 import milvus_edu
 from milvus_edu import cli
-from milvus_edu.check.flush import FlushChecker
-from milvus_edu.check.query import QueryChecker
-from milvus_edu.check.timetick import TimeTickChecker
-from milvus_edu.check.tso import TSOChecker
+from milvus_edu.mechanisms.flush.check import FlushChecker
+from milvus_edu.mechanisms.query.check import QueryChecker
+from milvus_edu.mechanisms.timetick.check import TimeTickChecker
+from milvus_edu.mechanisms.tso.check import TSOChecker
 from milvus_edu.config import MS, Config
 from milvus_edu.events import Recorder
 from test_checker_fast import _assert_same, _fast, _readable

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from milvus_edu.check import check_tso
+from milvus_edu.mechanisms.tso.check import check_tso
 from milvus_edu.config import MS, S, Config, TSOParams
 from milvus_edu.events import MemorySink, Recorder, rows_to_frame
 from milvus_edu.sessionutil import (

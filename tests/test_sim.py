@@ -5,7 +5,7 @@ import json
 import pytest
 
 import milvus_edu
-from milvus_edu.check import check_tso
+from milvus_edu.mechanisms.tso.check import check_tso
 from milvus_edu.config import BugSwitches
 from milvus_edu.registry import scenarios
 

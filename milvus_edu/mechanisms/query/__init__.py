@@ -2,13 +2,13 @@
 
 Components: :mod:`milvus_edu.proxy.guarantee_ts` (the proxy's read timestamps), :mod:`milvus_edu.client` (the SDK's
 session cache), :mod:`milvus_edu.querynode` (pipeline, delegator, segcore MVCC); checker:
-:mod:`milvus_edu.check.query`. This package holds the simulated nodes, the cluster with its clients, the scenarios,
+:mod:`milvus_edu.mechanisms.query.check`. This package holds the simulated nodes, the cluster with its clients, the scenarios,
 kinds, narration and summary, and registers them.
 """
 
 from __future__ import annotations
 
-from ...check.query import QueryChecker
+from .check import QueryChecker
 from ...registry import Demo, Mechanism, register
 from . import demo, summary
 from .kinds import KINDS
@@ -35,7 +35,7 @@ def _film_steps(index):
 
 
 def _analyses():
-    from ...analysis.query import ANALYSES
+    from .analysis import ANALYSES
 
     return dict(ANALYSES)
 

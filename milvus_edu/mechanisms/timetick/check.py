@@ -44,9 +44,9 @@ from bisect import bisect_right
 from itertools import compress, repeat
 from operator import ge, itemgetter
 
-from ..config import MS, TimeTickParams, TSOParams
-from ..narrate import detail_dict, ts_text
-from .violation import ROW, Read, StreamingChecker, Violation, batch_columns, column, detail_of
+from ...config import MS, TimeTickParams, TSOParams
+from ...narrate import detail_dict, ts_text
+from ...check.violation import ROW, Read, StreamingChecker, Violation, batch_columns, column, detail_of
 
 INVARIANTS = ("tick-monotonic", "watermark", "pack-exact", "tick-progress")
 _DML = ("Insert", "Delete")
