@@ -9,7 +9,8 @@ A *mechanism* is a folder ``milvus_edu/mechanisms/<name>/`` (one lesson). A *sha
 2. A shared module holds no string constant in its code that names a mechanism: a string equal to a
    mechanism's name (``if mech == "flush"``, ``{"query": ...}``, ``get_mechanism("tso")``) or a path into one
    (``"milvus_edu.mechanisms.flush.x"``, ``"mechanisms/flush"``). Docstrings and other bare string statements
-   are prose, not code, and are not checked.
+   are prose, not code, and are not checked; nor are the keys of a run-log event's ``detail={...}``, which name
+   Milvus's own fields (a sync pack's ``flush`` flag), not a lesson.
 3. No shared module or package is named after a mechanism (``check/flush.py`` is a lesson's file in a shared
    room), except a top-level component package that mirrors the Milvus Go package of the same name
    (``milvus_edu/tso/`` models ``internal/tso``).
@@ -73,9 +74,13 @@ def lesson_of(dotted: str, names: set[str]) -> str | None:
 
 
 def prose(tree: ast.Module) -> set[int]:
-    """The ids of the string constants that are statements of their own: docstrings and attribute notes."""
-    return {id(n.value) for n in ast.walk(tree)
-            if isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant) and isinstance(n.value.value, str)}
+    """The ids of the string constants that name no lesson whatever they say: statements of their own (docstrings,
+    attribute notes) and the keys of a ``detail={...}`` keyword argument (run-log field names)."""
+    out = {id(n.value) for n in ast.walk(tree)
+           if isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant) and isinstance(n.value.value, str)}
+    out |= {id(k) for n in ast.walk(tree) if isinstance(n, ast.keyword) and n.arg == "detail"
+            and isinstance(n.value, ast.Dict) for k in n.value.keys if isinstance(k, ast.Constant)}
+    return out
 
 
 def names_a_lesson(text: str, names: set[str]) -> bool:
@@ -145,6 +150,7 @@ def _root_at(monkeypatch, tmp_path):
     ("from .. import mechanisms\n", "imports milvus_edu.mechanisms"),
     ("def f(m):\n    return m == 'flush'\n", "names lesson 'flush'"),
     ("X = {'query': 1}\n", "names lesson 'query'"),
+    ("rec.emit('x', detail={'a': 'flush'})\n", "names lesson 'flush'"),
     ("import importlib\nM = importlib.import_module('milvus_edu.mechanisms.tso.lanes')\n", "names lesson"),
 ])
 def test_each_rule_catches_its_breach(tmp_path, monkeypatch, source, expected):
@@ -160,7 +166,8 @@ def test_prose_and_milvus_words_are_not_breaches(tmp_path, monkeypatch):
     shared = tmp_path / "milvus_edu" / "tso" / "tso.py"
     shared.parent.mkdir(parents=True)
     shared.write_text('"""Models internal/tso; the flush lesson reads it."""\n\n'
-                      'def f(tso, flush=False):\n    """Returns \'flush\' never."""\n    return tso.flush\n')
+                      'def f(tso, rec, flush=False):\n    """Returns \'flush\' never."""\n'
+                      '    rec.emit("datanode.sync", detail={"flush": flush})\n    return tso.flush\n')
     _root_at(monkeypatch, tmp_path)
     assert breaches([shared], {"tso", "timetick", "flush", "query"}) == []
 

@@ -1,9 +1,10 @@
 """The query mechanism: guarantee-timestamp reads, the consistency levels, tsafe and MVCC on the QueryNode.
 
 Components: :mod:`milvus_edu.proxy.guarantee_ts` (the proxy's read timestamps), :mod:`milvus_edu.client` (the SDK's
-session cache), :mod:`milvus_edu.querynode` (pipeline, delegator, segcore MVCC); checker:
-:mod:`milvus_edu.mechanisms.query.check`. This package holds the simulated nodes, the cluster with its clients, the scenarios,
-kinds, narration and summary, and registers them.
+session cache), :mod:`milvus_edu.querynode` (pipeline, delegator, segcore MVCC); simulated nodes:
+:mod:`milvus_edu.cluster.querynode`. This package holds the lesson: the cluster with its clients, the scenarios,
+kinds, checker (:mod:`~milvus_edu.mechanisms.query.check`), narration, summary, panel, lanes, Spark analyses and
+lab checks, and registers them.
 """
 
 from __future__ import annotations

@@ -9,13 +9,13 @@ inserts of 1-8 rows at Poisson times; primary keys are hashed to shards with Mil
 
 from __future__ import annotations
 
+from ...cluster.dml import Collection, ConsumerNode, ProxyNode, RootCoordTimeTick
+from ...cluster.rootcoord import RootCoordNode
 from ...mq import Broker, get_channel_name, get_virtual_channel
 from ...mq.hash import prehash_int64
 from ...mq.names import chan_name_prefix
 from ...registry import Scenario
 from ...sim.kernel import NodeClock, Simulation
-from ...sim.nodes import RootCoordNode
-from .nodes import Collection, ConsumerNode, ProxyNode, RootCoordTimeTick
 
 PCHANNELS = 4
 _PREHASH_BLOCK = 4096  # client keys hashed ahead at once

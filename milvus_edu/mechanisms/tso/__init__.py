@@ -1,9 +1,10 @@
 """The TSO mechanism: Milvus's timestamp oracle, rootcoord's AllocTimestamp and active/standby sessions.
 
 Components: :mod:`milvus_edu.tso`, :mod:`milvus_edu.rootcoord`, :mod:`milvus_edu.sessionutil`;
-simulated nodes: :mod:`milvus_edu.sim.nodes`; checker: :mod:`milvus_edu.mechanisms.tso.check`; Spark analyses:
-:mod:`milvus_edu.mechanisms.tso.analysis`. This package holds the rest (kinds, scenarios, narration, summary,
-panel, lanes) and registers it all.
+simulated nodes: :mod:`milvus_edu.cluster.rootcoord`. This package holds the lesson: kinds, scenarios, checker
+(:mod:`~milvus_edu.mechanisms.tso.check`), narration, summary, panel, lanes, Spark analyses
+(:mod:`~milvus_edu.mechanisms.tso.analysis`) and lab checks (:mod:`~milvus_edu.mechanisms.tso.labs`), and
+registers it all.
 """
 
 from __future__ import annotations
