@@ -3,7 +3,7 @@
 Every analysis is checked against its pandas twin on real runs of four scenarios (seed-example,
 insert-then-search, clock-skew-bounded, tsafe-stall-proxy-restart): same columns, same dtypes, same numbers.
 Other tests pin what the numbers mean: hand-built logs worked out by hand, the runs' own summaries, and what each
-scenario is about (the seed's five Strong reads that all wait, the stall's Strong reads that time out after 5 s,
+scenario is about (the design documents' five Strong reads that all wait, the stall's Strong reads that time out after 5 s,
 the skewed proxy's staleness that is not real, the tsafe that stands still for 55 s). Tests that need no JVM are
 not marked ``spark``.
 """

@@ -236,7 +236,7 @@ def test_vacuous_invariants_are_named_per_mechanism_and_printed_after_the_checks
     summary = json.loads((tmp_path / "r" / "summary.json").read_text())
     vacuous = summary["checks"]["vacuous"]
     assert code == 0 and set(vacuous) == {"query", "timetick", "tso"}
-    assert vacuous["query"] == ["session-sees-own", "bounded-staleness"]  # the seed's table reads at Strong only
+    assert vacuous["query"] == ["session-sees-own", "bounded-staleness"]  # the design documents' table reads at Strong only
     assert vacuous["timetick"] == ["pack-exact"]  # the QueryNode consumes, not the TimeTick consumers
     assert "not tested in this run (nothing gave them a chance to fail): query: session-sees-own, " \
            "bounded-staleness; timetick: pack-exact" in out

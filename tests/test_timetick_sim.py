@@ -239,7 +239,7 @@ def test_tick_values_are_real_hybrid_timestamps_near_true_time(basics):
 
 @pytest.mark.parametrize("scenario", ["timetick-basics", "timetick-slow-link"])
 def test_heap_pchan_stats_give_the_same_run_log_as_gos_scan(tmp_path, monkeypatch, scenario):
-    """The seed's min-heap (``timetick.pchan_stats=heap``) is a pure optimisation: the run files are the same bytes,
+    """The design documents' min-heap (``timetick.pchan_stats=heap``) is a pure optimisation: the run files are the same bytes,
     and the heap really served every pop of the heap run (with tasks pending behind the one that finished)."""
     from milvus_edu.proxy import task_scheduler
 

@@ -13,7 +13,7 @@ The Go goroutines become SimPy processes that call the pure components:
 * a DataNode/QueryNode-side dispatcher per pchannel (``msgdispatcher``) -> :class:`ConsumerNode`.
 
 The statistics lock (:class:`StatsLock`) is held across simulated time: a timestamp allocation is an
-RPC, and the lock must be held across it (the seed's six steps show why); the ticker's statistics
+RPC, and the lock must be held across it (the design documents' six steps show why, book/seeds.md); the ticker's statistics
 read waits for it too, as ``getPChanStatsInfo`` takes ``statsLock`` in Go. The bug switch
 ``allocate_outside_enqueue_lock`` allocates before taking it.
 

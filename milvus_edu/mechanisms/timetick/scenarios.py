@@ -169,7 +169,7 @@ SCENARIOS = (
         "timetick-unlocked-enqueue", "proxy-1's AllocTimestamp answers are sometimes held up 300 ms; run it with "
         "the allocate_outside_enqueue_lock switch.", 5.0,
         _unlocked_enqueue,
-        "The seed's six steps: with the switch, a task whose timestamp came back late enters the statistics after "
+        "The design documents' six steps: with the switch, a task whose timestamp came back late enters the statistics after "
         "younger tasks were reported, so rootcoord writes a tick above it and its message arrives below the tick.",
         ("timetick", "tso"), options={**OPTIONS, "inserts_per_s": 600.0},
     ),
