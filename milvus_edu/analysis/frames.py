@@ -60,13 +60,14 @@ def nearest_rank(n, pct: int):
     return (n * pct + 99) // 100
 
 
-def with_percentiles(out: pd.DataFrame, rows: pd.DataFrame, keys: list[str], value: str) -> pd.DataFrame:
-    """``out`` with a ``p{P}_{value}`` column per :data:`PERCENTILES`: per ``keys`` group of ``rows``, the
+def with_percentiles(out: pd.DataFrame, rows: pd.DataFrame, keys: list[str], value: str,
+                     percentiles: tuple[int, ...] = PERCENTILES) -> pd.DataFrame:
+    """``out`` with a ``p{P}_{value}`` column per one of ``percentiles``: per ``keys`` group of ``rows``, the
     nearest-rank percentile of ``value`` (ties broken by ``seq``, as the Spark versions order them)."""
     ranked = rows.sort_values(keys + [value, "seq"], kind="stable")
     ranked = ranked.assign(rank=ranked.groupby(keys, sort=False).cumcount() + 1,
                            n=ranked.groupby(keys, sort=False)["seq"].transform("size"))
-    for p in PERCENTILES:
+    for p in percentiles:
         chosen = ranked[ranked["rank"] == nearest_rank(ranked["n"], p)]
         out = out.merge(chosen[keys + [value]].rename(columns={value: f"p{p}_{value}"}), on=keys, how="left")
     return out

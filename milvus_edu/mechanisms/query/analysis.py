@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ...analysis.frames import PERCENTILES, as_strings, nearest_rank, sorted_by, with_percentiles
+from ...analysis.frames import PERCENTILES, as_strings, sorted_by, with_percentiles
 from ...events.schema import SIM_EPOCH_MS
 from ...tsoutil import LOGICAL_BITS
 
@@ -53,18 +53,6 @@ _ONE_PHYSICAL_MS = 1 << LOGICAL_BITS
 
 
 # --- helpers -------------------------------------------------------------------------------------
-
-def _with_read_percentiles(out: pd.DataFrame, rows: pd.DataFrame, keys: list[str], value: str) -> pd.DataFrame:
-    """:func:`~milvus_edu.analysis.frames.with_percentiles` for :data:`READ_PERCENTILES` (it has 50 and 95 only):
-    per ``keys`` group of ``rows``, the nearest-rank percentile of ``value``, ties broken by ``seq``."""
-    ranked = rows.sort_values(keys + [value, "seq"], kind="stable")
-    ranked = ranked.assign(rank=ranked.groupby(keys, sort=False).cumcount() + 1,
-                           n=ranked.groupby(keys, sort=False)["seq"].transform("size"))
-    for p in READ_PERCENTILES:
-        chosen = ranked[ranked["rank"] == nearest_rank(ranked["n"], p)]
-        out = out.merge(chosen[keys + [value]].rename(columns={value: f"p{p}_{value}"}), on=keys, how="left")
-    return out
-
 
 def _spark_ranked(rows, keys: list[str], value: str):
     """``rows`` with the rank of ``value`` in its ``keys`` group (by value, then seq) and the group's size, and
@@ -194,7 +182,7 @@ def read_waits_pd(frame: pd.DataFrame) -> pd.DataFrame:
               .reset_index())
     waited = shards[shards["waited"] == 1]
     times = waited.groupby(KEYS_LEVEL, sort=False).agg(max_wait_ms=("wait_ms", "max")).reset_index()
-    times = _with_read_percentiles(times, waited, KEYS_LEVEL, "wait_ms")
+    times = with_percentiles(times, waited, KEYS_LEVEL, "wait_ms", READ_PERCENTILES)
     out = per_level.merge(counts, on=KEYS_LEVEL, how="outer").merge(times, on=KEYS_LEVEL, how="left")
     for c in ("reads", "answered", "failed_reads", "shard_reads", "shard_waits"):
         out[c] = out[c].fillna(0).astype("Int64")
@@ -258,8 +246,8 @@ def read_staleness_pd(frame: pd.DataFrame) -> pd.DataFrame:
            .agg(reads=("seq", "size"), max_staleness_ms=("staleness_ms", "max"),
                 max_true_staleness_ms=("true_staleness_ms", "max"))
            .reset_index())
-    out = _with_read_percentiles(out, rows, KEYS_LEVEL, "staleness_ms")
-    out = _with_read_percentiles(out, rows, KEYS_LEVEL, "true_staleness_ms")
+    out = with_percentiles(out, rows, KEYS_LEVEL, "staleness_ms", READ_PERCENTILES)
+    out = with_percentiles(out, rows, KEYS_LEVEL, "true_staleness_ms", READ_PERCENTILES)
     for c in ("reads", "p50_staleness_ms", "p95_staleness_ms", "p99_staleness_ms", "max_staleness_ms"):
         out[c] = out[c].astype("Int64")
     for c in ("p50_true_staleness_ms", "p95_true_staleness_ms", "p99_true_staleness_ms", "max_true_staleness_ms"):
