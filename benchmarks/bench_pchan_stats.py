@@ -1,4 +1,4 @@
-"""pChan statistics speed: Go's O(n) scan (``popPChanStats``) vs the seed's min-heap with lazy deletion.
+"""pChan statistics speed: Go's O(n) scan (``popPChanStats``) vs the design documents' min-heap with lazy deletion.
 
 For 10 / 1,000 / 100,000 pending DML tasks, each on both pchannels of a two-shard collection (Go's
 ``setChannels`` takes every channel of the collection), one step = commit a new task + finish one

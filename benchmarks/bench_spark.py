@@ -33,9 +33,10 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 import milvus_edu
-from milvus_edu.analysis import (allocations_per_window, allocations_per_window_pd, failover_gaps, failover_gaps_pd,
-                                 kv_saves_per_second, kv_saves_per_second_pd, load_events, spark_session)
+from milvus_edu.analysis import load_events, spark_session
 from milvus_edu.events import arrow_schema, table_to_frame
+from milvus_edu.mechanisms.tso.analysis import (allocations_per_window, allocations_per_window_pd, failover_gaps,
+                                                failover_gaps_pd, kv_saves_per_second, kv_saves_per_second_pd)
 
 BASE_RUNS = [("tso-basics", 1), ("tso-basics", 2), ("tso-failover", 1), ("tso-failover", 2),
              ("tso-clock-skew", 1)]

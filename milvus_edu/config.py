@@ -59,7 +59,7 @@ class TimeTickParams(_Positive):
     nanoseconds to a hybrid timestamp (quirk 4); True adds 200 ms to the physical part instead."""
     pchan_stats: str = "scan"
     """Not a Milvus key: how the proxy's DML queue finds a pchannel's minTs when a task finishes. ``scan`` is
-    Go's ``popPChanStats`` (a rescan of the pchannel's ts set, O(n)); ``heap`` is the seed's proposal, a
+    Go's ``popPChanStats`` (a rescan of the pchannel's ts set, O(n)); ``heap`` is the design documents' proposal (book/seeds.md), a
     min-heap with lazy deletion (O(log n) amortised). Both give the same statistics, so the same run log."""
 
     def __post_init__(self):
@@ -123,7 +123,8 @@ class QueryParams(_Positive):
 
 @dataclass(frozen=True)
 class BugSwitches:
-    """Named wrong rules a learner may switch on. Each is caught by a checker in ``milvus_edu.check``."""
+    """Named wrong rules a learner may switch on. Each is caught by the checker of the lesson that teaches it
+    (``milvus_edu/mechanisms/<lesson>/check.py``); the components of the shared cluster read them."""
 
     tso_skip_load_on_init: bool = False
     """InitTimestamp ignores the saved window and starts from its own clock (timestamps go back after a
@@ -133,7 +134,7 @@ class BugSwitches:
     (a new active resumes below timestamps already handed out)."""
     allocate_outside_enqueue_lock: bool = False
     """The proxy allocates a DML task's timestamp before taking the enqueue lock, so a task with a smaller
-    timestamp can enter the pchannel statistics after a larger one was reported (the seed's six steps):
+    timestamp can enter the pchannel statistics after a larger one was reported (the design documents' six steps, book/seeds.md):
     rootcoord promises a time tick that a later message breaks."""
     reset_flush_ts_inclusive: bool = False
     """The DataNode clears a channel's flushTs when the stored checkpoint *reaches* it (``>=``) instead of

@@ -20,11 +20,12 @@ import pytest
 
 import milvus_edu
 from milvus_edu.analysis import (
-    ENV_DRIVER_MEMORY, ENV_MASTER, EventPathError, SparkUnavailableError, allocations_per_window,
-    allocations_per_window_pd, check_spark_available, failover_gaps, failover_gaps_pd, kv_saves_per_second,
-    kv_saves_per_second_pd, load_events, resolve_event_paths, spark_conf, spark_schema, spark_session, to_pandas,
+    ENV_DRIVER_MEMORY, ENV_MASTER, EventPathError, SparkUnavailableError, check_spark_available, load_events,
+    resolve_event_paths, spark_conf, spark_schema, spark_session, to_pandas,
 )
 from milvus_edu.events import FIELD_NAMES, arrow_schema, load_run
+from milvus_edu.mechanisms.tso.analysis import (allocations_per_window, allocations_per_window_pd, failover_gaps,
+                                                failover_gaps_pd, kv_saves_per_second, kv_saves_per_second_pd)
 
 RUNS = [("tso-basics", 1), ("tso-failover", 1), ("tso-failover", 2)]
 KILL_T_MS = 10_000.0  # the tso-failover scenario kills rootcoord-1 at 10 s

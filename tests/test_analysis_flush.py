@@ -1,4 +1,4 @@
-"""milvus_edu.analysis.flush: checkpoint lag, flush latency, sync sizes, and the binlogs read back by Spark.
+"""milvus_edu.mechanisms.flush.analysis: checkpoint lag, flush latency, sync sizes, and the binlogs read back by Spark.
 
 Every events analysis is checked against its pandas twin on real runs (a crash run and an RPC-failure run):
 same columns, same dtypes, same numbers. Hand-built logs pin what the numbers mean; the binlog counts are checked
@@ -12,7 +12,7 @@ import pytest
 
 import milvus_edu
 from milvus_edu.analysis import load_events, spark_schema, to_pandas
-from milvus_edu.analysis.flush import (
+from milvus_edu.mechanisms.flush.analysis import (
     ANALYSES, BINLOG_COLUMNS, BINLOG_META_COLUMNS, CHECKPOINT_LAG_COLUMNS, FLUSH_LATENCY_COLUMNS, SYNC_SIZES_COLUMNS,
     binlog_rows, binlog_rows_pd, binlog_vs_meta, binlog_vs_meta_pd, checkpoint_lag, checkpoint_lag_pd, flush_latency,
     flush_latency_pd, sync_sizes, sync_sizes_pd,

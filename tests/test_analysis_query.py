@@ -1,9 +1,9 @@
-"""milvus_edu.analysis.query: read waits, read staleness and tsafe lag over many query runs.
+"""milvus_edu.mechanisms.query.analysis: read waits, read staleness and tsafe lag over many query runs.
 
 Every analysis is checked against its pandas twin on real runs of four scenarios (seed-example,
 insert-then-search, clock-skew-bounded, tsafe-stall-proxy-restart): same columns, same dtypes, same numbers.
 Other tests pin what the numbers mean: hand-built logs worked out by hand, the runs' own summaries, and what each
-scenario is about (the seed's five Strong reads that all wait, the stall's Strong reads that time out after 5 s,
+scenario is about (the design documents' five Strong reads that all wait, the stall's Strong reads that time out after 5 s,
 the skewed proxy's staleness that is not real, the tsafe that stands still for 55 s). Tests that need no JVM are
 not marked ``spark``.
 """
@@ -17,7 +17,7 @@ import pytest
 
 import milvus_edu
 from milvus_edu.analysis import load_events, spark_schema, to_pandas
-from milvus_edu.analysis.query import (
+from milvus_edu.mechanisms.query.analysis import (
     ANALYSES, KEYS_LEVEL, KEYS_VCHANNEL, READ_STALENESS_COLUMNS, READ_WAITS_COLUMNS, TSAFE_LAG_COLUMNS,
     UNRESOLVED_LEVEL, read_staleness, read_staleness_pd, read_waits, read_waits_pd, tsafe_lag, tsafe_lag_pd,
 )

@@ -1,4 +1,4 @@
-"""milvus_edu.analysis.timetick: tick lag, DML reordering and pack sizes over many TimeTick runs.
+"""milvus_edu.mechanisms.timetick.analysis: tick lag, DML reordering and pack sizes over many TimeTick runs.
 
 Every analysis is checked against its pandas twin on real runs (timetick-basics seeds 1 and 2,
 timetick-proxy-stall seed 1): same columns, same dtypes, same numbers. Other tests pin what the
@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 import milvus_edu
 from milvus_edu.analysis import load_events, spark_schema, to_pandas
-from milvus_edu.analysis.timetick import (
+from milvus_edu.mechanisms.timetick.analysis import (
     ANALYSES, KEYS_CHANNEL, KEYS_PACK, PACK_COLUMNS, REORDER_COLUMNS, TICK_LAG_COLUMNS, pack_sizes, pack_sizes_pd,
     produce_reorder, produce_reorder_pd, tick_lag, tick_lag_pd,
 )

@@ -272,7 +272,7 @@ def test_api_page(built_book):
                    "milvus_edu.proxy.channels_time_ticker.ChannelsTimeTicker",
                    "milvus_edu.rootcoord.timeticksync.TimetickSync", "milvus_edu.mq.msgstream.MqTtMsgStream",
                    "milvus_edu.proto.MsgPosition", "milvus_edu.registry.Mechanism",
-                   "milvus_edu.mechanisms.timetick.nodes.ProxyNode"):
+                   "milvus_edu.cluster.dml.ProxyNode"):
         assert f'id="{anchor}"' in page, anchor
 
 
@@ -293,7 +293,7 @@ def test_sessions_page_is_built_with_its_links(built_book):
     page = _page(built_book["html"], "sessions.html")
     assert "When the active only" in page
     assert 'href="tso.html"' in page and 'href="quirks.html"' in page
-    assert 'href="api.html#milvus_edu.sim.nodes.RootCoordNode"' in page
+    assert 'href="api.html#milvus_edu.cluster.rootcoord.RootCoordNode"' in page
 
 
 @pytest.mark.book

@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from milvus_edu.check import flush as check_flush
-from milvus_edu.check import query as check_query
-from milvus_edu.check import timetick as check_timetick
-from milvus_edu.check import tso as check_tso
+from milvus_edu.mechanisms.flush import check as check_flush
+from milvus_edu.mechanisms.query import check as check_query
+from milvus_edu.mechanisms.timetick import check as check_timetick
+from milvus_edu.mechanisms.tso import check as check_tso
 from milvus_edu.config import BugSwitches
 from milvus_edu.registry import scenarios
 

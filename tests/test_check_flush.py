@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from milvus_edu.check.flush import FlushChecker
+from milvus_edu.mechanisms.flush.check import FlushChecker
 
 V = "by-dev-rootcoord-dml_0_100v0"
 
@@ -131,7 +131,7 @@ def _open_flush(log, t_ms=0.0):
 
 
 def test_flush_bound_is_the_sum_of_milvus_periods():
-    from milvus_edu.check.flush import checkpoint_bound_ms, flush_bound_ms
+    from milvus_edu.mechanisms.flush.check import checkpoint_bound_ms, flush_bound_ms
 
     assert flush_bound_ms(10_000, 20_000) == 2 * 200 + 500 + 10_000 + 20_000 + 500
     assert checkpoint_bound_ms(10_000, 20_000) == 660_000 + 60_000 + 10_000 + 20_000 + 400

@@ -22,10 +22,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import milvus_edu  # noqa: F401  (registers the mechanisms' kinds and scenarios)
-from milvus_edu.check.flush import FlushChecker
-from milvus_edu.check.query import QueryChecker
-from milvus_edu.check.timetick import TimeTickChecker
-from milvus_edu.check.tso import TSOChecker
+from milvus_edu.mechanisms.flush.check import FlushChecker
+from milvus_edu.mechanisms.query.check import QueryChecker
+from milvus_edu.mechanisms.timetick.check import TimeTickChecker
+from milvus_edu.mechanisms.tso.check import TSOChecker
 from milvus_edu.check.violation import ROW, Read, batch_columns, detail_of
 from milvus_edu.events import MemorySink, Recorder
 from milvus_edu.events.recorder import RowBatch, encode_detail

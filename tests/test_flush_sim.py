@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import milvus_edu
-from milvus_edu.check.flush import FlushChecker
+from milvus_edu.mechanisms.flush.check import FlushChecker
 
 SMALL = {"inserts_per_s": 40.0, "deletes_per_s": 2.0, "workload_s": 6.0}
 

@@ -1,4 +1,4 @@
-"""The lab self-checks (milvus_edu.labs.tso): right answers pass, ``None`` waits, wrong answers are told
+"""The lab self-checks (milvus_edu.mechanisms.tso.labs): right answers pass, ``None`` waits, wrong answers are told
 what is wrong."""
 
 import numpy as np
@@ -6,8 +6,8 @@ import pandas as pd
 import pytest
 
 import milvus_edu
-from milvus_edu.check.tso import INVARIANTS
-from milvus_edu.labs.tso import (INVARIANT_NAMES, Feedback, check_broken_invariant, check_compose,
+from milvus_edu.mechanisms.tso.check import INVARIANTS
+from milvus_edu.mechanisms.tso.labs import (INVARIANT_NAMES, Feedback, check_broken_invariant, check_compose,
                                  check_first_after_failover, check_max_per_second, check_max_per_tick)
 from milvus_edu.narrate import ts_text
 from milvus_edu.tsoutil import compose_ts

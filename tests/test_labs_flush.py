@@ -8,7 +8,7 @@ import pytest
 
 import milvus_edu
 from milvus_edu.config import S, Config
-from milvus_edu.labs.flush import (check_filtered_rows, check_open_flush_updates, check_recovery_invariant,
+from milvus_edu.mechanisms.flush.labs import (check_filtered_rows, check_open_flush_updates, check_recovery_invariant,
                                    check_segment_rows, filtered_rows, open_flush_updates, segment_binlogs)
 
 V0 = "by-dev-rootcoord-dml_0_100v0"
@@ -78,7 +78,7 @@ def test_the_defaults_the_lab_states():
     assert dn.update_channel_checkpoint_interval_ns == 60 * S  # "every 60 s of message time"
     assert dn.insert_buf_size == 16 * 1024 * 1024  # "16 MiB"
     assert Config().tso.session_ttl_ns == 60 * S  # the takeover waits for the session to expire
-    from milvus_edu.check.flush import checkpoint_bound_ms, flush_bound_ms
+    from milvus_edu.mechanisms.flush.check import checkpoint_bound_ms, flush_bound_ms
 
     tick, timeout = dn.channel_checkpoint_update_tick_ns / 1e6, dn.update_channel_checkpoint_rpc_timeout_ns / 1e6
     assert (tick, timeout) == (10_000, 20_000)  # "the updater's 10 s tick and 20 s timeout"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 import milvus_edu
-from milvus_edu.labs.query import (check_clock_level, check_empty_reads, check_read_ts, check_session_workload,
+from milvus_edu.mechanisms.query.labs import (check_clock_level, check_empty_reads, check_read_ts, check_session_workload,
                                    empty_reads, read_facts, read_table, run_steps, session_miss)
 from milvus_edu.narrate import ts_text
 from milvus_edu.querynode import go_duration

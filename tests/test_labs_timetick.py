@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import milvus_edu
-from milvus_edu.labs.timetick import (check_out_of_order, check_pack_count, check_root_invariant, check_round_tick,
+from milvus_edu.mechanisms.timetick.labs import (check_out_of_order, check_pack_count, check_root_invariant, check_round_tick,
                                       out_of_order_count, round_tick, round_values)
 from milvus_edu.narrate import ts_text
 

@@ -14,10 +14,10 @@ import pytest
 
 import milvus_edu
 from milvus_edu import cli
-from milvus_edu.check.flush import FlushChecker
-from milvus_edu.check.query import QueryChecker
-from milvus_edu.check.timetick import TimeTickChecker
-from milvus_edu.check.tso import TSOChecker
+from milvus_edu.mechanisms.flush.check import FlushChecker
+from milvus_edu.mechanisms.query.check import QueryChecker
+from milvus_edu.mechanisms.timetick.check import TimeTickChecker
+from milvus_edu.mechanisms.tso.check import TSOChecker
 from milvus_edu.config import MS, Config
 from milvus_edu.events import Recorder
 from test_checker_fast import _assert_same, _fast, _readable
@@ -236,7 +236,7 @@ def test_vacuous_invariants_are_named_per_mechanism_and_printed_after_the_checks
     summary = json.loads((tmp_path / "r" / "summary.json").read_text())
     vacuous = summary["checks"]["vacuous"]
     assert code == 0 and set(vacuous) == {"query", "timetick", "tso"}
-    assert vacuous["query"] == ["session-sees-own", "bounded-staleness"]  # the seed's table reads at Strong only
+    assert vacuous["query"] == ["session-sees-own", "bounded-staleness"]  # the design documents' table reads at Strong only
     assert vacuous["timetick"] == ["pack-exact"]  # the QueryNode consumes, not the TimeTick consumers
     assert "not tested in this run (nothing gave them a chance to fail): query: session-sees-own, " \
            "bounded-staleness; timetick: pack-exact" in out

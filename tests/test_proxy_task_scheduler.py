@@ -404,7 +404,7 @@ def test_bad_arguments_raise_value_error(make, message):
 
 
 # =================================================================================================
-# The seed's six steps: allocation and statistics must be one atomic step
+# The design documents' six steps (book/seeds.md): allocation and statistics must be one atomic step
 # =================================================================================================
 
 def reported(ticker: ChannelsTimeTicker, pchan: str) -> int:

@@ -1,4 +1,4 @@
-"""The query mechanism end to end: the seed's table, each bug switch caught in its scenario, the incidents, the
+"""The query mechanism end to end: the design documents' table, each bug switch caught in its scenario, the incidents, the
 workload format and its errors, every level side by side, determinism.
 
 Reads the run log only, as the checkers and views do.

@@ -18,7 +18,7 @@ import milvus_edu  # noqa: E402
 from milvus_edu.mechanisms.query.lanes import (DelegatorLane, ReadsLane, ReadsEventsLane, query_lanes,  # noqa: E402
                                                vchannels_of)
 from milvus_edu.mechanisms.query.panel import QueryPanel, film_steps  # noqa: E402
-from milvus_edu.mechanisms.timetick.panel import short_channel  # noqa: E402
+from milvus_edu.viz.columns import short_channel  # noqa: E402
 from milvus_edu.viz import TimelineStepper  # noqa: E402
 
 

@@ -6,7 +6,7 @@ TestWithLoadPartation), ``insert_node_test.go`` (TestBasic), ``delete_node_test.
 ``pipeline_test.go`` (TestBasic). There are no mocks here: every node drives a real :class:`ShardDelegator`, and the
 tests assert on what it then serves. Beyond the Go cases: the pack's time range, exclusion cleaning only when the
 clean interval has passed, the insert sort, tsafe published after the deletes (and the window the
-``update_tsafe_before_delete`` switch opens), the seed's insert A -> delete A -> insert A in one pack, buffered
+``update_tsafe_before_delete`` switch opens), the design documents' insert A -> delete A -> insert A in one pack, buffered
 deletes applied to a loaded sealed segment, the growing copy released by ``sync_target_version``; hypothesis
 checks that a read at tsafe after every pack equals a brute-force MVCC definition.
 """
@@ -252,7 +252,7 @@ def test_update_tsafe_before_delete_opens_a_window_where_tsafe_covers_an_unappli
 
 
 def test_insert_delete_insert_of_one_pk_in_one_pack():
-    """The seed: insert A (t1), delete A (t2), insert A (t3) in one pack. Inserts go before deletes, and MVCC makes it
+    """The design documents (book/seeds.md): insert A (t1), delete A (t2), insert A (t3) in one pack. Inserts go before deletes, and MVCC makes it
     right: the delete at t2 hides only the row inserted before it."""
     p = new_pipeline()
     t1, t2, t3 = ts(1), ts(2), ts(3)

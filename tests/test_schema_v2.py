@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import milvus_edu
-from milvus_edu.check import check_tso
+from milvus_edu.mechanisms.tso.check import check_tso
 from milvus_edu.cli import main
 from milvus_edu.events import FIELD_NAMES, SCHEMA_VERSION, RunLogError, load_run, schema_version_of
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from milvus_edu.check import check_tso
+from milvus_edu.mechanisms.tso.check import check_tso
 from milvus_edu.config import MS, S, Config, TSOParams
 from milvus_edu.events import MemorySink, Recorder, rows_to_frame
 from milvus_edu.sessionutil import (
@@ -19,7 +19,7 @@ from milvus_edu.sessionutil import (
     retry_do_sleeps,
 )
 from milvus_edu.sim import NodeClock, Simulation
-from milvus_edu.sim.nodes import PAUSE_AT_MS, PAUSE_FOR_MS, RootCoordNode, TSOClient, build_tso_pause
+from milvus_edu.cluster.rootcoord import PAUSE_AT_MS, PAUSE_FOR_MS, RootCoordNode, TSOClient, build_tso_pause
 from milvus_edu.storage.kv import FaultyKV
 
 T0 = 1_700_000_000_123_456_789

@@ -5,7 +5,7 @@ import json
 import pytest
 
 import milvus_edu
-from milvus_edu.check import check_tso
+from milvus_edu.mechanisms.tso.check import check_tso
 from milvus_edu.config import BugSwitches
 from milvus_edu.registry import scenarios
 
@@ -186,7 +186,7 @@ def test_alloc_timestamp_that_must_wait_for_the_next_window_still_answers_in_ord
     from milvus_edu.config import MS
     from milvus_edu.events import MemorySink, Recorder
     from milvus_edu.sim import NodeClock, Simulation
-    from milvus_edu.sim.nodes import RootCoordNode
+    from milvus_edu.cluster.rootcoord import RootCoordNode
 
     sink = MemorySink()
     sim = Simulation(3, Recorder("alloc-wait", sinks=[sink]))
@@ -263,7 +263,7 @@ def test_a_standby_refuses_alloc_timestamp_as_not_ready():
     from milvus_edu.events import Recorder
     from milvus_edu.sim import NodeClock, Simulation
     from milvus_edu.sim.kernel import RPCError
-    from milvus_edu.sim.nodes import RootCoordNode
+    from milvus_edu.cluster.rootcoord import RootCoordNode
 
     sim = Simulation(1, Recorder("standby"))
     rcs = [RootCoordNode(sim, f"rootcoord-{i}", i, NodeClock(sim.env)) for i in (1, 2)]

@@ -3,11 +3,11 @@
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from milvus_edu.check import check_tso
+from milvus_edu.mechanisms.tso.check import check_tso
 from milvus_edu.config import S, Config, TSOParams
 from milvus_edu.events import MemorySink, Recorder, rows_to_frame
 from milvus_edu.sim import NetworkParams, NodeClock, Simulation
-from milvus_edu.sim.nodes import RootCoordNode, TSOClient
+from milvus_edu.cluster.rootcoord import RootCoordNode, TSOClient
 
 clock_offsets = st.floats(min_value=-120_000, max_value=120_000, allow_nan=False)
 jumps = st.lists(st.tuples(st.floats(100, 20_000), st.integers(0, 2), st.floats(-30_000, 30_000)), max_size=4)

@@ -18,7 +18,7 @@ import milvus_edu  # noqa: F401  (registers the mechanisms' kinds and scenarios)
 from milvus_edu.config import BugSwitches, Config
 from milvus_edu.events import MemorySink, Recorder, arrow_schema
 from milvus_edu.events.recorder import _flat, arrow_table, encode_detail, json_line
-from milvus_edu.mechanisms.timetick.nodes import Collection
+from milvus_edu.cluster.dml import Collection
 from milvus_edu.mq import (
     CreateCollectionMsg,
     DeleteMsg,
@@ -234,7 +234,7 @@ def _grants(use_stats_lock: bool, requests: list[tuple[float, int, float]]) -> l
     """(request index, time granted) in grant order, for requests ``(arrival, priority, hold)``."""
     import simpy
 
-    from milvus_edu.mechanisms.timetick.nodes import StatsLock
+    from milvus_edu.cluster.dml import StatsLock
 
     env = simpy.Environment()
     lock = StatsLock(env) if use_stats_lock else simpy.PriorityResource(env, capacity=1)

@@ -1,7 +1,7 @@
 """The TimeTick mechanism end to end: scenarios, the watermark promise, the bug switch, determinism.
 
 Each scenario is run as a learner would (``milvus_edu.simulate``) and read back through the run log
-only; the checkers in :mod:`milvus_edu.check.timetick` decide, and these tests pin what they decide.
+only; the checkers in :mod:`milvus_edu.mechanisms.timetick.check` decide, and these tests pin what they decide.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import sys
 import pytest
 
 import milvus_edu
-from milvus_edu.check.timetick import TimeTickChecker, check_timetick
+from milvus_edu.mechanisms.timetick.check import TimeTickChecker, check_timetick
 from milvus_edu.config import TSOParams
 from milvus_edu.registry import get_mechanism
 from milvus_edu.tsoutil import parse_hybrid_ts
@@ -239,7 +239,7 @@ def test_tick_values_are_real_hybrid_timestamps_near_true_time(basics):
 
 @pytest.mark.parametrize("scenario", ["timetick-basics", "timetick-slow-link"])
 def test_heap_pchan_stats_give_the_same_run_log_as_gos_scan(tmp_path, monkeypatch, scenario):
-    """The seed's min-heap (``timetick.pchan_stats=heap``) is a pure optimisation: the run files are the same bytes,
+    """The design documents' min-heap (``timetick.pchan_stats=heap``) is a pure optimisation: the run files are the same bytes,
     and the heap really served every pop of the heap run (with tasks pending behind the one that finished)."""
     from milvus_edu.proxy import task_scheduler
 

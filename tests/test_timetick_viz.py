@@ -12,12 +12,13 @@ import pytest
 
 import milvus_edu
 import milvus_edu.mechanisms.timetick.lanes as lanes_module
-from milvus_edu.mechanisms.timetick.lanes import PackLane, PChannelLane, ProxyLane, physical_s, timetick_lanes
-from milvus_edu.mechanisms.timetick.panel import (MARKS, TimeTickPanel, base_ms, dml_messages, film_steps,
-                                                   time_ticks)
+from milvus_edu.mechanisms.timetick.lanes import PackLane, PChannelLane, ProxyLane, timetick_lanes
+from milvus_edu.mechanisms.timetick.panel import MARKS, TimeTickPanel, dml_messages, film_steps
 from milvus_edu.viz import TimelineStepper
+from milvus_edu.viz.columns import base_ms, time_ticks
 from milvus_edu.viz.data import RunIndex
 from milvus_edu.viz.lanes import CORE_MARKS, EventsLane
+from milvus_edu.viz.tslanes import physical_s
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 SWITCH = "allocate_outside_enqueue_lock"

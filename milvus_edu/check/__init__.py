@@ -1,8 +1,7 @@
 """Invariants over the run log: streaming checkers, pure functions of events, each reporting
-:class:`Violation` s explained in words. Each mechanism registers its checker
-(:attr:`milvus_edu.registry.Mechanism.checker`)."""
+:class:`Violation` s explained in words. Each mechanism keeps its checker in its own folder
+(``milvus_edu/mechanisms/<lesson>/check.py``) and registers it (:attr:`milvus_edu.registry.Mechanism.checker`)."""
 
-from .tso import INVARIANTS, TSOChecker, check_tso
 from .violation import Violation
 
-__all__ = ["INVARIANTS", "TSOChecker", "Violation", "check_tso"]
+__all__ = ["Violation"]

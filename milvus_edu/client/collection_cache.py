@@ -3,7 +3,7 @@
 Models the Go SDK in Milvus's repository (``client/milvusclient/common.go``: ``CollectionCache`` with
 ``GetCollection`` and ``Evict``, ``Client.retryIfSchemaError``; ``write.go``: ``Insert`` and ``Delete`` run through
 it) and the loop it runs in, ``pkg/util/retry.Handle`` (10 attempts, 200 ms first sleep doubling up to 3 s). The
-seed's DDL/DML section quotes ``retryIfSchemaError``.
+design documents' DDL/DML section quotes ``retryIfSchemaError`` (book/seeds.md).
 
 The SDK describes a collection once and keeps the answer; every insert carries the cached ``UpdateTimestamp`` as
 its schema timestamp. When the proxy answers ``collection schema mismatch`` (the collection was altered, or dropped

@@ -1,1 +1,3 @@
-"""Self-checks for the lab notebooks: each says what is wrong, not just False."""
+"""Self-checks for the lab notebooks: each says what is wrong, not just False. What every lab's checks share is
+here (:mod:`~milvus_edu.labs.feedback`); each lesson's checks are in its own folder
+(``milvus_edu/mechanisms/<lesson>/labs.py``)."""

@@ -8,8 +8,8 @@ Models ``internal/proxy/task_scheduler.go`` (Milvus 2.5): ``dmTaskQueue`` (``Enq
 For every pchannel the queue keeps ``{minTs, maxTs, tsSet}`` over the DML tasks that were enqueued and
 have not finished. The proxy's ticker reads ``minTs - 1`` as "everything on this pchannel up to here
 has been sent" and reports it to rootcoord. That promise only holds if a task's timestamp allocation
-and its entry into the statistics are one atomic step (Go: both under ``statsLock``). The seed's
-six-step example shows the failure when they are not:
+and its entry into the statistics are one atomic step (Go: both under ``statsLock``). The design
+documents' six-step example (book/seeds.md) shows the failure when they are not:
 
 1. the statistics of a pchannel are empty (minTs 0);
 2. task 1 is allocated ts 1;
@@ -22,7 +22,7 @@ With the lock, steps 2 and 4 swap places: task 1 is in the statistics before tas
 so the report in step 5 can never pass an unfinished task.
 
 Two implementations of the statistics share one interface: :class:`ScanPChanStats` is Go's exact
-O(n) rescan of ``tsSet`` on every pop; :class:`HeapPChanStats` is the seed's proposed optimisation, a
+O(n) rescan of ``tsSet`` on every pop; :class:`HeapPChanStats` is the design documents' proposed optimisation, a
 min-heap per pchannel with lazy deletion (O(log n) amortised), which gives identical results.
 
 Simplification: only the DML queue; the DDL, DQL and data-control queues are not modelled.
@@ -211,7 +211,7 @@ class _HeapInfo:
 
 
 class HeapPChanStats(_StatsReads):
-    """The seed's optimisation of ``popPChanStats``: a min-heap per pchan with lazy deletion.
+    """The design documents' optimisation of ``popPChanStats`` (book/seeds.md): a min-heap per pchan with lazy deletion.
 
     ``live`` is the exact ts set (so duplicates collapse as in Go); the heap is only an index to its
     minimum. A pop removes the ts from ``live`` and discards stale heap tops; when stale entries

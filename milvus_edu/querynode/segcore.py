@@ -61,7 +61,7 @@ class DeletedRecord:
 
     ``delete_ignores_timestamps`` (bug switch): a delete hides every row of its primary key present, whatever
     their timestamps, and from every read — a read at a timestamp before the delete, or a row inserted with the
-    delete's own timestamp or later (the seed's insert A -> delete A -> insert A), loses rows it must see.
+    delete's own timestamp or later (the design documents' insert A -> delete A -> insert A, book/seeds.md), loses rows it must see.
     """
 
     record: InsertRecord

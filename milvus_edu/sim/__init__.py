@@ -1,4 +1,4 @@
-"""The SimPy simulator: kernel (clocks, network, RNG streams), nodes, scenarios, runs."""
+"""The SimPy simulator: kernel (clocks, network, RNG streams), scenarios, runs (the nodes are :mod:`milvus_edu.cluster`)."""
 
 from .kernel import EPOCH_NS, NetworkParams, NodeClock, RPCError, Simulation, blocking
 from .run import RunFolderError, RunResult, prepare_out_dir, simulate

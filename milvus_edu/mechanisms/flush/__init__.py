@@ -2,14 +2,15 @@
 segment meta, flush and recovery.
 
 Components: :mod:`milvus_edu.datanode` (flowgraph, write buffer, sync manager, checkpoint updater),
-:mod:`milvus_edu.datacoord`, :mod:`milvus_edu.storage` (binlog paths, object store); checker:
-:mod:`milvus_edu.check.flush`. This package holds the simulated nodes, scenarios, kinds, narration and
-summary, and registers them.
+:mod:`milvus_edu.datacoord`, :mod:`milvus_edu.storage` (binlog paths, object store); simulated nodes:
+:mod:`milvus_edu.cluster.data`. This package holds the lesson: scenarios, kinds, checker
+(:mod:`~milvus_edu.mechanisms.flush.check`), narration, summary, panel, lanes, Spark analyses and lab checks, and
+registers them.
 """
 
 from __future__ import annotations
 
-from ...check.flush import FlushChecker
+from .check import FlushChecker
 from ...registry import Mechanism, register
 from . import panel, summary
 from .kinds import KINDS
@@ -24,7 +25,7 @@ def _lanes():
 
 
 def _analyses():
-    from ...analysis.flush import ANALYSES
+    from .analysis import ANALYSES
 
     return dict(ANALYSES)
 

@@ -14,9 +14,9 @@ import pandas as pd
 from matplotlib.lines import Line2D
 
 from ...narrate import detail_dict
+from ...viz.columns import base_ms, ints, natural, short_channel, texts, time_ticks
 from ...viz.lanes import NO_DATA, EventsLane, Lane, Track, cursor_dot, move_all, num
-from ..timetick.lanes import SECONDS, PageY, physical_s
-from ..timetick.panel import base_ms, ints, natural, short_channel, texts, time_ticks
+from ...viz.tslanes import SECONDS, PageY, VChannelSlotLane, physical_s, vchannels_watched
 
 #: Vchannel lanes :func:`flush_lanes` draws by default (every flush scenario has 2).
 VCHANNEL_LANES = 2
@@ -26,12 +26,6 @@ _CONSUMED = "#1f77b4"
 _HANDED = "#ff7f0e"
 _STORED = "#d62728"
 _FLUSH = "#6a3d9a"
-
-
-def vchannels_watched(events: pd.DataFrame, kind: str) -> list[str]:
-    """The vchannels named by ``kind`` rows (a node's watch events), in natural order."""
-    kinds = events["kind"].astype(str).to_numpy()
-    return sorted({str(v) for v in events.loc[kinds == kind, "vchannel"].dropna()}, key=natural)
 
 
 def vchannels_of(events: pd.DataFrame) -> list[str]:
@@ -53,30 +47,6 @@ def _step(ax, page: PageY, x, y, t_end: float, **style) -> None:
         ax.plot(sx, sy, drawstyle="steps-post", **style)
 
 
-class VChannelSlotLane(Lane):
-    """A lane about the ``slot``-th vchannel (natural order) of those the run's ``watch_kind`` rows name; a subclass
-    draws it in ``draw(ax, events, vchannel)``. A run with fewer vchannels gets a note instead."""
-
-    height_ratio = 1.2
-    watch_kind = "datanode.watch"
-
-    def __init__(self, slot: int = 0):
-        if slot < 0:
-            raise ValueError(f"a vchannel slot counts from 0, got {slot}")
-        self.slot = int(slot)
-        self.name = f"vchannel {self.slot}"
-
-    def setup(self, ax, events):
-        self.tracks: list = []
-        channels = vchannels_watched(events, self.watch_kind)
-        ax.set_ylabel(self.name)
-        if self.slot >= len(channels):
-            ax.text(0.5, 0.5, f"this run has no vchannel #{self.slot}", transform=ax.transAxes, **NO_DATA)
-            ax.set_yticks([])
-            return
-        self.draw(ax, events, channels[self.slot])
-
-
 class VChannelLane(VChannelSlotLane):
     """One vchannel as the DataNode consumes it, with what DataCoord stored.
 
@@ -90,6 +60,8 @@ class VChannelLane(VChannelSlotLane):
 
     ``slot`` picks the vchannel: the ``slot``-th of the run's watched vchannels in natural order.
     """
+
+    watch_kind = "datanode.watch"
 
     def draw(self, ax, events, v: str) -> None:
         rows = _rows_of(events, v)

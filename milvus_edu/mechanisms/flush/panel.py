@@ -24,8 +24,8 @@ import html
 
 from ...narrate import detail_dict, ts_text
 from ...registry import Mark
+from ...viz.columns import natural, short_channel
 from ...viz.data import Snapshots
-from ..timetick.panel import natural, short_channel
 
 #: Kinds that change the panel's state.
 KINDS = ("datanode.watch", "datanode.buffer", "datanode.checkpoint", "datanode.sync", "datanode.sync_done",

@@ -1,14 +1,15 @@
 """The query mechanism: guarantee-timestamp reads, the consistency levels, tsafe and MVCC on the QueryNode.
 
 Components: :mod:`milvus_edu.proxy.guarantee_ts` (the proxy's read timestamps), :mod:`milvus_edu.client` (the SDK's
-session cache), :mod:`milvus_edu.querynode` (pipeline, delegator, segcore MVCC); checker:
-:mod:`milvus_edu.check.query`. This package holds the simulated nodes, the cluster with its clients, the scenarios,
-kinds, narration and summary, and registers them.
+session cache), :mod:`milvus_edu.querynode` (pipeline, delegator, segcore MVCC); simulated nodes:
+:mod:`milvus_edu.cluster.querynode`. This package holds the lesson: the cluster with its clients, the scenarios,
+kinds, checker (:mod:`~milvus_edu.mechanisms.query.check`), narration, summary, panel, lanes, Spark analyses and
+lab checks, and registers them.
 """
 
 from __future__ import annotations
 
-from ...check.query import QueryChecker
+from .check import QueryChecker
 from ...registry import Demo, Mechanism, register
 from . import demo, summary
 from .kinds import KINDS
@@ -35,7 +36,7 @@ def _film_steps(index):
 
 
 def _analyses():
-    from ...analysis.query import ANALYSES
+    from .analysis import ANALYSES
 
     return dict(ANALYSES)
 

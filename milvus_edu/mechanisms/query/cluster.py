@@ -35,6 +35,10 @@ from dataclasses import dataclass, field
 
 from ...client import CollectionCache, CollectionTsCache, SchemaErrorRetry, construct_guarantee_ts
 from ...client.collection_cache import MAX_UINT64
+from ...cluster.control_plane import PCHANNELS, ControlPlane, SegmentCollection
+from ...cluster.data import DataCoordNode, DataNodeNode, ObjectStoreLatency
+from ...cluster.dml import ProxyNode
+from ...cluster.querynode import QueryNodeNode, ReadProxy, remote_error
 from ...datanode.syncmgr.pack import META_FIELD_ID
 from ...datanode.syncmgr.storage_serializer import read_insert_binlog
 from ...merr import MilvusError, wrap_err_collection_not_found_with_db
@@ -46,15 +50,10 @@ from ...proxy.meta_cache import CollectionInfo, MetaCache
 from ...querynode import Row
 from ...querynode.expr import PK_FIELD, VECTOR_FIELD, parse_filter, pk_type_of, read_predicate
 from ...rootcoord import DdlTask
+from ...sim.kernel import RPCError, Simulation
 from ...storage.binlog import decompress_bin_logs
 from ...tso import TSOError
-from ...sim.kernel import RPCError, Simulation
-from ..flush.nodes import DataCoordNode, DataNodeNode, ObjectStoreLatency
-from ..flush.scenarios import ControlPlane, FlushCollection
-from ..timetick.nodes import ProxyNode
-from .nodes import QueryNodeNode, ReadProxy, remote_error
 
-PCHANNELS = 2
 FIRST_COLLECTION_ID = 100
 OPS = ("create_collection", "insert", "delete", "flush", "search", "query", "drop_collection")
 LEVEL_NAMES = tuple(level.name.capitalize() for level in ConsistencyLevel)
@@ -230,7 +229,7 @@ class ReadResult(list):
 # ---------------------------------------------------------------------------------------------- the cluster
 
 
-class QueryCollection(FlushCollection):
+class QueryCollection(SegmentCollection):
     """A collection as the cluster knows it: name, default consistency level, shards."""
 
     def __init__(self, name: str, collection_id: int, vchannels: list[str], datacoord: DataCoordNode,

@@ -14,10 +14,9 @@ import numpy as np
 import pandas as pd
 from matplotlib.collections import PolyCollection
 
+from ...viz.columns import base_ms, ints, natural, short_channel, texts
 from ...viz.lanes import NO_DATA, EventsLane, Lane, Track, cursor_dot, move_all, move_rings, num
-from ..flush.lanes import VChannelSlotLane, vchannels_watched
-from ..timetick.lanes import SECONDS, PageY, physical_s
-from ..timetick.panel import base_ms, ints, natural, short_channel, texts
+from ...viz.tslanes import SECONDS, PageY, VChannelSlotLane, physical_s, vchannels_watched
 from .levels import LEVEL_COLORS, UNKNOWN_LEVEL_COLOR, level_color
 
 #: Vchannel lanes :func:`query_lanes` draws by default (every query scenario's collection has 2 shards).

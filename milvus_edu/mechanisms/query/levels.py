@@ -20,7 +20,7 @@ from __future__ import annotations
 import bisect
 import pandas as pd
 
-from ...check.query import visible, visible_rows
+from .check import visible, visible_rows
 from ...narrate import detail_dict
 from ...querynode.expr import read_predicate
 from ...tsoutil import add_physical_duration_on_ts, compose_ts

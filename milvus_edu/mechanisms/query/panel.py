@@ -22,8 +22,8 @@ import html
 
 from ...narrate import ts_text
 from ...tsoutil import LOGICAL_BITS
+from ...viz.columns import natural, short_channel
 from ...viz.data import Snapshots
-from ..timetick.panel import natural, short_channel
 
 #: Kinds that change the panel's state.
 KINDS = ("client.create_collection", "client.read_start", "client.read", "client.insert", "client.delete",

@@ -1,4 +1,4 @@
-"""The query mechanism's scenarios: the seed's Client1/Client2 table and incidents from real Milvus issues.
+"""The query mechanism's scenarios: the design documents' Client1/Client2 table (book/seeds.md) and incidents from real Milvus issues.
 
 Every scenario runs a :class:`~milvus_edu.mechanisms.query.cluster.QueryCluster` (rootcoord, two proxies over two
 pchannels, DataCoord, a DataNode and a QueryNode) and a workload of client steps (:func:`parse_steps`). A learner's
@@ -16,7 +16,7 @@ from .cluster import QueryCluster
 T0_S = 0.5  # the table's t0, once rootcoord serves
 UNIT_S = 0.1  # one step of the table's clock: t2 is 200 ms after t0
 
-#: The seed's table (``guarantee-ts.zh.txt``): Client1 writes, Client2 reads at Strong, one table unit = 100 ms, so
+#: The design documents' table (book/seeds.md, "Guarantee timestamps, tsafe and MVCC"): Client1 writes, Client2 reads at Strong, one table unit = 100 ms, so
 #: a write and the next read are 200 ms apart, about one time-tick interval. Then Client1 flushes and reads again,
 #: served from the sealed segment loaded from the binlogs.
 SEED_STEPS = (
@@ -188,7 +188,7 @@ MECH = ("query", "timetick", "tso")
 
 SCENARIOS = (
     Scenario(
-        "seed-example", "The seed's table: Client1 creates C0, inserts A1 and A2, deletes A1; Client2 searches at "
+        "seed-example", "The design documents' table: Client1 creates C0, inserts A1 and A2, deletes A1; Client2 searches at "
         "Strong in between; then a flush and a read from the sealed segment.", 8.0, _seed,
         "Each Strong search takes a fresh timestamp from the TSO and waits until the QueryNode's tsafe passed it, so "
         "Client2 sees exactly what Client1 wrote before: nothing, A1, A1 and A2, A2. After the flush the rows come "
@@ -197,7 +197,7 @@ SCENARIOS = (
     ),
     Scenario(
         "workload", "Your own workload: a list of client steps (the option steps: a list in Python, a JSON file on the "
-        "command line); without one, the seed's table.", 10.0, _workload,
+        "command line); without one, the design documents' table.", 10.0, _workload,
         "Each client runs its steps in order, each at its time or as soon as its previous call returned. A step is "
         "{at, client, op, collection, ...}: ops create_collection, insert (data or ids), delete (ids or filter), "
         "flush, search and query (consistency_level, guarantee_timestamp, filter, ids, limit, timeout). Client k "

@@ -2,13 +2,14 @@
 messages in pchannels, and tt-aligned consumption through dispatchers.
 
 Components: :mod:`milvus_edu.proxy`, :mod:`milvus_edu.rootcoord` (``timeticksync``, DDL minimum),
-:mod:`milvus_edu.mq`; checker: :mod:`milvus_edu.check.timetick`. This package holds the simulated
-nodes, scenarios, kinds, narration and summary, and registers them.
+:mod:`milvus_edu.mq`; simulated nodes: :mod:`milvus_edu.cluster.dml`. This package holds the lesson: scenarios,
+kinds, checker (:mod:`~milvus_edu.mechanisms.timetick.check`), narration, summary, panel, lanes, Spark analyses and
+lab checks, and registers them.
 """
 
 from __future__ import annotations
 
-from ...check.timetick import TimeTickChecker
+from .check import TimeTickChecker
 from ...registry import Mechanism, register
 from . import panel, summary
 from .kinds import KINDS
@@ -22,7 +23,7 @@ def _lanes():
 
 
 def _analyses():
-    from ...analysis.timetick import ANALYSES
+    from .analysis import ANALYSES
 
     return dict(ANALYSES)
 

@@ -13,14 +13,13 @@ import matplotlib
 import numpy as np
 import pandas as pd
 from matplotlib.lines import Line2D
-from matplotlib.ticker import FuncFormatter
 
 from ...narrate import detail_dict
-from ...tsoutil import LOGICAL_BITS
+from ...viz.columns import base_ms, ints, natural, short_channel, texts, time_ticks
 from ...viz.lanes import (NO_DATA, EventsLane, Lane, Track, cursor_dot, move_all, move_rings, node_colors, num,
                           rasterize_if_big)
-from .panel import (SILENT_MS, base_ms, dml_messages, ints, natural, pchannels_of, proxies_of, short_channel, texts,
-                    time_ticks)
+from ...viz.tslanes import SECONDS, PageY, physical_s
+from .panel import SILENT_MS, dml_messages, pchannels_of, proxies_of
 
 #: How many pchannel lanes :func:`timetick_lanes` draws by default (every TimeTick scenario has 4).
 PCHANNEL_LANES = 4
@@ -28,8 +27,6 @@ PCHANNEL_LANES = 4
 #: Columns of the legend the stepper puts above the lanes (two rows for the ten or eleven entries).
 LEGEND_COLUMNS = 6
 
-#: Y tick labels of the timestamp lanes: the physical part in seconds since the run start.
-SECONDS = FuncFormatter(lambda v, _pos=None: f"{v:g} s")
 
 #: Messages in timestamp order are grey dots; out-of-order ones are vermillion triangles (Okabe-Ito), so they differ
 #: in shape and lightness as well as hue, and neither is the blue or orange of a proxy's report line.
@@ -41,11 +38,6 @@ OUT_OF_ORDER_SIZE = 24.0
 _BROKEN = "#d62728"
 _TICK = "#2ca02c"
 _SILENT = "#b3261e"
-
-
-def physical_s(ts: np.ndarray, base: int) -> np.ndarray:
-    """Physical parts of ``int64`` hybrid timestamps, in seconds since the run start ``base`` (ms)."""
-    return ((np.asarray(ts, dtype=np.int64) >> LOGICAL_BITS) - base) / 1000.0
 
 
 def ts_limits(events: pd.DataFrame, base: int) -> tuple[float, float]:
@@ -69,46 +61,6 @@ def _legend(ax) -> None:
 def _handle(ax, label, **style) -> None:
     """An empty line that only gives the legend a readable handle (the data is drawn with tiny marks)."""
     ax.plot([], [], label=label, **style)
-
-
-class PageY:
-    """Keeps a timestamp lane's y range fitted to the page on show.
-
-    With a paged stepper (``window_s``) a page of half a second would otherwise show its messages as a
-    flat line in a y range of the whole run. Whenever the x limits change, the y range becomes that of
-    the points on the page (a step line's value carried in from the left included), or ``full`` when
-    the page shows the whole run.
-    """
-
-    def __init__(self, ax, full: tuple[float, float]):
-        self.ax = ax
-        self.full = full
-        self.series: list[tuple[np.ndarray, np.ndarray, bool]] = []
-        ax.set_ylim(*full)
-        ax.callbacks.connect("xlim_changed", self.fit)
-
-    def add(self, x, y, step: bool = False) -> None:
-        """Points ``(x, y)`` in ascending ``x``; ``step``: a step line, whose last value before a page holds on it."""
-        if len(x):
-            self.series.append((np.asarray(x, dtype=float), np.asarray(y, dtype=float), step))
-
-    def fit(self, _ax=None) -> None:
-        """Set the y range for the current x limits."""
-        x0, x1 = self.ax.get_xlim()
-        lo, hi, whole = np.inf, -np.inf, True
-        for x, y, step in self.series:
-            a, b = int(np.searchsorted(x, x0, "left")), int(np.searchsorted(x, x1, "right"))
-            whole = whole and a == 0 and b == len(x)
-            if step and a > 0:
-                a -= 1
-            seg = y[a:b][np.isfinite(y[a:b])]
-            if len(seg):
-                lo, hi = min(lo, float(seg.min())), max(hi, float(seg.max()))
-        if whole or not np.isfinite(lo):
-            self.ax.set_ylim(*self.full)
-            return
-        pad = (hi - lo) * 0.08 or 0.02
-        self.ax.set_ylim(lo - pad, hi + pad)
 
 
 class PChannelLane(Lane):

@@ -9,13 +9,13 @@ inserts of 1-8 rows at Poisson times; primary keys are hashed to shards with Mil
 
 from __future__ import annotations
 
+from ...cluster.dml import Collection, ConsumerNode, ProxyNode, RootCoordTimeTick
+from ...cluster.rootcoord import RootCoordNode
 from ...mq import Broker, get_channel_name, get_virtual_channel
 from ...mq.hash import prehash_int64
 from ...mq.names import chan_name_prefix
 from ...registry import Scenario
 from ...sim.kernel import NodeClock, Simulation
-from ...sim.nodes import RootCoordNode
-from .nodes import Collection, ConsumerNode, ProxyNode, RootCoordTimeTick
 
 PCHANNELS = 4
 _PREHASH_BLOCK = 4096  # client keys hashed ahead at once
@@ -169,7 +169,7 @@ SCENARIOS = (
         "timetick-unlocked-enqueue", "proxy-1's AllocTimestamp answers are sometimes held up 300 ms; run it with "
         "the allocate_outside_enqueue_lock switch.", 5.0,
         _unlocked_enqueue,
-        "The seed's six steps: with the switch, a task whose timestamp came back late enters the statistics after "
+        "The design documents' six steps: with the switch, a task whose timestamp came back late enters the statistics after "
         "younger tasks were reported, so rootcoord writes a tick above it and its message arrives below the tick.",
         ("timetick", "tso"), options={**OPTIONS, "inserts_per_s": 600.0},
     ),

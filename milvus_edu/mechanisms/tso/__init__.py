@@ -1,14 +1,15 @@
 """The TSO mechanism: Milvus's timestamp oracle, rootcoord's AllocTimestamp and active/standby sessions.
 
 Components: :mod:`milvus_edu.tso`, :mod:`milvus_edu.rootcoord`, :mod:`milvus_edu.sessionutil`;
-simulated nodes: :mod:`milvus_edu.sim.nodes`; checker: :mod:`milvus_edu.check.tso`; Spark analyses:
-:mod:`milvus_edu.analysis.tso`. This package holds the rest (kinds, scenarios, narration, summary,
-panel, lanes) and registers it all.
+simulated nodes: :mod:`milvus_edu.cluster.rootcoord`. This package holds the lesson: kinds, scenarios, checker
+(:mod:`~milvus_edu.mechanisms.tso.check`), narration, summary, panel, lanes, Spark analyses
+(:mod:`~milvus_edu.mechanisms.tso.analysis`) and lab checks (:mod:`~milvus_edu.mechanisms.tso.labs`), and
+registers it all.
 """
 
 from __future__ import annotations
 
-from ...check.tso import TSOChecker
+from .check import TSOChecker
 from ...registry import Mechanism, register
 from . import panel, summary
 from .kinds import KINDS
@@ -23,12 +24,12 @@ def _lanes():
 
 
 def _analyses():
-    from ...analysis import tso
+    from . import analysis
 
     return {
-        "allocations_per_window": (tso.allocations_per_window, tso.allocations_per_window_pd),
-        "kv_saves_per_second": (tso.kv_saves_per_second, tso.kv_saves_per_second_pd),
-        "failover_gaps": (tso.failover_gaps, tso.failover_gaps_pd),
+        "allocations_per_window": (analysis.allocations_per_window, analysis.allocations_per_window_pd),
+        "kv_saves_per_second": (analysis.kv_saves_per_second, analysis.kv_saves_per_second_pd),
+        "failover_gaps": (analysis.failover_gaps, analysis.failover_gaps_pd),
     }
 
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from ...cluster.rootcoord import RootCoordNode, TSOClient, build_tso_pause
 from ...registry import Scenario
 from ...sim.kernel import NodeClock, Simulation
-from ...sim.nodes import RootCoordNode, TSOClient, build_tso_pause
 
 
 def _rootcoords(sim: Simulation, offsets_ms: list[float], drifts_ppm: list[float] | None = None,

@@ -42,8 +42,8 @@ from ..sessionutil import (
     current_active,
     retry_do_sleeps,
 )
+from ..sim.kernel import NodeClock, RPCError, Simulation
 from ..storage.kv import KVError
-from .kernel import NodeClock, RPCError, Simulation
 
 
 class RootCoordNode:

@@ -19,8 +19,8 @@ from operator import ge
 
 import pandas as pd
 
-from ..narrate import ts_text
-from .violation import Read, StreamingChecker, Violation, batch_columns, column
+from ...narrate import ts_text
+from ...check.violation import Read, StreamingChecker, Violation, batch_columns, column
 
 
 INVARIANTS = ("global-monotonic", "client-monotonic", "window")

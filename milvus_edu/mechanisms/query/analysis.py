@@ -1,6 +1,6 @@
 """Query analyses over many runs (guarantee-timestamp reads, tsafe), each in Spark and as a pandas twin.
 
-Like :mod:`milvus_edu.analysis.timetick` and :mod:`milvus_edu.analysis.flush`: every Spark function takes the
+Like :mod:`milvus_edu.mechanisms.timetick.analysis` and :mod:`milvus_edu.mechanisms.flush.analysis`: every Spark function takes the
 events DataFrame of :func:`~milvus_edu.analysis.load_events` and returns a Spark DataFrame; its ``_pd`` twin takes
 the pandas frame of :func:`milvus_edu.events.load_run` (or several concatenated) and returns the same columns,
 sorted by the keys, with dtypes ``Int64`` / ``float64`` / ``string``; ``to_pandas(f(events))`` equals
@@ -27,10 +27,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..events.schema import SIM_EPOCH_MS
-from ..tsoutil import LOGICAL_BITS
-from .timetick import PERCENTILES, _nearest_rank, _strings, with_percentiles
-from .tso import _sorted
+from ...analysis.frames import PERCENTILES, as_strings, sorted_by, with_percentiles
+from ...events.schema import SIM_EPOCH_MS
+from ...tsoutil import LOGICAL_BITS
 
 KEYS_LEVEL = ["run_id", "level"]
 KEYS_VCHANNEL = ["run_id", "vchannel"]
@@ -54,18 +53,6 @@ _ONE_PHYSICAL_MS = 1 << LOGICAL_BITS
 
 
 # --- helpers -------------------------------------------------------------------------------------
-
-def _with_read_percentiles(out: pd.DataFrame, rows: pd.DataFrame, keys: list[str], value: str) -> pd.DataFrame:
-    """:func:`~milvus_edu.analysis.timetick.with_percentiles` for :data:`READ_PERCENTILES` (it has 50 and 95 only):
-    per ``keys`` group of ``rows``, the nearest-rank percentile of ``value``, ties broken by ``seq``."""
-    ranked = rows.sort_values(keys + [value, "seq"], kind="stable")
-    ranked = ranked.assign(rank=ranked.groupby(keys, sort=False).cumcount() + 1,
-                           n=ranked.groupby(keys, sort=False)["seq"].transform("size"))
-    for p in READ_PERCENTILES:
-        chosen = ranked[ranked["rank"] == _nearest_rank(ranked["n"], p)]
-        out = out.merge(chosen[keys + [value]].rename(columns={value: f"p{p}_{value}"}), on=keys, how="left")
-    return out
-
 
 def _spark_ranked(rows, keys: list[str], value: str):
     """``rows`` with the rank of ``value`` in its ``keys`` group (by value, then seq) and the group's size, and
@@ -195,7 +182,7 @@ def read_waits_pd(frame: pd.DataFrame) -> pd.DataFrame:
               .reset_index())
     waited = shards[shards["waited"] == 1]
     times = waited.groupby(KEYS_LEVEL, sort=False).agg(max_wait_ms=("wait_ms", "max")).reset_index()
-    times = _with_read_percentiles(times, waited, KEYS_LEVEL, "wait_ms")
+    times = with_percentiles(times, waited, KEYS_LEVEL, "wait_ms", READ_PERCENTILES)
     out = per_level.merge(counts, on=KEYS_LEVEL, how="outer").merge(times, on=KEYS_LEVEL, how="left")
     for c in ("reads", "answered", "failed_reads", "shard_reads", "shard_waits"):
         out[c] = out[c].fillna(0).astype("Int64")
@@ -203,8 +190,8 @@ def read_waits_pd(frame: pd.DataFrame) -> pd.DataFrame:
     out["share_waited"] = (out["shard_waits"].astype("float64") / reads).where(reads > 0).astype("float64")
     for c in ("p50_wait_ms", "p95_wait_ms", "p99_wait_ms", "max_wait_ms"):
         out[c] = out[c].astype("float64")
-    _strings(out, *KEYS_LEVEL)
-    return _sorted(out, KEYS_LEVEL, READ_WAITS_COLUMNS)
+    as_strings(out, *KEYS_LEVEL)
+    return sorted_by(out, KEYS_LEVEL, READ_WAITS_COLUMNS)
 
 
 # --- read staleness ------------------------------------------------------------------------------
@@ -259,14 +246,14 @@ def read_staleness_pd(frame: pd.DataFrame) -> pd.DataFrame:
            .agg(reads=("seq", "size"), max_staleness_ms=("staleness_ms", "max"),
                 max_true_staleness_ms=("true_staleness_ms", "max"))
            .reset_index())
-    out = _with_read_percentiles(out, rows, KEYS_LEVEL, "staleness_ms")
-    out = _with_read_percentiles(out, rows, KEYS_LEVEL, "true_staleness_ms")
+    out = with_percentiles(out, rows, KEYS_LEVEL, "staleness_ms", READ_PERCENTILES)
+    out = with_percentiles(out, rows, KEYS_LEVEL, "true_staleness_ms", READ_PERCENTILES)
     for c in ("reads", "p50_staleness_ms", "p95_staleness_ms", "p99_staleness_ms", "max_staleness_ms"):
         out[c] = out[c].astype("Int64")
     for c in ("p50_true_staleness_ms", "p95_true_staleness_ms", "p99_true_staleness_ms", "max_true_staleness_ms"):
         out[c] = out[c].astype("float64")
-    _strings(out, *KEYS_LEVEL)
-    return _sorted(out, KEYS_LEVEL, READ_STALENESS_COLUMNS)
+    as_strings(out, *KEYS_LEVEL)
+    return sorted_by(out, KEYS_LEVEL, READ_STALENESS_COLUMNS)
 
 
 # --- tsafe lag -----------------------------------------------------------------------------------
@@ -329,8 +316,8 @@ def tsafe_lag_pd(frame: pd.DataFrame) -> pd.DataFrame:
     out["updates"] = out["updates"].astype("Int64")
     for c in ("p50_lag_ms", "p95_lag_ms", "max_lag_ms", "max_lag_before_update_ms"):
         out[c] = out[c].astype("float64")
-    _strings(out, *KEYS_VCHANNEL)
-    return _sorted(out, KEYS_VCHANNEL, TSAFE_LAG_COLUMNS)
+    as_strings(out, *KEYS_VCHANNEL)
+    return sorted_by(out, KEYS_VCHANNEL, TSAFE_LAG_COLUMNS)
 
 
 #: Each query analysis by name: ``(spark_fn, pandas_fn)``.

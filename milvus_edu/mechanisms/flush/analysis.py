@@ -1,7 +1,7 @@
 """Flush analyses over many runs, each in Spark and as a pandas twin with the same numbers, and the binlogs read
 back by Spark and by pyarrow.
 
-Like :mod:`milvus_edu.analysis.timetick`: every events function takes the events DataFrame of
+Like :mod:`milvus_edu.mechanisms.timetick.analysis`: every events function takes the events DataFrame of
 :func:`~milvus_edu.analysis.load_events` and returns a Spark DataFrame; its ``_pd`` twin takes the pandas frame of
 :func:`milvus_edu.events.load_run` (or several concatenated) and returns the same columns, sorted by the keys, with
 dtypes ``Int64`` / ``float64`` / ``string`` / ``boolean``; ``to_pandas(f(events))`` equals ``f_pd(frame)``. Order
@@ -25,11 +25,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..events.schema import SIM_EPOCH_MS
-from ..narrate import detail_dict
-from ..tsoutil import LOGICAL_BITS
-from .timetick import PERCENTILES, _strings, with_percentiles
-from .tso import _sorted
+from ...analysis.frames import PERCENTILES, as_strings, sorted_by, with_percentiles
+from ...events.schema import SIM_EPOCH_MS
+from ...narrate import detail_dict
+from ...tsoutil import LOGICAL_BITS
 
 KEYS_VCHANNEL = ["run_id", "vchannel"]
 KEYS_FLUSH = ["run_id", "flush_ts"]
@@ -117,8 +116,8 @@ def checkpoint_lag_pd(frame: pd.DataFrame) -> pd.DataFrame:
     out["max_behind_consumed_ms"] = out["max_behind_consumed_ms"].astype("Int64")
     for c in ("mean_lag_ms", "p50_lag_ms", "p95_lag_ms", "max_lag_ms"):
         out[c] = out[c].astype("float64")
-    _strings(out, *KEYS_VCHANNEL)
-    return _sorted(out, KEYS_VCHANNEL, CHECKPOINT_LAG_COLUMNS)
+    as_strings(out, *KEYS_VCHANNEL)
+    return sorted_by(out, KEYS_VCHANNEL, CHECKPOINT_LAG_COLUMNS)
 
 
 # --- flush latency -------------------------------------------------------------------------------
@@ -178,8 +177,8 @@ def flush_latency_pd(frame: pd.DataFrame) -> pd.DataFrame:
     out["latency_ms"] = out["flushed_ms"] - out["called_ms"]
     out["reset_latency_ms"] = out["cleared_ms"] - out["called_ms"]
     out["flush_ts"] = out["flush_ts"].astype("Int64")
-    _strings(out, "run_id")
-    return _sorted(out, KEYS_FLUSH, FLUSH_LATENCY_COLUMNS)
+    as_strings(out, "run_id")
+    return sorted_by(out, KEYS_FLUSH, FLUSH_LATENCY_COLUMNS)
 
 
 # --- sync sizes ----------------------------------------------------------------------------------
@@ -225,8 +224,8 @@ def sync_sizes_pd(frame: pd.DataFrame) -> pd.DataFrame:
     for c in ("syncs", "rows", "max_rows", "flush_syncs", "l0_syncs", "failed_syncs"):
         out[c] = out[c].astype("Int64")
     out["mean_rows"] = out["mean_rows"].astype("float64")
-    _strings(out, *KEYS_VCHANNEL)
-    return _sorted(out, KEYS_VCHANNEL, SYNC_SIZES_COLUMNS)
+    as_strings(out, *KEYS_VCHANNEL)
+    return sorted_by(out, KEYS_VCHANNEL, SYNC_SIZES_COLUMNS)
 
 
 # --- the binlogs themselves ----------------------------------------------------------------------
@@ -278,8 +277,8 @@ def binlog_rows_pd(run_dirs) -> pd.DataFrame:
                          "deleted_pks": a["deleted"]} for (r, s), a in acc.items()], columns=BINLOG_COLUMNS)
     for c in ("segment", "binlog_rows", "distinct_pks", "deleted_pks"):
         out[c] = out[c].astype("Int64")
-    _strings(out, "run_id")
-    return _sorted(out, KEYS_SEGMENT, BINLOG_COLUMNS)
+    as_strings(out, "run_id")
+    return sorted_by(out, KEYS_SEGMENT, BINLOG_COLUMNS)
 
 
 def binlog_rows(spark, run_dirs):
@@ -333,14 +332,14 @@ def binlog_vs_meta_pd(frame: pd.DataFrame, run_dirs) -> pd.DataFrame:
     """The pandas twin of :func:`binlog_vs_meta`, sorted."""
     meta = _meta_pd(frame)
     meta["segment"] = meta["segment"].astype("Int64")
-    _strings(meta, "run_id")
+    as_strings(meta, "run_id")
     logs = binlog_rows_pd(run_dirs)[KEYS_SEGMENT + ["binlog_rows"]]
     out = logs.merge(meta, on=KEYS_SEGMENT, how="outer")
     for c in ("binlog_rows", "meta_rows", "audit_rows"):
         out[c] = out[c].astype("Int64")
     out = out[(out["binlog_rows"].fillna(0) > 0) | (out["meta_rows"].fillna(0) > 0)].copy()
     out["match"] = (out["binlog_rows"].fillna(0) == out["meta_rows"].fillna(0)).astype("boolean")
-    return _sorted(out, KEYS_SEGMENT, BINLOG_META_COLUMNS)
+    return sorted_by(out, KEYS_SEGMENT, BINLOG_META_COLUMNS)
 
 
 def binlog_vs_meta(spark, events, run_dirs):

@@ -1,6 +1,6 @@
 """TimeTick analyses over many runs, each in Spark and as a pandas twin with the same numbers.
 
-Like :mod:`milvus_edu.analysis.tso`: every Spark function takes the events DataFrame of
+Like :mod:`milvus_edu.mechanisms.tso.analysis`: every Spark function takes the events DataFrame of
 :func:`~milvus_edu.analysis.load_events` and returns a Spark DataFrame; its ``_pd`` twin takes the
 pandas DataFrame of :func:`milvus_edu.events.load_run` (or several concatenated) and returns the same
 columns, sorted by the keys, with dtypes ``Int64`` / ``float64`` / ``string``;
@@ -24,9 +24,9 @@ import bisect
 import numpy as np
 import pandas as pd
 
-from ..events.schema import SIM_EPOCH_MS
-from ..tsoutil import LOGICAL_BITS
-from .tso import _sorted
+from ...analysis.frames import PERCENTILES, as_strings, sorted_by, with_percentiles
+from ...events.schema import SIM_EPOCH_MS
+from ...tsoutil import LOGICAL_BITS
 
 KEYS_CHANNEL = ["run_id", "channel"]
 KEYS_PACK = ["run_id", "channel", "vchannel"]
@@ -39,31 +39,7 @@ PACK_COLUMNS = ["run_id", "channel", "vchannel", "packs", "messages", "mean_per_
                 "empty_packs"]
 
 DML_TYPES = ("Insert", "Delete")
-PERCENTILES = (50, 95)
 _ONE_PHYSICAL_MS = 1 << LOGICAL_BITS
-
-
-def _strings(out: pd.DataFrame, *columns: str) -> None:
-    for c in columns:
-        out[c] = out[c].astype("string")
-
-
-def _nearest_rank(n, pct: int):
-    """1-based rank of the ``pct``-th percentile among ``n`` sorted values: ``ceil(pct * n / 100)``
-    in integers, so no float rounding can move it (Spark spells it ``(n * pct + 99) div 100``)."""
-    return (n * pct + 99) // 100
-
-
-def with_percentiles(out: pd.DataFrame, rows: pd.DataFrame, keys: list[str], value: str) -> pd.DataFrame:
-    """``out`` with a ``p{P}_{value}`` column per :data:`PERCENTILES`: per ``keys`` group of ``rows``, the
-    nearest-rank percentile of ``value`` (ties broken by ``seq``, as the Spark versions order them)."""
-    ranked = rows.sort_values(keys + [value, "seq"], kind="stable")
-    ranked = ranked.assign(rank=ranked.groupby(keys, sort=False).cumcount() + 1,
-                           n=ranked.groupby(keys, sort=False)["seq"].transform("size"))
-    for p in PERCENTILES:
-        chosen = ranked[ranked["rank"] == _nearest_rank(ranked["n"], p)]
-        out = out.merge(chosen[keys + [value]].rename(columns={value: f"p{p}_{value}"}), on=keys, how="left")
-    return out
 
 
 # --- tick lag ------------------------------------------------------------------------------------
@@ -118,8 +94,8 @@ def tick_lag_pd(frame: pd.DataFrame) -> pd.DataFrame:
     out["ticks"] = out["ticks"].astype("Int64")
     for c in ("min_lag_ms", "mean_lag_ms", "p50_lag_ms", "p95_lag_ms", "max_lag_ms", "max_gap_ms"):
         out[c] = out[c].astype("float64")
-    _strings(out, *KEYS_CHANNEL)
-    return _sorted(out, KEYS_CHANNEL, TICK_LAG_COLUMNS)
+    as_strings(out, *KEYS_CHANNEL)
+    return sorted_by(out, KEYS_CHANNEL, TICK_LAG_COLUMNS)
 
 
 # --- DML messages written out of timestamp order -------------------------------------------------
@@ -211,8 +187,8 @@ def produce_reorder_pd(frame: pd.DataFrame) -> pd.DataFrame:
     out["share_out_of_order"] = out["out_of_order"].astype("float64") / out["messages"].astype("float64")
     for c in ("mean_distance_ms", "mean_distance_msgs"):
         out[c] = out[c].astype("float64")
-    _strings(out, *KEYS_CHANNEL)
-    return _sorted(out, KEYS_CHANNEL, REORDER_COLUMNS)
+    as_strings(out, *KEYS_CHANNEL)
+    return sorted_by(out, KEYS_CHANNEL, REORDER_COLUMNS)
 
 
 # --- pack sizes ----------------------------------------------------------------------------------
@@ -246,8 +222,8 @@ def pack_sizes_pd(frame: pd.DataFrame) -> pd.DataFrame:
     for c in ("packs", "messages", "max_per_pack", "empty_packs"):
         out[c] = out[c].astype("Int64")
     out["mean_per_pack"] = out["mean_per_pack"].astype("float64")
-    _strings(out, *KEYS_PACK)
-    return _sorted(out, KEYS_PACK, PACK_COLUMNS)
+    as_strings(out, *KEYS_PACK)
+    return sorted_by(out, KEYS_PACK, PACK_COLUMNS)
 
 
 #: Each TimeTick analysis by name: ``(spark_fn, pandas_fn)``.

@@ -61,9 +61,9 @@ import heapq
 from itertools import compress, repeat
 from operator import eq
 
-from ..config import DataNodeParams, TimeTickParams
-from ..narrate import detail_dict, ts_text
-from .violation import ROW, Read, StreamingChecker, batch_columns, column, detail_of
+from ...config import DataNodeParams, TimeTickParams
+from ...narrate import detail_dict, ts_text
+from ...check.violation import ROW, Read, StreamingChecker, batch_columns, column, detail_of
 
 INVARIANTS = ("checkpoint-safe", "checkpoint-monotonic", "flush-durable", "checkpoint-retried", "durable",
               "flush-completes", "checkpoint-advances")

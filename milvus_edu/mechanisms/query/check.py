@@ -38,12 +38,12 @@ from __future__ import annotations
 
 from collections import Counter, deque
 
-from ..config import MS, TimeTickParams
-from ..mq.names import to_physical_channel
-from ..narrate import detail_dict, ts_text
-from ..querynode.expr import read_predicate
-from ..tsoutil import physical_time
-from .violation import ROW, Read, StreamingChecker, batch_columns, detail_of
+from ...config import MS, TimeTickParams
+from ...mq.names import to_physical_channel
+from ...narrate import detail_dict, ts_text
+from ...querynode.expr import read_predicate
+from ...tsoutil import physical_time
+from ...check.violation import ROW, Read, StreamingChecker, batch_columns, detail_of
 
 INVARIANTS = ("mvcc-exact", "read-after-guarantee", "strong-sees-acked", "session-sees-own", "bounded-staleness",
               "tsafe-monotonic", "tsafe-below-tick", "tsafe-progress", "read-answered")

@@ -20,9 +20,8 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-import pyarrow as pa
 
-from ..events.io import table_to_frame
+from ...analysis.frames import sorted_by
 
 KEYS_ALLOC = ["run_id", "node", "window"]
 KEYS_SAVES = ["run_id", "node", "second"]
@@ -34,39 +33,6 @@ SAVES_COLUMNS = ["run_id", "node", "second", "saves"]
 GAP_COLUMNS = ["run_id", "killed_node", "kill_seq", "kill_t_ms", "client",
                "before_seq", "before_t_ms", "before_ts", "before_count",
                "after_seq", "after_t_ms", "after_ts", "after_count", "gap_ms", "increased"]
-
-
-# --- helpers -----------------------------------------------------------------------------------
-
-def _arrow_to_frame(table: pa.Table) -> pd.DataFrame:
-    frame = table_to_frame(table)
-    for name, typ in zip(table.column_names, table.schema.types):
-        if pa.types.is_boolean(typ):
-            frame[name] = frame[name].astype("boolean")
-        elif pa.types.is_integer(typ):
-            frame[name] = frame[name].astype("Int64")
-    return frame
-
-
-def to_pandas(sdf) -> pd.DataFrame:
-    """A Spark DataFrame as pandas with exact nullable integers (``Int64``), ``string`` and ``boolean``.
-
-    (Spark's ``toPandas()`` turns a long column with nulls into float64, which rounds hybrid
-    timestamps.)
-    """
-    if hasattr(sdf, "toArrow"):  # Spark >= 4.0
-        return _arrow_to_frame(sdf.toArrow())
-    from pyspark.sql import types as T  # Spark 3.5: collect rows, build Arrow with matching types
-
-    kinds = {T.LongType: pa.int64(), T.IntegerType: pa.int64(), T.DoubleType: pa.float64(),
-             T.StringType: pa.string(), T.BooleanType: pa.bool_()}
-    schema = pa.schema([pa.field(f.name, kinds[type(f.dataType)]) for f in sdf.schema.fields])
-    rows = [r.asDict() for r in sdf.collect()]
-    return _arrow_to_frame(pa.Table.from_pylist(rows, schema=schema))
-
-
-def _sorted(frame: pd.DataFrame, keys: list[str], columns: list[str]) -> pd.DataFrame:
-    return frame[columns].sort_values(keys, kind="stable").reset_index(drop=True)
 
 
 # --- TSO allocations per saved window ------------------------------------------------------------
@@ -131,7 +97,7 @@ def allocations_per_window_pd(frame: pd.DataFrame) -> pd.DataFrame:
         out[c] = out[c].astype("float64")
     for c in ("run_id", "node"):
         out[c] = out[c].astype("string")
-    return _sorted(out, KEYS_ALLOC, ALLOCATION_COLUMNS)
+    return sorted_by(out, KEYS_ALLOC, ALLOCATION_COLUMNS)
 
 
 # --- KV saves per simulated second ---------------------------------------------------------------
@@ -159,7 +125,7 @@ def kv_saves_per_second_pd(frame: pd.DataFrame) -> pd.DataFrame:
     out["saves"] = out["saves"].astype("Int64")
     for c in ("run_id", "node"):
         out[c] = out[c].astype("string")
-    return _sorted(out, KEYS_SAVES, SAVES_COLUMNS)
+    return sorted_by(out, KEYS_SAVES, SAVES_COLUMNS)
 
 
 # --- the allocation gap across a failover --------------------------------------------------------
@@ -225,4 +191,4 @@ def failover_gaps_pd(frame: pd.DataFrame) -> pd.DataFrame:
         out[c] = out[c].astype("string")
     out["gap_ms"] = out["after_t_ms"] - out["before_t_ms"]
     out["increased"] = (out["after_ts"] > out["before_ts"] + out["before_count"] - 1).astype("boolean")
-    return _sorted(out, KEYS_GAPS, GAP_COLUMNS)
+    return sorted_by(out, KEYS_GAPS, GAP_COLUMNS)

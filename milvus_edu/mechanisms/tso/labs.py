@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..narrate import ts_text, wall_text
-from ..tsoutil import LOGICAL_BITS, compose_ts, parse_hybrid_ts
-from .feedback import Feedback, judge_integer, name_answer, right, wrong
+from ...narrate import ts_text, wall_text
+from ...tsoutil import LOGICAL_BITS, compose_ts, parse_hybrid_ts
+from ...labs.feedback import Feedback, judge_integer, name_answer, right, wrong
 
 INVARIANT_NAMES = ("global-monotonic", "client-monotonic", "window")
 

@@ -12,8 +12,8 @@ import json
 
 import pandas as pd
 
-from ..narrate import ts_text
-from .feedback import Feedback, judge_integer, name_answer, right, wrong
+from ...narrate import ts_text
+from ...labs.feedback import Feedback, judge_integer, name_answer, right, wrong
 
 INVARIANT_NAMES = ("tick-monotonic", "watermark", "pack-exact")
 _DML = ("Insert", "Delete")

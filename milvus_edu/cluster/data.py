@@ -1,4 +1,4 @@
-"""Simulated processes of the flush mechanism: DataCoord, DataNodes, the object store, the id allocator.
+"""Simulated processes of the data path: DataCoord, DataNodes, the object store, the id allocator.
 
 The Go goroutines become SimPy processes that call the pure components:
 
@@ -32,22 +32,22 @@ from __future__ import annotations
 
 import simpy
 
-from ...config import MS, DataNodeParams
-from ...datacoord import AllocTimestamp, Catalog, FlushChannels, Server, Sleep
-from ...datanode.checkpoint_updater import ChannelCheckpointUpdater, Parallel, UpdateChannelCheckpoints
-from ...datanode.metacache import MetaCache
-from ...datanode.pipeline import DataSyncService
-from ...datanode.syncmgr.meta_writer import BrokerMetaWriter, RetrySleep, SaveBinlogPaths
-from ...datanode.syncmgr.storage_serializer import StorageSerializer
-from ...datanode.syncmgr.sync_manager import SyncManager
-from ...datanode.syncmgr.task import AllocIDs, SyncTask, WriteObjects
-from ...datanode.writebuffer import BufferManager, WriteBuffer
-from ...merr import MilvusError
-from ...mq import Broker, Dispatcher, SubscriptionPosition
-from ...mq.names import to_physical_channel
-from ...proto import MsgType, SegmentLevel
-from ...sim.kernel import NodeClock, RPCError, Simulation
-from ...storage.binlog import get_log_id_from_binlog_path
+from ..config import MS, DataNodeParams
+from ..datacoord import AllocTimestamp, Catalog, FlushChannels, Server, Sleep
+from ..datanode.checkpoint_updater import ChannelCheckpointUpdater, Parallel, UpdateChannelCheckpoints
+from ..datanode.metacache import MetaCache
+from ..datanode.pipeline import DataSyncService
+from ..datanode.syncmgr.meta_writer import BrokerMetaWriter, RetrySleep, SaveBinlogPaths
+from ..datanode.syncmgr.storage_serializer import StorageSerializer
+from ..datanode.syncmgr.sync_manager import SyncManager
+from ..datanode.syncmgr.task import AllocIDs, SyncTask, WriteObjects
+from ..datanode.writebuffer import BufferManager, WriteBuffer
+from ..merr import MilvusError
+from ..mq import Broker, Dispatcher, SubscriptionPosition
+from ..mq.names import to_physical_channel
+from ..proto import MsgType, SegmentLevel
+from ..sim.kernel import NodeClock, RPCError, Simulation
+from ..storage.binlog import get_log_id_from_binlog_path
 
 DATACOORD = "datacoord-1"
 #: The sync policies whose choices get a ``datanode.sync_policy`` event: the stale buffer's (``syncPeriod``, 600 s

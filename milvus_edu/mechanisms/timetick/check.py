@@ -30,7 +30,7 @@ proxy whose session expired but that has not exited yet, and an MQ send that tim
 task's statistics were popped but lands later.
 
 A violation or a stall is explained as "Let ... Then ... because ...", naming its events by ``seq``. For a broken
-watermark the checker also looks for the cause the seed describes: the message's task entered its
+watermark the checker also looks for the cause the design documents describe (book/seeds.md): the message's task entered its
 proxy's queue statistics *after* that proxy had already reported a value at or above its timestamp.
 
 :class:`TimeTickChecker` reads rows one at a time; its memory grows with the messages written but not
@@ -44,9 +44,9 @@ from bisect import bisect_right
 from itertools import compress, repeat
 from operator import ge, itemgetter
 
-from ..config import MS, TimeTickParams, TSOParams
-from ..narrate import detail_dict, ts_text
-from .violation import ROW, Read, StreamingChecker, Violation, batch_columns, column, detail_of
+from ...config import MS, TimeTickParams, TSOParams
+from ...narrate import detail_dict, ts_text
+from ...check.violation import ROW, Read, StreamingChecker, Violation, batch_columns, column, detail_of
 
 INVARIANTS = ("tick-monotonic", "watermark", "pack-exact", "tick-progress")
 _DML = ("Insert", "Delete")

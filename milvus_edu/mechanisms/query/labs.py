@@ -13,8 +13,8 @@ import numbers
 
 import pandas as pd
 
-from ..narrate import detail_dict, ts_text
-from .feedback import Feedback, judge_integer, name_answer, pending, right, wrong
+from ...narrate import detail_dict, ts_text
+from ...labs.feedback import Feedback, judge_integer, name_answer, pending, right, wrong
 
 LEVEL_NAMES = ("Strong", "Session", "Bounded", "Eventually", "Customized")
 
@@ -212,7 +212,7 @@ def check_clock_level(answer) -> Feedback:
 # ---- Exercise 4 ---------------------------------------------------------------------------------
 def run_steps(steps, seed: int = 1, switches=None):
     """Run a workload (a list of step dicts) on the query cluster; the run's result (``.events``, ``.summary``)."""
-    from ..sim.run import simulate
+    from ...sim.run import simulate
 
     return simulate("workload", seed=seed, switches=switches, options={"steps": list(steps)})
 
@@ -253,7 +253,7 @@ def session_miss(events: pd.DataFrame) -> tuple[dict, dict, dict] | None:
 def check_session_workload(answer, seed: int = 1) -> Feedback:
     """Exercise: a workload (list of step dicts) in which a Session read of Client2 misses Client1's acknowledged
     write while Client1's own Session read sees it. Runs it and says what is missing."""
-    from ..mechanisms.query.cluster import parse_steps
+    from .cluster import parse_steps
 
     if answer is None:
         return pending("a list of step dicts, e.g. [{'at': 0.5, 'client': 'Client1', 'op': 'create_collection', "

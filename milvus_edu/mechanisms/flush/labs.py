@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..check.flush import INVARIANTS as INVARIANT_NAMES
-from ..narrate import detail_dict
-from .feedback import Feedback, judge_integer, name_answer, right, wrong
+from .check import INVARIANTS as INVARIANT_NAMES
+from ...narrate import detail_dict
+from ...labs.feedback import Feedback, judge_integer, name_answer, right, wrong
 PK_FIELD = 100
 
 

@@ -1,4 +1,4 @@
-"""Simulated processes of the TimeTick mechanism: proxies, rootcoord's timetick sync, pchannel consumers.
+"""Simulated processes of the DML path: proxies, rootcoord's timetick sync, pchannel consumers.
 
 The Go goroutines become SimPy processes that call the pure components:
 
@@ -13,7 +13,7 @@ The Go goroutines become SimPy processes that call the pure components:
 * a DataNode/QueryNode-side dispatcher per pchannel (``msgdispatcher``) -> :class:`ConsumerNode`.
 
 The statistics lock (:class:`StatsLock`) is held across simulated time: a timestamp allocation is an
-RPC, and the lock must be held across it (the seed's six steps show why); the ticker's statistics
+RPC, and the lock must be held across it (the design documents' six steps show why, book/seeds.md); the ticker's statistics
 read waits for it too, as ``getPChanStatsInfo`` takes ``statsLock`` in Go. The bug switch
 ``allocate_outside_enqueue_lock`` allocates before taking it.
 
@@ -29,16 +29,16 @@ from functools import partial
 
 import simpy
 
-from ...config import MS
-from ...mq import Broker, DeleteMsg, Dispatcher, SubscriptionPosition, TimeTickMsg, hash_pk_2_channels
-from ...mq.msg import new_insert_msg, new_msg_position
-from ...mq.names import to_physical_channel
-from ...proto import ChannelTimeTickMsg, MsgType
-from ...proxy import ChannelsTimeTicker, DmlTask, DmTaskQueue, channels_time_tick_msg
-from ...rootcoord import DdlTsLockManager, Scheduler, TimetickSync, send_min_ddl_ts_as_tt, update_channel_time_tick
-from ...sim.kernel import NodeClock, RPCError, Simulation
-from ...sim.nodes import RootCoordNode
-from ...tso import TSOError
+from ..config import MS
+from ..mq import Broker, DeleteMsg, Dispatcher, SubscriptionPosition, TimeTickMsg, hash_pk_2_channels
+from ..mq.msg import new_insert_msg, new_msg_position
+from ..mq.names import to_physical_channel
+from ..proto import ChannelTimeTickMsg, MsgType
+from ..proxy import ChannelsTimeTicker, DmlTask, DmTaskQueue, channels_time_tick_msg
+from ..rootcoord import DdlTsLockManager, Scheduler, TimetickSync, send_min_ddl_ts_as_tt, update_channel_time_tick
+from ..sim.kernel import NodeClock, RPCError, Simulation
+from ..tso import TSOError
+from .rootcoord import RootCoordNode
 
 PROXY_SESSION_PREFIX = "by-dev/meta/session/proxy-"
 READER, WRITER = 0, 1  # statsLock priorities: RLock (statistics reads) before Lock (enqueue, pop)

@@ -1,4 +1,4 @@
-"""Simulated processes of the query mechanism: a QueryNode serving every shard, and the proxy's read path.
+"""Simulated processes of the read path: a QueryNode serving every shard, and the proxy's read path.
 
 The Go goroutines become SimPy processes that call the pure components:
 
@@ -39,14 +39,14 @@ from __future__ import annotations
 
 import simpy
 
-from ...merr import MilvusError, wrap_err_channel_not_found
-from ...mq import Broker, Dispatcher, SubscriptionPosition
-from ...mq.names import to_physical_channel
-from ...proto import MsgType
-from ...proxy.guarantee_ts import ReadRequest, can_skip_alloc_timestamp, read_timestamps
-from ...proxy.meta_cache import CollectionInfo, MetaCache, check_schema_timestamp
-from ...querynode import DeadlineExceeded, Pipeline, Row, ShardDelegator, TSafeChanged
-from ...sim.kernel import NodeClock, RPCError, Simulation
+from ..merr import MilvusError, wrap_err_channel_not_found
+from ..mq import Broker, Dispatcher, SubscriptionPosition
+from ..mq.names import to_physical_channel
+from ..proto import MsgType
+from ..proxy.guarantee_ts import ReadRequest, can_skip_alloc_timestamp, read_timestamps
+from ..proxy.meta_cache import CollectionInfo, MetaCache, check_schema_timestamp
+from ..querynode import DeadlineExceeded, Pipeline, Row, ShardDelegator, TSafeChanged
+from ..sim.kernel import NodeClock, RPCError, Simulation
 
 SWITCH_WINDOW_MS = 0.2  # with update_tsafe_before_delete: how long deletes lag the published tsafe
 
