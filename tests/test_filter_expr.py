@@ -14,7 +14,8 @@ import milvus_edu
 from milvus_edu.cli import main as cli_main
 from milvus_edu.config import Config
 from milvus_edu.events import NULL_RECORDER
-from milvus_edu.mechanisms.query.cluster import QueryCluster, parse_steps
+from milvus_edu.client.workload import parse_steps
+from milvus_edu.mechanisms.query.cluster import QueryCluster
 from milvus_edu.narrate import detail_dict
 from milvus_edu.querynode.expr import parse_filter, read_predicate
 from milvus_edu.sim.kernel import Simulation

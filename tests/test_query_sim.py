@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 import milvus_edu
 from milvus_edu.cli import main as cli_main
-from milvus_edu.mechanisms.query.cluster import parse_steps
+from milvus_edu.client.workload import parse_steps
 from milvus_edu.mechanisms.query.levels import reads, side_by_side
 from milvus_edu.narrate import detail_dict
 

@@ -22,7 +22,7 @@ from milvus_edu.real import RealMilvus, RealMilvusError
 from milvus_edu.real.compare import compare, line_up
 from milvus_edu.real.server import pid_alive, process_tree
 from milvus_edu.real.workload import WorkloadError, key_types, read_filter, run_workload
-from milvus_edu.mechanisms.query.cluster import parse_steps
+from milvus_edu.client.workload import parse_steps
 
 pytestmark = [pytest.mark.slow, pytest.mark.real]
 

@@ -25,15 +25,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..mechanisms.query.cluster import parse_steps
+from ..client.workload import KIND_OF_OP, READ_OPS, SEED_STEPS, parse_steps
 from ..narrate import detail_dict
 from .server import RealMilvus, RealMilvusError
 from .workload import run_workload
 
-#: The client event that says a step of each op returned (a flush: the second one, once flushed).
-_KIND_OF_OP = {"create_collection": "client.create_collection", "drop_collection": "client.drop_collection",
-               "insert": "client.insert", "delete": "client.delete", "flush": "client.flush",
-               "search": "client.read", "query": "client.read"}
 #: Simulated seconds the model runs past the workload's last step (a flush takes a second or two, a read a tick).
 MODEL_MARGIN_S = 10.0
 
@@ -90,7 +86,7 @@ def _model_calls(events: pd.DataFrame, steps) -> list[dict | None]:
     out: list[dict | None] = []
     client_free: dict[str, float] = {}
     for step in steps:
-        queue = queues.get((step.client, _KIND_OF_OP[step.op]), [])
+        queue = queues.get((step.client, KIND_OF_OP[step.op]), [])
         if not queue:
             out.append(None)
             continue
@@ -98,7 +94,7 @@ def _model_calls(events: pd.DataFrame, steps) -> list[dict | None]:
         d = detail_dict(row["detail"])
         t = float(row["t_ms"])
         error = row["error"] if isinstance(row["error"], str) else None
-        if step.op in ("search", "query"):
+        if step.op in READ_OPS:
             began = starts.get(int(row["request"]), t)
             res = {"rows": _sorted(d.get("pks")), "level": row["level"] if isinstance(row["level"], str) else None}
         else:
@@ -168,7 +164,7 @@ def _shown(call: dict | None, op: str):
         return "(no answer)"
     if call["error"]:
         return f"error: {call['error']}"
-    if op in ("search", "query"):
+    if op in READ_OPS:
         return call["rows"]
     return call["count"] if op in ("insert", "delete") else "done"
 
@@ -180,7 +176,7 @@ def line_up(steps, model_events: pd.DataFrame, real_events: pd.DataFrame) -> pd.
     real = _real_calls(real_events, len(parsed))
     rows = []
     for i, (step, m, r) in enumerate(zip(parsed, model, real)):
-        read = step.op in ("search", "query")
+        read = step.op in READ_OPS
         level = None
         if read:
             level = (r or {}).get("level") or (m or {}).get("level") or step.args.get("consistency_level")
@@ -216,7 +212,6 @@ def compare(steps=(), server: RealMilvus | None = None, seed: int = 1, params: d
     :class:`~milvus_edu.real.server.RealMilvusError` holding the model's side) when the real server cannot be used.
     """
     from .. import simulate
-    from ..mechanisms.query.scenarios import SEED_STEPS
 
     steps = list(steps) or [dict(s) for s in SEED_STEPS]
     parsed = parse_steps(steps)

@@ -55,11 +55,11 @@ WAIT_MIN_MS = 5.0
 SERVER_REQUEST_BASE = 1_000_000
 #: Examples of unparsed lines kept in :attr:`ParsedLog.unparsed_examples`.
 EXAMPLES_KEPT = 5
-#: The model's node names, by the Go package directory a line's ``caller`` is in.
+#: The model's node names, by the Go package directory a line's ``caller`` is in (``tso/tso.go:42`` -> ``tso/``).
 NODE_OF_PACKAGE = {
-    "rootcoord": "rootcoord-1", "tso": "rootcoord-1", "proxy": "proxy-1", "datacoord": "datacoord-1",
-    "datanode": "datanode-1", "querynodev2": "querynode-1", "delegator": "querynode-1", "pipeline": "querynode-1",
-    "tsafe": "querynode-1", "segments": "querynode-1",
+    "rootcoord/": "rootcoord-1", "tso/": "rootcoord-1", "proxy/": "proxy-1", "datacoord/": "datacoord-1",
+    "datanode/": "datanode-1", "querynodev2/": "querynode-1", "delegator/": "querynode-1", "pipeline/": "querynode-1",
+    "tsafe/": "querynode-1", "segments/": "querynode-1",
 }
 _LOGICAL_BITS = 18
 _LOGICAL_MASK = (1 << _LOGICAL_BITS) - 1
@@ -378,22 +378,22 @@ def _dml_finish(line, st):
     return [("proxy.finish", {"ts": ts, "channel": p}, {}) for p in pchannels]
 
 
-def _proxy_read(op: str):
-    def handle(line, st):
-        trace = str(line.fields.get("traceID", ""))
-        guarantee, mvcc = hybrid_ts(line.fields.get("guarantee_ts")), hybrid_ts(line.fields.get("mvcc_ts"))
-        r = st.read(trace)
-        logged = line.fields.get("consistency level")
-        level = logged if isinstance(logged, str) else st.level_of(guarantee, mvcc)
-        r.update(op=op, guarantee=guarantee, mvcc=mvcc, level=level)
-        detail = {"op": op, "collection": line.fields.get("collectionName") or line.fields.get("collName"),
-                  "level_from": "logged" if isinstance(logged, str) else "guarantee_ts vs mvcc_ts"}
-        if mvcc is not None:
-            # the TSO never hands out logical 0 (GenerateTSO adds the count first); a proxy's own clock always does
-            detail["from_tso"] = mvcc & _LOGICAL_MASK != 0
-        return [("proxy.read", {"ts": mvcc, "clock_ms": line.clock_ms, "request": r["request"], "level": level,
-                                "guarantee_ts": guarantee}, detail)]
-    return handle
+def _proxy_read(line, st):
+    """A read settled by the proxy; its op (``search`` or ``query``) is its task file's name (``proxy/task_<op>.go``)."""
+    op = _file_of(line.caller).rsplit("task_", 1)[-1].removesuffix(".go")
+    trace = str(line.fields.get("traceID", ""))
+    guarantee, mvcc = hybrid_ts(line.fields.get("guarantee_ts")), hybrid_ts(line.fields.get("mvcc_ts"))
+    r = st.read(trace)
+    logged = line.fields.get("consistency level")
+    level = logged if isinstance(logged, str) else st.level_of(guarantee, mvcc)
+    r.update(op=op, guarantee=guarantee, mvcc=mvcc, level=level)
+    detail = {"op": op, "collection": line.fields.get("collectionName") or line.fields.get("collName"),
+              "level_from": "logged" if isinstance(logged, str) else "guarantee_ts vs mvcc_ts"}
+    if mvcc is not None:
+        # the TSO never hands out logical 0 (GenerateTSO adds the count first); a proxy's own clock always does
+        detail["from_tso"] = mvcc & _LOGICAL_MASK != 0
+    return [("proxy.read", {"ts": mvcc, "clock_ms": line.clock_ms, "request": r["request"], "level": level,
+                            "guarantee_ts": guarantee}, detail)]
 
 
 def _qn_arrive(line, st):
@@ -478,8 +478,7 @@ def _dn_sync(line, st):
     seg = hybrid_ts(line.fields.get("segmentID"))
     return [("datanode.sync", {"ts": position_ts(line.fields.get("position")), "vchannel": v, "segment": seg,
                                "count": st.buffered.pop(seg, 0)},
-             {"flush": line.fields.get("flushed"), "drop": line.fields.get("dropped"),
-              "auto": line.fields.get("auto")})]
+             dict(flush=line.fields.get("flushed"), drop=line.fields.get("dropped"), auto=line.fields.get("auto")))]
 
 
 def _dn_sync_done(line, st):
@@ -555,8 +554,8 @@ LINE_KINDS: dict[tuple[str, str], Handler] = {
     ("proxy/task_insert.go", "send insert request to virtual channels"): _dml_execute("insert", "task_id"),
     ("proxy/task_delete.go", "send delete request to virtual channels"): _dml_execute("delete", "taskID"),
     ("proxy/task_scheduler.go", "Proxy dmTaskQueue popPChanStats"): _dml_finish,
-    ("proxy/task_query.go", "Query PreExecute done."): _proxy_read("query"),
-    ("proxy/task_search.go", "search PreExecute done."): _proxy_read("search"),
+    ("proxy/task_query.go", "Query PreExecute done."): _proxy_read,
+    ("proxy/task_search.go", "search PreExecute done."): _proxy_read,
     ("querynodev2/handlers.go", "start do query with channel"): _qn_arrive,
     ("querynodev2/handlers.go", "start to search channel"): _qn_arrive,
     ("delegator/delegator.go", "query segments..."): _qn_serve,
@@ -584,13 +583,13 @@ LINE_KINDS: dict[tuple[str, str], Handler] = {
 
 #: Node of the events a handler emits, by kind prefix (a line's package does not always say: the TSO's lines are
 #: rootcoord's, the delegator's are the QueryNode's).
-_NODE_OF_KIND = {"tso": "rootcoord-1", "rootcoord": "rootcoord-1", "proxy": "proxy-1", "datanode": "datanode-1",
-                 "datacoord": "datacoord-1", "querynode": "querynode-1"}
+_NODE_OF_KIND = {"tso.": "rootcoord-1", "rootcoord.": "rootcoord-1", "proxy.": "proxy-1", "datanode.": "datanode-1",
+                 "datacoord.": "datacoord-1", "querynode.": "querynode-1"}
 
 
 def node_of(caller: str) -> str:
     """The model's node name for a ``caller`` (``pkg/file.go:line``), by its package; ``milvus`` when unknown."""
-    return NODE_OF_PACKAGE.get(caller.split("/", 1)[0], "milvus")
+    return NODE_OF_PACKAGE.get(caller.split("/", 1)[0] + "/", "milvus")
 
 
 def _file_of(caller: str) -> str:
@@ -678,7 +677,7 @@ def parse_log(path_or_lines, *, run_id: str, t0: int | None = None,
             if "clock_ms" not in values:
                 detail["clock_ms"] = clock
             validate_kind(kind, values)
-            node = _NODE_OF_KIND.get(kind.split(".", 1)[0], node_of(line.caller))
+            node = _NODE_OF_KIND.get(kind.split(".", 1)[0] + ".", node_of(line.caller))
             staged.append((clock, order, k, _row(run_id, kind, node, clock - origin, values, detail)))
     staged.sort(key=lambda s: s[:3])
     events = [row for *_, row in staged]

@@ -40,7 +40,7 @@ import pandas as pd
 
 from .. import __version__
 from ..events import MemorySink, Recorder, rows_to_frame
-from ..mechanisms.query.cluster import Step, parse_steps
+from ..client.workload import READ_OPS, SEED_STEPS, Step, parse_steps
 from ..proto import ConsistencyLevel
 from ..querynode.expr import PK_FIELD
 from .logs import merge_events, parse_log, write_real_run
@@ -286,7 +286,7 @@ class _Run:
 
     def _call(self, client, index: int, step: Step) -> None:
         base = {"collection": step.collection, "label": step.label, "step": index, "at_s": step.at}
-        if step.op in ("search", "query"):
+        if step.op in READ_OPS:
             self._read(client, step, base)
             return
         started = time.monotonic()
@@ -348,7 +348,7 @@ class _Run:
         from pymilvus.client.ts_utils import construct_guarantee_ts
 
         args = step.args
-        op = "search" if step.op == "search" else "query"
+        op = step.op  # one of READ_OPS
         given = args.get("consistency_level")
         sent_level = None if given is None else ConsistencyLevel.parse(given)
         kwargs = {} if sent_level is None else {"consistency_level": sent_level.name.capitalize()}
@@ -427,7 +427,6 @@ def run_workload(steps=(), server: RealMilvus | None = None, out_dir=None, param
     empty). ``server_logs``: merge the server's log lines of the run into the events (:func:`server_events`).
     Raises ``ValueError`` for a bad workload and :class:`RealMilvusError` when the server cannot be used.
     """
-    from ..mechanisms.query.scenarios import SEED_STEPS
     from ..sim.run import prepare_out_dir
 
     parsed = parse_steps(list(steps) or list(SEED_STEPS))

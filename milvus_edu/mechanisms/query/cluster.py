@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 
 from ...client import CollectionCache, CollectionTsCache, SchemaErrorRetry, construct_guarantee_ts
 from ...client.collection_cache import MAX_UINT64
+from ...client.workload import Step, parse_steps, pks_of, rows_of
 from ...cluster.control_plane import PCHANNELS, ControlPlane, SegmentCollection
 from ...cluster.data import DataCoordNode, DataNodeNode, ObjectStoreLatency
 from ...cluster.dml import ProxyNode
@@ -55,146 +56,7 @@ from ...storage.binlog import decompress_bin_logs
 from ...tso import TSOError
 
 FIRST_COLLECTION_ID = 100
-OPS = ("create_collection", "insert", "delete", "flush", "search", "query", "drop_collection")
 LEVEL_NAMES = tuple(level.name.capitalize() for level in ConsistencyLevel)
-
-
-# ---------------------------------------------------------------------------------------------- steps
-
-
-@dataclass(frozen=True)
-class Step:
-    """One client call of a workload: at ``at`` simulated seconds (or when ``client``'s previous call returned,
-    whichever is later), ``client`` calls ``op`` on ``collection`` with ``args`` (pymilvus's keyword arguments)."""
-
-    at: float
-    client: str
-    op: str
-    collection: str
-    args: dict = field(default_factory=dict)
-    label: str = ""
-
-
-_STEP_KEYS = {"at", "client", "op", "collection", "label"}
-_OP_ARGS = {
-    "create_collection": {"consistency_level", "shards_num"},
-    "drop_collection": set(),
-    "insert": {"data", "ids"},
-    "delete": {"ids", "filter"},
-    "flush": set(),
-    "search": {"consistency_level", "guarantee_timestamp", "filter", "ids", "limit", "timeout", "data",
-               "output_fields"},
-    "query": {"consistency_level", "guarantee_timestamp", "filter", "ids", "limit", "timeout", "output_fields"},
-}
-
-
-def parse_steps(steps) -> list[Step]:
-    """Check a workload and return it as :class:`Step` records.
-
-    Each step is a :class:`Step` or a dict with ``at`` (seconds), ``client``, ``op`` (one of :data:`OPS`),
-    ``collection`` and the op's keyword arguments (``data`` / ``ids`` for insert: ``data`` is rows such as
-    ``{"id": "A1", "age": 30, "color": "red"}``, whose keys besides ``id`` and ``vector`` are kept as the row's
-    dynamic field; ``ids`` or ``filter`` for delete,
-    ``consistency_level``, ``guarantee_timestamp``, ``filter``, ``ids``, ``limit``, ``timeout``, ``output_fields``
-    for search and query). ``ValueError`` in one line for an unknown op or argument, an unknown level, a bad
-    guarantee timestamp, a filter that does not parse or compares the primary key with a value of another type
-    (the key's type is the one the workload inserts into that collection), or times that go backwards.
-    """
-    out: list[Step] = []
-    last = 0.0
-    for i, raw in enumerate(steps, 1):
-        if isinstance(raw, Step):
-            step = raw
-        elif isinstance(raw, dict):
-            missing = [k for k in ("at", "client", "op", "collection") if k not in raw]
-            if missing:
-                raise ValueError(f"step {i} has no {missing[0]!r}; a step needs at, client, op and collection")
-            args = {k: v for k, v in raw.items() if k not in _STEP_KEYS}
-            step = Step(raw["at"], str(raw["client"]), str(raw["op"]), str(raw["collection"]), args,
-                        str(raw.get("label", "")))
-        else:
-            raise ValueError(f"step {i} is a {type(raw).__name__}; give a dict or a Step")
-        if step.op not in OPS:
-            raise ValueError(f"step {i}: unknown op {step.op!r}; use one of {', '.join(OPS)}")
-        extra = sorted(set(step.args) - _OP_ARGS[step.op])
-        if extra:
-            allowed = ", ".join(sorted(_OP_ARGS[step.op])) or "none"
-            raise ValueError(f"step {i}: {step.op} takes no argument {extra[0]!r}; it takes {allowed}")
-        if isinstance(step.at, bool) or not isinstance(step.at, (int, float)) or step.at < 0:
-            raise ValueError(f"step {i}: at must be a non-negative number of seconds, got {step.at!r}")
-        if step.at < last:
-            raise ValueError(f"step {i} is at {step.at} s, before the step above it ({last} s); list steps in time order")
-        last = step.at
-        if "consistency_level" in step.args:
-            ConsistencyLevel.parse(step.args["consistency_level"])
-        if "guarantee_timestamp" in step.args:
-            check_guarantee_timestamp(step.args["guarantee_timestamp"])
-        out.append(step)
-    pk_types = _pk_types(out)
-    for i, step in enumerate(out, 1):
-        if "filter" in step.args:
-            try:
-                parse_filter(step.args["filter"], pk_types.get(step.collection))
-            except ValueError as exc:
-                raise ValueError(f"step {i}: {exc}") from None
-    return out
-
-
-def _pk_types(steps: list[Step]) -> dict[str, str]:
-    """Each collection's primary key type, from the keys the workload inserts into it (the schema a real
-    collection would be created with); a collection with no well-formed insert is left out."""
-    keys: dict[str, list] = {}
-    for step in steps:
-        if step.op == "insert":
-            try:
-                keys.setdefault(step.collection, []).extend(_rows_of(step.args)[0])
-            except ValueError:
-                continue  # reported when the step runs, as before
-    return {name: t for name, pks in keys.items() if (t := pk_type_of(pks)) is not None}
-
-
-def check_guarantee_timestamp(value) -> int:
-    """A user's ``guarantee_timestamp`` as an int; ``ValueError`` unless it is a whole number in [0, 2**64)."""
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**64:
-        raise ValueError(f"guarantee_timestamp must be a hybrid timestamp (a whole number from 0 to 2**64 - 1), "
-                         f"got {value!r}")
-    return value
-
-
-def _pks_of(args: dict) -> list:
-    return _rows_of(args)[0]
-
-
-def _rows_of(args: dict) -> tuple[list, list | None]:
-    """An insert's (or a read's ``ids``) primary keys and each row's dynamic field: its keys besides ``id`` and
-    ``vector`` (None when no row has any, so rows of bare keys travel exactly as before)."""
-    if "ids" in args:
-        ids = args["ids"]
-        return (list(ids) if isinstance(ids, (list, tuple)) else [ids]), None
-    data = args.get("data") or []
-    if isinstance(data, dict):
-        data = [data]
-    try:
-        pks = [row[PK_FIELD] for row in data]
-    except (KeyError, TypeError):
-        raise ValueError(f"insert data must be rows with an {PK_FIELD!r} field, e.g. [{{'id': 'A1'}}]") from None
-    fields = [{k: v for k, v in row.items() if k not in (PK_FIELD, VECTOR_FIELD)} for row in data]
-    for row in fields:
-        for key, value in row.items():
-            if not _json_value(value):
-                raise ValueError(f"insert data: field {key!r} holds a {type(value).__name__}; a dynamic field "
-                                 f"takes numbers, strings, booleans, None, lists and dicts (JSON)")
-    return pks, (fields if any(fields) else None)
-
-
-def _json_value(value) -> bool:
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return True
-    if isinstance(value, (list, tuple)):
-        return all(_json_value(v) for v in value)
-    if isinstance(value, dict):
-        return all(isinstance(k, str) and _json_value(v) for k, v in value.items())
-    return False
 
 
 # ---------------------------------------------------------------------------------------------- results
@@ -276,12 +138,12 @@ class SimClient:
             raise ValueError(f"collection not found[collection={name}]") from None
 
     def _insert(self, step: Step):
-        pks, fields = _rows_of(step.args)
+        pks, fields = rows_of(step.args)
         return (yield from self._write(step, MsgType.INSERT, pks, fields))
 
     def _delete(self, step: Step):
         if "ids" in step.args:
-            pks = _pks_of(step.args)
+            pks = pks_of(step.args)
         else:  # delete by expression: Milvus queries at the delete's ts first; here, the rows clients inserted
             pred = parse_filter(step.args.get("filter", ""))
             last = self.cluster.inserted_fields.get(step.collection, {})
@@ -406,7 +268,7 @@ class SimClient:
         level_name = None if sent_level is None else sent_level.name.capitalize()
         rec.emit("client.read_start", self.name, peer=self.proxy.name, request=request, level=level_name,
                  guarantee_ts=sent_ts, detail={"op": op, "collection": name, "label": step.label})
-        ids = _pks_of({"ids": args["ids"]}) if "ids" in args else None
+        ids = pks_of({"ids": args["ids"]}) if "ids" in args else None
         timeout = args.get("timeout")
         deadline = None if timeout is None else env.now + float(timeout) * 1000.0
         start = env.now

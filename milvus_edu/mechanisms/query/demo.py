@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ...narrate import detail_dict, ts_text
 from .levels import LEVELS, _History, plot_side_by_side, reads, rows_at, side_by_side
-from .scenarios import SEED_STEPS
+from ...client.workload import KIND_OF_OP, SEED_STEPS
 
 INTRO = (
     "milvus-edu demo: the Client1/Client2 example of the design documents (guarantee-ts) on a simulated Milvus 2.5 "
@@ -16,9 +16,6 @@ INTRO = (
     "",
 )
 
-#: Which client.* kind each of a workload's ops logs when it returns.
-_KIND_OF_OP = {"create_collection": "client.create_collection", "insert": "client.insert", "delete": "client.delete",
-               "flush": "client.flush", "search": "client.read", "query": "client.read"}
 #: How far past Client2's last answer the demo's timeline goes (one time tick).
 STORY_MARGIN_MS = 200.0
 _SHOWN = ("client.create_collection", "client.insert", "client.delete", "client.flush", "client.read")
@@ -30,7 +27,7 @@ def step_labels(events, steps=SEED_STEPS) -> dict[int, str]:
     label goes to the first row, the second says the flush is done)."""
     todo: dict[tuple[str, str], list[str]] = {}
     for step in steps:
-        todo.setdefault((step["client"], _KIND_OF_OP.get(step["op"], f"client.{step['op']}")), []).append(
+        todo.setdefault((step["client"], KIND_OF_OP.get(step["op"], f"client.{step['op']}")), []).append(
             step.get("label", ""))
     out = {}
     for row in events[events["kind"].isin(_SHOWN)].itertuples(index=False):

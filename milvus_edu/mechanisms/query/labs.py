@@ -253,7 +253,7 @@ def session_miss(events: pd.DataFrame) -> tuple[dict, dict, dict] | None:
 def check_session_workload(answer, seed: int = 1) -> Feedback:
     """Exercise: a workload (list of step dicts) in which a Session read of Client2 misses Client1's acknowledged
     write while Client1's own Session read sees it. Runs it and says what is missing."""
-    from .cluster import parse_steps
+    from ...client.workload import parse_steps
 
     if answer is None:
         return pending("a list of step dicts, e.g. [{'at': 0.5, 'client': 'Client1', 'op': 'create_collection', "

@@ -11,34 +11,8 @@ from ...events import SIM_EPOCH_MS
 from ...registry import Scenario
 from ...sim.kernel import Simulation
 from ...tsoutil import compose_ts
+from ...client.workload import SEED_STEPS, T0_S
 from .cluster import QueryCluster
-
-T0_S = 0.5  # the table's t0, once rootcoord serves
-UNIT_S = 0.1  # one step of the table's clock: t2 is 200 ms after t0
-
-#: The design documents' table (book/seeds.md, "Guarantee timestamps, tsafe and MVCC"): Client1 writes, Client2 reads at Strong, one table unit = 100 ms, so
-#: a write and the next read are 200 ms apart, about one time-tick interval. Then Client1 flushes and reads again,
-#: served from the sealed segment loaded from the binlogs.
-SEED_STEPS = (
-    {"at": T0_S, "client": "Client1", "op": "create_collection", "collection": "C0", "label": "t0"},
-    {"at": T0_S + 2 * UNIT_S, "client": "Client2", "op": "search", "collection": "C0", "consistency_level": "Strong",
-     "label": "t2"},
-    {"at": T0_S + 4 * UNIT_S, "client": "Client1", "op": "insert", "collection": "C0", "data": [{"id": "A1"}],
-     "label": "t4"},
-    {"at": T0_S + 6 * UNIT_S, "client": "Client2", "op": "search", "collection": "C0", "consistency_level": "Strong",
-     "label": "t6"},
-    {"at": T0_S + 8 * UNIT_S, "client": "Client1", "op": "insert", "collection": "C0", "data": [{"id": "A2"}],
-     "label": "t8"},
-    {"at": T0_S + 10 * UNIT_S, "client": "Client2", "op": "search", "collection": "C0", "consistency_level": "Strong",
-     "label": "t10"},
-    {"at": T0_S + 12 * UNIT_S, "client": "Client1", "op": "delete", "collection": "C0", "ids": ["A1"], "label": "t12"},
-    {"at": T0_S + 14 * UNIT_S, "client": "Client2", "op": "search", "collection": "C0", "consistency_level": "Strong",
-     "label": "t14"},
-    {"at": T0_S + 16 * UNIT_S, "client": "Client1", "op": "flush", "collection": "C0", "label": "t16"},
-    {"at": T0_S + 18 * UNIT_S, "client": "Client1", "op": "search", "collection": "C0", "consistency_level": "Strong",
-     "label": "after flush"},
-)
-
 
 def _cluster(sim: Simulation, steps, **kwargs) -> QueryCluster:
     cluster = QueryCluster(sim, **kwargs)
