@@ -74,6 +74,12 @@ def test_a_folder_of_another_grid_is_refused_and_left_as_it_was(tmp_path, capsys
     assert (out / "grid.json").read_bytes() == before and sorted(p.name for p in out.iterdir()) == ["grid.json", "runs"]
 
 
+def test_an_out_folder_spark_would_read_as_a_pattern_is_refused(tmp_path):
+    with pytest.raises(GridError, match="as a pattern"):
+        prepare_sweep_dir(tmp_path / "local[2]", normalise_grid({"scenario": "tso-basics"}))
+    assert not (tmp_path / "local[2]").exists()
+
+
 def test_a_non_empty_folder_without_a_grid_is_refused(tmp_path):
     (tmp_path / "notes.txt").write_text("mine")
     with pytest.raises(GridError, match="holds no sweep"):

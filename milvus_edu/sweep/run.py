@@ -276,6 +276,8 @@ def prepare_sweep_dir(out: Path, grid: dict) -> None:
     non-empty folder is refused, and nothing is written then.
     """
     text = json.dumps(grid, indent=2, sort_keys=True) + "\n"
+    if set("*?[") & set(str(out)):
+        raise GridError(f"{out}: Spark reads *, ? and [ in a path as a pattern; choose an --out without them")
     if out.exists() and not out.is_dir():
         raise GridError(f"{out} exists and is not a folder; choose another --out")
     existing = out / "grid.json"
