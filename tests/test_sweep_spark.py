@@ -107,6 +107,14 @@ def test_a_sweep_killed_mid_way_resumes_to_the_tables_of_an_uninterrupted_one(sp
     finally:
         os.killpg(proc.pid, signal.SIGKILL)  # the driver and the JVM it started: its own process group
         proc.wait()
+    # pyspark's Python workers sit in a process group of their own: one may finish the run it was in before
+    # it notices the JVM is gone. Wait for the markers to stop coming, as a user re-running later would.
+    count, still = -1, 0
+    while still < 10:
+        now = len(list(out.glob(f"runs/*/{MARKER}")))
+        still = still + 1 if now == count else 0
+        count = now
+        time.sleep(0.2)
     done_before = {p.parent.name: p.stat().st_mtime_ns for p in out.glob(f"runs/*/{MARKER}")}
     assert 20 <= len(done_before) < 300 and not (out / "tables").exists()
     resumed = run_sweep(tmp_path / "grid.json", out, spark=spark, progress=False)
