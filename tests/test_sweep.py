@@ -185,3 +185,24 @@ def test_bad_files_in_a_sweep_folder_are_set_aside_by_file_and_never_touched(tmp
     assert lines[0].startswith("set aside 3 file(s)") and "1 truncated or not Parquet" in lines[0]
     assert all(any(str(a.path) in line for line in lines[1:]) for a in aside)
     assert {p: p.read_bytes() for p in runs.rglob("*") if p.is_file()} == before
+
+
+def test_progress_counts_finished_and_failed_runs_from_the_markers(tmp_path, monkeypatch):
+    import IPython
+    import IPython.display
+
+    from milvus_edu.sweep.run import _Progress
+
+    shown = []
+    monkeypatch.setattr(IPython, "get_ipython", lambda: type("Kernel", (), {"kernel": object()})())
+    monkeypatch.setattr(IPython.display, "display", shown.append)
+    grid = normalise_grid({"scenario": "timetick-basics", "options": {"proxies": [0, 1, 2]}, "duration_s": 0.2})
+    specs = run_specs(grid)
+    run_one(specs[2], str(tmp_path))  # done before this sweep
+    progress = _Progress(tmp_path, [s["run_id"] for s in specs[:2]], len(specs), show=True)
+    with progress:
+        for spec in specs[:2]:
+            run_one(spec, str(tmp_path))
+    bar, label = progress._widget
+    assert len(shown) == 1 and (bar.value, bar.max) == (3, 3)
+    assert "3/3 runs (1 already done), 1 failed" in label.value and label.value.endswith("runs/min")
