@@ -89,6 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("--out", required=True, help="sweep folder (new or empty; the same grid's folder resumes it)")
     sw.add_argument("--master", default=None,
                     help="Spark master, e.g. spark://host:7077 (default: $MILVUS_EDU_SPARK_MASTER, else local[2])")
+    sw.add_argument("--jsonl", action="store_true", help="write each run's events.jsonl too (18x the Parquet's size)")
     return parser
 
 
@@ -267,7 +268,7 @@ def _cmd_sweep(args) -> int:
     from .sweep import GridError, SweepFolderError, run_sweep
 
     try:
-        sweep = run_sweep(args.grid, args.out, master=args.master)
+        sweep = run_sweep(args.grid, args.out, master=args.master, jsonl=args.jsonl)
     except (GridError, SweepFolderError) as exc:
         raise UserError(str(exc)) from None
     except SparkUnavailableError as exc:

@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 from .grid import dimensions, run_specs
 from .run import MARKER
 
-RUN_FILES = {"events.parquet", "summary.json", MARKER}
+RUN_FILES = {"events.parquet", "events.jsonl", "summary.json", MARKER}
 RUN_FOLDERS = {"objects"}  # the object store some scenarios' runs keep beside their log
 #: The kinds of trouble a set-aside file has, as :func:`report_set_aside` names them.
 KINDS = {"truncated": "truncated or not Parquet", "foreign": "foreign", "version": "of another schema version",

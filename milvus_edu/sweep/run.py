@@ -81,8 +81,10 @@ def _one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
 
 
-def run_one(spec: dict, runs_dir: str) -> dict:
+def run_one(spec: dict, runs_dir: str, jsonl: bool = False) -> dict:
     """Simulate one run of a sweep into ``runs_dir/<run_id>/`` and write its marker; returns the marker's record.
+
+    ``jsonl``: write the run's ``events.jsonl`` too (for reading by eye; 18 times the Parquet file's size).
 
     A run folder that already has its marker is not run again (its record is read back). A run that
     raises is recorded with ``status`` ``"error"`` and the exception in one line.
@@ -97,7 +99,7 @@ def run_one(spec: dict, runs_dir: str) -> dict:
     try:
         result = simulate(spec["scenario"], seed=spec["seed"], duration_s=spec["duration_s"], out_dir=folder,
                           force=True, switches=spec["switches"], keep_events=False, options=spec["options"],
-                          params=spec["params"], sink_process=False, run_id=spec["run_id"], jsonl=False)
+                          params=spec["params"], sink_process=False, run_id=spec["run_id"], jsonl=jsonl)
         summary = result.summary
         record = {"status": "ok", "error": None, "events": summary["events"], "sim_s": summary["duration_s"],
                   "verdicts": verdicts_of(summary)}
@@ -109,10 +111,10 @@ def run_one(spec: dict, runs_dir: str) -> dict:
     return record
 
 
-def _run_partition(runs_dir: str, specs):
+def _run_partition(runs_dir: str, jsonl: bool, specs):
     """A Spark task: run each spec of the partition; yields ``(run_id, record)``."""
     for spec in specs:
-        yield spec["run_id"], run_one(spec, runs_dir)
+        yield spec["run_id"], run_one(spec, runs_dir, jsonl)
 
 
 def _value_type(values: list) -> pa.DataType:
@@ -299,7 +301,7 @@ def prepare_sweep_dir(out: Path, grid: dict) -> None:
         raise GridError(f"cannot write to {out} ({exc.strerror}); choose a writable --out") from None
 
 
-def run_sweep(grid, out, *, master: str | None = None, spark=None, progress: bool = True):
+def run_sweep(grid, out, *, master: str | None = None, spark=None, progress: bool = True, jsonl: bool = False):
     """Run every run of ``grid`` as one Spark job writing into the folder ``out``; returns the :class:`Sweep`.
 
     ``grid``: a dict or the path of a JSON/YAML file with ``scenario`` (a name or a list), ``seeds`` (a
@@ -317,7 +319,8 @@ def run_sweep(grid, out, *, master: str | None = None, spark=None, progress: boo
     ``spark``: a running session to use; otherwise one is started on ``master``, else
     ``$MILVUS_EDU_SPARK_MASTER``, else ``local[2]`` (``spark://host:7077`` for a standalone cluster,
     whose executors must see ``out`` at the same path: a shared file system). ``progress``: show finished
-    runs, failures and runs/minute on stderr, or as a progress bar in a notebook.
+    runs, failures and runs/minute on stderr, or as a progress bar in a notebook. ``jsonl``: write each
+    run's ``events.jsonl`` too (a sweep writes Parquet only by default: the JSON Lines are 18 times larger).
     """
     from .load import load_sweep
 
@@ -336,7 +339,7 @@ def run_sweep(grid, out, *, master: str | None = None, spark=None, progress: boo
         slices = min(len(todo), max(1, sc.defaultParallelism) * 8)
         sc.setJobDescription(f"milvus-edu sweep: {len(todo)} runs into {out}")
         with _Progress(runs_dir, [s["run_id"] for s in todo], len(specs), progress):
-            done = sc.parallelize(todo, slices).mapPartitions(partial(_run_partition, str(runs_dir))).collect()
+            done = sc.parallelize(todo, slices).mapPartitions(partial(_run_partition, str(runs_dir), jsonl)).collect()
         records.update(done)
     for spec in specs:
         if spec["run_id"] not in records:
