@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -59,7 +60,8 @@ def main() -> None:
         return
     from milvus_edu.sweep import StandaloneCluster
 
-    print(f"sweep of {args.runs} runs of {args.scenario} ({args.duration:g} simulated s each)")
+    print(f"sweep of {args.runs} runs of {args.scenario} ({args.duration:g} simulated s each) on {os.cpu_count()} "
+          f"CPUs; load average before: {os.getloadavg()[0]:.1f} (other work on the machine slows local[2] most)")
     results = {}
     with tempfile.TemporaryDirectory(prefix="bench-sweep-") as tmp:
         for master in ("local[1]", "local[2]"):
@@ -69,7 +71,8 @@ def main() -> None:
     for name, r in results.items():
         print(f"  {name:<11} {r['seconds']:7.1f} s  {r['runs_per_min']:7.1f} runs/min  ({r['ok']} ok)")
     ratio = results["local[2]"]["runs_per_min"] / results["local[1]"]["runs_per_min"]
-    print(f"  local[2] / local[1] = {ratio:.2f}x (goal >= 1.7x with two free cores)")
+    print(f"  local[2] / local[1] = {ratio:.2f}x (goal >= 1.7x with two free cores); load average after: "
+          f"{os.getloadavg()[0]:.1f}")
 
 
 if __name__ == "__main__":
