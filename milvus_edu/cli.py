@@ -1,4 +1,4 @@
-"""The ``milvus-edu`` command: ``simulate``, ``scenarios``, ``timeline``, ``demo``.
+"""The ``milvus-edu`` command: ``simulate``, ``scenarios``, ``timeline``, ``demo``, ``sweep``.
 
 User mistakes (unknown scenario, bad duration, an occupied or unwritable output folder) print one
 line on stderr and exit with status 2; no traceback.
@@ -84,6 +84,11 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="run the guided tour (a scenario and its timeline in words)")
     demo.add_argument("--out", default=None, help="run folder (default: a new ./milvus-edu-demo folder)")
     demo.add_argument("--force", action="store_true", help="replace the run files in an existing --out folder")
+    sw = sub.add_parser("sweep", help="run a grid of scenarios, switches, options, parameters and seeds as a Spark job")
+    sw.add_argument("grid", help="grid file (.json, .yaml or .yml); see the README's Sweeps section")
+    sw.add_argument("--out", required=True, help="sweep folder (new or empty; the same grid's folder resumes it)")
+    sw.add_argument("--master", default=None,
+                    help="Spark master, e.g. spark://host:7077 (default: $MILVUS_EDU_SPARK_MASTER, else local[2])")
     return parser
 
 
@@ -255,6 +260,40 @@ def _cmd_demo(args) -> int:
     return 0
 
 
+def _cmd_sweep(args) -> int:
+    import pyarrow.parquet as pq
+
+    from .analysis.session import SparkUnavailableError
+    from .sweep import GridError, SweepFolderError, run_sweep
+
+    try:
+        sweep = run_sweep(args.grid, args.out, master=args.master)
+    except (GridError, SweepFolderError) as exc:
+        raise UserError(str(exc)) from None
+    except SparkUnavailableError as exc:
+        raise RunFailed(str(exc)) from None
+    except OSError as exc:
+        raise RunFailed(f"could not write the sweep folder {args.out}: {exc.strerror or exc}") from None
+    tables = sweep.out / "tables"
+    runs = pq.read_table(tables / "runs.parquet", columns=["status", "error"]).to_pylist()
+    failed = [r["error"] for r in runs if r["status"] != "ok"]
+    print(f"{len(runs) - len(failed):,} runs ok, {len(failed):,} failed" + (f"; the first: {failed[0]}" if failed else ""))
+    counts: dict[tuple[str, str], dict[str, int]] = {}
+    for v in pq.read_table(tables / "verdicts.parquet", columns=["mechanism", "check", "verdict", "expected"]).to_pylist():
+        tally = counts.setdefault((v["mechanism"], v["check"]), {"pass": 0, "fail": 0, "vacuous": 0, "expected": 0})
+        tally[v["verdict"]] += 1
+        tally["expected"] += v["verdict"] == "fail" and v["expected"]
+    if counts:
+        print("verdicts per check (pass / fail / vacuous):")
+        width = max(len(f"{m}/{c}") for m, c in counts)
+        for (mech, check), t in counts.items():
+            note = f"  ({t['expected']:,} of the fails in a scenario's documented gap)" if t["expected"] else ""
+            print(f"  {mech + '/' + check:<{width}}  {t['pass']:>7,} / {t['fail']:>7,} / {t['vacuous']:>7,}{note}")
+    print(f"tables: {tables / 'runs.parquet'} and {tables / 'verdicts.parquet'}; run folders in {sweep.out / 'runs'}")
+    sweep.spark.stop()
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``milvus-edu`` command."""
     parser = build_parser()
@@ -264,7 +303,7 @@ def main(argv: list[str] | None = None) -> int:
             parser.print_help()
             return EXIT_USAGE
         handler = {"simulate": _cmd_simulate, "scenarios": _cmd_scenarios, "timeline": _cmd_timeline,
-                   "demo": _cmd_demo}[args.command]
+                   "demo": _cmd_demo, "sweep": _cmd_sweep}[args.command]
         return handler(args)
     except UserError as exc:
         print(f"milvus-edu: error: {exc}", file=sys.stderr)

@@ -104,10 +104,12 @@ def simulate(
     params: dict[str, object] | None = None,
     options: dict[str, object] | None = None,
     sink_process: bool | None = None,
+    run_id: str | None = None,
+    jsonl: bool = True,
 ) -> RunResult:
     """Simulate ``scenario`` with ``seed`` for ``duration_s`` simulated seconds (the scenario's default).
 
-    * ``out_dir``: write the run folder (``events.parquet``, ``events.jsonl``, ``summary.json``);
+    * ``out_dir``: write the run folder (``events.parquet``, ``events.jsonl`` unless ``jsonl=False``, ``summary.json``);
       an existing non-empty folder needs ``force`` (only the run's own files are replaced).
     * ``keep_events``: keep the rows in memory too (``result.events``). With ``keep_events=False``
       memory stays bounded however long the run: rows stream to the files and the checkers and
@@ -121,6 +123,9 @@ def simulate(
       (:mod:`milvus_edu.events.worker`), so a long run uses two cores. ``None`` (the default) does so
       when a folder is written and the platform can fork (Linux; not inside a ``multiprocessing.Pool``
       worker). The files and the summary are the same either way.
+    * ``run_id``: the run's id in its events and summary; by default ``<scenario>-s<seed>`` followed by
+      ``+<switch>`` for each switch on (a sweep gives ids that also name its options and parameters).
+    * ``jsonl``: write ``events.jsonl`` beside ``events.parquet`` (18 times its size; a sweep leaves it out).
 
     Raises ``ValueError`` for an unknown scenario, switch, parameter or option, a value out of range,
     a bad seed or duration, and :class:`RunFolderError` for an unusable ``out_dir``. A failure while
@@ -140,7 +145,10 @@ def simulate(
         sw = BugSwitches.from_names([switches] if isinstance(switches, str) else list(switches or []))
     config = Config(switches=sw).with_params(params or {})
     opts = scenario_options(spec, options)
-    run_id = f"{scenario}-s{seed}" + "".join(f"+{n}" for n in sw.enabled())
+    if run_id is None:
+        run_id = f"{scenario}-s{seed}" + "".join(f"+{n}" for n in sw.enabled())
+    elif not isinstance(run_id, str) or not run_id:
+        raise ValueError(f"run_id must be a non-empty string, got {run_id!r}")
     memory = MemorySink()
     mechs = scenario_mechanisms(spec)
     checkers = [m.checker() for m in mechs if m.checker is not None]
@@ -166,7 +174,9 @@ def simulate(
         if out is not None:
             meta = {"scenario": scenario, "seed": str(seed), "duration_s": repr(float(duration_s)),
                     "switches": ",".join(sw.enabled())}
-            files = [partial(ParquetSink, out / "events.parquet", metadata=meta), partial(JsonlSink, out / "events.jsonl")]
+            files = [partial(ParquetSink, out / "events.parquet", metadata=meta)]
+            if jsonl:
+                files.append(partial(JsonlSink, out / "events.jsonl"))
             if sink_process is None:
                 sink_process = worker.available()
             if sink_process:
