@@ -226,6 +226,7 @@ def test_pictures_draw_the_tables(waits_sweep, catch_sweep):
                                        parameter_unit="ms", scale=1e-6, lines="opt_proxies")
     ax = fig.axes[0]
     assert ax.get_xlabel() == "timetick_time_tick_interval_ns (ms)"
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == [f"proxies={p}: median" for p in PROXIES]
     assert ax.get_ylabel() == "p50_wait_ms (ms)"
     assert len(ax.lines) == len(PROXIES) and list(ax.lines[0].get_xdata()) == [50.0, 200.0]
     assert len(ax.collections) == 2 * len(PROXIES)  # two bands per line

@@ -33,21 +33,30 @@ def _need(frame: pd.DataFrame, columns: Sequence[str], what: str) -> None:
         raise ValueError(f"{what} needs the column(s) {', '.join(missing)}; the table has {', '.join(frame.columns)}")
 
 
+def _value(value) -> str:
+    if value == "":
+        return "(none)"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
 def _label(keys, names: Sequence[str]) -> str:
     keys = keys if isinstance(keys, tuple) else (keys,)
-    return ", ".join(f"{n.removeprefix('opt_').removeprefix('param_')}={'(none)' if k == '' else k}"
-                     for n, k in zip(names, keys))
+    return ", ".join(f"{n.removeprefix('opt_').removeprefix('param_')}={_value(k)}" for n, k in zip(names, keys))
 
 
 def metric_vs_parameter(table, parameter: str, value: str, *, unit: str, parameter_unit: str = "",
-                        lines: str | Sequence[str] = (), scale: float = 1.0, title: str | None = None):
+                        lines: str | Sequence[str] = (), scale: float = 1.0, xlabel: str | None = None,
+                        title: str | None = None):
     """A metric against a grid parameter: the median as a line, the band between p90 and p99 and the band
     between the minimum and p90 shaded, one line per value of ``lines``.
 
     ``table``: :func:`~milvus_edu.analysis.many.by_dimensions`'s result for ``value`` (columns ``parameter``,
     ``p50_<value>``, ``p90_<value>``, ``p99_<value>``, ``min_<value>``, and the ``lines`` columns).
     ``unit``: the metric's unit (the y label); ``parameter_unit``: the parameter's unit after ``scale`` is
-    applied to it (``scale=1e-6`` shows nanoseconds as ms). Returns the Figure.
+    applied to it (``scale=1e-6`` shows nanoseconds as ms); ``xlabel`` names the parameter in words (default: its
+    column name without ``opt_`` / ``param_``), and the unit is added to it. Returns the Figure.
     """
     import matplotlib.pyplot as plt
 
@@ -67,7 +76,7 @@ def metric_vs_parameter(table, parameter: str, value: str, *, unit: str, paramet
         ax.fill_between(x, part[f"p90_{value}"].astype("float64"), part[f"p99_{value}"].astype("float64"),
                         color=color, alpha=0.28, linewidth=0)
         ax.plot(x, part[f"p50_{value}"].astype("float64"), marker="o", color=color, label=f"{name}: median")
-    shown = parameter.removeprefix("opt_").removeprefix("param_")
+    shown = xlabel or parameter.removeprefix("opt_").removeprefix("param_")
     ax.set_xlabel(f"{shown} ({parameter_unit})" if parameter_unit else shown)
     ax.set_ylabel(f"{value} ({unit})")
     ax.set_title(title or f"{value}: median, min–p90 (light) and p90–p99 (dark) bands")
@@ -129,6 +138,6 @@ def verdict_heatmap(table, *, rows: str | Sequence[str] = "scenario", title: str
     ax.set_xlabel("check")
     ax.set_ylabel(", ".join(rows))
     fig.colorbar(image, ax=ax, label="runs where the check failed (%)")
-    ax.set_title(title or "Verdicts: failed/runs (v: vacuous in some run, *: the scenario's gap)")
+    ax.set_title(title or "failed/runs per check (v: vacuous in some run, *: the scenario's gap)", fontsize=10)
     fig.tight_layout()
     return fig
