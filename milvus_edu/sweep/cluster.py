@@ -46,6 +46,7 @@ class StandaloneCluster:
                  timeout_s: float = 90.0):
         self.cores, self.memory, self.timeout_s = cores, memory, timeout_s
         self.log_dir = Path(log_dir) if log_dir else Path(tempfile.mkdtemp(prefix="milvus-edu-cluster-"))
+        self.log_dir.mkdir(parents=True, exist_ok=True)
         self.master_url: str | None = None
         self.web_url: str | None = None
         self._procs: list[subprocess.Popen] = []

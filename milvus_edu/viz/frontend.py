@@ -12,12 +12,20 @@ The JavaScript and CSS are files of this package (no CDN, nothing fetched at run
 
 from __future__ import annotations
 
+from importlib import resources
 from pathlib import Path
 
 import anywidget
 import traitlets
 
 _HERE = Path(__file__).parent
+
+
+def _asset(name: str):
+    """A file of this package as anywidget takes it: its path on disk, or its text when the package is
+    imported from a zip (as a sweep ships it to Spark's executors), where the path is no file."""
+    path = _HERE / name
+    return path if path.is_file() else resources.files(__package__).joinpath(name).read_text(encoding="utf-8")
 
 
 class StepperView(anywidget.AnyWidget):
@@ -32,8 +40,8 @@ class StepperView(anywidget.AnyWidget):
     side); ``jump_kind``, ``speed``, ``message``.
     """
 
-    _esm = _HERE / "stepper.js"
-    _css = _HERE / "stepper.css"
+    _esm = _asset("stepper.js")
+    _css = _asset("stepper.css")
 
     n = traitlets.Int(1).tag(sync=True)
     title = traitlets.Unicode("").tag(sync=True)
