@@ -250,3 +250,23 @@ def test_pictures_say_which_column_is_missing():
         viz_many.detection_vs_seeds(pd.DataFrame({"seeds": [1]}))
     with pytest.raises(TypeError, match="pandas or Spark"):
         viz_many.verdict_heatmap([1, 2])
+
+
+# ---- on a real sweep ------------------------------------------------------------------------------------
+
+def test_a_real_sweep_groups_by_its_grid(spark, tmp_path):
+    from milvus_edu.sweep import run_sweep
+
+    grid = {"scenario": "seed-example", "seeds": [1, 2], "options": {"proxies": list(PROXIES)},
+            "params": {"timetick.time_tick_interval_ns": list(INTERVALS_NS)}}
+    sweep = run_sweep(grid, tmp_path / "sweep", spark=spark, progress=False)
+    assert many.dimensions(sweep.runs) == [d for d in sweep.dimensions if d != "seed"]
+    strong = read_waits(sweep.events).filter("level = 'Strong'")
+    table = to_pandas(many.by_dimensions(strong, sweep.runs, "max_wait_ms"))
+    assert len(table) == len(PROXIES) * len(INTERVALS_NS) and (table.runs == 2).all()
+    assert (table.min_max_wait_ms <= table.p50_max_wait_ms).all()
+    assert (table.p50_max_wait_ms <= table.p99_max_wait_ms).all() and (table.p99_max_wait_ms <= table.max_max_wait_ms).all()
+    rate = to_pandas(many.detection_rate(sweep.verdicts, sweep.runs))
+    assert rate.runs.tolist() == [len(PROXIES) * len(INTERVALS_NS) * 2] and rate.detected.tolist() == [0]
+    matrix = to_pandas(many.verdict_matrix(sweep.verdicts, sweep.runs))
+    assert matrix.runs.sum() == sweep.verdicts.count() and (matrix.failed == 0).all()

@@ -45,7 +45,8 @@ def _grid_columns(runs) -> list[str]:
 
 def dimensions(runs) -> list[str]:
     """The grid columns of ``runs`` (``scenario``, ``switches``, ``opt_*``, ``param_*``) that take more than one
-    value, in the table's order: what a sweep varied besides the seed (a sweep's ``.dimensions``)."""
+    value, in the table's order: what a sweep varied besides the seed (a sweep's ``.dimensions`` without
+    ``seed``)."""
     from pyspark.sql import functions as F
 
     candidates = _grid_columns(runs)
@@ -72,7 +73,8 @@ def by_dimensions(metric, runs, value: str, by: str | Sequence[str] | None = Non
 
     ``metric``: any DataFrame with a ``run_id`` column and a numeric column ``value`` -- an analysis's output
     (``read_waits(sweep.events)``, one row per run and level), filtered as you like. ``runs``: the sweep's runs
-    table. ``by``: the runs columns to group by (default :func:`dimensions`, what the sweep varied).
+    table. ``by``: the runs columns to group by (default :func:`dimensions`, what the sweep varied besides the
+    seed; grouping by ``seed`` too would make one group per run).
     ``per_run``: first reduce the metric to one value per run with ``max``, ``min``, ``mean`` or ``sum`` (so
     every run weighs the same whatever its number of channels); ``None`` keeps every row.
 
