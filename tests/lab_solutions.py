@@ -43,6 +43,11 @@ SOLUTIONS: dict[str, dict[str, str]] = {
                     " {'at': 1.02, 'client': 'Client2', 'op': 'query', 'collection': 'C0', 'consistency_level': 'Session'},"
                     " {'at': 1.02, 'client': 'Client1', 'op': 'query', 'collection': 'C0', 'consistency_level': 'Session'}]",
     },
+    "05_at_scale.ipynb": {
+        "answer_1": "'time tick interval'",
+        "answer_2": "int(catch_2[(catch_2.opt_inserts_per_s == 10) & (catch_2.rate >= 0.9)].seeds.min())",
+        "answer_3": "float(table_3.set_index('opt_rpc_failure_rate').p50_latency_ms.pipe(lambda s: s[0.6] - s[0.0]))",
+    },
 }
 
 _SHIPPED = r"^(?P<name>answer_\d+) = None\b.*$"

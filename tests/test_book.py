@@ -51,6 +51,16 @@ def test_tso_chapter_is_the_notebook():
     assert link.resolve() == (ROOT / "notebooks" / "01_tso.ipynb").resolve()
 
 
+def test_every_lab_is_a_chapter_of_the_book():
+    toc = yaml.safe_load((BOOK / "_toc.yml").read_text(encoding="utf-8"))
+    files = [c["file"] for part in toc["parts"] for c in part["chapters"]]
+    chapters = {link.resolve(): link.stem for link in BOOK.glob("*.ipynb") if link.is_symlink()}
+    for lab in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        assert lab.resolve() in chapters, f"{lab.name} has no symlink in book/"
+        assert chapters[lab.resolve()] in files, f"{lab.name}'s chapter is not in book/_toc.yml"
+    assert os.readlink(BOOK / "at_scale.ipynb") == "../notebooks/05_at_scale.ipynb"
+
+
 def test_api_lists_importable_modules():
     text = (BOOK / "api.md").read_text(encoding="utf-8")
     block = text.split(".. milvus-edu-api::", 1)[1].split("```", 1)[0]
@@ -327,3 +337,17 @@ def test_tso_chapter_reads_right_on_the_static_page(built_book):
     shown = [b for b in blocks if "Let event" in b and "checks ok" in b]
     assert shown, "the Break it output is missing"
     assert all(len(line) <= 100 for b in shown for line in b.splitlines()), shown
+
+
+@pytest.mark.book
+@pytest.mark.slow
+def test_at_scale_chapter_is_executed_with_its_plots(built_book):
+    page = _page(built_book["html"], "at_scale.html")
+    assert "Thousands of runs" in page
+    assert "Not answered yet" in page  # executed as shipped: the self-checks ran
+    images = re.findall(r'<img[^>]+src="([^"]+\.png)"', page)
+    assert len(images) >= 4, images  # one plot per question and the verdicts' heat map
+    for src in images:
+        assert (built_book["html"] / src).is_file() and (built_book["html"] / src).stat().st_size > 10_000
+    assert 'class="output stderr"' not in page, "a cell wrote to stderr"
+    assert 'href="at_scale.html"' in _page(built_book["html"], "intro.html")
