@@ -99,6 +99,17 @@ def test_run_ids_name_options_and_params_and_the_dimensions_are_what_varies():
     assert [s["run_id"] for s in run_specs(plain)] == ["tso-basics-s4+tso_no_window_save"]
 
 
+def test_run_ids_do_not_depend_on_the_order_a_grid_lists_its_options():
+    """grid.json is written with sorted keys and load_sweep rebuilds the ids from it: a grid listing
+    workload_s before rpc_failure_rate once gave ids no run folder had, and every run was set aside."""
+    listed = {"scenario": "checkpoint-rpc-failures", "seeds": [1], "options": {"workload_s": [8.0],
+                                                                             "rpc_failure_rate": [0.0, 0.5]}}
+    normal = normalise_grid(listed)
+    reread = normalise_grid(json.loads(json.dumps(normal, sort_keys=True)))
+    assert [s["run_id"] for s in run_specs(normal)] == [s["run_id"] for s in run_specs(reread)]
+    assert run_specs(normal)[0]["run_id"].index("rpc_failure_rate") < run_specs(normal)[0]["run_id"].index("workload_s")
+
+
 @given(seeds=st.lists(st.integers(0, 10_000), min_size=1, max_size=6, unique=True),
        proxies=st.lists(st.integers(1, 9), min_size=1, max_size=3, unique=True),
        rates=st.lists(st.floats(1.0, 5000.0, allow_nan=False), min_size=1, max_size=3, unique=True),

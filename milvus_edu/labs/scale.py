@@ -15,10 +15,10 @@ import pandas as pd
 from .feedback import Feedback, judge_integer, name_answer, pending, right, wrong
 
 DRIVERS = ("interval", "proxies")
-_INTERVAL_WORDS = {"interval", "tick-interval", "time-tick-interval", "timetick-interval", "tick", "time-tick",
-                   "timetick", "time-tick-interval-ns", "timetick.time-tick-interval-ns",
-                   "param-timetick-time-tick-interval-ns"}
-_PROXY_WORDS = {"proxies", "proxy", "proxy-count", "number-of-proxies", "opt-proxies"}
+#: An answer naming the tick interval (``interval``, ``time tick``, ``tick-interval``, the parameter's column) or
+#: the proxy count (``proxies``, ``proxy count``, ``opt_proxies``), once normalised by :func:`name_answer`.
+_INTERVAL_HINTS = ("interval", "tick")
+_PROXY_HINTS = ("prox",)
 
 
 def _spread(table: pd.DataFrame, across: str, within: str, value: str) -> float:
@@ -38,7 +38,8 @@ def check_wait_driver(answer, table: pd.DataFrame, value: str = "p50_max_wait_ms
     by_interval = _spread(table, interval, proxies, value)
     by_proxies = _spread(table, proxies, interval, value)
     driver = "interval" if by_interval > by_proxies else "proxies"
-    said = "interval" if a in _INTERVAL_WORDS else ("proxies" if a in _PROXY_WORDS else None)
+    said = ("interval" if any(h in a for h in _INTERVAL_HINTS)
+            else "proxies" if any(h in a for h in _PROXY_HINTS) else None)
     if said is None:
         return wrong(f"'{answer}' is neither; answer 'interval' (the time-tick interval) or 'proxies' (how many).")
     facts = (f"across the tick intervals `{value}` moves by {by_interval:.0f} ms on average, across the proxy counts "

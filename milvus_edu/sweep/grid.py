@@ -180,8 +180,11 @@ def normalise_grid(grid) -> dict:
     if duration is not None and (isinstance(duration, bool) or not isinstance(duration, (int, float))
                                  or not 0 < duration < float("inf")):
         raise GridError(f"duration_s: expected a positive number of simulated seconds, got {duration!r}")
-    normal = {"scenario": list(names), "seeds": seeds, "switches": normal_sets, "options": normal_options,
-              "params": normal_params, "duration_s": None if duration is None else float(duration)}
+    # Options and parameters in name order: grid.json is written with sorted keys and load_sweep rebuilds the run
+    # ids from it, so the ids must not depend on the order a grid listed them in.
+    normal = {"scenario": list(names), "seeds": seeds, "switches": normal_sets,
+              "options": dict(sorted(normal_options.items())), "params": dict(sorted(normal_params.items())),
+              "duration_s": None if duration is None else float(duration)}
     run_specs(normal)  # refuses a grid whose run ids would collide
     return normal
 
