@@ -168,7 +168,8 @@ class GrowingSegment:
 
         Keys are walked in order; of each key, the offsets newest first, and the first one visible at ``ts`` that
         ``pred`` accepts is taken — one row per key, its newest. Without a limit the limit is the number of keys
-        the segment holds (``map_.size()``), never reached since a key gives at most one row.
+        the segment holds (``map_.size()``), which cuts no key off, since a key gives at most one row (Milvus 2.3
+        counted every matching row of a key against it: a key inserted twice used up the place of a later key).
         """
         barrier = self.get_active_count(ts)
         gone = self.deleted.query(ts, barrier)
