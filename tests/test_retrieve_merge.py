@@ -95,7 +95,7 @@ def test_merge_keeps_the_newest_row_of_each_key_in_key_order(segments, limit):
                 newest[row.pk] = row
     want = [(newest[k].pk, newest[k].ts) for k in sorted(newest)]
     got = [(r.pk, r.ts) for r in merge_segcore_retrieve_results(results, limit)]
-    if limit == -1 or limit >= len(want):
+    if limit == -1 or limit > len(want):
         assert got == want
     else:
         assert got[:-1] == want[:limit - 1] if limit else got == []
