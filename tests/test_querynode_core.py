@@ -198,7 +198,9 @@ def test_process_delete_reaches_sealed_and_growing_segments():
     d.sealed[5] = SealedSegment(5, [Row(1, ts(10))])
     d.insert(6, [Row(1, ts(20)), Row(2, ts(20))])
     assert d.process_delete([1], [ts(30)]) == 2
-    assert pks(d.read(ts(30))) == [2] and pks(d.read(ts(25))) == [1, 1, 2]
+    assert pks(d.read(ts(30))) == [2]
+    # key 1 is in both segments at 25: the merge returns it once, the newer (growing) row
+    assert d.read(ts(25)) == [Row(1, ts(20)), Row(2, ts(20))]
 
 
 def test_a_batch_of_deletes_is_applied_in_timestamp_order_whatever_the_message_order():

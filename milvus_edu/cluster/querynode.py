@@ -31,8 +31,9 @@ target checkpoint on every ``SyncDistribution``), and ``WatchDmChannels``'s excl
 collections are watched).
 Simplification: the proxy consults its meta cache once per DML request, before the enqueue (Go: in ``setChannels``
 and again in ``PreExecute``), and makes the schema check there.
-Simplification: a shard's rows are not deduplicated by primary key (Go's result merge keeps the newest row of each
-key): a row served twice, by a growing and a sealed copy, stays visible to the checker.
+Simplification: a query's ``limit`` is applied by the proxy after each shard's merge (one row per primary key,
+:meth:`~milvus_edu.querynode.ShardDelegator.read`); Go also passes it to each segment's ``find_first`` and to the
+merge, where a sealed segment's copies of one key use it up.
 """
 
 from __future__ import annotations

@@ -4,8 +4,10 @@ delegator's tsafe, which a read waits on until it has consumed everything up to 
 from .delegator import DeadlineExceeded, ShardDelegator, TSafeChanged, TsLagTooLargeError, go_duration
 from .exclude_info import ExcludedSegments
 from .pipeline import DeleteNode, FilterNode, InsertNode, PackResult, Pipeline, TimeRange
-from .segcore import DeletedRecord, GrowingSegment, InsertRecord, Row, SealedSegment
+from .segcore import (UNLIMITED, DeletedRecord, GrowingSegment, InsertRecord, Row, SealedSegment,
+                      merge_segcore_retrieve_results)
 
 __all__ = ["DeadlineExceeded", "ShardDelegator", "TSafeChanged", "TsLagTooLargeError", "go_duration",
-           "DeletedRecord", "GrowingSegment", "InsertRecord", "Row", "SealedSegment", "ExcludedSegments",
+           "DeletedRecord", "GrowingSegment", "InsertRecord", "Row", "SealedSegment", "UNLIMITED",
+           "merge_segcore_retrieve_results", "ExcludedSegments",
            "DeleteNode", "FilterNode", "InsertNode", "PackResult", "Pipeline", "TimeRange"]

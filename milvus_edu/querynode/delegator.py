@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from ..merr import wrap_err_channel_not_available, wrap_err_service_not_ready
 from ..tsoutil import physical_time
 from .exclude_info import CLEAN_EXCLUDE_SEGMENT_INTERVAL_NS, ExcludedSegments
-from .segcore import GrowingSegment, Row, SealedSegment
+from .segcore import GrowingSegment, Row, SealedSegment, merge_segcore_retrieve_results
 
 S_NS = 1_000_000_000
 #: ``queryNode.scheduler.maxTimestampLag``: a guarantee further than this past tsafe is refused at once.
@@ -217,18 +217,22 @@ class ShardDelegator:
 
     def query(self, guarantee_ts: int, mvcc_ts: int = 0):
         """``Query`` (a search is the same here): the lifetime check, the wait for tsafe, then the read at
-        ``mvcc_ts`` or, when it is 0, at the tsafe the wait returned. Returns ``(read_ts, rows)``, rows sorted by
-        primary key then timestamp."""
+        ``mvcc_ts`` or, when it is 0, at the tsafe the wait returned. Returns ``(read_ts, rows)``, rows as
+        :meth:`read` gives them."""
         self.lifetime_add()
         tsafe = yield from self.wait_tsafe(guarantee_ts)
         read_ts = mvcc_ts or tsafe
         return read_ts, self.read(read_ts)
 
     def read(self, ts: int, pred=None) -> list[Row]:
-        """Every row visible at ``ts`` in the sealed and growing segments (those ``pred(pk, fields)`` accepts, when
-        given: the filter sees the row's key and dynamic field), sorted by primary key then timestamp."""
-        rows = [r for s in self.sealed.values() for r in s.visible(ts)]
-        rows += [r for s in self.growing.values() for r in s.visible(ts)]
-        if pred is not None:
-            rows = [r for r in rows if pred(r.pk, r.fields)]
-        return sorted(rows, key=lambda r: (r.pk, r.ts))
+        """The rows a query at ``ts`` returns from this shard (those ``pred(pk, fields)`` accepts, when given: the
+        filter sees the row's key and dynamic field), one per primary key, in key order.
+
+        ``retrieveOnSegments`` then ``MergeSegcoreRetrieveResults``: each sealed and growing segment retrieves its
+        rows (``find_first``), and the merge keeps, per key, the row with the largest timestamp — a key inserted
+        twice (Milvus does not deduplicate keys on insert) is returned once, its newest visible row. The query's
+        ``limit`` is applied after this merge, by the proxy (simplification: Go also passes it to each segment).
+        """
+        results = [s.retrieve(ts, pred) for s in self.sealed.values()]
+        results += [s.retrieve(ts, pred) for s in self.growing.values()]
+        return merge_segcore_retrieve_results(results)

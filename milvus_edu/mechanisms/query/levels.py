@@ -86,13 +86,13 @@ class _History:
         self.acks = ev[ev["kind"].isin(["client.insert", "client.delete"]) & ev["error"].isna()]
 
     def seen(self, vchannel: str, ts: int, pred) -> list:
-        """The keys visible on ``vchannel`` at ``ts`` that ``pred`` accepts, one per visible row, by key."""
+        """The keys visible on ``vchannel`` at ``ts`` that ``pred`` accepts, each once (a read returns one row per
+        key, however many times it was inserted), by key."""
         writes = self.writes.get(vchannel, ())
         if not pred.reads_fields:
-            counts = visible(writes, ts)
-            return [pk for pk, n in sorted(counts.items(), key=lambda kv: str(kv[0])) if pred(pk) for _ in range(n)]
+            return sorted((pk for pk in visible(writes, ts) if pred(pk)), key=str)
         rows = visible_rows(writes, ts)
-        return sorted((pk for pk, t in rows if pred(pk, self.fields.get((vchannel, pk, t)))), key=str)
+        return sorted({pk for pk, t in rows if pred(pk, self.fields.get((vchannel, pk, t)))}, key=str)
 
     def tsafe_at(self, vchannel: str, t_ms: float) -> int | None:
         t, ts = self.tsafe.get(vchannel, ([], []))
