@@ -25,6 +25,9 @@ read waits for it too, as ``getPChanStatsInfo`` takes ``statsLock`` in Go. The b
 Simplification: proxies discover rootcoord once, at start; the TimeTick scenarios have no rootcoord failover.
 Simplification: a DML task's execution is one random delay, then one produce per vchannel it writes to.
 Simplification: the DDL source's allocations never wait for a logical overflow; one that would is an error, and the DDL minimum keeps its last value.
+Simplification: each loop's phase is drawn uniformly over its period (or set), not derived from how the process
+started: in 2.5 ``startInternal`` creates syncTsLoop's ticker just before startTimeTickLoop's, and ``Proxy.Start``
+tickLoop's just before the report loop's, so inside one process the offsets are small and set by goroutine scheduling.
 """
 
 from __future__ import annotations
