@@ -547,7 +547,7 @@ class RootCoordTimeTick:
         self.sim.recorder.emit("rootcoord.ticker_start", self.rc.name, detail={"sync_ts_phase_ms": round(phase, 3)})
         # scheduler.Start (syncTsLoop) comes before startServerLoop (startTimeTickLoop) in startInternal: at
         # phase 0 both tick at one instant and the sync goes first, so the DDL minimum sent is fresh.
-        env.process(self._sync_ts_loop(Ticker(env, interval, -phase if phase else 0.0)))
+        env.process(self._sync_ts_loop(Ticker(env, interval, -phase)))
         env.process(self._time_tick_loop(Ticker(env, interval)))
 
     def _sync_ts_loop(self, clock: Ticker):
