@@ -12,13 +12,19 @@ from dataclasses import asdict, dataclass, field, fields, replace
 MS = 1_000_000  # nanoseconds per millisecond
 S = 1000 * MS
 PCHAN_STATS = ("scan", "heap")  # TimeTickParams.pchan_stats: milvus_edu.proxy.task_scheduler.STATS_IMPLEMENTATIONS
+PHASE_DRAWN = -1.0  # a TimeTickParams phase of -1: drawn from the run's seed
 
 
 class _Positive:
-    """Mixin: every number field of a parameter group must be positive (intervals, sizes, counts, ratios)."""
+    """Mixin: every number field of a parameter group must be positive (intervals, sizes, counts, ratios),
+    except those a group names in ``_NOT_POSITIVE`` (it checks them itself)."""
+
+    _NOT_POSITIVE: tuple[str, ...] = ()
 
     def __post_init__(self):
         for f in fields(self):
+            if f.name in self._NOT_POSITIVE:
+                continue
             value = getattr(self, f.name)
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 continue
@@ -61,12 +67,32 @@ class TimeTickParams(_Positive):
     """Not a Milvus key: how the proxy's DML queue finds a pchannel's minTs when a task finishes. ``scan`` is
     Go's ``popPChanStats`` (a rescan of the pchannel's ts set, O(n)); ``heap`` is the design documents' proposal (book/seeds.md), a
     min-heap with lazy deletion (O(log n) amortised). Both give the same statistics, so the same run log."""
+    sync_ts_phase_ms: float = PHASE_DRAWN
+    """Not a Milvus key: how long before each tick of rootcoord's ``startTimeTickLoop`` the scheduler's
+    ``syncTsLoop`` ticks, i.e. the age of the DDL minimum when it is sent (0 to below the interval). In Milvus
+    the two loops have tickers of their own, whose grids are fixed when each is created. -1 (the default)
+    draws it from the run's seed."""
+    proxy_ticker_phase_ms: float = PHASE_DRAWN
+    """Not a Milvus key: how long after ``channelsTimeTickerImpl.start`` a proxy's ``tickLoop`` ticker starts
+    its grid (0 to below ``proxy.timeTickInterval / 2``). -1 (the default): each proxy draws its own from the seed."""
+    proxy_report_phase_ms: float = PHASE_DRAWN
+    """Not a Milvus key: how long after ``channelsTimeTickerImpl.start`` a proxy's ``sendChannelsTimeTickLoop``
+    ticker starts its grid (0 to below the interval). -1 (the default): each proxy draws its own from the seed."""
+
+    _NOT_POSITIVE = ("sync_ts_phase_ms", "proxy_ticker_phase_ms", "proxy_report_phase_ms")
 
     def __post_init__(self):
         super().__post_init__()
         if self.pchan_stats not in PCHAN_STATS:
             raise ValueError(f"TimeTickParams.pchan_stats must be one of {', '.join(PCHAN_STATS)}, "
                              f"got {self.pchan_stats!r}")
+        interval_ms = self.time_tick_interval_ns / MS
+        for name, period in (("sync_ts_phase_ms", interval_ms), ("proxy_ticker_phase_ms", interval_ms / 2),
+                             ("proxy_report_phase_ms", interval_ms)):
+            value = getattr(self, name)
+            if value != PHASE_DRAWN and not 0 <= value < period:
+                raise ValueError(f"TimeTickParams.{name} must be -1 (drawn from the seed) or at least 0 and below "
+                                 f"{period:g} ms (its loop's period), got {value:g}")
 
     @property
     def ticker_interval_ns(self) -> int:

@@ -42,6 +42,8 @@ SOLUTIONS: dict[str, dict[str, str]] = {
                     " {'at': 1.0, 'client': 'Client1', 'op': 'insert', 'collection': 'C0', 'data': [{'id': 'A1'}]},"
                     " {'at': 1.02, 'client': 'Client2', 'op': 'query', 'collection': 'C0', 'consistency_level': 'Session'},"
                     " {'at': 1.02, 'client': 'Client1', 'op': 'query', 'collection': 'C0', 'consistency_level': 'Session'}]",
+        "answer_5": "round(json.loads(PHASE_RUNS[200, 1][PHASE_RUNS[200, 1].kind == 'rootcoord.ticker_start']"
+                    ".detail.iloc[0])['sync_ts_phase_ms'])",
     },
     "05_at_scale.ipynb": {
         "answer_1": "'time tick interval'",

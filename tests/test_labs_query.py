@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 import milvus_edu
-from milvus_edu.mechanisms.query.labs import (check_clock_level, check_empty_reads, check_read_ts, check_session_workload,
+from milvus_edu.mechanisms.query.labs import (check_clock_level, check_ddl_age, check_empty_reads, check_read_ts, check_session_workload,
                                    empty_reads, read_facts, read_table, run_steps, session_miss)
 from milvus_edu.narrate import ts_text
 from milvus_edu.querynode import go_duration
@@ -68,6 +68,22 @@ def test_read_ts_is_the_tsafe_the_wait_returned_not_the_guarantee(seed_example):
     assert not check_read_ts(None, ev, request).answered
     with pytest.raises(ValueError):
         read_facts(ev, 999)
+
+
+def test_ddl_age_is_the_sync_ts_phase_and_other_phases_are_named(seed_example):
+    import json
+
+    ev = seed_example  # drawn phases
+    phase = json.loads(ev[ev.kind == "rootcoord.ticker_start"].detail.iloc[0])["sync_ts_phase_ms"]
+    assert check_ddl_age(round(phase), ev)
+    assert not check_ddl_age(None, ev) and not check_ddl_age(None, ev).answered
+    # set phases, far apart, so each wrong answer has one reading
+    params = {"timetick.sync_ts_phase_ms": 17, "timetick.proxy_report_phase_ms": 71}
+    other = milvus_edu.simulate("seed-example", seed=1, params=params).events
+    assert check_ddl_age(17, other) and not check_ddl_age(17, ev)  # the check reads the run it is given
+    assert "after* a send" in check_ddl_age(183, other).message
+    assert "a proxy's loop" in check_ddl_age(71, other).message
+    assert "rootcoord.ticker_start" in check_ddl_age(54, other).message
 
 
 def test_clock_level_is_bounded():

@@ -7,10 +7,15 @@ The Go goroutines become SimPy processes that call the pure components:
 * the proxy's ``channelsTimeTicker.tickLoop`` (every ``proxy.timeTickInterval / 2``) and
   ``sendChannelsTimeTickLoop`` (every ``proxy.timeTickInterval``) -> :meth:`ProxyNode.tick_loop`,
   :meth:`ProxyNode.report_loop`;
-* rootcoord's ``UpdateChannelTimeTick`` RPC, ``startTimeTickLoop`` (the DDL minimum every 200 ms) and
+* rootcoord's ``UpdateChannelTimeTick`` RPC, the scheduler's ``syncTsLoop`` (moves the DDL minimum on every
+  200 ms), ``startTimeTickLoop`` (sends the DDL minimum every 200 ms, on a ticker of its own) and
   ``timetickSync.startWatch`` (a round of time ticks whenever every session has reported) ->
   :class:`RootCoordTimeTick`;
 * a DataNode/QueryNode-side dispatcher per pchannel (``msgdispatcher``) -> :class:`ConsumerNode`.
+
+Each loop runs on its own ``time.NewTicker``, whose grid is fixed when the loop starts; so the loops keep the
+offsets (phases) they start with, and a round of time ticks carries values of different ages. The model draws
+each loop's phase from the run's seed (:func:`draw_phase`) unless the ``timetick.*_phase_ms`` parameters set it.
 
 The statistics lock (:class:`StatsLock`) is held across simulated time: a timestamp allocation is an
 RPC, and the lock must be held across it (the design documents' six steps show why, book/seeds.md); the ticker's statistics
@@ -20,6 +25,9 @@ read waits for it too, as ``getPChanStatsInfo`` takes ``statsLock`` in Go. The b
 Simplification: proxies discover rootcoord once, at start; the TimeTick scenarios have no rootcoord failover.
 Simplification: a DML task's execution is one random delay, then one produce per vchannel it writes to.
 Simplification: the DDL source's allocations never wait for a logical overflow; one that would is an error, and the DDL minimum keeps its last value.
+Simplification: each loop's phase is drawn uniformly over its period (or set), not derived from how the process
+started: in 2.5 ``startInternal`` creates syncTsLoop's ticker just before startTimeTickLoop's, and ``Proxy.Start``
+tickLoop's just before the report loop's, so inside one process the offsets are small and set by goroutine scheduling.
 """
 
 from __future__ import annotations
@@ -29,7 +37,7 @@ from functools import partial
 
 import simpy
 
-from ..config import MS
+from ..config import MS, PHASE_DRAWN
 from ..mq import Broker, DeleteMsg, Dispatcher, SubscriptionPosition, TimeTickMsg, hash_pk_2_channels
 from ..mq.msg import new_insert_msg, new_msg_position
 from ..mq.names import to_physical_channel
@@ -46,14 +54,26 @@ _DML_TYPES = frozenset({MsgType.INSERT, MsgType.DELETE})
 _INSERT = MsgType.INSERT
 
 
+def draw_phase(sim: Simulation, stream: str, param_ms: float, period_ms: float) -> float:
+    """A loop's phase in ms: ``param_ms`` when a ``timetick.*_phase_ms`` parameter sets it, otherwise drawn
+    uniformly from ``[0, period_ms)`` by the seeded random stream ``phase/<stream>`` (its own stream, so the
+    other components' draws do not move)."""
+    if param_ms != PHASE_DRAWN:
+        return param_ms
+    return sim.rng(f"phase/{stream}").random() * period_ms
+
+
 class Ticker:
     """``time.NewTicker(period)``: fires on a fixed grid from its start; a tick missed while the loop
-    body ran is delivered at once (the channel buffers one), then the grid goes on."""
+    body ran is delivered at once (the channel buffers one), then the grid goes on.
 
-    def __init__(self, env: simpy.Environment, period_ms: float):
+    ``offset_ms`` moves the grid: the ticks fall at ``now + offset_ms + n * period`` for n = 1, 2, ...
+    (a ticker created ``offset_ms`` later; a negative offset, above ``-period``, one created earlier)."""
+
+    def __init__(self, env: simpy.Environment, period_ms: float, offset_ms: float = 0.0):
         self.env = env
         self.period = period_ms
-        self.start = env.now
+        self.start = env.now + offset_ms
         self.n = 0
 
     def next(self) -> simpy.Timeout:
@@ -376,16 +396,25 @@ class ProxyNode:
                 yield env.timeout(self.sim.config.timetick.ticker_interval_ns / MS)
         else:
             return
-        ticker = ChannelsTimeTicker(lambda: first, queue.get_pchan_statistics, self.sim.config.timetick)
+        p = self.sim.config.timetick
+        ticker = ChannelsTimeTicker(lambda: first, queue.get_pchan_statistics, p)
         ticker.start()
         self.ticker = ticker
-        env.process(self.tick_loop(ticker, queue))
-        env.process(self.report_loop(ticker, queue))
+        # a restarted proxy draws again from the same stream: a new start, new phases
+        tick_phase = draw_phase(self.sim, f"{self.name}/tickLoop", p.proxy_ticker_phase_ms, p.ticker_interval_ns / MS)
+        report_phase = draw_phase(self.sim, f"{self.name}/sendChannelsTimeTickLoop", p.proxy_report_phase_ms,
+                                  p.time_tick_interval_ns / MS)
+        self.sim.recorder.emit("proxy.ticker_start", self.name, ts=first,
+                               detail={"tick_phase_ms": round(tick_phase, 3), "report_phase_ms": round(report_phase, 3)})
+        env.process(self.tick_loop(ticker, queue, tick_phase))
+        env.process(self.report_loop(ticker, queue, report_phase))
 
-    def tick_loop(self, ticker: ChannelsTimeTicker, queue: DmTaskQueue):
-        """``tickLoop``: every 100 ms allocate ``now``, read the statistics under the lock, ``tick``."""
+    def tick_loop(self, ticker: ChannelsTimeTicker, queue: DmTaskQueue, phase_ms: float = 0.0):
+        """``tickLoop``: every 100 ms allocate ``now``, read the statistics under the lock, ``tick``.
+
+        Its ticker's grid starts ``phase_ms`` after the channels ticker started."""
         env = self.sim.env
-        ticker_clock = Ticker(env, self.sim.config.timetick.ticker_interval_ns / MS)
+        ticker_clock = Ticker(env, self.sim.config.timetick.ticker_interval_ns / MS, phase_ms)
         while True:
             yield ticker_clock.next()
             if not self.alive or queue is not self.queue:
@@ -409,10 +438,13 @@ class ProxyNode:
             self.sim.recorder.emit("proxy.tick", self.name, ts=now, tick_ts=ticker.min_timestamp,
                                    detail={"reported": reported, "currents": dict(ticker.currents)})
 
-    def report_loop(self, ticker: ChannelsTimeTicker, queue: DmTaskQueue):
-        """``sendChannelsTimeTickLoop``: every 200 ms send the ticker's values to rootcoord."""
+    def report_loop(self, ticker: ChannelsTimeTicker, queue: DmTaskQueue, phase_ms: float = 0.0):
+        """``sendChannelsTimeTickLoop``: every 200 ms send the ticker's values to rootcoord.
+
+        Its ticker's grid starts ``phase_ms`` after the channels ticker started; it reads whatever the
+        last ``tickLoop`` tick left, however old."""
         env = self.sim.env
-        report_clock = Ticker(env, self.sim.config.timetick.time_tick_interval_ns / MS)
+        report_clock = Ticker(env, self.sim.config.timetick.time_tick_interval_ns / MS, phase_ms)
         while True:
             yield report_clock.next()
             if not self.alive or queue is not self.queue:
@@ -510,9 +542,33 @@ class RootCoordTimeTick:
             self.sim.recorder.emit("rootcoord.session_add", self.rc.name, peer=self.names[sid])
         self.sim.kv.watch(PROXY_SESSION_PREFIX, self._on_proxy_session)
         env.process(self._watch())
-        ddl_clock = Ticker(env, p.time_tick_interval_ns / MS)
+        interval = p.time_tick_interval_ns / MS
+        phase = draw_phase(self.sim, f"{self.rc.name}/syncTsLoop", p.sync_ts_phase_ms, interval)
+        self.sim.recorder.emit("rootcoord.ticker_start", self.rc.name, detail={"sync_ts_phase_ms": round(phase, 3)})
+        # scheduler.Start (syncTsLoop) comes before startServerLoop (startTimeTickLoop) in startInternal: at
+        # phase 0 both tick at one instant and the sync goes first, so the DDL minimum sent is fresh.
+        env.process(self._sync_ts_loop(Ticker(env, interval, -phase)))
+        env.process(self._time_tick_loop(Ticker(env, interval)))
+
+    def _sync_ts_loop(self, clock: Ticker):
+        """``scheduler.syncTsLoop``: on its own ticker, ``updateLatestTsoAsMinDdlTs`` enqueues an empty task,
+        which ``taskLoop`` runs at once (``execute`` -> ``setMinDdlTs``): the DDL minimum moves on."""
         while self.rc.alive:
-            yield ddl_clock.next()
+            yield clock.next()
+            if not self.rc.alive:
+                return
+            try:
+                self.scheduler.update_latest_tso_as_min_ddl_ts()
+                task = self.scheduler.next_task()
+                if task is not None:
+                    self.scheduler.execute(task)
+            except TSOError:
+                pass
+
+    def _time_tick_loop(self, clock: Ticker):
+        """``startTimeTickLoop``: on its own ticker, ``sendMinDdlTsAsTt`` sends the DDL minimum as it is."""
+        while self.rc.alive:
+            yield clock.next()
             if not self.rc.alive:
                 return
             self._ddl_tick()
@@ -532,15 +588,8 @@ class RootCoordTimeTick:
             self._kick()
 
     def _ddl_tick(self) -> None:
-        """``sendMinDdlTsAsTt`` after the scheduler's periodic sync task moved the DDL minimum on."""
+        """``sendMinDdlTsAsTt``: the smaller of the two DDL minimums, as ``syncTsLoop`` and DDL tasks left them."""
         p = self.sim.config.timetick
-        try:
-            self.scheduler.update_latest_tso_as_min_ddl_ts()
-            task = self.scheduler.next_task()
-            if task is not None:
-                self.scheduler.execute(task)
-        except TSOError:
-            pass
         out = send_min_ddl_ts_as_tt(self.sync, self.pchannels, self.ddl_lock, self.scheduler,
                                     healthy=self.rc.serving, tt_msg_enabled=p.tt_msg_enabled)
         if out.sent_ts is None:

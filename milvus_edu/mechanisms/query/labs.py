@@ -209,6 +209,41 @@ def check_clock_level(answer) -> Feedback:
     return wrong(f"'{answer}' is not a consistency level; answer with one of {names}.")
 
 
+# ---- Exercise 5 ---------------------------------------------------------------------------------
+def check_ddl_age(answer, events: pd.DataFrame) -> Feedback:
+    """Exercise: how old (whole ms) the DDL minimum is when rootcoord sends it: ``rootcoord.ticker_start``'s
+    ``detail.sync_ts_phase_ms`` in the run ``events`` (within 1 ms)."""
+    start = events[events["kind"] == "rootcoord.ticker_start"]
+    if start.empty:
+        raise ValueError("the run has no rootcoord.ticker_start event: run a scenario with rootcoord's timetick loops")
+    phase = float(detail_dict(start["detail"].iloc[0])["sync_ts_phase_ms"])
+    proxies = {}
+    for r in events[events["kind"] == "proxy.ticker_start"].itertuples(index=False):
+        d = detail_dict(r.detail)
+        proxies[f"{r.node}'s tickLoop phase"] = float(d["tick_phase_ms"])
+        proxies[f"{r.node}'s report loop phase"] = float(d["report_phase_ms"])
+    sends = events[(events["kind"] == "rootcoord.timetick_update") & (events["peer"] == "ddl")]["t_ms"]
+    interval = float(sends.diff().median()) if len(sends) > 1 else None  # the DDL sends' spacing
+
+    def judge(value: int) -> Feedback:
+        if abs(value - phase) <= 1:
+            return right(f"Right: syncTsLoop ticks {phase:.1f} ms before each tick of startTimeTickLoop "
+                         f"(`rootcoord.ticker_start`, `detail.sync_ts_phase_ms`), so each round's DDL minimum was taken "
+                         f"from the TSO {phase:.0f} ms before it is sent. A Strong read whose guarantee falls in those "
+                         f"{phase:.0f} ms cannot be covered by that round: it waits for the next.")
+        if interval is not None and abs(value - (interval - phase)) <= 1:
+            return wrong(f"{value} ms is how long *after* a send syncTsLoop ticks again (the interval, {interval:.0f} "
+                         f"ms, minus the phase). The age at the send is the time from the sync to the send.")
+        for what, v in proxies.items():
+            if abs(value - v) <= 1:
+                return wrong(f"{value} ms is {what}: a proxy's loop, not rootcoord's. Look at the "
+                             "`rootcoord.ticker_start` event.")
+        return wrong(f"{value} ms is not it. Find the `rootcoord.ticker_start` event of the run and read its "
+                     "`detail`.")
+
+    return judge_integer(answer, "an int: milliseconds", judge, timestamp=False)
+
+
 # ---- Exercise 4 ---------------------------------------------------------------------------------
 def run_steps(steps, seed: int = 1, switches=None):
     """Run a workload (a list of step dicts) on the query cluster; the run's result (``.events``, ``.summary``)."""

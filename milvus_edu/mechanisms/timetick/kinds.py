@@ -18,6 +18,13 @@ KINDS = (
     kind("proxy.report", "The proxy sent UpdateChannelTimeTick to rootcoord: `ts` is DefaultTimestamp, `detail` "
          "the per-pchannel values, `count` how many pchannels it lists.",
          "ts count peer detail", "Proxy.sendChannelsTimeTickLoop"),
+    kind("proxy.ticker_start", "The proxy's channels ticker started (`ts`: the timestamp it started from); `detail` "
+         "gives the phases of its two loops' tickers, in ms after this event: `tick_phase_ms` (tickLoop) and "
+         "`report_phase_ms` (sendChannelsTimeTickLoop).", "ts detail",
+         "channelsTimeTickerImpl.start / Proxy.sendChannelsTimeTickLoop"),
+    kind("rootcoord.ticker_start", "Rootcoord's timetick loops started; `detail.sync_ts_phase_ms` is how long before "
+         "each startTimeTickLoop tick syncTsLoop ticks: the age of the DDL minimum when it is sent.", "detail",
+         "scheduler.syncTsLoop / Core.startTimeTickLoop"),
     kind("rootcoord.timetick_update", "Rootcoord took a report from `peer` (a proxy, or `ddl` for its own DDL "
          "minimum): `ts` is its default, `detail.channels` its per-pchannel values; `detail.sent` says whether "
          "every session had now reported, so a round of ticks went out.", "ts peer error detail",
