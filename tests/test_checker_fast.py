@@ -57,7 +57,7 @@ RUNS = [
     ("insert-then-search", [], 8_000.0, None),
     ("insert-then-search", ["session_uses_zero_ts"], 8_000.0, "session-sees-own"),
     ("seed-example", ["skip_wait_tsafe"], 8_000.0, "read-after-guarantee"),
-    ("seed-example", ["update_tsafe_before_delete"], 8_000.0, "mvcc-exact"),
+    ("delete-then-read", ["update_tsafe_before_delete"], 3_000.0, "mvcc-exact"),
 ]
 
 

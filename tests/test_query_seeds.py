@@ -16,7 +16,7 @@ from milvus_edu.registry import get_mechanism
 
 SEEDS = range(2000, 2200)  # 200 seeds none of the other tests use
 CASES = ("seed-example", "workload", "insert-then-search", "clock-skew-bounded", "tsafe-stall-proxy-restart",
-         "lag-too-large", "insert-delete-reorder", "ddl-recreate-under-load")
+         "lag-too-large", "insert-delete-reorder", "ddl-recreate-under-load", "delete-then-read")
 
 
 def _run(job):

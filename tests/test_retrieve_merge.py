@@ -192,9 +192,9 @@ def test_a_key_inserted_twice_is_returned_once_growing_and_sealed():
 def test_the_merge_hides_update_tsafe_before_delete_in_the_reorder_scenario():
     """insert A, delete A, insert A in one pack: with the switch, a read woken before the delete lands sees both
     copies of A; the merge returns one, the second insert's, which is the right answer, so no check fails — the
-    switch shows in seed-example instead, where the deleted key has no newer copy."""
+    switch shows in delete-then-read instead, where the deleted key has no newer copy."""
     run = milvus_edu.simulate("insert-delete-reorder", seed=1, switches="update_tsafe_before_delete")
     assert all(list(r) == ["A", "B"] for r in reads(run.events)["rows"])
     assert run.summary["checks"]["ok"]
-    seed = milvus_edu.simulate("seed-example", seed=1, switches="update_tsafe_before_delete")
+    seed = milvus_edu.simulate("delete-then-read", seed=1, switches="update_tsafe_before_delete")
     assert seed.summary["checks"]["violation_counts"]["mvcc-exact"] > 0

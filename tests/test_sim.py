@@ -80,7 +80,7 @@ SWITCH_CASES = [
     ("datanode-crash-recovery", "skip_recovery_filter", "durable"),
     ("checkpoint-rpc-lost", "drop_failed_checkpoint_tasks", "checkpoint-retried"),
     ("seed-example", "skip_wait_tsafe", "read-after-guarantee"),
-    ("seed-example", "update_tsafe_before_delete", "mvcc-exact"),
+    ("delete-then-read", "update_tsafe_before_delete", "mvcc-exact"),
     ("insert-delete-reorder", "delete_ignores_timestamps", "mvcc-exact"),
     ("insert-then-search", "session_uses_zero_ts", "session-sees-own"),
 ]

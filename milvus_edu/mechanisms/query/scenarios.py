@@ -130,6 +130,24 @@ def _reorder(sim: Simulation) -> QueryCluster:
     return _cluster(sim, reorder_steps())
 
 
+def delete_then_read_steps() -> list[dict]:
+    """Client1 inserts A1 and A2, deletes A1 and reads at Strong the moment the delete returns; Client2 reads at
+    Strong a tick and a half later. Client1's read waits for the very pack that carries the delete."""
+    return [
+        {"at": T0_S, "client": "Client1", "op": "create_collection", "collection": "C0"},
+        {"at": 0.8, "client": "Client1", "op": "insert", "collection": "C0", "data": [{"id": "A1"}, {"id": "A2"}]},
+        {"at": 1.2, "client": "Client1", "op": "delete", "collection": "C0", "ids": ["A1"], "label": "delete A1"},
+        {"at": 1.2, "client": "Client1", "op": "query", "collection": "C0", "consistency_level": "Strong",
+         "label": "right after the delete"},
+        {"at": 1.5, "client": "Client2", "op": "query", "collection": "C0", "consistency_level": "Strong",
+         "label": "a tick and a half later"},
+    ]
+
+
+def _delete_then_read(sim: Simulation) -> QueryCluster:
+    return _cluster(sim, delete_then_read_steps())
+
+
 def ddl_recreate_steps(writes: int = 30, drop_at_s: float = 2.0, gap_s: float = 0.3) -> list[dict]:
     """Client1 and Client2 insert into C0 every 100 ms and Client3 queries it at Strong every 250 ms, while Admin
     drops C0 at ``drop_at_s`` and creates it again ``gap_s`` later; Client4's Strong query, 50 ms before the drop, is
@@ -213,6 +231,13 @@ SCENARIOS = (
         "The pipeline applies a pack's inserts before its deletes, so both copies of A are in the segment when the "
         "delete arrives. The delete hides only rows inserted before it, so every read sees exactly one A, the "
         "second. Try it with --switch delete_ignores_timestamps.", MECH,
+    ),
+    Scenario(
+        "delete-then-read", "Client1 deletes A1 and queries at Strong the moment the delete returns: the query waits "
+        "for the time tick that carries the delete and returns only A2.", 3.0, _delete_then_read,
+        "The deleteNode applies a pack's deletes before it publishes the pack's end as tsafe, so a read served at "
+        "that tsafe finds A1 already deleted. Try it with --switch update_tsafe_before_delete: tsafe comes first, and "
+        "Client1's query returns the deleted A1.", MECH,
     ),
     Scenario(
         "ddl-recreate-under-load", "C0 is dropped at 2 s and created again 0.3 s later while two clients insert "
