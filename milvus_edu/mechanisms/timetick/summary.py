@@ -2,18 +2,12 @@
 
 from __future__ import annotations
 
-from ...check.violation import Read, batch_columns, column, detail_of
+from ...events.dispatch import Dispatch, on
 from ...narrate import detail_dict
 
-# What the fast path (TimeTickSummary.write_batch) reads of the message rows, in seq order; the other kinds it counts.
-_PRODUCE = {"mq.produce": Read(0, ("channel", "msg_type", "tick_ts", "t_ms", "end_ts"))}
 
-
-class TimeTickSummary:
+class TimeTickSummary(Dispatch):
     """Counts messages, ticks, rounds and packs while a run is recorded (memory per pchannel)."""
-
-    #: The only kinds it reads (the recorder hands it no others).
-    kinds = frozenset({"mq.produce", "rootcoord.timetick_update", "mq.pack", "mq.consume", "proxy.report"})
 
     def __init__(self):
         self.dml = 0
@@ -29,76 +23,40 @@ class TimeTickSummary:
         self._last_tick_t: dict[str, float] = {}
         self.longest_gap: tuple[float, str | None] = (0.0, None)
 
-    def write(self, row: dict) -> None:
-        """Account for one row."""
-        kind = row["kind"]
-        if kind == "mq.produce":
-            ch = row["channel"]
-            if row["msg_type"] == "TimeTick":
-                self.ticks += 1
-                if self._last_tick.get(ch) == row["tick_ts"]:
-                    self.repeated_ticks += 1
-                self._last_tick[ch] = row["tick_ts"]
-                last = self._last_tick_t.get(ch)
-                if last is not None and row["t_ms"] - last > self.longest_gap[0]:
-                    self.longest_gap = (row["t_ms"] - last, ch)
-                self._last_tick_t[ch] = row["t_ms"]
-            elif row["msg_type"] in ("Insert", "Delete"):
-                self.dml += 1
-                ts = row["end_ts"]
-                if ts < self._max_dml.get(ch, 0):
-                    self.out_of_order += 1
-                else:
-                    self._max_dml[ch] = ts
-        elif kind == "rootcoord.timetick_update":
-            if detail_dict(row["detail"]).get("sent"):
-                self.rounds += 1
-        elif kind == "mq.pack":
-            self.packs += 1
-        elif kind == "mq.consume":
-            self.consumed += 1
-        elif kind == "proxy.report":
-            self.reports += 1
+    @on("mq.produce", columns=("channel", "msg_type", "tick_ts", "t_ms", "end_ts"))
+    def _produced(self, seq: int, ch: str, msg_type: str, tick_ts, t_ms: float, end_ts) -> None:
+        if msg_type == "TimeTick":
+            self.ticks += 1
+            if self._last_tick.get(ch) == tick_ts:
+                self.repeated_ticks += 1
+            self._last_tick[ch] = tick_ts
+            last = self._last_tick_t.get(ch)
+            if last is not None and t_ms - last > self.longest_gap[0]:
+                self.longest_gap = (t_ms - last, ch)
+            self._last_tick_t[ch] = t_ms
+        elif msg_type in ("Insert", "Delete"):
+            self.dml += 1
+            if end_ts < self._max_dml.get(ch, 0):
+                self.out_of_order += 1
+            else:
+                self._max_dml[ch] = end_ts
 
-    def write_batch(self, batch) -> None:
-        """The recorder's fast path: what :meth:`write` does with each row of ``batch`` (a ``RowBatch``) of
-        :attr:`kinds`, reading the columns it needs straight from the batch's tuples.
+    @on("rootcoord.timetick_update", columns=("detail",))
+    def _round(self, seq: int, detail) -> None:
+        if detail_dict(detail).get("sent"):
+            self.rounds += 1
 
-        Only the ``mq.produce`` rows are read one by one, in ``seq`` order (a channel's ticks and messages
-        depend on the ones before); the other kinds are counted a group at a time, since nothing else depends
-        on their order. It mirrors :meth:`write` branch by branch; ``tests/test_checker_fast.py`` proves both
-        give the same section on real runs.
-        """
-        last_tick, last_tick_t, max_dml = self._last_tick, self._last_tick_t, self._max_dml
-        for _, _, (ch, msg_type, tick_ts, t_ms, end_ts) in batch_columns(batch, _PRODUCE):
-            if msg_type == "TimeTick":
-                self.ticks += 1
-                if last_tick.get(ch) == tick_ts:
-                    self.repeated_ticks += 1
-                last_tick[ch] = tick_ts
-                last = last_tick_t.get(ch)
-                if last is not None and t_ms - last > self.longest_gap[0]:
-                    self.longest_gap = (t_ms - last, ch)
-                last_tick_t[ch] = t_ms
-            elif msg_type in ("Insert", "Delete"):
-                self.dml += 1
-                if end_ts < max_dml.get(ch, 0):
-                    self.out_of_order += 1
-                else:
-                    max_dml[ch] = end_ts
-        for layout, values in batch.groups.items():
-            kind = layout.kind
-            if kind == "rootcoord.timetick_update":
-                self.rounds += sum(1 for detail in column(layout, values, "detail") if detail_of(detail).get("sent"))
-            elif kind == "mq.pack":
-                self.packs += len(values)
-            elif kind == "mq.consume":
-                self.consumed += len(values)
-            elif kind == "proxy.report":
-                self.reports += len(values)
+    @on("mq.pack", columns=())
+    def _pack(self, seq: int) -> None:
+        self.packs += 1
 
-    def close(self) -> None:
-        """Nothing to release."""
+    @on("mq.consume", columns=())
+    def _consumed(self, seq: int) -> None:
+        self.consumed += 1
+
+    @on("proxy.report", columns=())
+    def _reported(self, seq: int) -> None:
+        self.reports += 1
 
     def sections(self, counts: dict) -> dict:
         """The ``timetick`` section of ``summary.json``."""
