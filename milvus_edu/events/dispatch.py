@@ -16,7 +16,7 @@ set of kinds it declared, so the recorder hands it no others. :meth:`Dispatch.wr
 (a run-log DataFrame's rows, a notebook's); :meth:`Dispatch.write_batch` feeds a recorder's batch, reading
 the declared columns straight from its buffered tuples (no row dict is built for a kind read by columns)
 and calling the handlers in ``seq`` order. Both call the same handlers with the same values, so there is
-one definition of what a sink does with an event (``tests/test_checker_fast.py`` feeds real runs both ways).
+one definition of what a sink does with an event (``tests/test_dispatch.py`` feeds real runs both ways).
 
 Two things a batch holds differently from a row dict, which the dispatcher settles: ``detail`` is the value
 as emitted (a flat dict, a JSON text or None), so a handler reads it with
