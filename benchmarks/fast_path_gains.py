@@ -1,0 +1,133 @@
+"""What each fast path gains: a run's CPU time with the fast path and with its readable form put back.
+
+Each fast path below has a readable form beside it in the code; this script swaps the readable form in (a
+monkeypatch for the length of one run), runs the same scenario both ways and prints the gain, the readable
+run's CPU time over the fast one's, minus one (each run in a fresh interpreter, fast and readable alternated, the
+least of ``--repeat`` counts; the ``control`` line swaps nothing and shows the noise). A fast path worth under 5 % of a run is a candidate for removal
+(issue 25). The runs write their files in process (``sink_process=False``), so the sinks' work counts too.
+
+Run from the repo root: ``python benchmarks/fast_path_gains.py [--repeat 3] [--paths tso-at-once ...]``.
+Prints figures only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import subprocess
+import sys
+import tempfile
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's milvus_edu, whatever is installed
+import milvus_edu  # noqa: E402
+from milvus_edu.events import dispatch, recorder  # noqa: E402
+from milvus_edu.mq import broker  # noqa: E402
+from milvus_edu.proto import MsgPosition  # noqa: E402
+from milvus_edu.sim.kernel import Simulation  # noqa: E402
+from milvus_edu.tso import GlobalTSOAllocator  # noqa: E402
+
+#: (scenario, simulated seconds) each fast path is measured on: the families whose runs it is in.
+RUNS = {
+    "tso": [("tso-basics", 900.0), ("tso-failover", 300.0)],
+    "all": [("timetick-basics", 4.0), ("flush-basics", 30.0), ("insert-then-search", 30.0)],
+}
+
+
+def _rows_of_kinds(self, batch) -> None:
+    for row in batch.rows(self.kinds):
+        self.write(row)
+
+
+def _emit_each(self, kind: str, *names: str):
+    def emit_one(node: str, *values) -> None:
+        self.emit(kind, node, **dict(zip(names, values)))
+
+    emit_one.rows = lambda node, rows: [emit_one(node, *values) for values in rows]
+    return emit_one
+
+
+def _jsonl_rows(self, batch) -> None:
+    for row in batch.rows():
+        self.write(row)
+
+
+def _replace_stamp(msg, channel: str, msg_id: int):
+    return dataclasses.replace(msg, position=MsgPosition(channel, msg_id, msg.begin_ts()))
+
+
+#: name -> (where it is, the families it runs in, (object, attribute, readable form) to swap in)
+PATHS = {
+    # the same code both ways: what the measurement's own noise and order give
+    "control": ("nothing swapped", "all", [(Simulation, "spawn", Simulation.spawn)]),
+    "tso-at-once": ("GlobalTSOAllocator.generate_tso_now (tso/global_allocator.py)", "tso",
+                    [(GlobalTSOAllocator, "generate_tso_now", lambda self, count: None)]),
+    "detached-spawn": ("Simulation.spawn (sim/kernel.py)", "all",
+                       [(Simulation, "spawn", lambda self, generator: self.env.process(generator) and None)]),
+    "dispatch-columns": ("Dispatch.write_batch reading columns from tuples (events/dispatch.py)", "all",
+                         [(dispatch.Dispatch, "write_batch", _rows_of_kinds)]),
+    "bound-emitters": ("Recorder.emitter (events/recorder.py)", "all",
+                       [(recorder.Recorder, "emitter", _emit_each)]),
+    "deferred-detail": ("a flat detail encoded with its batch (events/recorder.py _deferred)", "all",
+                        [(recorder, "_deferred", recorder.encode_detail)]),
+    "jsonl-by-arrow": ("RowBatch.json_bytes (events/recorder.py)", "all",
+                       [(recorder.JsonlSink, "write_batch", _jsonl_rows)]),
+    "broker-stamp": ("_stamped (mq/broker.py)", "all", [(broker, "_stamped", _replace_stamp)]),
+}
+
+
+@contextmanager
+def _swapped(patches):
+    saved = [(owner, name, getattr(owner, name)) for owner, name, _ in patches]
+    try:
+        for owner, name, value in patches:
+            setattr(owner, name, value)
+        yield
+    finally:
+        for owner, name, value in saved:
+            setattr(owner, name, value)
+
+
+def _cpu_here(scenario: str, seconds: float) -> float:
+    """The CPU seconds of one run of ``scenario`` written to a folder, sinks in process."""
+    with tempfile.TemporaryDirectory() as tmp:
+        start = time.process_time()
+        milvus_edu.simulate(scenario, seed=1, duration_s=seconds, out_dir=Path(tmp) / "run", keep_events=False,
+                            sink_process=False)
+        return time.process_time() - start
+
+
+def _cpu(path: str, readable: bool, scenario: str, seconds: float) -> float:
+    """One run in a fresh interpreter: runs made one after another in one process slow down (its heap grows),
+    which would read as a gain of whatever ran second."""
+    command = [sys.executable, __file__, "--one", path, str(int(readable)), scenario, str(seconds)]
+    return float(subprocess.run(command, check=True, capture_output=True, text=True).stdout.split()[-1])
+
+
+def main() -> None:
+    """Print, per fast path and scenario, the CPU time with it and without it and the gain."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=3, help="runs per measurement; the least CPU time counts")
+    parser.add_argument("--paths", nargs="*", default=list(PATHS), choices=list(PATHS))
+    parser.add_argument("--one", nargs=4, metavar=("PATH", "READABLE", "SCENARIO", "SECONDS"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.one:
+        path, readable, scenario, seconds = args.one
+        with _swapped(PATHS[path][2] if readable == "1" else []):
+            print(_cpu_here(scenario, float(seconds)))
+        return
+    for name in args.paths:
+        where, family, _ = PATHS[name]
+        for scenario, seconds in RUNS[family]:
+            fast, readable = float("inf"), float("inf")
+            for _ in range(args.repeat):  # alternated, so a change of load hits both
+                fast = min(fast, _cpu(name, False, scenario, seconds))
+                readable = min(readable, _cpu(name, True, scenario, seconds))
+            print(f"{name:17} {scenario:19} fast {fast:6.2f} s  readable {readable:6.2f} s  "
+                  f"gain {readable / fast - 1:+6.1%}   [{where}]", flush=True)
+
+
+if __name__ == "__main__":
+    main()
