@@ -2,8 +2,27 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 from ...events.dispatch import Dispatch, on
 from ...narrate import detail_dict
+
+
+@dataclass
+class WrittenOrder:
+    """Per pchannel, the highest ``end_ts`` written so far: a message written below it is out of order (a
+    younger message is already in the pchannel). The one streaming definition; :func:`.panel.dml_messages` is
+    the same over a whole run log (its ``highest`` and ``out_of_order`` columns)."""
+
+    #: pchannel -> highest ``end_ts`` written to it so far.
+    highest: dict[str, int] = field(default_factory=dict)
+
+    def late(self, channel: str, end_ts: int) -> bool:
+        """Whether a message with ``end_ts`` written to ``channel`` now is out of order; notes it if not."""
+        if end_ts < self.highest.get(channel, 0):
+            return True
+        self.highest[channel] = end_ts
+        return False
 
 
 class TimeTickSummary(Dispatch):
@@ -19,7 +38,7 @@ class TimeTickSummary(Dispatch):
         self.packs = 0
         self.consumed = 0
         self.reports = 0
-        self._max_dml: dict[str, int] = {}
+        self._order = WrittenOrder()
         self._last_tick_t: dict[str, float] = {}
         self.longest_gap: tuple[float, str | None] = (0.0, None)
 
@@ -36,10 +55,7 @@ class TimeTickSummary(Dispatch):
             self._last_tick_t[ch] = t_ms
         elif msg_type in ("Insert", "Delete"):
             self.dml += 1
-            if end_ts < self._max_dml.get(ch, 0):
-                self.out_of_order += 1
-            else:
-                self._max_dml[ch] = end_ts
+            self.out_of_order += self._order.late(ch, end_ts)
 
     @on("rootcoord.timetick_update", columns=("detail",))
     def _round(self, seq: int, detail) -> None:
@@ -62,7 +78,7 @@ class TimeTickSummary(Dispatch):
         """The ``timetick`` section of ``summary.json``."""
         gap, ch = self.longest_gap
         return {"timetick": {
-            "pchannels": sorted(set(self._last_tick_t) | set(self._max_dml)),
+            "pchannels": sorted(set(self._last_tick_t) | set(self._order.highest)),
             "dml_messages": self.dml,
             "out_of_order_messages": self.out_of_order,
             "proxy_reports": self.reports,
@@ -101,7 +117,7 @@ class KeyEvents:
         self.first_dml = False
         self.first_late = False
         self.first_round = False
-        self.max_dml: dict[str, int] = {}
+        self.order = WrittenOrder()
         self.last_tick_t: dict[str, float] = {}
 
     def show(self, row: dict) -> bool:
@@ -119,8 +135,7 @@ class KeyEvents:
             return gap > 1000.0
         if kind == "mq.produce":
             ch, ts = row["channel"], row["end_ts"]
-            late = ts is not None and ts < self.max_dml.get(ch, 0)
-            self.max_dml[ch] = max(self.max_dml.get(ch, 0), ts or 0)
+            late = ts is not None and self.order.late(ch, ts)
             if not self.first_dml or (late and not self.first_late):
                 self.first_dml = True
                 self.first_late = self.first_late or late
