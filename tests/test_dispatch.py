@@ -240,6 +240,38 @@ def test_a_group_whose_ints_are_not_all_ints_is_read_as_rows_and_converted():
     assert all(type(value) is int for _, _, values in sink.calls[:3] for value in values)
 
 
+class _Folds(Dispatch):
+    """Notes every fold call."""
+
+    def __init__(self):
+        self.calls = []
+
+    @on("mq.consume", columns=("ts", "vchannel"), ints=("ts",), fold=True)
+    def _consumed(self, seqs, tss, vchannels):
+        self.calls.append((seqs, tss, vchannels))
+
+
+def test_a_fold_handler_gets_its_kinds_columns_in_seq_order_across_layouts_and_rows_as_lists_of_one():
+    emits = [("mq.consume", "q", {"vchannel": "v", "msg_id": 1, "ts": 2}),
+             ("mq.produce", "p", {"channel": "c", "msg_type": "Insert", "end_ts": 5}),
+             ("mq.consume", "q", {"ts": 4, "msg_id": 2}),  # another layout, without a vchannel
+             ("mq.consume", "q", {"vchannel": "w", "msg_id": 3, "ts": 6.0})]  # a float: converted as write does
+    (batch,) = _batch_of(emits)
+    sink = _Folds()
+    sink.write_batch(batch)
+    assert sink.calls == [([0, 2, 3], [2, 4, 6], ["v", None, "w"])]
+    assert type(sink.calls[0][1][2]) is int
+    rows = _Folds()
+    for row in batch.rows():
+        rows.write(row)
+    assert rows.calls == [([0], [2], ["v"]), ([2], [4], [None]), ([3], [6], ["w"])]
+
+
+def test_a_fold_handler_must_take_columns():
+    with pytest.raises(ValueError, match="fold handler takes columns"):
+        on("mq.pack", fold=True)
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.dictionaries(st.text(max_size=4), st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=4),
                                                       st.floats(allow_nan=False)), max_size=5))

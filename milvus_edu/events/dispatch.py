@@ -34,22 +34,32 @@ from typing import NamedTuple
 
 
 class Handler(NamedTuple):
-    """What a sink does with one kind: the method's name, the columns it takes (None: the row dict) and the
-    columns converted with ``int()``."""
+    """What a sink does with one kind: the method's name, the columns it takes (None: the row dict), the
+    columns converted with ``int()``, and whether it folds whole columns (see :func:`on`)."""
 
     name: str
     columns: tuple[str, ...] | None
     ints: tuple[str, ...]
+    fold: bool = False
 
 
-def on(*kinds: str, columns: tuple[str, ...] | None = None, ints: tuple[str, ...] = ()) -> Callable:
+def on(*kinds: str, columns: tuple[str, ...] | None = None, ints: tuple[str, ...] = (),
+       fold: bool = False) -> Callable:
     """Declare the decorated method as what its :class:`Dispatch` sink does with each event of ``kinds``.
 
     With ``columns`` it is called as ``method(seq, *values)``; without, as ``method(row)``. ``ints`` names
     columns (of ``columns``) a row dict's value is converted in with ``int()`` when it is not None.
+
+    With ``fold`` (and ``columns``) it is called as ``method(seqs, *value lists)`` with the events of its kinds
+    in ``seq`` order, a batch's at once (one row's as lists of one). The sink promises that what a fold
+    handler changes is read by no other handler of the sink and that it reads nothing they change (a count
+    of its own kind), so when it runs among the other events does not matter: it loops over columns
+    instead of being called once per event.
     """
     if not kinds:
         raise ValueError("on() needs at least one kind")
+    if fold and columns is None:
+        raise ValueError("a fold handler takes columns")
     if columns is not None and not set(ints) <= set(columns):
         raise ValueError(f"ints {ints} must be among the columns {columns}")
     for name in columns or ():
@@ -57,7 +67,7 @@ def on(*kinds: str, columns: tuple[str, ...] | None = None, ints: tuple[str, ...
             raise ValueError(f"{name} is not a column a handler takes: the handler's kind and seq say it")
 
     def mark(method: Callable) -> Callable:
-        method._on = (*getattr(method, "_on", ()), (kinds, columns, tuple(ints)))
+        method._on = (*getattr(method, "_on", ()), (kinds, columns, tuple(ints), fold))
         return method
 
     return mark
@@ -80,9 +90,9 @@ class Dispatch:
         handlers: dict[str, Handler] = {}
         for klass in reversed(cls.__mro__):
             for name, value in vars(klass).items():
-                for kinds, columns, ints in getattr(value, "_on", ()):
+                for kinds, columns, ints, fold in getattr(value, "_on", ()):
                     for kind in kinds:
-                        handlers[kind] = Handler(name, columns, ints)
+                        handlers[kind] = Handler(name, columns, ints, fold)
         cls.handlers = handlers
         cls.kinds = frozenset(handlers)
 
@@ -96,24 +106,35 @@ class Dispatch:
             method(row)
             return
         ints = handler.ints
-        method(int(row["seq"]), *[_int(row.get(name)) if name in ints else row.get(name) for name in handler.columns])
+        values = [_int(row.get(name)) if name in ints else row.get(name) for name in handler.columns]
+        if handler.fold:
+            method([int(row["seq"])], *([value] for value in values))
+        else:
+            method(int(row["seq"]), *values)
 
     def write_batch(self, batch) -> None:
         """Hand every row of ``batch`` (a :class:`~milvus_edu.events.recorder.RowBatch`) of :attr:`kinds` to its
         handler, in ``seq`` order, reading declared columns from the buffered tuples."""
         parts = []
+        folds: dict[Handler, list] = {}  # fold handler -> its groups, as (layout, tuples)
         for layout, values in batch.groups.items():
             handler = self.handlers.get(layout.kind)
             if handler is None or not values:
                 continue
             method = getattr(self, handler.name)
-            if handler.columns is None:
+            if handler.fold:
+                folds.setdefault(handler, []).append((layout, values))
+            elif handler.columns is None:
                 parts.append(zip(map(_first, values), repeat(method), zip(batch.group_rows(layout))))
             elif handler.ints and not _plain_ints(layout, values, handler.ints):
                 # the dicts convert the values ``write`` converts; then as write would call the handler
                 parts.append(zip(map(_first, values), repeat(self.write), zip(batch.group_rows(layout))))
             else:
                 parts.append(zip(map(_first, values), repeat(method), map(_reader(layout, handler.columns), values)))
+        for handler, groups in folds.items():
+            getattr(self, handler.name)(*_fold_columns(handler, groups))
+        if not parts:
+            return
         if len(parts) == 1:
             items = parts[0]
         else:
@@ -128,6 +149,25 @@ class Dispatch:
 
 def _int(value):
     return None if value is None else int(value)
+
+
+def _fold_columns(handler: Handler, groups: list[tuple]) -> list[list]:
+    """The seqs and the declared columns of a fold handler's groups (``(layout, tuples)``), in ``seq`` order,
+    converted as :meth:`Dispatch.write` converts them."""
+    if len(groups) == 1:
+        layout, values = groups[0]
+        out = [list(map(_first, values))]
+        for name in handler.columns:
+            i = layout.positions.get(name)
+            out.append([None] * len(values) if i is None else list(map(itemgetter(i), values)))
+    else:  # several layouts of the kind: merge them by seq
+        rows = sorted(chain.from_iterable(map(_reader(layout, handler.columns), values) for layout, values in groups),
+                      key=_first)
+        out = list(map(list, zip(*rows)))
+    for k, name in enumerate(handler.columns, 1):
+        if name in handler.ints and not _INT_OR_NONE.issuperset(map(type, out[k])):
+            out[k] = list(map(_int, out[k]))
+    return out
 
 
 _first = itemgetter(0)  # a buffered tuple is (seq, t_ms, node, *values)

@@ -17,32 +17,38 @@ class QuerySummary(Dispatch):
         self.loaded = 0
         self.reads_list: list[dict] = []
 
-    @on("client.read", columns=("node", "request", "level", "error", "t_ms", "detail"))
-    def _read_answered(self, seq: int, client, request, level, error, t_ms: float, detail) -> None:
-        d = detail_dict(detail)
-        if error is not None:
-            self.errors["?"] = self.errors.get("?", 0) + 1
-        else:
-            self.reads[level or "?"] = self.reads.get(level or "?", 0) + 1
-        self.reads_list.append({"request": request, "client": client, "level": level, "label": d.get("label", ""),
-                                "op": d.get("op"), "pks": d.get("pks"), "error": error, "t_ms": t_ms})
+    # Each kind changes counts of its own only, so each is folded a batch at a time (see ``on``).
 
-    @on("querynode.wait", columns=("level",))
-    def _wait(self, seq: int, level) -> None:
-        self.waits[level] = self.waits.get(level, 0) + 1
+    @on("client.read", columns=("node", "request", "level", "error", "t_ms", "detail"), fold=True)
+    def _reads_answered(self, seqs, clients, requests, levels, errors, t_mss, details) -> None:
+        for client, request, level, error, t_ms, detail in zip(clients, requests, levels, errors, t_mss, details):
+            d = detail_dict(detail)
+            if error is not None:
+                self.errors["?"] = self.errors.get("?", 0) + 1
+            else:
+                self.reads[level or "?"] = self.reads.get(level or "?", 0) + 1
+            self.reads_list.append({"request": request, "client": client, "level": level,
+                                    "label": d.get("label", ""), "op": d.get("op"), "pks": d.get("pks"),
+                                    "error": error, "t_ms": t_ms})
 
-    @on("querynode.read", columns=("level", "detail"))
-    def _shard_read(self, seq: int, level, detail) -> None:
-        waited = float(detail_dict(detail).get("waited_ms") or 0.0)
-        self.wait_ms[level] = max(self.wait_ms.get(level, 0.0), waited)
+    @on("querynode.wait", columns=("level",), fold=True)
+    def _waits(self, seqs, levels) -> None:
+        for level in levels:
+            self.waits[level] = self.waits.get(level, 0) + 1
 
-    @on("querynode.pack", columns=())
-    def _pack(self, seq: int) -> None:
-        self.packs += 1
+    @on("querynode.read", columns=("level", "detail"), fold=True)
+    def _shard_reads(self, seqs, levels, details) -> None:
+        for level, detail in zip(levels, details):
+            waited = float(detail_dict(detail).get("waited_ms") or 0.0)
+            self.wait_ms[level] = max(self.wait_ms.get(level, 0.0), waited)
 
-    @on("querynode.load", columns=())
-    def _load(self, seq: int) -> None:
-        self.loaded += 1
+    @on("querynode.pack", columns=(), fold=True)
+    def _packs(self, seqs) -> None:
+        self.packs += len(seqs)
+
+    @on("querynode.load", columns=(), fold=True)
+    def _loads(self, seqs) -> None:
+        self.loaded += len(seqs)
 
     def sections(self, counts: dict) -> dict:
         """The ``query`` section of ``summary.json``."""

@@ -42,37 +42,40 @@ class TimeTickSummary(Dispatch):
         self._last_tick_t: dict[str, float] = {}
         self.longest_gap: tuple[float, str | None] = (0.0, None)
 
-    @on("mq.produce", columns=("channel", "msg_type", "tick_ts", "t_ms", "end_ts"))
-    def _produced(self, seq: int, ch: str, msg_type: str, tick_ts, t_ms: float, end_ts) -> None:
-        if msg_type == "TimeTick":
-            self.ticks += 1
-            if self._last_tick.get(ch) == tick_ts:
-                self.repeated_ticks += 1
-            self._last_tick[ch] = tick_ts
-            last = self._last_tick_t.get(ch)
-            if last is not None and t_ms - last > self.longest_gap[0]:
-                self.longest_gap = (t_ms - last, ch)
-            self._last_tick_t[ch] = t_ms
-        elif msg_type in ("Insert", "Delete"):
-            self.dml += 1
-            self.out_of_order += self._order.late(ch, end_ts)
+    # Each kind changes counts of its own only, so each is folded a batch at a time (see ``on``).
 
-    @on("rootcoord.timetick_update", columns=("detail",))
-    def _round(self, seq: int, detail) -> None:
-        if detail_dict(detail).get("sent"):
-            self.rounds += 1
+    @on("mq.produce", columns=("channel", "msg_type", "tick_ts", "t_ms", "end_ts"), fold=True)
+    def _produced(self, seqs, channels, msg_types, tick_tss, t_mss, end_tss) -> None:
+        last_tick, last_tick_t, late = self._last_tick, self._last_tick_t, self._order.late
+        for ch, msg_type, tick_ts, t_ms, end_ts in zip(channels, msg_types, tick_tss, t_mss, end_tss):
+            if msg_type == "TimeTick":
+                self.ticks += 1
+                if last_tick.get(ch) == tick_ts:
+                    self.repeated_ticks += 1
+                last_tick[ch] = tick_ts
+                last = last_tick_t.get(ch)
+                if last is not None and t_ms - last > self.longest_gap[0]:
+                    self.longest_gap = (t_ms - last, ch)
+                last_tick_t[ch] = t_ms
+            elif msg_type in ("Insert", "Delete"):
+                self.dml += 1
+                self.out_of_order += late(ch, end_ts)
 
-    @on("mq.pack", columns=())
-    def _pack(self, seq: int) -> None:
-        self.packs += 1
+    @on("rootcoord.timetick_update", columns=("detail",), fold=True)
+    def _rounds(self, seqs, details) -> None:
+        self.rounds += sum(1 for detail in details if detail_dict(detail).get("sent"))
 
-    @on("mq.consume", columns=())
-    def _consumed(self, seq: int) -> None:
-        self.consumed += 1
+    @on("mq.pack", columns=(), fold=True)
+    def _packs(self, seqs) -> None:
+        self.packs += len(seqs)
 
-    @on("proxy.report", columns=())
-    def _reported(self, seq: int) -> None:
-        self.reports += 1
+    @on("mq.consume", columns=(), fold=True)
+    def _consumed(self, seqs) -> None:
+        self.consumed += len(seqs)
+
+    @on("proxy.report", columns=(), fold=True)
+    def _reported(self, seqs) -> None:
+        self.reports += len(seqs)
 
     def sections(self, counts: dict) -> dict:
         """The ``timetick`` section of ``summary.json``."""

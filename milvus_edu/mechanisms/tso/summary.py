@@ -26,14 +26,16 @@ class TSOSummary(Dispatch):
         self._renewed: dict[str, float] = {}  # node -> last time etcd answered its keep-alive
         self.renewed_before_kill: float | None = None
 
-    @on("rootcoord.alloc_timestamp", columns=("error", "count", "ts"))
-    def _allocated(self, seq: int, error, count: int, ts: int) -> None:
-        if error is None:
-            self.allocations += 1
-            self.handed_out += count
-            if self.first_ts is None:
-                self.first_ts = ts
-            self.last_ts = ts + count - 1
+    @on("rootcoord.alloc_timestamp", columns=("error", "count", "ts"), fold=True)
+    def _allocated(self, seqs, errors, counts, tss) -> None:
+        """The allocations change only what they count, so they are folded a batch at a time (see ``on``)."""
+        for error, count, ts in zip(errors, counts, tss):
+            if error is None:
+                self.allocations += 1
+                self.handed_out += count
+                if self.first_ts is None:
+                    self.first_ts = ts
+                self.last_ts = ts + count - 1
 
     @on("client.recv", columns=("t_ms",))
     def _answered(self, seq: int, t_ms: float) -> None:
