@@ -23,7 +23,7 @@ from operator import attrgetter
 
 import simpy
 from simpy.core import BoundClass, StopSimulation
-from simpy.events import URGENT, _describe_frame
+from simpy.events import URGENT
 
 from ..config import MS, Config
 from ..events import SIM_EPOCH_MS, Recorder
@@ -112,66 +112,6 @@ class Environment(simpy.Environment):
             event.callbacks = callbacks[callbacks.index(callback) + 1:]
             self.schedule(event, -1)
             return done.args[0]
-
-
-class DetachedProcess(simpy.Process):
-    """A SimPy process started for its effects alone, such as one client request among thousands.
-
-    A plain :class:`simpy.Process` is also an event: when its generator returns, the process is
-    scheduled, and the environment takes one more step to run its callbacks, even when there are
-    none. A detached process skips that step when it ends well and nothing waits for it: it is
-    marked processed at once. Everything else is ``Process``'s: it can be interrupted, a waiter that
-    came before the end is resumed by the end step as usual, and a generator that raises fails it,
-    which stops the run if nothing waits.
-
-    Leaving out an event that runs no callback changes no other event's order (the queue orders ties
-    by when they were scheduled, and the rest keep their relative order), so a run writes the same
-    run log with either (``tests/test_kernel_fast_paths.py``), provided nothing starts waiting for it
-    after it ended: such a waiter would be resumed at once, where a plain process would resume it
-    with its end step, later in the same instant. So :meth:`Simulation.spawn` hands out no handle.
-    """
-
-    def _resume(self, event: simpy.Event) -> None:
-        # SimPy's Process._resume, but on a good end with no waiter, no end event to step through.
-        env = self.env
-        env._active_proc = self
-        generator = self._generator
-        while True:
-            try:
-                if event._ok:
-                    event = generator.send(event._value)
-                else:  # as Process: the generator gets its own copy of the failure
-                    event._defused = True
-                    exc = type(event._value)(*event._value.args)
-                    exc.__cause__ = event._value
-                    event = generator.throw(exc)
-            except StopIteration as stop:
-                event = None
-                self._ok = True
-                self._value = stop.value
-                if self.callbacks:
-                    env.schedule(self)
-                else:
-                    self.callbacks = None  # processed: what stepping through it would have left
-                break
-            except BaseException as exc:
-                event = None
-                self._ok = False
-                exc.__traceback__ = exc.__traceback__.tb_next  # as Process: drop this frame
-                self._value = exc
-                env.schedule(self)
-                break
-            try:
-                if event.callbacks is not None:  # not yet processed: wait for it
-                    event.callbacks.append(self._resume)
-                    break
-            except AttributeError:  # as Process: say where the generator yielded what
-                if hasattr(event, "callbacks"):
-                    raise
-                where = _describe_frame(generator.gi_frame)
-                raise RuntimeError(f"\n{where}Invalid yield value \"{event}\"") from None
-        self._target = event
-        env._active_proc = None
 
 
 def blocking(env: simpy.Environment, steps: Generator[int, None, object]):
@@ -293,10 +233,9 @@ class Simulation:
             self.kv.expire_leases()
 
     def spawn(self, generator: Generator) -> None:
-        """Start ``generator`` as a :class:`DetachedProcess`: ``env.process(generator)`` for a process
-        started for its effects alone (a client's request), one SimPy step cheaper. It returns no
-        process: nothing can wait for it (use ``env.process`` for a process to wait for)."""
-        DetachedProcess(self.env, generator)
+        """Start ``generator`` as a process started for its effects alone (a client's request): nothing
+        waits for it, so it returns no process (use ``env.process`` for a process to wait for)."""
+        self.env.process(generator)
 
     def at(self, t_ms: float, action: Callable[[], None]) -> None:
         """Run ``action`` at simulated time ``t_ms`` (faults, clock jumps)."""
