@@ -54,12 +54,7 @@ def ts_text(ts) -> str:
 
 
 def detail_dict(raw) -> dict:
-    """The ``detail`` column as a dict; ``{}`` when it is empty, not JSON, or not a JSON object.
-
-    ``raw`` may also be a flat dict, as a recorder's batch holds a ``detail`` before encoding it: it reads as
-    its encoded text would (the recorder encodes with sorted keys, so the items come in sorted key order)."""
-    if type(raw) is dict:
-        return dict(sorted(raw.items()))
+    """The ``detail`` column as a dict; ``{}`` when it is empty, not JSON, or not a JSON object."""
     if raw is None or raw is getattr(__import__("pandas"), "NA") or not raw:
         return {}
     try:

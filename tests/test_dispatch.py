@@ -27,12 +27,11 @@ from milvus_edu.check.timetick import TimeTickChecker
 from milvus_edu.check.tso import TSOChecker
 from milvus_edu.events import MemorySink, Recorder
 from milvus_edu.events.dispatch import Dispatch, on
-from milvus_edu.events.recorder import RowBatch, encode_detail
+from milvus_edu.events.recorder import RowBatch
 from milvus_edu.mechanisms.flush.summary import FlushSummary
 from milvus_edu.mechanisms.query.summary import QuerySummary
 from milvus_edu.mechanisms.timetick.summary import TimeTickSummary
 from milvus_edu.mechanisms.tso.summary import TSOSummary
-from milvus_edu.narrate import detail_dict
 from test_recorder_fast import BatchGrabber
 from test_recorder_fast import _run as _record_run
 
@@ -64,8 +63,7 @@ def _run(scenario: str, switches: list[str], until_ms: float, batch_rows: int = 
          row_sink: bool = False) -> tuple[list[RowBatch], dict]:
     """The batches of a run (and its event counts), built by ``tests/test_recorder_fast.py``'s ``_run``.
 
-    With ``row_sink`` a MemorySink listens too: the recorder then encodes ``detail`` dicts as they are
-    emitted and hands the batches the row dicts it built (without it, flat dicts reach the batches as dicts).
+    With ``row_sink`` a MemorySink listens too: the recorder then hands the batches the row dicts it built.
     """
     grabber = BatchGrabber()
     recorder = _record_run(scenario, switches, until_ms, [grabber] + ([MemorySink()] if row_sink else []), batch_rows)
@@ -114,7 +112,7 @@ def test_batches_report_what_rows_report_on_real_runs(scenario, switches, until_
             assert slow.counts[broken] > 0  # the comparison covers violations, not only clean runs
 
 
-def test_batches_equal_rows_when_the_recorder_encoded_details_and_built_rows():
+def test_batches_equal_rows_when_the_recorder_built_the_row_dicts():
     batches, counts = _run("timetick-unlocked-enqueue", ["allocate_outside_enqueue_lock"], 5_000.0, row_sink=True)
     assert any(batch._rows for batch in batches)  # the recorder handed over its row dicts
     for cls in CHECKERS + SUMMARIES:
@@ -270,15 +268,6 @@ def test_a_fold_handler_gets_its_kinds_columns_in_seq_order_across_layouts_and_r
 def test_a_fold_handler_must_take_columns():
     with pytest.raises(ValueError, match="fold handler takes columns"):
         on("mq.pack", fold=True)
-
-
-@settings(max_examples=200, deadline=None)
-@given(st.dictionaries(st.text(max_size=4), st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=4),
-                                                      st.floats(allow_nan=False)), max_size=5))
-def test_detail_dict_of_a_flat_dict_reads_as_its_encoded_text(detail):
-    expected = detail_dict(encode_detail(detail))
-    got = detail_dict(detail)
-    assert got == expected and list(got) == list(expected)
 
 
 # ---- random event streams
