@@ -22,8 +22,6 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-import simpy
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's milvus_edu, whatever is installed
 import milvus_edu  # noqa: E402
 from milvus_edu.events import dispatch, recorder  # noqa: E402
@@ -32,7 +30,7 @@ from milvus_edu.mechanisms.timetick import scenarios as timetick_scenarios  # no
 from milvus_edu.mq import InsertMsg  # noqa: E402
 from milvus_edu.mq import hash as mq_hash  # noqa: E402
 from milvus_edu.proto import MsgPosition  # noqa: E402
-from milvus_edu.sim.kernel import Environment, Simulation  # noqa: E402
+from milvus_edu.sim.kernel import Simulation  # noqa: E402
 from milvus_edu.tso import GlobalTSOAllocator  # noqa: E402
 
 #: (scenario, simulated seconds) each fast path is measured on: the families whose runs it is in.
@@ -88,8 +86,6 @@ PATHS = {
                          [(recorder.ParquetSink, "write_batch", _parquet_rows)]),
     "insert-msg": ("new_insert_msg and new_msg_position (mq/msg.py)", "all",
                    [(timetick_nodes, "new_insert_msg", _insert_msg), (timetick_nodes, "new_msg_position", MsgPosition)]),
-    "run-loop": ("Environment.run with SimPy's step written in (sim/kernel.py)", "all",
-                 [(Environment, "run", simpy.Environment.run)]),
     "murmur3-unrolled": ("_hash32_int64_unrolled and its _HIGH_BLOCKS (mq/hash.py)", "all",
                          [(mq_hash, "_hash32_int64_unrolled", mq_hash.hash32_int64)]),
     "murmur3-prehash": ("prehash_int64, numpy's murmur3 of a client's next keys (mq/hash.py)", "all",

@@ -17,13 +17,10 @@ import random
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from functools import partial
-from heapq import heappop
 from math import log
 from operator import attrgetter
 
 import simpy
-from simpy.core import BoundClass, StopSimulation
-from simpy.events import URGENT
 
 from ..config import MS, Config
 from ..events import SIM_EPOCH_MS, Recorder
@@ -60,60 +57,6 @@ class NodeClock:
         self.offset_ns += int(round(delta_ms * MS))
 
 
-class Environment(simpy.Environment):
-    """``simpy.Environment`` whose :meth:`run` up to a time steps through the events in its own loop.
-
-    ``run(until=<time>)`` is SimPy's ``run`` with ``step`` written into the loop (no method call per
-    event: the simulation takes hundreds of thousands of steps per simulated minute): the same
-    events, in the same order, with the same stop event and the same failures. ``run()`` and
-    ``run(until=<event>)`` are SimPy's own. ``tests/test_kernel_fast_paths.py`` compares both loops.
-    """
-
-    def __init__(self, initial_time: float = 0):
-        super().__init__(initial_time)
-        # SimPy binds ``timeout``, ``event``, ``process``... to the instance once, but only those its
-        # own class defines, so a subclass must do it for them, or each ``env.timeout`` binds anew.
-        for name, attr in vars(simpy.Environment).items():
-            if isinstance(attr, BoundClass):
-                setattr(self, name, getattr(self, name))
-
-    def run(self, until=None):
-        """Run until ``until`` (a time, an event, or ``None``: until no event is left), as SimPy does.
-
-        An environment whose ``step`` was replaced (SimPy's recipe for tracing every event) runs
-        SimPy's own loop, which calls it. (Asked of ``self.step``, not ``self.__dict__``: reading an
-        instance's ``__dict__`` makes every later attribute access on it slower.)"""
-        if (until is None or isinstance(until, simpy.Event)
-                or getattr(self.step, "__func__", None) is not simpy.Environment.step):
-            return super().run(until)
-        at = until if isinstance(until, int) else float(until)
-        if at <= self._now:
-            raise ValueError(f"until ({at}) must be greater than the current simulation time")
-        stop = simpy.Event(self)  # what SimPy's run schedules: an urgent event at ``at`` that stops the loop
-        stop._ok = True
-        stop._value = None
-        self.schedule(stop, URGENT, at - self._now)
-        stop.callbacks.append(StopSimulation.callback)
-        queue = self._queue
-        try:
-            while True:  # Environment.step, inline; the stop event is always in the queue
-                self._now, _, _, event = heappop(queue)
-                callbacks, event.callbacks = event.callbacks, None
-                for callback in callbacks:
-                    callback(event)
-                if not event._ok and not hasattr(event, "_defused"):  # a failure nobody handled
-                    exc = type(event._value)(*event._value.args)
-                    exc.__cause__ = event._value
-                    raise exc
-        except StopSimulation as done:
-            # as step does: the event whose callback stopped the run (``stop``, or any event given
-            # SimPy's stop callback) keeps the callbacks after that one, and the next run steps
-            # through it first
-            event.callbacks = callbacks[callbacks.index(callback) + 1:]
-            self.schedule(event, -1)
-            return done.args[0]
-
-
 def blocking(env: simpy.Environment, steps: Generator[int, None, object]):
     """Drive a component's step generator inside a SimPy process: each yielded ns becomes a timeout.
 
@@ -144,7 +87,7 @@ class Simulation:
     def __init__(self, seed: int, recorder: Recorder, config: Config | None = None,
                  network: NetworkParams | None = None):
         self.seed = seed
-        self.env = Environment()
+        self.env = simpy.Environment()
         self.recorder = recorder
         env = self.env
         # env.now, read for every event: SimPy's property returns env._now, read here without a Python call
