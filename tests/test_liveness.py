@@ -20,7 +20,7 @@ from milvus_edu.mechanisms.timetick.check import TimeTickChecker
 from milvus_edu.mechanisms.tso.check import TSOChecker
 from milvus_edu.config import MS, Config
 from milvus_edu.events import Recorder
-from test_checker_fast import _assert_same, _fast, _readable
+from test_dispatch import _assert_same, _batched, _rows
 from test_recorder_fast import BatchGrabber
 
 CH = "by-dev-rootcoord-dml_0"
@@ -43,8 +43,8 @@ def _log(emits: list[tuple[float, str, str, dict]], batch_rows: int = 4) -> list
 def _check(cls, emits):
     """The checker after reading the log both ways (they must agree)."""
     batches = _log(emits)
-    slow = _readable(cls, batches)
-    _assert_same(_fast(cls, batches), slow, {})
+    slow = _rows(cls, batches)
+    _assert_same(_batched(cls, batches), slow, {})
     return slow
 
 

@@ -1,10 +1,11 @@
 """The simulator's fast paths equal their readable forms.
 
 Each shortcut taken for speed (issue 6, simulator speed) sits beside the readable code it replaces;
-these tests run both and compare: the recorder's deferred ``detail`` encoding and its batch-fed
-checkers and summaries, the broker's position stamp and the messages built with their position, the
-TimeTick collection's cached channel lookups, and AllocTimestamp answered without its step generators. (The int64 murmur3 fast path is pinned in ``tests/test_mq_hash.py``, the recorder's batch
-encoding in ``tests/test_recorder_fast.py``.)
+these tests run both and compare: the recorder's batches (rows, and checkers and summaries fed by
+batch), the messages built with their position (which the broker stores as they are), the TimeTick
+collection's cached channel lookups, and AllocTimestamp answered without its step generators. (The int64
+murmur3 fast path is pinned in ``tests/test_mq_hash.py``, the recorder's batch encoding in
+``tests/test_recorder_fast.py``.) ``benchmarks/fast_path_gains.py`` measures what each is worth.
 """
 
 import dataclasses
@@ -17,17 +18,15 @@ from hypothesis import strategies as st
 import milvus_edu  # noqa: F401  (registers the mechanisms' kinds and scenarios)
 from milvus_edu.config import BugSwitches, Config
 from milvus_edu.events import MemorySink, Recorder, arrow_schema
-from milvus_edu.events.recorder import _flat, arrow_table, encode_detail, json_line
 from milvus_edu.cluster.dml import Collection
+from milvus_edu.events.recorder import arrow_table, encode_detail, json_line
 from milvus_edu.mq import (
-    CreateCollectionMsg,
-    DeleteMsg,
     InsertMsg,
     TimeTickMsg,
     get_virtual_channel,
     to_physical_channel,
 )
-from milvus_edu.mq.broker import Broker, _stamped
+from milvus_edu.mq.broker import Broker
 from milvus_edu.proto import MsgPosition
 from milvus_edu.registry import get_scenario, scenario_mechanisms, scenario_options
 from milvus_edu.sim.kernel import Simulation
@@ -76,16 +75,14 @@ RUNS = [
 
 
 @pytest.mark.parametrize("scenario,switches,until_ms", RUNS)
-def test_details_encoded_with_their_batch_equal_details_encoded_at_emit(scenario, switches, until_ms):
-    """With only batch sinks the recorder keeps flat details as dicts and encodes them a batch at a
-    time; with a row sink it encodes each at emit. Rows, JSON lines and tables are the same."""
+def test_batch_sinks_get_the_rows_row_sinks_get(scenario, switches, until_ms):
+    """With only batch sinks the recorder builds no row dict; the rows its batches give, their JSON lines
+    and their tables are those of a row sink."""
     memory, grabber = MemorySink(), BatchGrabber()
     _run(scenario, switches, until_ms, [grabber])
     _run(scenario, switches, until_ms, [memory])
     rows = [row for batch in grabber.batches for row in batch.rows()]
     assert rows == memory.rows
-    assert any(isinstance(value[-1], dict) for batch in grabber.batches for values in batch.groups.values()
-               for value in values)  # some details really were kept as dicts
     for batch in grabber.batches:
         assert batch.json_lines() == "".join(json_line(row) + "\n" for row in batch.rows())
         assert batch.table().equals(arrow_table(batch.rows(), arrow_schema()))
@@ -118,7 +115,7 @@ def _batch_of(emits: list[tuple[str, str, dict]]):
     return batch
 
 
-def test_odd_details_encoded_with_their_batch_equal_encode_detail():
+def test_odd_details_are_recorded_as_encode_detail_of_their_dict():
     """Bools, None, floats (also whole and special ones), ints beyond 64 bits, non-ASCII and control
     characters, quotes, a key missing in some rows, other key sets, an int and a float under one key,
     an empty dict, nested values, non-str keys and texts: each detail is ``encode_detail`` of its dict."""
@@ -142,7 +139,7 @@ def test_odd_details_encoded_with_their_batch_equal_encode_detail():
 @given(st.lists(st.dictionaries(st.sampled_from(["a", "b", "c\u00e9"]),
                                 st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=5),
                                 max_size=3), min_size=1, max_size=6))
-def test_flat_details_encoded_with_their_batch_equal_encode_detail(details):
+def test_flat_details_are_recorded_as_encode_detail_of_their_dict(details):
     batch = _batch_of([("rpc.drop", "client-0", {"detail": d}) for d in details])
     assert [row["detail"] for row in batch.rows()] == [encode_detail(d) for d in details]
 
@@ -155,15 +152,6 @@ def test_a_detail_changed_after_emit_is_recorded_as_it_was():
     detail["task"] = 2
     recorder.close()
     assert grabber.batches[0].rows()[0]["detail"] == '{"task":1}'
-
-
-def test_flat_means_a_plain_dict_of_str_keys_and_scalar_values():
-    assert _flat({"a": 1, "b": "x", "c": 1.5, "d": None, "e": True})
-    assert _flat({})
-    assert not _flat({"a": [1]})
-    assert not _flat({"a": {"b": 1}})
-    assert not _flat({1: 1})
-    assert not _flat(type("Sub", (dict,), {})(a=1))
 
 
 def test_rows_of_kinds_are_in_order_and_shared_between_readers():
@@ -181,25 +169,13 @@ def test_rows_of_kinds_are_in_order_and_shared_between_readers():
     assert batch.rows(set()) == []
 
 
-def test_broker_stamps_the_position_as_dataclasses_replace_would():
-    messages = [
-        InsertMsg(shard_name="ch_1v0", collection_id=1, partition_id=2, segment_id=3, pks=(1, 2),
-                  timestamps=(9, 9), msg_id=7, source_id=4),
-        DeleteMsg(shard_name="ch_1v0", collection_id=1, partition_id=2, pks=("a",), timestamps=(9,)),
-        TimeTickMsg(timestamp=9, source_id=1),
-        CreateCollectionMsg(timestamp=9, collection_id=1),
-    ]
-    for msg in messages:
-        stamped = _stamped(msg, "ch", 3)
-        readable = dataclasses.replace(msg, position=MsgPosition("ch", 3, msg.begin_ts()))
-        assert stamped == readable and vars(stamped) == vars(readable) and vars(stamped.position) == vars(readable.position)
-        assert hash(stamped.position) == hash(readable.position)
-        assert type(stamped) is type(msg) and stamped is not msg and msg.position is None
-        with pytest.raises(dataclasses.FrozenInstanceError):
-            stamped.position = None
+def test_the_broker_stamps_a_message_without_its_position_with_a_copy():
+    msg = InsertMsg(shard_name="ch_1v0", collection_id=1, partition_id=2, segment_id=3, pks=(1, 2),
+                    timestamps=(9, 9), msg_id=7, source_id=4)
     broker = Broker()
-    assert broker.produce("ch", messages[0]) == 1
-    assert broker.get("ch", 1) == dataclasses.replace(messages[0], position=MsgPosition("ch", 1, 9))
+    assert broker.produce("ch", msg) == 1
+    assert broker.get("ch", 1) == dataclasses.replace(msg, position=MsgPosition("ch", 1, 9))
+    assert msg.position is None
 
 
 def test_collection_caches_match_to_physical_channel_and_shard_order():
@@ -298,16 +274,6 @@ def test_new_insert_msg_equals_the_dataclass_constructor(pks, ts, extra_rows, ms
                                                                         readable.size(), readable.base)
     with pytest.raises(dataclasses.FrozenInstanceError):
         fast.pks = ()
-
-
-@given(st.text(max_size=30), st.integers(1, 2**40), st.integers(0, 2**63 - 1), st.lists(st.integers(), max_size=3))
-def test_the_brokers_stamp_equals_replace_with_a_msg_position(channel, msg_id, ts, pks):
-    msg = TimeTickMsg(timestamp=ts, source_id=1) if not pks else DeleteMsg(
-        shard_name="ch_1v0", collection_id=1, partition_id=2, pks=tuple(pks), timestamps=(ts,) * len(pks))
-    fast = _stamped(msg, channel, msg_id)
-    readable = dataclasses.replace(msg, position=MsgPosition(channel, msg_id, ts))
-    assert fast == readable and vars(fast) == vars(readable) and hash(fast.position) == hash(readable.position)
-    assert dataclasses.replace(fast.position, msg_group="g") == dataclasses.replace(readable.position, msg_group="g")
 
 
 @given(st.text(max_size=30), st.integers(1, 2**40), st.integers(0, 2**63 - 1))

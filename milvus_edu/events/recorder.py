@@ -16,10 +16,9 @@ Sinks:
 A sink has ``write(row)`` and ``close()``; it may declare ``kinds`` (a set) to be given only rows of
 those kinds. Every sink gets the same dict, so no sink may change it. A sink may also have a fast
 path, ``write_batch(batch)``: the recorder then buffers its rows in a :class:`RowBatch` of
-:data:`BATCH_ROWS` rows, as tuples (no dict is built for a row no row sink wants, and a flat
-``detail`` dict is encoded with its batch, not one by one). The file sinks encode a batch with
+:data:`BATCH_ROWS` rows, as tuples (no dict is built for a row no row sink wants). The file sinks encode a batch with
 Arrow a column at a time: the Parquet table, and from it the JSON lines; the checkers and
-summaries read :meth:`RowBatch.rows` of their kinds. This is many times faster than encoding row by
+summaries read the columns their handlers declare (:mod:`milvus_edu.events.dispatch`). This is many times faster than encoding row by
 row and gives the same bytes (``tests/test_recorder_fast.py`` checks it on real runs).
 """
 
@@ -27,7 +26,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable
 from json.encoder import c_make_encoder, encode_basestring_ascii
 from pathlib import Path
 
@@ -75,9 +74,6 @@ _STAMPED = ("run_id", "seq", "t_ms", "node", "kind")
 _SEQ, _T_MS, _NODE, _GIVEN = 0, 1, 2, 3
 #: Rows the recorder buffers for the batch sinks, and the default Parquet row group.
 BATCH_ROWS = 8192
-#: The value types of a ``detail`` dict that the recorder may encode later, with its batch.
-_SCALARS = frozenset({str, int, float, bool, type(None)})
-_STR = frozenset({str})
 _INT_OR_NONE = frozenset({int, type(None)})
 _INT64 = pa.int64()
 #: The value types emit passes on as they are; others (numpy scalars) become Python ones (:func:`_plain`).
@@ -90,16 +86,6 @@ def _plain(value):
     So every buffered value is a plain Python one, which the sink process's pipe (``marshal``) carries
     unchanged: marshal would write a numpy scalar as its raw bytes."""
     return value.item() if isinstance(value, np.generic) else value
-
-
-def _flat(detail: dict) -> bool:
-    """Whether ``detail`` is a plain dict of str keys and scalar values (a copy of it cannot change)."""
-    return type(detail) is dict and _SCALARS.issuperset(map(type, detail.values())) and _STR.issuperset(map(type, detail))
-
-
-def _deferred(detail: dict) -> dict | str:
-    """A ``detail`` dict as a batch-only row keeps it: a copy to encode with its batch when flat, else its text."""
-    return detail.copy() if _flat(detail) else encode_detail(detail)
 
 
 def json_line(row: dict) -> str:
@@ -168,7 +154,6 @@ class RowBatch:
     columns into Arrow arrays and puts the rows back in ``seq`` order; :meth:`json_bytes` writes the
     JSON lines from that table with Arrow's string kernels. Values Arrow does not infer as their
     column's type (never in a simulator run) make both fall back to the row-by-row definitions.
-    A ``detail`` the recorder kept as a dict is encoded here, a group at a time (:func:`_detail_texts`).
     """
 
     def __init__(self, groups: dict[Layout, list[tuple]], first_seq: int, size: int, run_id: str | None = None,
@@ -179,7 +164,6 @@ class RowBatch:
         self.run_id = run_id
         self._table: pa.Table | None = None
         self._exact = True  # every value was inferred as its column's type, so the table holds it unchanged
-        self._details: dict[Layout, pa.Array] = {}
         #: Row dicts of a group, built once: by the recorder for its row sinks, or here on demand.
         self._rows: dict[Layout, list[dict]] = dict(rows or {})
 
@@ -202,18 +186,7 @@ class RowBatch:
         if rows is None:
             run_id = self.run_id
             rows = self._rows[layout] = [layout.row(value, run_id) for value in self.groups[layout]]
-            if layout.has_detail:
-                for row, text in zip(rows, self._detail(layout).to_pylist()):
-                    row["detail"] = text
         return rows
-
-    def _detail(self, layout: Layout) -> pa.Array:
-        """The ``detail`` texts of a group (computed once)."""
-        texts = self._details.get(layout)
-        if texts is None:
-            index = layout.positions["detail"]
-            texts = self._details[layout] = _detail_texts([value[index] for value in self.groups[layout]])
-        return texts
 
     def _typed(self, values: tuple, field: pa.Field) -> pa.Array:
         """A group's column as an Arrow array of the field's type; notes when a value is not of that type."""
@@ -236,13 +209,16 @@ class RowBatch:
         return pa.array(values, field.type)
 
     def table(self) -> pa.Table:
-        """``arrow_table(self.rows(), arrow_schema())``, computed a group at a time (and once)."""
+        """``arrow_table(self.rows(), arrow_schema())``, computed a group at a time (and once).
+
+        Speed: the Parquet file built from row dicts instead (the readable form) costs the sink process 65%
+        more CPU in a TimeTick run, 56% in a flush run and 32% in a query run
+        (``benchmarks/fast_path_gains.py``, ``parquet-by-arrow``)."""
         if self._table is None:
             groups = []  # (layout, rows, column name -> Arrow array)
             for layout, values in self.groups.items():
                 columns = list(zip(*values))
-                arrays = {name: self._detail(layout) if name == "detail" else self._typed(columns[i], _SCHEMA.field(name))
-                          for name, i in layout.positions.items()}
+                arrays = {name: self._typed(columns[i], _SCHEMA.field(name)) for name, i in layout.positions.items()}
                 groups.append((layout, len(values), arrays))
             order = pc.sort_indices(pa.concat_arrays([arrays["seq"] for _, _, arrays in groups]))
             run_id = pa.scalar(self.run_id, pa.string())
@@ -271,6 +247,10 @@ class RowBatch:
         Each column of :meth:`table` becomes the JSON text of its values prefixed with
         ``,"name":`` (null where the value is null); a line joins its row's pieces, skipping nulls, and
         its first ``,`` becomes ``{``.
+
+        Speed: writing the lines with :func:`json_line` a row at a time (the readable form) costs the sink
+        process 113% more CPU in a TimeTick run, 80% in a flush run and 12% in a query run
+        (``benchmarks/fast_path_gains.py``, ``jsonl-by-arrow``).
         """
         try:
             table = self.table()
@@ -316,54 +296,6 @@ def _string_pieces(array: pa.Array, key: str) -> pa.Array:
                           for value, ok, text in zip(values.to_pylist(), printable.to_pylist(), texts.to_pylist())],
                          pa.string())
     return texts.take(encoded.indices)
-
-
-def _detail_texts(values: Sequence[dict | str | None]) -> pa.Array:
-    """``encode_detail`` of every dict of a group's ``detail`` column (a text is kept, None stays null).
-
-    When every value is a flat dict (:func:`_flat`) with the same keys, Arrow infers them as one
-    struct array, and each key's values are written by Arrow as in :func:`_json_pieces`; the texts
-    are joined with the keys in sorted order. Otherwise each dict is encoded by Python.
-    """
-    texts = None
-    try:
-        structs = pa.array(values)
-    except (pa.ArrowException, OverflowError, TypeError, ValueError):
-        structs = None  # mixed dicts and texts, or an int beyond 64 bits
-    if structs is not None and structs.type in (pa.string(), pa.null()):
-        return structs.cast(pa.string())
-    if structs is not None and pa.types.is_struct(structs.type):
-        texts = _struct_texts(structs, values)
-    if texts is None:
-        texts = pa.array([encode_detail(v) if isinstance(v, dict) else v for v in values], pa.string())
-    return texts
-
-
-def _struct_texts(structs: pa.StructArray, values: Sequence[dict | None]) -> pa.Array | None:
-    """The JSON objects of a struct array inferred from ``values`` (flat dicts), or None if Arrow
-    cannot write them exactly: a dict lacking a key others have, a float key holding an int too, a
-    type other than int64, float64, string, bool or null."""
-    names = [field.name for field in structs.type]
-    if not names or any(len(v) != len(names) for v in values if v is not None):
-        return None
-    pieces = []
-    for i, name in enumerate(sorted(names)):
-        child = structs.field(name)
-        key = ("," if i else "{") + _encode_json(name) + ":"
-        if child.type == pa.bool_():
-            text = pc.binary_replace_slice(pc.if_else(child, "true", "false"), 0, 0, key)
-        elif child.type == pa.null():
-            text = pa.nulls(len(child), pa.string())
-        elif child.type == pa.float64() and not all(
-                type(v[name]) is float for v in values if v is not None and v[name] is not None):
-            return None
-        elif child.type in (pa.int64(), pa.float64(), pa.string()):
-            text = _json_pieces(child, key)
-        else:
-            return None
-        pieces.append(pc.fill_null(text, key + "null") if text.null_count else text)
-    texts = pc.binary_replace_slice(pc.binary_join_element_wise(*pieces, ""), _END, _END, "}")
-    return pc.if_else(structs.is_valid(), texts, None) if structs.null_count else texts
 
 
 #: A slice start past the end of any string: replacing there appends.
@@ -509,8 +441,7 @@ class Recorder:
     to :attr:`sinks` (append, ``+=``) while recording; a sink sees the rows emitted after it came.
 
     :meth:`emit` runs for every event of a run, so it does the least it can: a row dict is built only
-    when some row sink wants the kind; the batch sinks get the row as a tuple. A flat ``detail`` dict
-    (:func:`_flat`) of a row no row sink wants is kept (a copy) and encoded with its batch.
+    when some row sink wants the kind; the batch sinks get the row as a tuple.
     """
 
     def __init__(self, run_id: str, now_ms: Callable[[], float] = lambda: 0.0, sinks: Iterable = (),
@@ -542,8 +473,7 @@ class Recorder:
         if not _PLAIN.issuperset(map(type, fields.values())):
             fields = {name: _plain(value) for name, value in fields.items()}
         if layout.has_detail and isinstance(fields["detail"], dict):
-            detail = fields["detail"]
-            fields["detail"] = encode_detail(detail) if layout.writers else _deferred(detail)
+            fields["detail"] = encode_detail(fields["detail"])
         seq = self.seq
         # never "kind" or "node" among the fields: they are emit's own arguments
         values = (seq, float(self.now_ms()), node, *fields.values())
@@ -577,6 +507,10 @@ class Recorder:
 
         For speed, the values are buffered as given: pass plain Python values (int, float, str, None,
         and a dict for ``detail``), not numpy scalars, which :meth:`emit` converts.
+
+        Speed: calling :meth:`emit` instead (the readable form) costs the simulating process 26% more CPU in
+        a TimeTick run, 12% in a flush run and 3% in a query run (``benchmarks/fast_path_gains.py``,
+        ``bound-emitters``).
         """
         key = (kind, *names)
         if len(set(names)) != len(names):
@@ -599,7 +533,7 @@ class Recorder:
                     emit(kind, node, **dict(zip(names, values)))
                     return
             if detail_at >= 0 and isinstance(values[detail_at], dict):
-                values = (*values[:detail_at], _deferred(values[detail_at]), *values[detail_at + 1:])
+                values = (*values[:detail_at], encode_detail(values[detail_at]), *values[detail_at + 1:])
             seq = self.seq
             layout.pending.append((seq, float(self.now_ms()), node, *values))
             self.seq = seq + 1

@@ -18,10 +18,11 @@ Simplification: a produced message is stamped with a position ``(channel, msg_id
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable
 
-from ..proto import MsgType
-from .msg import DeleteMsg, InsertMsg, TimeTickMsg, TsMsg, new_msg_position
+from ..proto import MsgPosition, MsgType
+from .msg import DeleteMsg, InsertMsg, TimeTickMsg, TsMsg
 
 #: The id of the first message of every channel.
 FIRST_MSG_ID = 1
@@ -31,17 +32,6 @@ GrowCallback = Callable[[str, int], None]
 _PRODUCIBLE = frozenset({InsertMsg, DeleteMsg, TimeTickMsg})
 #: Every ``MsgType`` name (what ``watch``'s ``msg_types`` may name).
 _MSG_TYPES = frozenset(v for k, v in vars(MsgType).items() if k.isupper())
-
-
-def _stamped(msg: TsMsg, channel: str, msg_id: int) -> TsMsg:
-    """``dataclasses.replace(msg, position=MsgPosition(channel, msg_id, msg.begin_ts()))``, built
-    without the frozen dataclasses' per-field ``object.__setattr__`` and without running the
-    message's checks again (it passed them when it was built): one per produced message.
-    ``tests/test_speed_fast_paths.py`` compares it with the readable form."""
-    position = new_msg_position(channel, msg_id, msg.begin_ts())
-    stamped = object.__new__(type(msg))
-    stamped.__dict__.update(msg.__dict__, position=position)
-    return stamped
 
 
 class Broker:
@@ -87,7 +77,7 @@ class Broker:
         pos = msg.position
         if (pos is None or pos.msg_id != msg_id or pos.channel_name != channel or pos.msg_group
                 or pos.timestamp != msg.begin_ts()):
-            msg = _stamped(msg, channel, msg_id)
+            msg = dataclasses.replace(msg, position=MsgPosition(channel, msg_id, msg.begin_ts()))
         log.append(msg)
         woken = self._woken.get(channel)
         if woken is not None and (woken[0] or msg.msg_type in woken[1]):

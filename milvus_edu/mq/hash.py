@@ -11,7 +11,10 @@ hashed by its own type, so a mixed list (impossible in Milvus) is accepted.
 
 Every insert of a simulation hashes its keys, so ``HashPK2Channels`` uses :func:`_hash32_int64_unrolled`,
 murmur3 written out for exactly the 8 bytes of an int64 (``tests/test_mq_hash.py`` proves it equal to
-:func:`hash32_int64` on any int64).
+:func:`hash32_int64` on any int64), and the TimeTick clients hash their next keys ahead with numpy
+(:func:`prehash_int64`). Speed, measured against the readable :func:`hash32_int64` by
+``benchmarks/fast_path_gains.py``: the written-out murmur3 saves a flush run's simulating process 8% of its CPU
+(``murmur3-unrolled``), hashing ahead saves a TimeTick run's 13% (``murmur3-prehash``).
 """
 
 from __future__ import annotations

@@ -17,13 +17,10 @@ import random
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from functools import partial
-from heapq import heappop
 from math import log
 from operator import attrgetter
 
 import simpy
-from simpy.core import BoundClass, StopSimulation
-from simpy.events import URGENT, _describe_frame
 
 from ..config import MS, Config
 from ..events import SIM_EPOCH_MS, Recorder
@@ -60,120 +57,6 @@ class NodeClock:
         self.offset_ns += int(round(delta_ms * MS))
 
 
-class Environment(simpy.Environment):
-    """``simpy.Environment`` whose :meth:`run` up to a time steps through the events in its own loop.
-
-    ``run(until=<time>)`` is SimPy's ``run`` with ``step`` written into the loop (no method call per
-    event: the simulation takes hundreds of thousands of steps per simulated minute): the same
-    events, in the same order, with the same stop event and the same failures. ``run()`` and
-    ``run(until=<event>)`` are SimPy's own. ``tests/test_kernel_fast_paths.py`` compares both loops.
-    """
-
-    def __init__(self, initial_time: float = 0):
-        super().__init__(initial_time)
-        # SimPy binds ``timeout``, ``event``, ``process``... to the instance once, but only those its
-        # own class defines, so a subclass must do it for them, or each ``env.timeout`` binds anew.
-        for name, attr in vars(simpy.Environment).items():
-            if isinstance(attr, BoundClass):
-                setattr(self, name, getattr(self, name))
-
-    def run(self, until=None):
-        """Run until ``until`` (a time, an event, or ``None``: until no event is left), as SimPy does.
-
-        An environment whose ``step`` was replaced (SimPy's recipe for tracing every event) runs
-        SimPy's own loop, which calls it. (Asked of ``self.step``, not ``self.__dict__``: reading an
-        instance's ``__dict__`` makes every later attribute access on it slower.)"""
-        if (until is None or isinstance(until, simpy.Event)
-                or getattr(self.step, "__func__", None) is not simpy.Environment.step):
-            return super().run(until)
-        at = until if isinstance(until, int) else float(until)
-        if at <= self._now:
-            raise ValueError(f"until ({at}) must be greater than the current simulation time")
-        stop = simpy.Event(self)  # what SimPy's run schedules: an urgent event at ``at`` that stops the loop
-        stop._ok = True
-        stop._value = None
-        self.schedule(stop, URGENT, at - self._now)
-        stop.callbacks.append(StopSimulation.callback)
-        queue = self._queue
-        try:
-            while True:  # Environment.step, inline; the stop event is always in the queue
-                self._now, _, _, event = heappop(queue)
-                callbacks, event.callbacks = event.callbacks, None
-                for callback in callbacks:
-                    callback(event)
-                if not event._ok and not hasattr(event, "_defused"):  # a failure nobody handled
-                    exc = type(event._value)(*event._value.args)
-                    exc.__cause__ = event._value
-                    raise exc
-        except StopSimulation as done:
-            # as step does: the event whose callback stopped the run (``stop``, or any event given
-            # SimPy's stop callback) keeps the callbacks after that one, and the next run steps
-            # through it first
-            event.callbacks = callbacks[callbacks.index(callback) + 1:]
-            self.schedule(event, -1)
-            return done.args[0]
-
-
-class DetachedProcess(simpy.Process):
-    """A SimPy process started for its effects alone, such as one client request among thousands.
-
-    A plain :class:`simpy.Process` is also an event: when its generator returns, the process is
-    scheduled, and the environment takes one more step to run its callbacks, even when there are
-    none. A detached process skips that step when it ends well and nothing waits for it: it is
-    marked processed at once. Everything else is ``Process``'s: it can be interrupted, a waiter that
-    came before the end is resumed by the end step as usual, and a generator that raises fails it,
-    which stops the run if nothing waits.
-
-    Leaving out an event that runs no callback changes no other event's order (the queue orders ties
-    by when they were scheduled, and the rest keep their relative order), so a run writes the same
-    run log with either (``tests/test_kernel_fast_paths.py``), provided nothing starts waiting for it
-    after it ended: such a waiter would be resumed at once, where a plain process would resume it
-    with its end step, later in the same instant. So :meth:`Simulation.spawn` hands out no handle.
-    """
-
-    def _resume(self, event: simpy.Event) -> None:
-        # SimPy's Process._resume, but on a good end with no waiter, no end event to step through.
-        env = self.env
-        env._active_proc = self
-        generator = self._generator
-        while True:
-            try:
-                if event._ok:
-                    event = generator.send(event._value)
-                else:  # as Process: the generator gets its own copy of the failure
-                    event._defused = True
-                    exc = type(event._value)(*event._value.args)
-                    exc.__cause__ = event._value
-                    event = generator.throw(exc)
-            except StopIteration as stop:
-                event = None
-                self._ok = True
-                self._value = stop.value
-                if self.callbacks:
-                    env.schedule(self)
-                else:
-                    self.callbacks = None  # processed: what stepping through it would have left
-                break
-            except BaseException as exc:
-                event = None
-                self._ok = False
-                exc.__traceback__ = exc.__traceback__.tb_next  # as Process: drop this frame
-                self._value = exc
-                env.schedule(self)
-                break
-            try:
-                if event.callbacks is not None:  # not yet processed: wait for it
-                    event.callbacks.append(self._resume)
-                    break
-            except AttributeError:  # as Process: say where the generator yielded what
-                if hasattr(event, "callbacks"):
-                    raise
-                where = _describe_frame(generator.gi_frame)
-                raise RuntimeError(f"\n{where}Invalid yield value \"{event}\"") from None
-        self._target = event
-        env._active_proc = None
-
-
 def blocking(env: simpy.Environment, steps: Generator[int, None, object]):
     """Drive a component's step generator inside a SimPy process: each yielded ns becomes a timeout.
 
@@ -204,7 +87,7 @@ class Simulation:
     def __init__(self, seed: int, recorder: Recorder, config: Config | None = None,
                  network: NetworkParams | None = None):
         self.seed = seed
-        self.env = Environment()
+        self.env = simpy.Environment()
         self.recorder = recorder
         env = self.env
         # env.now, read for every event: SimPy's property returns env._now, read here without a Python call
@@ -293,10 +176,9 @@ class Simulation:
             self.kv.expire_leases()
 
     def spawn(self, generator: Generator) -> None:
-        """Start ``generator`` as a :class:`DetachedProcess`: ``env.process(generator)`` for a process
-        started for its effects alone (a client's request), one SimPy step cheaper. It returns no
-        process: nothing can wait for it (use ``env.process`` for a process to wait for)."""
-        DetachedProcess(self.env, generator)
+        """Start ``generator`` as a process started for its effects alone (a client's request): nothing
+        waits for it, so it returns no process (use ``env.process`` for a process to wait for)."""
+        self.env.process(generator)
 
     def at(self, t_ms: float, action: Callable[[], None]) -> None:
         """Run ``action`` at simulated time ``t_ms`` (faults, clock jumps)."""

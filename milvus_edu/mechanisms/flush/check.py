@@ -58,12 +58,11 @@ as the stepper's slider counts them).
 from __future__ import annotations
 
 import heapq
-from itertools import compress, repeat
-from operator import eq
 
+from ...check.violation import StreamingChecker
 from ...config import DataNodeParams, TimeTickParams
+from ...events.dispatch import on
 from ...narrate import detail_dict, ts_text
-from ...check.violation import ROW, Read, StreamingChecker, batch_columns, column, detail_of
 
 INVARIANTS = ("checkpoint-safe", "checkpoint-monotonic", "flush-durable", "checkpoint-retried", "durable",
               "flush-completes", "checkpoint-advances")
@@ -86,29 +85,6 @@ def checkpoint_bound_ms(updater_tick_ms: float, rpc_timeout_ms: float) -> float:
     return (1.1 * _DN.sync_period_ns + _DN.update_channel_checkpoint_interval_ns) / 1e6 \
         + updater_tick_ms + rpc_timeout_ms + 2 * _TICK_MS
 
-# What the fast path (FlushChecker.write_batch) reads by columns: inserts and acknowledged writes; the rare
-# kinds come as row dicts, for write.
-_INSERT, _ACKED, _DELETED = range(3)
-_READS = {
-    "mq.produce": Read(_INSERT, ("msg_type", "segment", "vchannel", "end_ts", "count"),
-                       ints=("segment", "end_ts", "count")),
-    "client.insert": Read(_ACKED, ("error", "detail")),
-    "client.delete": Read(_DELETED, ("error", "detail")),
-}
-
-
-#: The kinds the fast path reads by columns, never handing them to ``write``: progress is not judged on them.
-_COLUMN_KINDS = frozenset(_READS)
-
-
-def _inserts(layout, values: list[tuple]) -> list[tuple]:
-    """The ``mq.produce`` tuples that are inserts, found in C (:meth:`FlushChecker.write` ignores the other
-    messages, and every row of a layout without a ``segment`` column)."""
-    if "segment" not in layout.positions:
-        return []
-    return list(compress(values, map(eq, column(layout, values, "msg_type"), repeat("Insert"))))
-
-
 def _n(seq: int) -> str:
     return f"{seq + 1:,}"
 
@@ -121,10 +97,6 @@ class FlushChecker(StreamingChecker):
                "no flush was declared done before its rows were in binlogs, failed checkpoint updates were sent "
                "again, the final binlogs held every acknowledged row once, every flush completed and every channel "
                "checkpoint advanced within its bound (a run too short for a bound is not judged on it)")
-    kinds = frozenset({"mq.produce", "datacoord.save_binlog_paths", "datacoord.channel_cp", "datanode.flush_ts",
-                       "datanode.cp_rpc", "fault.kill", "client.insert", "client.delete", "storage.audit", "run.end",
-                       "client.flush", "datanode.checkpoint", "datanode.watch", "datacoord.reassign", "fault.restart",
-                       "fault.pause", "fault.resume", "fault.stall", "datanode.stop"})
     progress = frozenset({"flush-completes", "checkpoint-advances"})
     chances = {
         "checkpoint-safe": "DataCoord stored a channel checkpoint",
@@ -135,8 +107,6 @@ class FlushChecker(StreamingChecker):
         "flush-completes": "a client called flush",
         "checkpoint-advances": "a run lasting past a checkpoint's bound after it last moved",
     }
-    #: How write_batch reads each kind (the ones not in _READS as row dicts).
-    _reads = {kind: _READS.get(kind, Read(ROW)) for kind in kinds}
 
     def __init__(self, limit: int = 20):
         super().__init__(limit)
@@ -165,85 +135,96 @@ class FlushChecker(StreamingChecker):
         self._cp_stuck: set[str] = set()  # vchannels already reported by checkpoint-advances
         self._handed: dict[str, tuple[int, int]] = {}  # vchannel -> (checkpoint the ttNode handed over, seq)
 
-    def write(self, row: dict) -> None:
-        """Check one run-log row."""
-        kind = row["kind"]
-        if kind not in _COLUMN_KINDS:
-            # progress is judged on the rows both paths hand to write (the fast path reads the others by columns)
-            self._fault_row(kind, row)
-            self._judge_progress(float(row["t_ms"]))
-        if kind == "mq.produce":
-            if row["msg_type"] == "Insert" and row.get("segment") is not None:
-                seg, vch = int(row["segment"]), row["vchannel"]
-                heapq.heappush(self._pending.setdefault(seg, []), (int(row["end_ts"]), int(row["seq"]), int(row["count"])))
-                self._segments_of.setdefault(vch, set()).add(seg)
-        elif kind == "datacoord.save_binlog_paths":
-            if row.get("error") is None and row.get("ts") is not None:
-                self._saved(row)
-        elif kind == "datacoord.channel_cp":
-            if row.get("error") is None and detail_dict(row["detail"]).get("saved"):
-                self._channel_cp(row)
-        elif kind == "datanode.flush_ts":
-            detail = detail_dict(row["detail"])
-            if detail.get("set") is False:
-                self._flush_reset(row, detail)
-        elif kind == "client.flush" and row.get("error") is None:
+    # The frequent kinds are read by columns; progress is not judged on them. Every kind read as a row dict
+    # first moves the progress clocks (:meth:`_clock`).
+
+    @on("mq.produce", columns=("msg_type", "segment", "vchannel", "end_ts", "count"),
+        ints=("segment", "end_ts", "count"))
+    def _produced(self, seq: int, msg_type: str, seg, vch, end_ts, count) -> None:
+        if msg_type == "Insert" and seg is not None:
+            heapq.heappush(self._pending.setdefault(seg, []), (end_ts, seq, count))
+            self._segments_of.setdefault(vch, set()).add(seg)
+
+    @on("client.insert", columns=("error", "detail"))
+    def _insert_acked(self, seq: int, error, detail) -> None:
+        if error is None:
+            for pk in detail_dict(detail).get("pks", []):
+                self._acked[pk] = seq
+
+    @on("client.delete", columns=("error", "detail"))
+    def _delete_acked(self, seq: int, error, detail) -> None:
+        if error is None:
+            for pk in detail_dict(detail).get("pks", []):
+                self._deleted[pk] = seq
+
+    @on("fault.pause", "fault.restart", "fault.resume", "fault.stall", "datanode.watch", "datacoord.reassign")
+    def _clock(self, row: dict) -> None:
+        """Move the progress clocks on a fault or a recovery, then report what ran past its bound by now."""
+        self._fault_row(row["kind"], row)
+        self._judge_progress(float(row["t_ms"]))
+
+    @on("datacoord.save_binlog_paths")
+    def _save(self, row: dict) -> None:
+        self._clock(row)
+        if row.get("error") is None and row.get("ts") is not None:
+            self._saved(row)
+
+    @on("datacoord.channel_cp")
+    def _stored_cp(self, row: dict) -> None:
+        self._clock(row)
+        if row.get("error") is None and detail_dict(row["detail"]).get("saved"):
+            self._channel_cp(row)
+
+    @on("datanode.flush_ts")
+    def _flush_ts(self, row: dict) -> None:
+        self._clock(row)
+        detail = detail_dict(row["detail"])
+        if detail.get("set") is False:
+            self._flush_reset(row, detail)
+
+    @on("client.flush")
+    def _flush_call(self, row: dict) -> None:
+        self._clock(row)
+        if row.get("error") is None:
             self._client_flush(row)
-        elif kind == "datanode.checkpoint":
-            self._handed[row["vchannel"]] = (int(row["ts"]), int(row["seq"]))
-        elif kind == "datanode.cp_rpc":
-            self._cp_rpc(row)
-        elif kind in ("fault.kill", "datanode.stop"):
-            # a node gone (killed, or stopped gracefully: its updater closes unsent) retries nothing
-            for key in [k for k in self._retry_due if k[0] == row["node"]]:
-                del self._retry_due[key]
-        elif kind == "client.insert" and row.get("error") is None:
-            for pk in detail_dict(row["detail"]).get("pks", []):
-                self._acked[pk] = int(row["seq"])
-        elif kind == "client.delete" and row.get("error") is None:
-            for pk in detail_dict(row["detail"]).get("pks", []):
-                self._deleted[pk] = int(row["seq"])
-        elif kind == "storage.audit":
-            self._audited = True
-            detail = detail_dict(row["detail"])
-            for pk in detail.get("pks", []):
-                self._audit.setdefault(pk, []).append((int(row["segment"]), int(row["seq"])))
-            self._audit_deleted.update(detail.get("deleted", []))
-        elif kind == "run.end":
-            cp_bound = checkpoint_bound_ms(self._tick_ms, self._timeout_ms)
-            end = float(row["t_ms"])
-            self.tried["checkpoint-advances"] += sum(end > max(moved, self._fault_ms) + cp_bound
-                                                     for moved in self._cp_moved.values())
-            # a retry sent just before the end may not have answered yet: allow it one RPC timeout
-            self._expire_retries(float(row["t_ms"]) - self._rpc_timeout_ms)
-            if self._audited:
-                self._judge_audit(int(row["seq"]))
 
-    def write_batch(self, batch) -> None:
-        """The recorder's fast path: what :meth:`write` does with each row of ``batch`` (a ``RowBatch``) of
-        :attr:`kinds`, in ``seq`` order. Inserts and acknowledged writes are read straight from the batch's
-        tuples (only the inserts of ``mq.produce``); the rare kinds are handed to :meth:`write` as rows.
+    @on("datanode.checkpoint")
+    def _handed_over(self, row: dict) -> None:
+        self._clock(row)
+        self._handed[row["vchannel"]] = (int(row["ts"]), int(row["seq"]))
 
-        It mirrors the branches of :meth:`write` it replaces; ``tests/test_checker_fast.py`` proves both give
-        the same violations and counts on real runs.
-        """
-        pending_of, segments_of, acked, deleted = self._pending, self._segments_of, self._acked, self._deleted
-        for seq, code, columns in batch_columns(batch, self._reads, {"mq.produce": _inserts}):
-            if code == _INSERT:
-                msg_type, seg, vch, end_ts, count = columns
-                if msg_type == "Insert" and seg is not None:
-                    heapq.heappush(pending_of.setdefault(seg, []), (end_ts, seq, count))
-                    segments_of.setdefault(vch, set()).add(seg)
-            elif code == _ACKED:
-                if columns[0] is None:
-                    for pk in detail_of(columns[1]).get("pks", []):
-                        acked[pk] = seq
-            elif code == _DELETED:
-                if columns[0] is None:
-                    for pk in detail_of(columns[1]).get("pks", []):
-                        deleted[pk] = seq
-            else:  # ROW
-                self.write(columns)
+    @on("datanode.cp_rpc")
+    def _cp_rpc_row(self, row: dict) -> None:
+        self._clock(row)
+        self._cp_rpc(row)
+
+    @on("fault.kill", "datanode.stop")
+    def _gone(self, row: dict) -> None:
+        """A node gone (killed, or stopped gracefully: its updater closes unsent) retries nothing."""
+        self._clock(row)
+        for key in [k for k in self._retry_due if k[0] == row["node"]]:
+            del self._retry_due[key]
+
+    @on("storage.audit")
+    def _audited_segment(self, row: dict) -> None:
+        self._clock(row)
+        self._audited = True
+        detail = detail_dict(row["detail"])
+        for pk in detail.get("pks", []):
+            self._audit.setdefault(pk, []).append((int(row["segment"]), int(row["seq"])))
+        self._audit_deleted.update(detail.get("deleted", []))
+
+    @on("run.end")
+    def _end(self, row: dict) -> None:
+        self._clock(row)
+        cp_bound = checkpoint_bound_ms(self._tick_ms, self._timeout_ms)
+        end = float(row["t_ms"])
+        self.tried["checkpoint-advances"] += sum(end > max(moved, self._fault_ms) + cp_bound
+                                                 for moved in self._cp_moved.values())
+        # a retry sent just before the end may not have answered yet: allow it one RPC timeout
+        self._expire_retries(end - self._rpc_timeout_ms)
+        if self._audited:
+            self._judge_audit(int(row["seq"]))
 
     def _saved(self, row: dict) -> None:
         seg, ts, seq = int(row["segment"]), int(row["ts"]), int(row["seq"])

@@ -84,8 +84,9 @@ class FlushCluster(ControlPlane):
         self.crash_at_s = crash_at_s
         self.crash_step = crash_step
         self.restart_after_s = restart_after_s
-        self.acked: list[int] = []
-        self.deleted: set[int] = set()
+        #: Acknowledged keys the delete client has not picked yet, in the order they were acknowledged (a
+        #: delete picks one at random and takes it out, so no pass over every key is needed per delete).
+        self.live: list[int] = []
         self.flush_at_s: list[float] = []
 
     def start(self) -> None:
@@ -154,7 +155,7 @@ class FlushCluster(ControlPlane):
         if ts is None:
             rec.emit("client.insert", "client-0", peer=proxy.name, count=len(pks), error="insert failed")
             return
-        self.acked.extend(pks)
+        self.live.extend(pks)
         rec.emit("client.insert", "client-0", peer=proxy.name, ts=ts, count=len(pks), detail={"pks": pks})
 
     def _deletes(self, proxy: ProxyNode):
@@ -164,11 +165,10 @@ class FlushCluster(ControlPlane):
         yield env.timeout(WORKLOAD_START_MS + 1000.0)
         while env.now < self.workload_ms:
             yield env.timeout(rng.expovariate(rate))
-            live = [pk for pk in self.acked if pk not in self.deleted]
+            live = self.live
             if env.now >= self.workload_ms or not live or not proxy.alive:
                 continue
-            pk = live[rng.randrange(len(live))]
-            self.deleted.add(pk)
+            pk = live.pop(rng.randrange(len(live)))
             self.sim.spawn(self._delete(proxy, [pk]))
 
     def _delete(self, proxy: ProxyNode, pks: list[int]):

@@ -2,24 +2,11 @@
 
 from __future__ import annotations
 
-from ...check.violation import ROW, Read, batch_columns
+from ...events.dispatch import Dispatch, on
 from ...narrate import detail_dict
 
-# What the fast path (FlushSummary.write_batch) reads by columns: the acknowledged writes; the rare kinds come
-# as row dicts, for write.
-_INSERT, _DELETE = range(2)
-_READS = {"client.insert": Read(_INSERT, ("error", "count")), "client.delete": Read(_DELETE, ("error", "count"))}
-
-
-class FlushSummary:
+class FlushSummary(Dispatch):
     """Counts syncs, checkpoints, flushes, restarts and the final audit while a run is recorded."""
-
-    kinds = frozenset({"datanode.sync", "datanode.sync_done", "datacoord.save_binlog_paths", "datacoord.channel_cp",
-                       "datanode.filter", "client.insert", "client.delete", "client.flush", "storage.audit",
-                       "fault.kill", "fault.restart", "datanode.cp_rpc", "datanode.steps",
-                       "datacoord.reassign", "datanode.flush_ts"})
-    #: How write_batch reads each kind (the ones not in _READS as row dicts).
-    _reads = {kind: _READS.get(kind, Read(ROW)) for kind in kinds}
 
     def __init__(self):
         self.syncs = 0
@@ -47,77 +34,88 @@ class FlushSummary:
         self.flush_ts_cleared = 0
         self.flush_ts_cleared_at_equal = 0
 
-    def write(self, row: dict) -> None:
-        """Account for one row."""
-        kind = row["kind"]
-        failed = row.get("error") is not None
-        if kind == "datanode.sync":
-            self.syncs += 1
-            self.synced_rows += int(row["count"] or 0)
-        elif kind == "datanode.sync_done" and failed:
-            self.failed_syncs += 1
-        elif kind == "datacoord.save_binlog_paths":
-            self.save_errors += failed
-            self.saved += not failed
-        elif kind == "datacoord.channel_cp" and not failed:
-            if detail_dict(row["detail"]).get("saved"):
-                self.cp_stored += 1
-                self.last_cp[row["vchannel"]] = int(row["ts"])
-            else:
-                self.cp_ignored += 1
-        elif kind == "datanode.cp_rpc" and failed:
-            self.cp_rpc_errors += 1
-        elif kind == "datanode.filter":
-            self.filtered += int(row["count"] or 0)
-        elif kind == "client.insert" and not failed:
-            self.acked_rows += int(row["count"])
-        elif kind == "client.delete" and not failed:
-            self.deleted_keys += int(row["count"])
-        elif kind == "client.flush" and not failed:
-            if detail_dict(row["detail"]).get("flushed"):
-                self.flushed += 1
-            else:
-                self.flushes += 1
-        elif kind == "storage.audit":
-            detail = detail_dict(row["detail"])
-            self.audit_segments += 1
-            self.audit_rows += int(row["count"])
-            self.audit_deleted += len(detail.get("deleted", []))
-            self.flushed_segments += detail.get("state") == "Flushed"
-        elif kind == "datanode.steps":  # one row per DataNode (`node`): its own step boundaries
-            self.steps = (self.steps or 0) + int(row["count"])
-        elif kind == "fault.kill" and str(row["node"]).startswith("datanode"):
-            self.crashes += 1
-        elif kind == "fault.restart" and str(row["node"]).startswith("datanode"):
-            self.restarts += 1
-        elif kind == "datacoord.reassign":
-            self.takeovers += 1
-        elif kind == "datanode.flush_ts":
-            detail = detail_dict(row["detail"])
-            if detail.get("set") is False:
-                self.flush_ts_cleared += 1
-                self.flush_ts_cleared_at_equal += int(detail.get("checkpoint", -1)) == int(row["ts"])
+    @on("datanode.sync", columns=("count",))
+    def _sync(self, seq: int, count) -> None:
+        self.syncs += 1
+        self.synced_rows += int(count or 0)
 
-    def write_batch(self, batch) -> None:
-        """The recorder's fast path: what :meth:`write` does with each row of ``batch`` (a ``RowBatch``) of
-        :attr:`kinds`, in ``seq`` order. The acknowledged writes are read straight from the batch's tuples; the
-        rare kinds are handed to :meth:`write` as rows.
+    @on("datanode.sync_done", columns=("error",))
+    def _sync_done(self, seq: int, error) -> None:
+        self.failed_syncs += error is not None
 
-        It mirrors the branches of :meth:`write` it replaces; ``tests/test_checker_fast.py`` proves both give
-        the same section on real runs.
-        """
-        for _, code, columns in batch_columns(batch, self._reads):
-            if code == _INSERT:
-                if columns[0] is None:
-                    self.acked_rows += int(columns[1])
-            elif code == _DELETE:
-                if columns[0] is None:
-                    self.deleted_keys += int(columns[1])
-            else:  # ROW
-                self.write(columns)
+    @on("datacoord.save_binlog_paths", columns=("error",))
+    def _saved(self, seq: int, error) -> None:
+        self.save_errors += error is not None
+        self.saved += error is None
 
-    def close(self) -> None:
-        """Nothing to release."""
+    @on("datacoord.channel_cp", columns=("error", "detail", "vchannel", "ts"))
+    def _channel_cp(self, seq: int, error, detail, vch: str, ts) -> None:
+        if error is not None:
+            return
+        if detail_dict(detail).get("saved"):
+            self.cp_stored += 1
+            self.last_cp[vch] = int(ts)
+        else:
+            self.cp_ignored += 1
+
+    @on("datanode.cp_rpc", columns=("error",))
+    def _cp_rpc(self, seq: int, error) -> None:
+        self.cp_rpc_errors += error is not None
+
+    @on("datanode.filter", columns=("count",))
+    def _filtered(self, seq: int, count) -> None:
+        self.filtered += int(count or 0)
+
+    @on("client.insert", columns=("error", "count"))
+    def _inserted(self, seq: int, error, count) -> None:
+        if error is None:
+            self.acked_rows += int(count)
+
+    @on("client.delete", columns=("error", "count"))
+    def _deleted(self, seq: int, error, count) -> None:
+        if error is None:
+            self.deleted_keys += int(count)
+
+    @on("client.flush", columns=("error", "detail"))
+    def _flush(self, seq: int, error, detail) -> None:
+        if error is not None:
+            return
+        if detail_dict(detail).get("flushed"):
+            self.flushed += 1
+        else:
+            self.flushes += 1
+
+    @on("storage.audit", columns=("detail", "count"))
+    def _audit(self, seq: int, detail, count) -> None:
+        detail = detail_dict(detail)
+        self.audit_segments += 1
+        self.audit_rows += int(count)
+        self.audit_deleted += len(detail.get("deleted", []))
+        self.flushed_segments += detail.get("state") == "Flushed"
+
+    @on("datanode.steps", columns=("count",))
+    def _steps(self, seq: int, count) -> None:
+        """One row per DataNode (its ``node``): its own step boundaries."""
+        self.steps = (self.steps or 0) + int(count)
+
+    @on("fault.kill", columns=("node",))
+    def _crash(self, seq: int, node) -> None:
+        self.crashes += str(node).startswith("datanode")
+
+    @on("fault.restart", columns=("node",))
+    def _restart(self, seq: int, node) -> None:
+        self.restarts += str(node).startswith("datanode")
+
+    @on("datacoord.reassign", columns=())
+    def _takeover(self, seq: int) -> None:
+        self.takeovers += 1
+
+    @on("datanode.flush_ts", columns=("detail", "ts"))
+    def _flush_ts(self, seq: int, detail, ts) -> None:
+        detail = detail_dict(detail)
+        if detail.get("set") is False:
+            self.flush_ts_cleared += 1
+            self.flush_ts_cleared_at_equal += int(detail.get("checkpoint", -1)) == int(ts)
 
     def sections(self, counts: dict) -> dict:
         """The ``flush`` section of ``summary.json``."""

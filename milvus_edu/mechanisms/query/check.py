@@ -39,12 +39,13 @@ from __future__ import annotations
 
 from collections import Counter, deque
 
+from ...check.violation import StreamingChecker
 from ...config import MS, TimeTickParams
+from ...events.dispatch import on
 from ...mq.names import to_physical_channel
 from ...narrate import detail_dict, ts_text
 from ...querynode.expr import read_predicate
 from ...tsoutil import physical_time
-from ...check.violation import ROW, Read, StreamingChecker, batch_columns, detail_of
 
 INVARIANTS = ("mvcc-exact", "read-after-guarantee", "strong-sees-acked", "session-sees-own", "bounded-staleness",
               "tsafe-monotonic", "tsafe-below-tick", "tsafe-progress", "read-answered")
@@ -93,15 +94,6 @@ def visible_rows(writes, ts: int) -> list[tuple[object, int]]:
     return [(pk, t) for pk, tss in inserts.items() for t in tss if last_delete.get(pk, t) <= t]
 
 
-# What the fast path (QueryChecker.write_batch) reads by columns: messages and tsafe moves; the other kinds
-# come as row dicts, for write.
-_PRODUCE, _TSAFE = range(2)
-_READS = {
-    "mq.produce": Read(_PRODUCE, ("msg_type", "channel", "ts", "detail", "vchannel", "t_ms")),
-    "querynode.tsafe": Read(_TSAFE, ("vchannel", "ts", "t_ms")),
-}
-
-
 class QueryChecker(StreamingChecker):
     """Streaming check of the read-consistency invariants; keeps at most ``limit`` violations per invariant."""
 
@@ -110,9 +102,6 @@ class QueryChecker(StreamingChecker):
                "Strong reads saw every acknowledged write, Session reads their client's own, Bounded reads were at "
                "most gracefulTime stale; tsafe never went back nor passed the time tick, and followed the ticks; "
                "every read was answered or still waited for its guarantee")
-    kinds = frozenset({"mq.produce", "client.insert", "client.delete", "client.read_start", "client.read",
-                       "proxy.read", "querynode.read", "querynode.tsafe", "querynode.watch", "querynode.wait",
-                       "querynode.release", "run.end"})
     progress = frozenset({"tsafe-progress", "read-answered"})
     chances = {
         "mvcc-exact": "a shard read answered",
@@ -125,8 +114,6 @@ class QueryChecker(StreamingChecker):
         "tsafe-progress": "a time tick written above the tsafe of a served vchannel",
         "read-answered": "a read sent",
     }
-    #: How write_batch reads each kind (the ones not in _READS as row dicts).
-    _reads = {kind: _READS.get(kind, Read(ROW)) for kind in kinds}
 
     def __init__(self, limit: int = 20):
         super().__init__(limit)
@@ -152,77 +139,73 @@ class QueryChecker(StreamingChecker):
         self.interval_ms = timetick.time_tick_interval_ns / MS
         self.bound_ms = PROGRESS_INTERVALS * self.interval_ms
 
-    def write(self, row: dict) -> None:
-        """Take in one run-log row (reads are judged on :meth:`close`)."""
-        kind = row["kind"]
-        seq = row["seq"]
-        if kind == "mq.produce":
-            msg_type = row["msg_type"]
-            if msg_type == "TimeTick":
-                self._tick_written(seq, row["channel"], row["ts"], row["t_ms"])
-            elif msg_type in ("Insert", "Delete"):
-                self._written(seq, msg_type, row["ts"], detail_dict(row["detail"]), row["vchannel"])
-        elif kind in ("client.insert", "client.delete"):
-            if row["error"] is None and row["ts"] is not None:
-                d = detail_dict(row["detail"])
-                self._acks.append({"seq": seq, "client": row["node"], "ts": row["ts"], "pks": d.get("pks", []),
-                                   "collection": d.get("collection"), "what": kind.split(".")[1]})
-        elif kind == "client.read_start":
-            self.tried["read-answered"] += 1
-            self._starts[row["request"]] = {"seq": seq, "client": row["node"], "t_ms": row["t_ms"],
-                                            "level": row["level"]}
-        elif kind == "proxy.read":
-            d = detail_dict(row["detail"])
-            self._proxy[row["request"]] = {"seq": seq, "begin": row["ts"], "guarantee": row["guarantee_ts"],
-                                           "level": row["level"], "collection": d.get("collection"),
-                                           "filter": d.get("filter", ""), "ids": d.get("ids"),
-                                           "graceful_ms": d.get("graceful_time_ms", GRACEFUL_TIME_MS)}
-        elif kind == "querynode.wait":
-            self._waits[(row["request"], row["vchannel"])] = (seq, row["guarantee_ts"])
-        elif kind == "querynode.watch":
-            if row["ts"] is not None and row["vchannel"] is not None:
-                self._served.setdefault(row["channel"], []).append((row["vchannel"], row["ts"]))
-        elif kind == "querynode.release":
-            # a released vchannel (its collection dropped) has no tsafe left to follow the ticks
-            served = self._served.get(to_physical_channel(row["vchannel"]), [])
-            served[:] = [s for s in served if s[0] != row["vchannel"]]
-            self._behind.pop(row["vchannel"], None)
-        elif kind == "run.end":
-            self._unanswered(seq, row["t_ms"])
-        elif kind == "querynode.read":
-            self._waits.pop((row["request"], row["vchannel"]), None)
-            if row["error"] is None:
-                self._shard_reads.append({"seq": seq, "request": row["request"], "vchannel": row["vchannel"],
-                                          "ts": row["ts"], "guarantee": row["guarantee_ts"], "level": row["level"],
-                                          "pks": detail_dict(row["detail"]).get("pks", [])})
-        elif kind == "client.read":
-            self._answered.add(row["request"])
-            if row["error"] is None:
-                self._client_reads.append({"seq": seq, "request": row["request"], "ts": row["ts"],
-                                           "level": row["level"], "client": row["node"],
-                                           "guarantee": row["guarantee_ts"]})
-        elif kind == "querynode.tsafe":
-            self._check_tsafe(seq, row["vchannel"], row["ts"], row["t_ms"])
+    @on("mq.produce", columns=("msg_type", "channel", "ts", "detail", "vchannel", "t_ms"))
+    def _produced(self, seq: int, msg_type: str, ch: str, ts, detail, vch, t_ms: float) -> None:
+        if msg_type == "TimeTick":
+            self._tick_written(seq, ch, ts, t_ms)
+        elif msg_type in ("Insert", "Delete"):
+            self._written(seq, msg_type, ts, detail_dict(detail), vch)
 
-    def write_batch(self, batch) -> None:
-        """The recorder's fast path: what :meth:`write` does with each row of ``batch`` (a ``RowBatch``) of
-        :attr:`kinds`, in ``seq`` order. Messages and tsafe moves are read straight from the batch's tuples;
-        the other kinds are handed to :meth:`write` as rows.
+    @on("client.insert", columns=("node", "error", "ts", "detail"))
+    def _insert_acked(self, seq: int, client, error, ts, detail) -> None:
+        self._acked(seq, "insert", client, error, ts, detail)
 
-        It mirrors the branches of :meth:`write` it replaces (they call the same methods);
-        ``tests/test_checker_fast.py`` proves both give the same violations and counts on real runs.
-        """
-        for seq, code, columns in batch_columns(batch, self._reads):
-            if code == _PRODUCE:
-                msg_type, ch, ts, detail, vch, t_ms = columns
-                if msg_type == "TimeTick":
-                    self._tick_written(seq, ch, ts, t_ms)
-                elif msg_type in ("Insert", "Delete"):
-                    self._written(seq, msg_type, ts, detail_of(detail), vch)
-            elif code == _TSAFE:
-                self._check_tsafe(seq, *columns)
-            else:  # ROW
-                self.write(columns)
+    @on("client.delete", columns=("node", "error", "ts", "detail"))
+    def _delete_acked(self, seq: int, client, error, ts, detail) -> None:
+        self._acked(seq, "delete", client, error, ts, detail)
+
+    def _acked(self, seq: int, what: str, client, error, ts, detail) -> None:
+        if error is None and ts is not None:
+            d = detail_dict(detail)
+            self._acks.append({"seq": seq, "client": client, "ts": ts, "pks": d.get("pks", []),
+                               "collection": d.get("collection"), "what": what})
+
+    @on("client.read_start", columns=("request", "node", "t_ms", "level"))
+    def _read_start(self, seq: int, request, client, t_ms: float, level) -> None:
+        self.tried["read-answered"] += 1
+        self._starts[request] = {"seq": seq, "client": client, "t_ms": t_ms, "level": level}
+
+    @on("proxy.read", columns=("request", "ts", "guarantee_ts", "level", "detail"))
+    def _proxy_read(self, seq: int, request, ts, guarantee, level, detail) -> None:
+        d = detail_dict(detail)
+        self._proxy[request] = {"seq": seq, "begin": ts, "guarantee": guarantee, "level": level,
+                                "collection": d.get("collection"), "filter": d.get("filter", ""), "ids": d.get("ids"),
+                                "graceful_ms": d.get("graceful_time_ms", GRACEFUL_TIME_MS)}
+
+    @on("querynode.wait", columns=("request", "vchannel", "guarantee_ts"))
+    def _wait(self, seq: int, request, vch, guarantee) -> None:
+        self._waits[(request, vch)] = (seq, guarantee)
+
+    @on("querynode.watch", columns=("channel", "vchannel", "ts"))
+    def _watch(self, seq: int, ch, vch, ts) -> None:
+        if ts is not None and vch is not None:
+            self._served.setdefault(ch, []).append((vch, ts))
+
+    @on("querynode.release", columns=("vchannel",))
+    def _release(self, seq: int, vch: str) -> None:
+        # a released vchannel (its collection dropped) has no tsafe left to follow the ticks
+        served = self._served.get(to_physical_channel(vch), [])
+        served[:] = [s for s in served if s[0] != vch]
+        self._behind.pop(vch, None)
+
+    @on("run.end", columns=("t_ms",))
+    def _end(self, seq: int, t_ms: float) -> None:
+        self._unanswered(seq, t_ms)
+
+    @on("querynode.read", columns=("request", "vchannel", "error", "ts", "guarantee_ts", "level", "detail"))
+    def _shard_read(self, seq: int, request, vch, error, ts, guarantee, level, detail) -> None:
+        self._waits.pop((request, vch), None)
+        if error is None:
+            self._shard_reads.append({"seq": seq, "request": request, "vchannel": vch, "ts": ts,
+                                      "guarantee": guarantee, "level": level,
+                                      "pks": detail_dict(detail).get("pks", [])})
+
+    @on("client.read", columns=("request", "error", "ts", "level", "node", "guarantee_ts"))
+    def _client_read(self, seq: int, request, error, ts, level, client, guarantee) -> None:
+        self._answered.add(request)
+        if error is None:
+            self._client_reads.append({"seq": seq, "request": request, "ts": ts, "level": level, "client": client,
+                                       "guarantee": guarantee})
 
     def _tick_written(self, seq: int, ch: str, ts: int, t_ms: float) -> None:
         prev = self._tick.get(ch)
@@ -244,6 +227,7 @@ class QueryChecker(StreamingChecker):
             if fields is not None:
                 self._fields.update(((vch, pk, ts), f) for pk, f in zip(pks, fields))
 
+    @on("querynode.tsafe", columns=("vchannel", "ts", "t_ms"))
     def _check_tsafe(self, seq: int, vch: str, ts: int, t_ms: float) -> None:
         prev = self._tsafe.get(vch)
         self.tried["tsafe-below-tick"] += 1

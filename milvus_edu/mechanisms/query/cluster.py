@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import json
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 
 from ...client import CollectionCache, CollectionTsCache, SchemaErrorRetry, construct_guarantee_ts
 from ...client.collection_cache import MAX_UINT64
@@ -49,7 +48,7 @@ from ...proto import ConsistencyLevel, MsgPosition, MsgType, SegmentLevel, Segme
 from ...proxy.guarantee_ts import ReadRequest
 from ...proxy.meta_cache import CollectionInfo, MetaCache
 from ...querynode import Row
-from ...querynode.expr import PK_FIELD, VECTOR_FIELD, parse_filter, pk_type_of, read_predicate
+from ...querynode.expr import PK_FIELD, parse_filter, pk_type_of, read_predicate
 from ...rootcoord import DdlTask
 from ...sim.kernel import RPCError, Simulation
 from ...storage.binlog import decompress_bin_logs

@@ -2,25 +2,11 @@
 
 from __future__ import annotations
 
-from ...check.violation import ROW, Read, batch_columns, detail_of
+from ...events.dispatch import Dispatch, on
 from ...narrate import detail_dict
 
-# What the fast path (QuerySummary.write_batch) reads by columns: the QueryNode's events; reads answered to
-# clients come as row dicts, for write.
-_WAIT, _READ, _PACK, _LOAD = range(4)
-_READS = {
-    "client.read": Read(ROW),
-    "querynode.wait": Read(_WAIT, ("level",)),
-    "querynode.read": Read(_READ, ("level", "detail")),
-    "querynode.pack": Read(_PACK, ("seq",)),
-    "querynode.load": Read(_LOAD, ("seq",)),
-}
-
-
-class QuerySummary:
+class QuerySummary(Dispatch):
     """Counts reads per level, waits, errors, packs and loads while a run is recorded."""
-
-    kinds = frozenset(_READS)
 
     def __init__(self):
         self.reads: dict[str, int] = {}
@@ -31,52 +17,38 @@ class QuerySummary:
         self.loaded = 0
         self.reads_list: list[dict] = []
 
-    def write(self, row: dict) -> None:
-        """Account for one row."""
-        kind = row["kind"]
-        if kind == "client.read":
-            d = detail_dict(row["detail"])
-            level = row["level"] or "?"
-            if row["error"] is not None:
+    # Each kind changes counts of its own only, so each is folded a batch at a time (see ``on``).
+
+    @on("client.read", columns=("node", "request", "level", "error", "t_ms", "detail"), fold=True)
+    def _reads_answered(self, seqs, clients, requests, levels, errors, t_mss, details) -> None:
+        for client, request, level, error, t_ms, detail in zip(clients, requests, levels, errors, t_mss, details):
+            d = detail_dict(detail)
+            if error is not None:
                 self.errors["?"] = self.errors.get("?", 0) + 1
             else:
-                self.reads[level] = self.reads.get(level, 0) + 1
-            self.reads_list.append({"request": row["request"], "client": row["node"], "level": row["level"],
+                self.reads[level or "?"] = self.reads.get(level or "?", 0) + 1
+            self.reads_list.append({"request": request, "client": client, "level": level,
                                     "label": d.get("label", ""), "op": d.get("op"), "pks": d.get("pks"),
-                                    "error": row["error"], "t_ms": row["t_ms"]})
-        elif kind == "querynode.wait":
-            self.waits[row["level"]] = self.waits.get(row["level"], 0) + 1
-        elif kind == "querynode.read":
-            d = detail_dict(row["detail"])
-            self.wait_ms[row["level"]] = max(self.wait_ms.get(row["level"], 0.0), float(d.get("waited_ms") or 0.0))
-        elif kind == "querynode.pack":
-            self.packs += 1
-        elif kind == "querynode.load":
-            self.loaded += 1
+                                    "error": error, "t_ms": t_ms})
 
-    def write_batch(self, batch) -> None:
-        """The recorder's fast path: what :meth:`write` does with each row of ``batch`` (a ``RowBatch``) of
-        :attr:`kinds`, in ``seq`` order, reading the QueryNode's events straight from the batch's tuples.
+    @on("querynode.wait", columns=("level",), fold=True)
+    def _waits(self, seqs, levels) -> None:
+        for level in levels:
+            self.waits[level] = self.waits.get(level, 0) + 1
 
-        It mirrors :meth:`write` branch by branch; ``tests/test_checker_fast.py`` proves both give the same
-        section on real runs.
-        """
-        waits, wait_ms = self.waits, self.wait_ms
-        for _, code, columns in batch_columns(batch, _READS):
-            if code == _WAIT:
-                waits[columns] = waits.get(columns, 0) + 1
-            elif code == _READ:
-                level, detail = columns
-                wait_ms[level] = max(wait_ms.get(level, 0.0), float(detail_of(detail).get("waited_ms") or 0.0))
-            elif code == _PACK:
-                self.packs += 1
-            elif code == _LOAD:
-                self.loaded += 1
-            else:  # ROW
-                self.write(columns)
+    @on("querynode.read", columns=("level", "detail"), fold=True)
+    def _shard_reads(self, seqs, levels, details) -> None:
+        for level, detail in zip(levels, details):
+            waited = float(detail_dict(detail).get("waited_ms") or 0.0)
+            self.wait_ms[level] = max(self.wait_ms.get(level, 0.0), waited)
 
-    def close(self) -> None:
-        """Nothing to release."""
+    @on("querynode.pack", columns=(), fold=True)
+    def _packs(self, seqs) -> None:
+        self.packs += len(seqs)
+
+    @on("querynode.load", columns=(), fold=True)
+    def _loads(self, seqs) -> None:
+        self.loaded += len(seqs)
 
     def sections(self, counts: dict) -> dict:
         """The ``query`` section of ``summary.json``."""

@@ -40,44 +40,22 @@ yet consumed, not with the length of the run.
 from __future__ import annotations
 
 import heapq
-from bisect import bisect_right
-from itertools import compress, repeat
-from operator import ge, itemgetter
 
+from ...check.violation import StreamingChecker, Violation
 from ...config import MS, TimeTickParams, TSOParams
+from ...events.dispatch import on
 from ...narrate import detail_dict, ts_text
-from ...check.violation import ROW, Read, StreamingChecker, Violation, batch_columns, column, detail_of
 
 INVARIANTS = ("tick-monotonic", "watermark", "pack-exact", "tick-progress")
 _DML = ("Insert", "Delete")
 #: How many ``proxy.timeTickInterval`` a pchannel may go without a time tick (or its tick without moving).
 PROGRESS_INTERVALS = 5
 
-# What the fast path (TimeTickChecker.write_batch) reads of each kind; the codes it dispatches on.
-_ENQUEUE, _PRODUCE, _CONSUME, _PACK, _REPORT, _UPDATE, _SESSION_DEL, _STALL, _KILL, _END = range(10)
-_READS = {
-    "proxy.enqueue": Read(_ENQUEUE, ("node", "channel", "ts"), ints=("ts",)),
-    "mq.produce": Read(_PRODUCE, ("node", "channel", "msg_type", "tick_ts", "end_ts", "vchannel", "msg_id", "t_ms",
-                                  "detail"), ints=("tick_ts", "end_ts", "msg_id")),
-    "mq.consume": Read(_CONSUME, ("vchannel", "msg_id", "ts"), ints=("msg_id", "ts")),
-    "mq.pack": Read(_PACK, ("node", "vchannel", "begin_ts", "end_ts"), ints=("begin_ts", "end_ts")),
-    "proxy.report": Read(_REPORT, ("node", "ts", "detail"), ints=("ts",)),
-    "rootcoord.timetick_update": Read(_UPDATE, ("t_ms", "error", "detail")),
-    "rootcoord.session_del": Read(_SESSION_DEL, ("t_ms", "peer")),
-    "fault.stall": Read(_STALL, ("t_ms", "node", "detail")),
-    "fault.kill": Read(_KILL, ("t_ms", "node", "detail")),
-    "run.end": Read(_END, ("t_ms",)),
-}
-_REPORTS = {"proxy.report": _READS["proxy.report"]}
-_first = itemgetter(0)
-
 
 class TimeTickChecker(StreamingChecker):
     """Streaming check of the three TimeTick invariants; keeps at most ``limit`` violations per invariant."""
 
     invariants = INVARIANTS
-    #: The only kinds it reads (the recorder hands it no others).
-    kinds = frozenset(_READS)
     #: What passing means, in one sentence (the CLI's report).
     promise = ("time ticks never went back on any pchannel, no message arrived below a tick already written, every "
                "pack held exactly its interval's messages, and ticks kept coming unless an injected fault held them")
@@ -122,164 +100,47 @@ class TimeTickChecker(StreamingChecker):
         self.bound_ms = PROGRESS_INTERVALS * self.interval_ms
         self.lease_ms = (tso.session_ttl_ns + tso.lease_check_ns) / MS
 
-    def write(self, row: dict) -> None:
-        """Check one run-log row."""
-        kind = row["kind"]
-        if kind == "mq.produce":
-            self._produce(row)
-        elif kind == "mq.consume":
-            self._pack_msgs.setdefault(row["vchannel"], []).append((int(row["msg_id"]), int(row["ts"]), int(row["seq"])))
-        elif kind == "mq.pack":
-            self._pack(int(row["seq"]), row["node"], row["vchannel"], int(row["begin_ts"]), int(row["end_ts"]))
-        elif kind == "proxy.report":
-            self._report(int(row["seq"]), row["node"], int(row["ts"]), detail_dict(row["detail"]))
-        elif kind == "rootcoord.timetick_update":
-            self._update(int(row["seq"]), row["error"], detail_dict(row["detail"]))
-        elif kind == "rootcoord.session_del":
-            self._session_del(int(row["seq"]), row["t_ms"], row["peer"])
-        elif kind in ("fault.stall", "fault.kill"):
-            self._fault(int(row["seq"]), row["t_ms"], row["node"], kind, detail_dict(row["detail"]))
-        elif kind == "run.end":
-            self._end(row["t_ms"])
-        elif kind == "proxy.enqueue":
-            reported = self._reported.get(row["node"], {})
-            last = reported.get(row["channel"]) or reported.get("")
-            if last is not None and last[0] >= int(row["ts"]):
+    @on("proxy.enqueue", columns=("node", "channel", "ts"), ints=("ts",))
+    def _enqueue(self, seq: int, node: str, ch: str, ts: int) -> None:
+        reported = self._reported.get(node)
+        if reported is not None:
+            last = reported.get(ch) or reported.get("")
+            if last is not None and last[0] >= ts:
                 # a DML task is known by its ts (Go gives a task its ts as its id), which its messages carry as end_ts
-                self._late[(row["node"], int(row["ts"]))] = (int(row["seq"]), last[1], last[0])
+                self._late[(node, ts)] = (seq, last[1], last[0])
 
-    def write_batch(self, batch) -> None:
-        """The recorder's fast path: what :meth:`write` does with each row of ``batch`` (a ``RowBatch``) of
-        :attr:`kinds`, in ``seq`` order, reading the columns it needs straight from the batch's tuples, and
-        skipping the enqueues ``write`` would ignore (:meth:`_enqueues_to_read`: four per insert, nearly all).
-
-        It mirrors :meth:`write` branch by branch (the rare branches call the same methods);
-        ``tests/test_checker_fast.py`` proves both give the same violations, counts and state, on real runs
-        and on random event streams.
-        """
-        reported_by, late, ticks = self._reported, self._late, self._tick
-        pending_of, due_of, pack_msgs = self._pending, self._due, self._pack_msgs
-        heappush = heapq.heappush
-        since = self._since
-        below_tick = 0  # DML messages written where a tick already was (watermark's chances)
-        keep = self._enqueues_to_read(batch)
-        for seq, code, columns in batch_columns(batch, _READS, keep and {"proxy.enqueue": keep}):
-            if code == _ENQUEUE:
-                node, ch, ts = columns
-                reported = reported_by.get(node)
-                if reported is not None:
-                    last = reported.get(ch) or reported.get("")
-                    if last is not None and last[0] >= ts:
-                        late[(node, ts)] = (seq, last[1], last[0])
-            elif code == _PRODUCE:
-                node, ch, msg_type, tick_ts, end_ts, vch, msg_id, t_ms, detail = columns
-                if msg_type == "TimeTick":
-                    self._tick_written(seq, node, ch, tick_ts, t_ms, detail_of(detail).get("min_from"))
-                elif msg_type in _DML:
-                    if vch is not None:
-                        pending = pending_of.get(vch)
-                        if pending is None:
-                            pending = pending_of[vch] = {}
-                        pending[msg_id] = (end_ts, seq)
-                        due = due_of.get(vch)
-                        if due is None:
-                            due = due_of[vch] = []
-                        heappush(due, (end_ts, msg_id))
-                    tick = ticks.get(ch)
-                    if tick is None:
-                        if ch not in since:
-                            since[ch] = (t_ms, seq, None)
-                            self.tried["tick-progress"] += 1
-                    else:
-                        below_tick += 1
-                        if end_ts <= tick[0]:
-                            self._below_tick(seq, node, ch, msg_type, end_ts, tick)
-            elif code == _CONSUME:
-                vch, msg_id, ts = columns
-                consumed = pack_msgs.get(vch)
-                if consumed is None:
-                    pack_msgs[vch] = [(msg_id, ts, seq)]
-                else:
-                    consumed.append((msg_id, ts, seq))
-            elif code == _PACK:
-                self._pack(seq, *columns)
-            elif code == _REPORT:
-                node, ts, detail = columns
-                self._report(seq, node, ts, detail_of(detail))
-            elif code == _UPDATE:
-                self._update(seq, columns[1], detail_of(columns[2]))
-            elif code == _SESSION_DEL:
-                self._session_del(seq, *columns)
-            elif code == _STALL or code == _KILL:
-                t_ms, node, detail = columns
-                self._fault(seq, t_ms, node, "fault.stall" if code == _STALL else "fault.kill", detail_of(detail))
-            elif code == _END:
-                self._end(columns)
-            else:  # ROW: a layout whose values are not all ints where write converts them
-                self.write(columns)
-        self.tried["watermark"] += below_tick
-
-    def _enqueues_to_read(self, batch):
-        """A ``keep`` function for :func:`batch_columns` that drops the ``proxy.enqueue`` rows of ``batch``
-        :meth:`write` would ignore (most of them), or None to read them all.
-
-        ``write`` records an enqueue only when its proxy's latest report holds a value at or above its ts. Until
-        the next report of any proxy (in ``seq`` order) the reports stand still, so an enqueue whose ts is above
-        the highest value any proxy's latest report holds finds none: only the others are kept, found a
-        stretch between two reports at a time, in C.
-        """
-        reports = batch_columns(batch, _REPORTS)
-        if any(code == ROW for _, code, _ in reports):
-            return None  # a report write must convert: read every enqueue
-        tops = {node: max(value for value, _ in reported.values()) for node, reported in self._reported.items()}
-        starts, highs = [-1], [max(tops.values(), default=None)]  # from seq starts[i] on, the highest is highs[i]
-        for seq, _, (node, ts, detail) in reports:
-            tops[node] = max([ts, *(int(value) for value in detail_of(detail).get("channels", {}).values())])
-            starts.append(seq)
-            highs.append(max(tops.values()))
-        starts.append(batch.first_seq + batch.size)
-
-        def keep(layout, values: list[tuple]) -> list[tuple]:
-            tss = column(layout, values, "ts")
-            if None in tss:
-                return values  # write fails on it if a report is there: let it
-            seqs = list(map(_first, values))
-            kept = []
-            for start, end, high in zip(starts, starts[1:], highs):
-                lo, hi = bisect_right(seqs, start), bisect_right(seqs, end)
-                if high is not None and lo < hi:
-                    kept.extend(compress(values[lo:hi], map(ge, repeat(high), tss[lo:hi])))
-            return kept
-
-        return keep
-
-    def _report(self, seq: int, node: str, ts: int, detail: dict) -> None:
-        # rootcoord keeps only a proxy's latest report: unlisted pchannels fall back to its default
-        reported = self._reported[node] = {"": (ts, seq)}
-        for ch, value in detail.get("channels", {}).items():
-            reported[ch] = (int(value), seq)
-
-    def _produce(self, row: dict) -> None:
-        ch, seq, node = row["channel"], int(row["seq"]), row["node"]
-        if row["msg_type"] == "TimeTick":
-            self._tick_written(seq, node, ch, int(row["tick_ts"]), row["t_ms"], detail_dict(row["detail"]).get("min_from"))
+    @on("mq.produce", columns=("node", "channel", "msg_type", "tick_ts", "end_ts", "vchannel", "msg_id", "t_ms",
+                               "detail"), ints=("tick_ts", "end_ts", "msg_id"))
+    def _produce(self, seq: int, node: str, ch: str, msg_type: str, tick_ts, end_ts, vch, msg_id, t_ms: float,
+                 detail) -> None:
+        if msg_type == "TimeTick":
+            self._tick_written(seq, node, ch, tick_ts, t_ms, detail_dict(detail).get("min_from"))
             return
-        if row["msg_type"] not in _DML:
+        if msg_type not in _DML:
             return
-        end_ts = int(row["end_ts"])
-        vch = row["vchannel"]
         if vch is not None:
-            self._pending.setdefault(vch, {})[int(row["msg_id"])] = (end_ts, seq)
-            heapq.heappush(self._due.setdefault(vch, []), (end_ts, int(row["msg_id"])))
+            self._pending.setdefault(vch, {})[msg_id] = (end_ts, seq)
+            heapq.heappush(self._due.setdefault(vch, []), (end_ts, msg_id))
         tick = self._tick.get(ch)
         if tick is None:
             if ch not in self._since:  # the pchannel is watched from its first message
-                self._since[ch] = (row["t_ms"], seq, None)
+                self._since[ch] = (t_ms, seq, None)
                 self.tried["tick-progress"] += 1
             return
         self.tried["watermark"] += 1
         if end_ts <= tick[0]:
-            self._below_tick(seq, node, ch, row["msg_type"], end_ts, tick)
+            self._below_tick(seq, node, ch, msg_type, end_ts, tick)
+
+    @on("mq.consume", columns=("vchannel", "msg_id", "ts"), ints=("msg_id", "ts"))
+    def _consume(self, seq: int, vch: str, msg_id: int, ts: int) -> None:
+        self._pack_msgs.setdefault(vch, []).append((msg_id, ts, seq))
+
+    @on("proxy.report", columns=("node", "ts", "detail"), ints=("ts",))
+    def _report(self, seq: int, node: str, ts: int, detail) -> None:
+        # rootcoord keeps only a proxy's latest report: unlisted pchannels fall back to its default
+        reported = self._reported[node] = {"": (ts, seq)}
+        for ch, value in detail_dict(detail).get("channels", {}).items():
+            reported[ch] = (int(value), seq)
 
     def _tick_written(self, seq: int, node: str, ch: str, tick: int, t_ms: float, min_from) -> None:
         prev = self._tick.get(ch)
@@ -331,14 +192,26 @@ class TimeTickChecker(StreamingChecker):
         self._held_round.pop(ch, None)
         self._held_value.pop(ch, None)
 
-    def _update(self, seq: int, error, detail: dict) -> None:
+    @on("rootcoord.timetick_update", columns=("error", "detail"))
+    def _update(self, seq: int, error, detail) -> None:
         """Rootcoord took a report: while it did not send a round, every pchannel waits for the sessions it names."""
-        if error is not None or detail.get("sent") is not False:
+        if error is not None:
+            return
+        detail = detail_dict(detail)
+        if detail.get("sent") is not False:
             return
         for name in detail.get("waiting_for") or ():
             for ch in self._since:
                 held = self._held_round.setdefault(ch, {}).setdefault(str(name), [seq, 0])
                 held[1] += 1
+
+    @on("fault.stall", columns=("t_ms", "node", "detail"))
+    def _stalled(self, seq: int, t_ms: float, node, detail) -> None:
+        self._fault(seq, t_ms, node, "fault.stall", detail_dict(detail))
+
+    @on("fault.kill", columns=("t_ms", "node", "detail"))
+    def _killed(self, seq: int, t_ms: float, node, detail) -> None:
+        self._fault(seq, t_ms, node, "fault.kill", detail_dict(detail))
 
     def _fault(self, seq: int, t_ms: float, node, kind: str, detail: dict) -> None:
         """An injected fault on a proxy: a report loop stalled for ``duration_ms`` heals when it ends; a crashed
@@ -349,12 +222,14 @@ class TimeTickChecker(StreamingChecker):
         else:
             self._faults.append([node, t_ms, seq, kind, None, None])
 
+    @on("rootcoord.session_del", columns=("t_ms", "peer"))
     def _session_del(self, seq: int, t_ms: float, peer) -> None:
         for fault in self._faults:
             if fault[0] == peer and fault[3] == "fault.kill" and fault[4] is None:
                 fault[4], fault[5] = t_ms, seq
 
-    def _end(self, t_ms: float) -> None:
+    @on("run.end", columns=("t_ms",))
+    def _end(self, seq: int, t_ms: float) -> None:
         """The run ended: judge every pchannel still waiting longer than the bound."""
         for ch, since in list(self._since.items()):
             if t_ms - since[0] > self.bound_ms:
@@ -439,6 +314,7 @@ class TimeTickChecker(StreamingChecker):
                                 "held_by": held_by, "cause_seq": cause_seq, "seqs": list(seqs),
                                 "explanation": text})
 
+    @on("mq.pack", columns=("node", "vchannel", "begin_ts", "end_ts"), ints=("begin_ts", "end_ts"))
     def _pack(self, seq: int, node: str, vch: str, begin: int, end: int) -> None:
         self.tried["pack-exact"] += 1
         prev = self._pack_end.get(vch)

@@ -2,18 +2,31 @@
 
 from __future__ import annotations
 
-from ...check.violation import Read, batch_columns, column, detail_of
+from dataclasses import dataclass, field
+
+from ...events.dispatch import Dispatch, on
 from ...narrate import detail_dict
 
-# What the fast path (TimeTickSummary.write_batch) reads of the message rows, in seq order; the other kinds it counts.
-_PRODUCE = {"mq.produce": Read(0, ("channel", "msg_type", "tick_ts", "t_ms", "end_ts"))}
+
+@dataclass
+class WrittenOrder:
+    """Per pchannel, the highest ``end_ts`` written so far: a message written below it is out of order (a
+    younger message is already in the pchannel). The one streaming definition; :func:`.panel.dml_messages` is
+    the same over a whole run log (its ``highest`` and ``out_of_order`` columns)."""
+
+    #: pchannel -> highest ``end_ts`` written to it so far.
+    highest: dict[str, int] = field(default_factory=dict)
+
+    def late(self, channel: str, end_ts: int) -> bool:
+        """Whether a message with ``end_ts`` written to ``channel`` now is out of order; notes it if not."""
+        if end_ts < self.highest.get(channel, 0):
+            return True
+        self.highest[channel] = end_ts
+        return False
 
 
-class TimeTickSummary:
+class TimeTickSummary(Dispatch):
     """Counts messages, ticks, rounds and packs while a run is recorded (memory per pchannel)."""
-
-    #: The only kinds it reads (the recorder hands it no others).
-    kinds = frozenset({"mq.produce", "rootcoord.timetick_update", "mq.pack", "mq.consume", "proxy.report"})
 
     def __init__(self):
         self.dml = 0
@@ -25,52 +38,16 @@ class TimeTickSummary:
         self.packs = 0
         self.consumed = 0
         self.reports = 0
-        self._max_dml: dict[str, int] = {}
+        self._order = WrittenOrder()
         self._last_tick_t: dict[str, float] = {}
         self.longest_gap: tuple[float, str | None] = (0.0, None)
 
-    def write(self, row: dict) -> None:
-        """Account for one row."""
-        kind = row["kind"]
-        if kind == "mq.produce":
-            ch = row["channel"]
-            if row["msg_type"] == "TimeTick":
-                self.ticks += 1
-                if self._last_tick.get(ch) == row["tick_ts"]:
-                    self.repeated_ticks += 1
-                self._last_tick[ch] = row["tick_ts"]
-                last = self._last_tick_t.get(ch)
-                if last is not None and row["t_ms"] - last > self.longest_gap[0]:
-                    self.longest_gap = (row["t_ms"] - last, ch)
-                self._last_tick_t[ch] = row["t_ms"]
-            elif row["msg_type"] in ("Insert", "Delete"):
-                self.dml += 1
-                ts = row["end_ts"]
-                if ts < self._max_dml.get(ch, 0):
-                    self.out_of_order += 1
-                else:
-                    self._max_dml[ch] = ts
-        elif kind == "rootcoord.timetick_update":
-            if detail_dict(row["detail"]).get("sent"):
-                self.rounds += 1
-        elif kind == "mq.pack":
-            self.packs += 1
-        elif kind == "mq.consume":
-            self.consumed += 1
-        elif kind == "proxy.report":
-            self.reports += 1
+    # Each kind changes counts of its own only, so each is folded a batch at a time (see ``on``).
 
-    def write_batch(self, batch) -> None:
-        """The recorder's fast path: what :meth:`write` does with each row of ``batch`` (a ``RowBatch``) of
-        :attr:`kinds`, reading the columns it needs straight from the batch's tuples.
-
-        Only the ``mq.produce`` rows are read one by one, in ``seq`` order (a channel's ticks and messages
-        depend on the ones before); the other kinds are counted a group at a time, since nothing else depends
-        on their order. It mirrors :meth:`write` branch by branch; ``tests/test_checker_fast.py`` proves both
-        give the same section on real runs.
-        """
-        last_tick, last_tick_t, max_dml = self._last_tick, self._last_tick_t, self._max_dml
-        for _, _, (ch, msg_type, tick_ts, t_ms, end_ts) in batch_columns(batch, _PRODUCE):
+    @on("mq.produce", columns=("channel", "msg_type", "tick_ts", "t_ms", "end_ts"), fold=True)
+    def _produced(self, seqs, channels, msg_types, tick_tss, t_mss, end_tss) -> None:
+        last_tick, last_tick_t, late = self._last_tick, self._last_tick_t, self._order.late
+        for ch, msg_type, tick_ts, t_ms, end_ts in zip(channels, msg_types, tick_tss, t_mss, end_tss):
             if msg_type == "TimeTick":
                 self.ticks += 1
                 if last_tick.get(ch) == tick_ts:
@@ -82,29 +59,29 @@ class TimeTickSummary:
                 last_tick_t[ch] = t_ms
             elif msg_type in ("Insert", "Delete"):
                 self.dml += 1
-                if end_ts < max_dml.get(ch, 0):
-                    self.out_of_order += 1
-                else:
-                    max_dml[ch] = end_ts
-        for layout, values in batch.groups.items():
-            kind = layout.kind
-            if kind == "rootcoord.timetick_update":
-                self.rounds += sum(1 for detail in column(layout, values, "detail") if detail_of(detail).get("sent"))
-            elif kind == "mq.pack":
-                self.packs += len(values)
-            elif kind == "mq.consume":
-                self.consumed += len(values)
-            elif kind == "proxy.report":
-                self.reports += len(values)
+                self.out_of_order += late(ch, end_ts)
 
-    def close(self) -> None:
-        """Nothing to release."""
+    @on("rootcoord.timetick_update", columns=("detail",), fold=True)
+    def _rounds(self, seqs, details) -> None:
+        self.rounds += sum(1 for detail in details if detail_dict(detail).get("sent"))
+
+    @on("mq.pack", columns=(), fold=True)
+    def _packs(self, seqs) -> None:
+        self.packs += len(seqs)
+
+    @on("mq.consume", columns=(), fold=True)
+    def _consumed(self, seqs) -> None:
+        self.consumed += len(seqs)
+
+    @on("proxy.report", columns=(), fold=True)
+    def _reported(self, seqs) -> None:
+        self.reports += len(seqs)
 
     def sections(self, counts: dict) -> dict:
         """The ``timetick`` section of ``summary.json``."""
         gap, ch = self.longest_gap
         return {"timetick": {
-            "pchannels": sorted(set(self._last_tick_t) | set(self._max_dml)),
+            "pchannels": sorted(set(self._last_tick_t) | set(self._order.highest)),
             "dml_messages": self.dml,
             "out_of_order_messages": self.out_of_order,
             "proxy_reports": self.reports,
@@ -143,7 +120,7 @@ class KeyEvents:
         self.first_dml = False
         self.first_late = False
         self.first_round = False
-        self.max_dml: dict[str, int] = {}
+        self.order = WrittenOrder()
         self.last_tick_t: dict[str, float] = {}
 
     def show(self, row: dict) -> bool:
@@ -161,8 +138,7 @@ class KeyEvents:
             return gap > 1000.0
         if kind == "mq.produce":
             ch, ts = row["channel"], row["end_ts"]
-            late = ts is not None and ts < self.max_dml.get(ch, 0)
-            self.max_dml[ch] = max(self.max_dml.get(ch, 0), ts or 0)
+            late = ts is not None and self.order.late(ch, ts)
             if not self.first_dml or (late and not self.first_late):
                 self.first_dml = True
                 self.first_late = self.first_late or late

@@ -4,31 +4,14 @@ from __future__ import annotations
 
 import json
 
-from ...check.violation import Read, batch_columns
+from ...events.dispatch import Dispatch, on
 from ...narrate import ts_text
 
-# What the fast path (TSOSummary.write_batch) reads: the allocations (they depend only on each other), then the
-# answers, faults and sessions in seq order (an answer counts as before or after the first fault).
-_ALLOCATIONS = {"rootcoord.alloc_timestamp": Read(0, ("error", "count", "ts"))}
-_RECV, _FAULT, _KEEPALIVE, _ACTIVE = range(4)
-_AROUND_FAULT = {
-    "client.recv": Read(_RECV, ("t_ms",)),  # one column: the item holds the value itself
-    "fault.kill": Read(_FAULT, ("node", "t_ms")),
-    "fault.pause": Read(_FAULT, ("node", "t_ms")),
-    "session.keepalive": Read(_KEEPALIVE, ("node", "t_ms")),
-    "session.active": Read(_ACTIVE, ("node", "t_ms")),
-}
-
-
-class TSOSummary:
+class TSOSummary(Dispatch):
     """Collects the TSO's headline numbers while a run is recorded (constant memory).
 
     :meth:`sections` gives the ``tso`` and ``failover`` parts of ``summary.json``.
     """
-
-    #: The only kinds it reads (the recorder hands it no others).
-    kinds = frozenset({"rootcoord.alloc_timestamp", "client.recv", "fault.kill", "fault.pause", "session.keepalive",
-                       "session.active"})
 
     def __init__(self):
         self.allocations = 0
@@ -43,63 +26,39 @@ class TSOSummary:
         self._renewed: dict[str, float] = {}  # node -> last time etcd answered its keep-alive
         self.renewed_before_kill: float | None = None
 
-    def write(self, row: dict) -> None:
-        """Account for one row."""
-        kind = row["kind"]
-        if kind == "rootcoord.alloc_timestamp" and row["error"] is None:
-            self.allocations += 1
-            self.handed_out += row["count"]
-            if self.first_ts is None:
-                self.first_ts = row["ts"]
-            self.last_ts = row["ts"] + row["count"] - 1
-        elif kind == "client.recv":
-            self.client_answers += 1
-            if self.kill is None:
-                self.last_recv_before_kill = row["t_ms"]
-            elif self.first_recv_after_kill is None and row["t_ms"] > self.kill[1]:
-                self.first_recv_after_kill = row["t_ms"]
-        elif kind in ("fault.kill", "fault.pause") and self.kill is None:
-            self.kill = (row["node"], row["t_ms"])
-            self.renewed_before_kill = self._renewed.get(row["node"])
-        elif kind == "session.keepalive":
-            self._renewed[row["node"]] = row["t_ms"]
-        elif kind == "session.active" and self.kill is not None and self.new_active is None:
-            self.new_active = (row["node"], row["t_ms"])
-
-    def write_batch(self, batch) -> None:
-        """The recorder's fast path: what :meth:`write` does with each row of ``batch`` (a ``RowBatch``) of
-        :attr:`kinds`, reading the columns it needs straight from the batch's tuples.
-
-        It mirrors :meth:`write` branch by branch; the allocations are read in a pass of their own, since no
-        other kind changes what they count. ``tests/test_checker_fast.py`` proves both give the same sections
-        on real runs.
-        """
-        for _, _, (error, count, ts) in batch_columns(batch, _ALLOCATIONS):
+    @on("rootcoord.alloc_timestamp", columns=("error", "count", "ts"), fold=True)
+    def _allocated(self, seqs, errors, counts, tss) -> None:
+        """The allocations change only what they count, so they are folded a batch at a time (see ``on``)."""
+        for error, count, ts in zip(errors, counts, tss):
             if error is None:
                 self.allocations += 1
                 self.handed_out += count
                 if self.first_ts is None:
                     self.first_ts = ts
                 self.last_ts = ts + count - 1
-        for _, code, columns in batch_columns(batch, _AROUND_FAULT):
-            if code == _RECV:
-                self.client_answers += 1
-                if self.kill is None:
-                    self.last_recv_before_kill = columns
-                elif self.first_recv_after_kill is None and columns > self.kill[1]:
-                    self.first_recv_after_kill = columns
-            elif code == _FAULT:
-                if self.kill is None:
-                    self.kill = columns
-                    self.renewed_before_kill = self._renewed.get(columns[0])
-            elif code == _KEEPALIVE:
-                node, t_ms = columns
-                self._renewed[node] = t_ms
-            elif self.kill is not None and self.new_active is None:  # _ACTIVE
-                self.new_active = columns
 
-    def close(self) -> None:
-        """Nothing to release."""
+    @on("client.recv", columns=("t_ms",))
+    def _answered(self, seq: int, t_ms: float) -> None:
+        self.client_answers += 1
+        if self.kill is None:
+            self.last_recv_before_kill = t_ms
+        elif self.first_recv_after_kill is None and t_ms > self.kill[1]:
+            self.first_recv_after_kill = t_ms
+
+    @on("fault.kill", "fault.pause", columns=("node", "t_ms"))
+    def _fault(self, seq: int, node: str, t_ms: float) -> None:
+        if self.kill is None:
+            self.kill = (node, t_ms)
+            self.renewed_before_kill = self._renewed.get(node)
+
+    @on("session.keepalive", columns=("node", "t_ms"))
+    def _keepalive(self, seq: int, node: str, t_ms: float) -> None:
+        self._renewed[node] = t_ms
+
+    @on("session.active", columns=("node", "t_ms"))
+    def _active(self, seq: int, node: str, t_ms: float) -> None:
+        if self.kill is not None and self.new_active is None:
+            self.new_active = (node, t_ms)
 
     def failover(self) -> dict | None:
         """Who died (or froze) when, who took over when, and the longest silence any client saw."""

@@ -1,12 +1,11 @@
-"""The checkers' and summaries' fast paths equal their readable ones.
+"""One dispatcher feeds the checkers and summaries rows or batches, and both give the same report.
 
-Every checker and summary has ``write(row)``, the readable definition (``check_frame`` uses it on
-DataFrames), and ``write_batch(batch)``, the recorder's fast path, which reads the columns it needs
-straight from the batch's tuples (``milvus_edu.check.violation.batch_columns``), merges its kinds in
-``seq`` order, counts order-free kinds a group at a time and skips rows ``write`` would ignore. These
-tests feed the same batches both ways and compare everything a run reports: the violations (in the
-order they were found, and as ``result()`` sorts them), the counts per invariant, the summary
-sections (as JSON text, so an int that became a float would show), and the whole internal state.
+A checker or summary declares a handler per kind (``milvus_edu.events.dispatch.on``); ``write(row)`` (what
+``check_frame`` uses on DataFrames) and ``write_batch(batch)`` (what the recorder uses, reading the declared
+columns straight from the batch's tuples) are the dispatcher's. These tests feed the same batches both ways
+and compare everything a run reports: the violations (in the order they were found, and as ``result()``
+sorts them), the counts per invariant, the summary sections (as JSON text, so an int that became a float
+would show), and the whole internal state.
 
 The batches come from real runs of scenarios that break invariants (bug switches) and of clean ones,
 cut at 300 rows so kinds interleave across layouts and batches; and from random event streams
@@ -26,14 +25,13 @@ from milvus_edu.mechanisms.flush.check import FlushChecker
 from milvus_edu.mechanisms.query.check import QueryChecker
 from milvus_edu.mechanisms.timetick.check import TimeTickChecker
 from milvus_edu.mechanisms.tso.check import TSOChecker
-from milvus_edu.check.violation import ROW, Read, batch_columns, detail_of
 from milvus_edu.events import MemorySink, Recorder
-from milvus_edu.events.recorder import RowBatch, encode_detail
+from milvus_edu.events.dispatch import Dispatch, on
+from milvus_edu.events.recorder import RowBatch
 from milvus_edu.mechanisms.flush.summary import FlushSummary
 from milvus_edu.mechanisms.query.summary import QuerySummary
 from milvus_edu.mechanisms.timetick.summary import TimeTickSummary
 from milvus_edu.mechanisms.tso.summary import TSOSummary
-from milvus_edu.narrate import detail_dict
 from test_recorder_fast import BatchGrabber
 from test_recorder_fast import _run as _record_run
 
@@ -65,15 +63,14 @@ def _run(scenario: str, switches: list[str], until_ms: float, batch_rows: int = 
          row_sink: bool = False) -> tuple[list[RowBatch], dict]:
     """The batches of a run (and its event counts), built by ``tests/test_recorder_fast.py``'s ``_run``.
 
-    With ``row_sink`` a MemorySink listens too: the recorder then encodes ``detail`` dicts as they are
-    emitted and hands the batches the row dicts it built (without it, flat dicts reach the batches as dicts).
+    With ``row_sink`` a MemorySink listens too: the recorder then hands the batches the row dicts it built.
     """
     grabber = BatchGrabber()
     recorder = _record_run(scenario, switches, until_ms, [grabber] + ([MemorySink()] if row_sink else []), batch_rows)
     return grabber.batches, recorder.counts
 
 
-def _fast(cls, batches: list[RowBatch]):
+def _batched(cls, batches: list[RowBatch]):
     sink = cls()
     for batch in batches:
         sink.write_batch(batch)
@@ -81,7 +78,7 @@ def _fast(cls, batches: list[RowBatch]):
     return sink
 
 
-def _readable(cls, batches: list[RowBatch]):
+def _rows(cls, batches: list[RowBatch]):
     sink = cls()
     for batch in batches:
         for row in batch.rows(cls.kinds):
@@ -105,44 +102,36 @@ def _assert_same(fast, slow, counts: dict) -> None:
 
 
 @pytest.mark.parametrize("scenario,switches,until_ms,broken", RUNS)
-def test_fast_paths_report_what_the_readable_ones_report_on_real_runs(scenario, switches, until_ms, broken):
+def test_batches_report_what_rows_report_on_real_runs(scenario, switches, until_ms, broken):
     batches, counts = _run(scenario, switches, until_ms)
     assert len(batches) > 1
     for cls in CHECKERS + SUMMARIES:
-        slow = _readable(cls, batches)
-        _assert_same(_fast(cls, batches), slow, counts)
+        slow = _rows(cls, batches)
+        _assert_same(_batched(cls, batches), slow, counts)
         if broken is not None and broken in getattr(slow, "counts", {}):
             assert slow.counts[broken] > 0  # the comparison covers violations, not only clean runs
 
 
-def test_fast_paths_equal_the_readable_ones_when_the_recorder_encoded_details_and_built_rows():
+def test_batches_equal_rows_when_the_recorder_built_the_row_dicts():
     batches, counts = _run("timetick-unlocked-enqueue", ["allocate_outside_enqueue_lock"], 5_000.0, row_sink=True)
     assert any(batch._rows for batch in batches)  # the recorder handed over its row dicts
     for cls in CHECKERS + SUMMARIES:
-        _assert_same(_fast(cls, batches), _readable(cls, batches), counts)
+        _assert_same(_batched(cls, batches), _rows(cls, batches), counts)
 
 
-def test_the_recorder_batch_size_does_not_change_what_the_fast_paths_report():
+def test_the_recorder_batch_size_does_not_change_what_the_sinks_report():
     reports = []
     for batch_rows in (1, 333, 8192):
         batches, counts = _run("timetick-unlocked-enqueue", ["allocate_outside_enqueue_lock"], 2_000.0, batch_rows)
-        reports.append([(vars(_fast(cls, batches))) for cls in CHECKERS + SUMMARIES])
+        reports.append([(vars(_batched(cls, batches))) for cls in CHECKERS + SUMMARIES])
     assert reports[0] == reports[1] == reports[2]
 
 
-def test_the_timetick_and_tso_fast_paths_build_no_row_dicts():
+def test_the_timetick_and_tso_sinks_read_batches_without_row_dicts():
     batches, _ = _run("timetick-basics", [], 2_000.0)
     for cls in (TimeTickChecker, TSOChecker, TimeTickSummary, TSOSummary):
-        _fast(cls, batches)
+        _batched(cls, batches)
     assert all(not batch._rows for batch in batches)
-
-
-def test_the_enqueue_filter_keeps_the_enqueues_that_found_a_report_at_or_above_their_ts():
-    batches, _ = _run("timetick-unlocked-enqueue", ["allocate_outside_enqueue_lock"], 5_000.0)
-    slow = _readable(TimeTickChecker, batches)
-    assert slow._late  # the switch lets tasks enter the statistics after a report passed them
-    assert any(len(v.seqs) == 4 for v in slow.violations)  # explained by such an enqueue
-    assert _fast(TimeTickChecker, batches)._late == slow._late
 
 
 def _stream(emits: list[tuple[str, str, dict]], batch_rows: int) -> list[RowBatch]:
@@ -170,13 +159,13 @@ def test_an_enqueue_is_late_exactly_when_its_proxys_latest_report_is_at_or_above
         ("mq.produce", "rootcoord-1", {"channel": ch, "msg_type": "TimeTick", "tick_ts": 9}),
         ("mq.produce", "proxy-1", {"channel": ch, "msg_type": "Insert", "end_ts": 7, "msg_id": 1}),
     ], batch_rows)
-    slow = _readable(TimeTickChecker, batches)
+    slow = _rows(TimeTickChecker, batches)
     assert sorted(slow._late) == [("proxy-1", 3), ("proxy-1", 5), ("proxy-1", 7)]
     assert [len(v.seqs) for v in slow.violations] == [4]  # the broken watermark names the late enqueue
-    _assert_same(_fast(TimeTickChecker, batches), slow, {})
+    _assert_same(_batched(TimeTickChecker, batches), slow, {})
 
 
-# ---- batch_columns and detail_of
+# ---- the dispatcher on hand-made batches
 
 def _batch_of(emits: list[tuple[str, str, dict]], batch_rows: int | None = None) -> list[RowBatch]:
     grabber = BatchGrabber()
@@ -187,41 +176,98 @@ def _batch_of(emits: list[tuple[str, str, dict]], batch_rows: int | None = None)
     return grabber.batches
 
 
-def test_batch_columns_merges_layouts_in_seq_order_and_reads_a_missing_column_as_none():
-    (batch,) = _batch_of([
+class _Calls(Dispatch):
+    """Notes every handler call."""
+
+    def __init__(self):
+        self.calls = []
+
+    @on("mq.produce", columns=("channel", "tick_ts", "end_ts"))
+    def _produce(self, seq, *values):
+        self.calls.append(("produce", seq, values))
+
+    @on("mq.consume", columns=("ts", "msg_id"), ints=("ts", "msg_id"))
+    def _consume(self, seq, *values):
+        self.calls.append(("consume", seq, values))
+
+    @on("mq.pack", "querynode.load")
+    def _row(self, row):
+        self.calls.append(("row", row["seq"], row["kind"]))
+
+    @on("querynode.pack", columns=())
+    def _count(self, seq):
+        self.calls.append(("count", seq, ()))
+
+
+def test_a_sink_reads_the_kinds_it_declares():
+    assert _Calls.kinds == {"mq.produce", "mq.consume", "mq.pack", "querynode.load", "querynode.pack"}
+    assert _Calls.handlers["mq.consume"].ints == ("ts", "msg_id")
+
+
+def test_the_dispatcher_calls_handlers_in_seq_order_and_reads_a_missing_column_as_none():
+    emits = [
         ("mq.produce", "p", {"channel": "c", "msg_type": "Insert", "end_ts": 5}),
         ("mq.consume", "q", {"vchannel": "v", "msg_id": 1, "ts": 2}),
         ("mq.produce", "p", {"msg_type": "TimeTick", "tick_ts": 7, "channel": "c"}),
-        ("mq.produce", "p", {"channel": "d", "msg_type": "Insert", "end_ts": 6}),
+        ("mq.pack", "q", {"vchannel": "v", "begin_ts": 1, "end_ts": 7}),
+        ("querynode.pack", "q", {}),
         ("proxy.report", "p", {"ts": 3}),
-    ])
-    reads = {"mq.produce": Read(0, ("channel", "tick_ts", "end_ts")), "mq.consume": Read(1, ("ts",))}
-    assert batch_columns(batch, reads) == [(0, 0, ("c", None, 5)), (1, 1, 2), (2, 0, ("c", 7, None)),
-                                           (3, 0, ("d", None, 6))]
-    rows = batch.rows({"mq.consume"})
-    assert batch_columns(batch, {"mq.consume": Read(ROW)}) == [(1, ROW, rows[0])]
+        ("mq.produce", "p", {"channel": "d", "msg_type": "Insert", "end_ts": 6}),
+    ]
+    (batch,) = _batch_of(emits)
+    sink = _Calls()
+    sink.write_batch(batch)
+    expected = [("produce", 0, ("c", None, 5)), ("consume", 1, (2, 1)), ("produce", 2, ("c", 7, None)),
+                ("row", 3, "mq.pack"), ("count", 4, ()), ("produce", 6, ("d", None, 6))]
+    assert sink.calls == expected
+    rows = _Calls()
+    for row in batch.rows():
+        rows.write(row)
+    assert rows.calls == expected
 
 
-def test_batch_columns_hands_over_rows_where_write_would_convert_a_value_that_is_not_an_int():
+def test_a_group_whose_ints_are_not_all_ints_is_read_as_rows_and_converted():
     (batch,) = _batch_of([("mq.consume", "q", {"vchannel": "v", "msg_id": 1, "ts": 2}),
                           ("mq.consume", "q", {"vchannel": "v", "msg_id": 1, "ts": 2.0}),
-                          ("mq.consume", "q", {"ts": 5, "vchannel": "v", "msg_id": True})])
-    reads = {"mq.consume": Read(1, ("ts", "msg_id"), ints=("ts", "msg_id"))}
-    items = batch_columns(batch, reads)
-    assert [code for _, code, _ in items] == [ROW, ROW, ROW]  # 2.0 sends its whole group, True its own
-    assert [columns["ts"] for _, _, columns in items] == [2, 2.0, 5]
-    (batch,) = _batch_of([("mq.consume", "q", {"vchannel": "v", "msg_id": 1, "ts": None})])
-    assert batch_columns(batch, reads) == [(0, 1, (None, 1))]  # None is what write would see too
+                          ("mq.consume", "q", {"ts": 5, "vchannel": "v", "msg_id": True}),
+                          ("mq.consume", "q", {"vchannel": "v", "msg_id": 1, "ts": None})])
+    sink = _Calls()
+    sink.write_batch(batch)
+    assert sink.calls == [("consume", 0, (2, 1)), ("consume", 1, (2, 1)), ("consume", 2, (5, 1)),
+                          ("consume", 3, (None, 1))]
+    assert all(type(value) is int for _, _, values in sink.calls[:3] for value in values)
 
 
-@settings(max_examples=200, deadline=None)
-@given(st.dictionaries(st.text(max_size=4), st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=4),
-                                                      st.floats(allow_nan=False)), max_size=5))
-def test_detail_of_a_flat_dict_reads_as_detail_dict_of_its_encoded_text(detail):
-    expected = detail_dict(encode_detail(detail))
-    got = detail_of(detail)
-    assert got == expected and list(got) == list(expected)
-    assert detail_of(encode_detail(detail)) == expected
+class _Folds(Dispatch):
+    """Notes every fold call."""
+
+    def __init__(self):
+        self.calls = []
+
+    @on("mq.consume", columns=("ts", "vchannel"), ints=("ts",), fold=True)
+    def _consumed(self, seqs, tss, vchannels):
+        self.calls.append((seqs, tss, vchannels))
+
+
+def test_a_fold_handler_gets_its_kinds_columns_in_seq_order_across_layouts_and_rows_as_lists_of_one():
+    emits = [("mq.consume", "q", {"vchannel": "v", "msg_id": 1, "ts": 2}),
+             ("mq.produce", "p", {"channel": "c", "msg_type": "Insert", "end_ts": 5}),
+             ("mq.consume", "q", {"ts": 4, "msg_id": 2}),  # another layout, without a vchannel
+             ("mq.consume", "q", {"vchannel": "w", "msg_id": 3, "ts": 6.0})]  # a float: converted as write does
+    (batch,) = _batch_of(emits)
+    sink = _Folds()
+    sink.write_batch(batch)
+    assert sink.calls == [([0, 2, 3], [2, 4, 6], ["v", None, "w"])]
+    assert type(sink.calls[0][1][2]) is int
+    rows = _Folds()
+    for row in batch.rows():
+        rows.write(row)
+    assert rows.calls == [([0], [2], ["v"]), ([2], [4], [None]), ([3], [6], ["w"])]
+
+
+def test_a_fold_handler_must_take_columns():
+    with pytest.raises(ValueError, match="fold handler takes columns"):
+        on("mq.pack", fold=True)
 
 
 # ---- random event streams
@@ -296,7 +342,7 @@ _EVENTS = st.one_of(
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(st.lists(_EVENTS, max_size=80), st.integers(1, 30))
-def test_fast_paths_equal_the_readable_ones_on_any_event_stream(events, batch_rows):
+def test_batches_equal_rows_on_any_event_stream(events, batch_rows):
     # keep t_ms moving, so a summary's gaps and "after the kill" differ between events
     grabber = BatchGrabber()
     clock = iter(range(10**6))
@@ -305,12 +351,12 @@ def test_fast_paths_equal_the_readable_ones_on_any_event_stream(events, batch_ro
         recorder.emit(kind, node, **fields)
     recorder.close()
     for cls in CHECKERS + SUMMARIES:
-        _assert_same(_fast(cls, grabber.batches), _readable(cls, grabber.batches), recorder.counts)
+        _assert_same(_batched(cls, grabber.batches), _rows(cls, grabber.batches), recorder.counts)
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(st.lists(_EVENTS, max_size=80), st.integers(1, 30), st.sampled_from([150.0, 400.0, 1200.0]))
-def test_fast_paths_equal_the_readable_ones_when_time_passes_the_progress_bounds(events, batch_rows, step_ms):
+def test_batches_equal_rows_when_time_passes_the_progress_bounds(events, batch_rows, step_ms):
     # events far apart in time: ticks, tsafe and reads wait longer than the 1 s progress bounds, stalls are explained
     grabber = BatchGrabber()
     clock = iter(range(10**6))
@@ -319,4 +365,4 @@ def test_fast_paths_equal_the_readable_ones_when_time_passes_the_progress_bounds
         recorder.emit(kind, node, **fields)
     recorder.close()
     for cls in (TimeTickChecker, QueryChecker):
-        _assert_same(_fast(cls, grabber.batches), _readable(cls, grabber.batches), recorder.counts)
+        _assert_same(_batched(cls, grabber.batches), _rows(cls, grabber.batches), recorder.counts)

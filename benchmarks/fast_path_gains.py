@@ -1,0 +1,157 @@
+"""What each fast path gains: a run's CPU time with the fast path and with its readable form put back.
+
+Each fast path below has a readable form beside it in the code; this script swaps the readable form in (a
+monkeypatch for the length of one run), runs the same scenario both ways and prints the gain, the readable
+run's CPU time over the fast one's, minus one, for the simulating process and for the sink process beside it (each run in a fresh
+interpreter, fast and readable alternated, the least of ``--repeat`` counts; the ``control`` line swaps nothing
+and shows the noise). A fast path worth under 5 % of a run is a candidate for removal
+(issue 25). The runs write their files as the CLI does, the sinks in a process of their own.
+
+Run from the repo root: ``python benchmarks/fast_path_gains.py [--repeat 3] [--paths tso-at-once ...]``.
+Prints figures only. On the shared 2-core machine the ``control`` line moves by up to a few percent, more
+when other work runs.
+
+Removed after measuring (issue 25; gains of the simulating process in a TimeTick, flush and query run):
+detached client processes (``DetachedProcess``, -3.6%, -0.3%, -3.7%), the run loop with SimPy's step written
+in (-0.2%, +4.0%, +1.5%), ``detail`` dicts encoded with their batch (-0.1%, +4.1%, -4.4%; the sink process
+paid up to 7% for it) and the broker's hand-built position stamp (-5.0%, +3.4%, +0.7%).
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's milvus_edu, whatever is installed
+import milvus_edu  # noqa: E402
+from milvus_edu.events import dispatch, recorder  # noqa: E402
+from milvus_edu.mechanisms.timetick import nodes as timetick_nodes  # noqa: E402
+from milvus_edu.mechanisms.timetick import scenarios as timetick_scenarios  # noqa: E402
+from milvus_edu.mq import InsertMsg  # noqa: E402
+from milvus_edu.mq import hash as mq_hash  # noqa: E402
+from milvus_edu.proto import MsgPosition  # noqa: E402
+from milvus_edu.sim.kernel import Simulation  # noqa: E402
+from milvus_edu.tso import GlobalTSOAllocator  # noqa: E402
+
+#: (scenario, simulated seconds) each fast path is measured on: the families whose runs it is in.
+RUNS = {
+    "tso": [("tso-basics", 900.0), ("tso-failover", 300.0)],
+    "all": [("timetick-basics", 4.0), ("flush-basics", 30.0), ("insert-then-search", 30.0)],
+}
+
+
+def _rows_of_kinds(self, batch) -> None:
+    for row in batch.rows(self.kinds):
+        self.write(row)
+
+
+def _emit_each(self, kind: str, *names: str):
+    def emit_one(node: str, *values) -> None:
+        self.emit(kind, node, **dict(zip(names, values)))
+
+    emit_one.rows = lambda node, rows: [emit_one(node, *values) for values in rows]
+    return emit_one
+
+
+def _jsonl_rows(self, batch) -> None:
+    for row in batch.rows():
+        self.write(row)
+
+
+def _parquet_rows(self, batch) -> None:
+    for row in batch.rows():
+        self.write(row)
+
+
+def _insert_msg(shard_name, collection_id, partition_id, segment_id, pks, timestamps, payload_bytes, msg_id,
+                source_id, position=None):
+    return InsertMsg(shard_name=shard_name, collection_id=collection_id, partition_id=partition_id,
+                     segment_id=segment_id, pks=pks, timestamps=timestamps, payload_bytes=payload_bytes,
+                     msg_id=msg_id, source_id=source_id, position=position)
+
+
+#: name -> (where it is, the families it runs in, (object, attribute, readable form) to swap in)
+PATHS = {
+    # the same code both ways: what the measurement's own noise and order give
+    "control": ("nothing swapped", "all", [(Simulation, "spawn", Simulation.spawn)]),
+    "tso-at-once": ("GlobalTSOAllocator.generate_tso_now (tso/global_allocator.py)", "tso",
+                    [(GlobalTSOAllocator, "generate_tso_now", lambda self, count: None)]),
+    "dispatch-columns": ("Dispatch.write_batch reading columns from tuples (events/dispatch.py)", "all",
+                         [(dispatch.Dispatch, "write_batch", _rows_of_kinds)]),
+    "bound-emitters": ("Recorder.emitter (events/recorder.py)", "all",
+                       [(recorder.Recorder, "emitter", _emit_each)]),
+    "jsonl-by-arrow": ("RowBatch.json_bytes (events/recorder.py)", "all",
+                       [(recorder.JsonlSink, "write_batch", _jsonl_rows)]),
+    "parquet-by-arrow": ("RowBatch.table (events/recorder.py)", "all",
+                         [(recorder.ParquetSink, "write_batch", _parquet_rows)]),
+    "insert-msg": ("new_insert_msg and new_msg_position (mq/msg.py)", "all",
+                   [(timetick_nodes, "new_insert_msg", _insert_msg), (timetick_nodes, "new_msg_position", MsgPosition)]),
+    "murmur3-unrolled": ("_hash32_int64_unrolled and its _HIGH_BLOCKS (mq/hash.py)", "all",
+                         [(mq_hash, "_hash32_int64_unrolled", mq_hash.hash32_int64)]),
+    "murmur3-prehash": ("prehash_int64, numpy's murmur3 of a client's next keys (mq/hash.py)", "all",
+                        [(timetick_scenarios, "prehash_int64", lambda pks: None)]),
+}
+
+
+@contextmanager
+def _swapped(patches):
+    saved = [(owner, name, getattr(owner, name)) for owner, name, _ in patches]
+    try:
+        for owner, name, value in patches:
+            setattr(owner, name, value)
+        yield
+    finally:
+        for owner, name, value in saved:
+            setattr(owner, name, value)
+
+
+def _cpu_here(scenario: str, seconds: float) -> tuple[float, float]:
+    """The CPU seconds of one run of ``scenario`` written to a folder as the CLI writes it: of the simulating
+    process, and of the sink process (which works beside it; the larger bounds the run)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        start = time.process_time()
+        milvus_edu.simulate(scenario, seed=1, duration_s=seconds, out_dir=Path(tmp) / "run", keep_events=False)
+        children = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return time.process_time() - start, children.ru_utime + children.ru_stime
+
+
+def _cpu(path: str, readable: bool, scenario: str, seconds: float) -> tuple[float, float]:
+    """One run in a fresh interpreter: runs made one after another in one process slow down (its heap grows),
+    which would read as a gain of whatever ran second."""
+    command = [sys.executable, __file__, "--one", path, str(int(readable)), scenario, str(seconds)]
+    out = subprocess.run(command, check=True, capture_output=True, text=True).stdout.split()
+    return float(out[-2]), float(out[-1])
+
+
+def main() -> None:
+    """Print, per fast path and scenario, the CPU time with it and without it and the gain."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=3, help="runs per measurement; the least CPU time counts")
+    parser.add_argument("--paths", nargs="*", default=list(PATHS), choices=list(PATHS))
+    parser.add_argument("--one", nargs=4, metavar=("PATH", "READABLE", "SCENARIO", "SECONDS"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.one:
+        path, readable, scenario, seconds = args.one
+        with _swapped(PATHS[path][2] if readable == "1" else []):
+            print(*_cpu_here(scenario, float(seconds)))
+        return
+    for name in args.paths:
+        where, family, _ = PATHS[name]
+        for scenario, seconds in RUNS[family]:
+            fast, readable = [float("inf")] * 2, [float("inf")] * 2
+            for _ in range(args.repeat):  # alternated, so a change of load hits both
+                fast = list(map(min, fast, _cpu(name, False, scenario, seconds)))
+                readable = list(map(min, readable, _cpu(name, True, scenario, seconds)))
+            print(f"{name:17} {scenario:19} simulation {fast[0]:5.2f} s -> {readable[0]:5.2f} s readable, gain "
+                  f"{readable[0] / fast[0] - 1:+6.1%}; sinks {fast[1]:5.2f} s -> {readable[1]:5.2f} s, gain "
+                  f"{readable[1] / fast[1] - 1:+6.1%}   [{where}]", flush=True)
+
+
+if __name__ == "__main__":
+    main()
