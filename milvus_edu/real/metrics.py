@@ -242,11 +242,11 @@ def metric_events(changes: list[Change], *, run_id: str, t0_wall_ms: float, peri
     vchannels = _collection_vchannels(list(server_rows))
     rows = []
     for c in changes:
-        lag = int(round(c.value))
-        tick_ms = int(round(c.clock_ms)) - lag
+        lag, clock = int(round(c.value)), int(round(c.clock_ms))
+        tick_ms = clock - lag
         ts = tick_ms << _LOGICAL_BITS
         t_ms = c.clock_ms - t0_wall_ms
-        detail = {"metric": c.metric, "labels": c.labels, "lag_ms": lag, "sampled_clock_ms": round(c.clock_ms, 1),
+        detail = {"metric": c.metric, "labels": c.labels, "lag_ms": lag, "sampled_clock_ms": clock,
                   "set_after_clock_ms": None if c.after_ms is None else round(c.after_ms, 1),
                   "period_ms": period_ms, "go": SET_BY.get(c.metric),
                   "from": "a sampled gauge: ts is the sample's wall clock minus the lag, both up to one sampling "
