@@ -43,6 +43,13 @@ SOLUTIONS: dict[str, dict[str, str]] = {
                     " {'at': 1.02, 'client': 'Client2', 'op': 'query', 'collection': 'C0', 'consistency_level': 'Session'},"
                     " {'at': 1.02, 'client': 'Client1', 'op': 'query', 'collection': 'C0', 'consistency_level': 'Session'}]",
     },
+    "06_real_milvus.ipynb": {
+        "answer_1": "(int(detail_dict(events[events.seq == TICK].detail.iloc[0])['sampled_clock_ms'])"
+                    " - int(detail_dict(events[events.seq == TICK].detail.iloc[0])['lag_ms'])) << 18",
+        "answer_2": "'delete'",
+        "answer_3": "int(session.real_events[(session.real_events.kind == 'client.insert')"
+                    " & (session.real_events.node == 'Client1')].ts.iloc[0])",
+    },
 }
 
 _SHIPPED = r"^(?P<name>answer_\d+) = None\b.*$"
