@@ -274,6 +274,7 @@ def test_real_run_shows_time_ticks_syncs_and_tsafe_in_the_stepper(server, tmp_pa
     syncs and the reads."""
     from milvus_edu.mechanisms.query.lanes import DelegatorLane, ReadsLane
     from milvus_edu.mechanisms.timetick.lanes import PChannelLane, ProxyLane
+    from milvus_edu.mechanisms.timetick.panel import pchannels_of
     from milvus_edu.narrate import detail_dict
     from milvus_edu.real.metrics import QUERYNODE_TT, ROOTCOORD_TT
     from milvus_edu.viz.lanes import EventsLane
@@ -305,12 +306,19 @@ def test_real_run_shows_time_ticks_syncs_and_tsafe_in_the_stepper(server, tmp_pa
     assert run.server["metrics"]["samples"] > 10 and run.server["metrics"]["errors"] == 0
     assert (run.out_dir / "metrics.jsonl").stat().st_size > 0
 
-    lanes = [DelegatorLane(0), DelegatorLane(1), ReadsLane(), PChannelLane(0), PChannelLane(1), ProxyLane(),
-             EventsLane()]
+    # The shared server ticks the pchannels of earlier collections too: draw the two this collection writes to.
+    written = sorted(set(events.loc[kind == "proxy.enqueue", "channel"]))
+    assert len(written) == 2 and set(written) <= set(ticks["channel"])
+    slots = [pchannels_of(events).index(c) for c in written]
+    lanes = [DelegatorLane(0), DelegatorLane(1), ReadsLane(), PChannelLane(slots[0]), PChannelLane(slots[1]),
+             ProxyLane(), EventsLane()]
     stepper = TimelineStepper(events, lanes=lanes)
     delegators, pchannels, proxy = lanes[:2], lanes[3:5], lanes[5]
-    assert all(lane.tracks for lane in delegators), "no tsafe drawn on a delegator lane"
-    assert all(len(lane.tracks) >= 1 for lane in pchannels), "no time tick drawn on a pchannel lane"
-    assert {lane.channel for lane in pchannels} == set(ticks["channel"])
+    for lane in delegators:  # tsafe's track: the watch and every tsafe of its vchannel
+        mine = (kind.isin(["querynode.watch", "querynode.tsafe"]) & (events["vchannel"] == lane.vchannel)).fillna(False)
+        assert any(len(track.x) == mine.sum() > 2 for track, _ in lane.tracks)
+    assert {lane.channel for lane in pchannels} == set(written)
+    for lane in pchannels:  # the time ticks' track: every tick of its pchannel
+        assert any(len(track.x) == (ticks["channel"] == lane.channel).sum() for track, _ in lane.tracks)
     assert proxy.names == ["proxy-1"]
     assert stepper.to_static(tmp_path / "timeline.png")
