@@ -50,6 +50,13 @@ SOLUTIONS: dict[str, dict[str, str]] = {
         "answer_2": "int(catch_2[(catch_2.opt_inserts_per_s == 10) & (catch_2.rate >= 0.9)].seeds.min())",
         "answer_3": "float(table_3.set_index('opt_rpc_failure_rate').p50_latency_ms.pipe(lambda s: s[0.6] - s[0.0]))",
     },
+    "06_real_milvus.ipynb": {
+        "answer_1": "(int(detail_dict(events[events.seq == TICK].detail.iloc[0])['sampled_clock_ms'])"
+                    " - int(detail_dict(events[events.seq == TICK].detail.iloc[0])['lag_ms'])) << 18",
+        "answer_2": "'delete'",
+        "answer_3": "int(session.real_events[(session.real_events.kind == 'client.insert')"
+                    " & (session.real_events.node == 'Client1')].ts.iloc[0])",
+    },
 }
 
 _SHIPPED = r"^(?P<name>answer_\d+) = None\b.*$"

@@ -61,6 +61,16 @@ def test_every_lab_is_a_chapter_of_the_book():
     assert os.readlink(BOOK / "at_scale.ipynb") == "../notebooks/05_at_scale.ipynb"
 
 
+def test_real_milvus_lab_is_a_chapter_after_the_other_labs():
+    link = BOOK / "model_and_real.ipynb"
+    assert link.is_symlink() and os.readlink(link) == "../notebooks/06_real_milvus.ipynb"
+    toc = yaml.safe_load((BOOK / "_toc.yml").read_text(encoding="utf-8"))
+    files = [c["file"] for part in toc["parts"] for c in part["chapters"]]
+    assert files.index("model_and_real") > files.index("guarantee_ts")
+    assert "{doc}`model_and_real`" in (BOOK / "intro.md").read_text(encoding="utf-8")
+    assert "{doc}`model_and_real`" in (BOOK / "real_milvus.md").read_text(encoding="utf-8")
+
+
 def test_api_lists_importable_modules():
     text = (BOOK / "api.md").read_text(encoding="utf-8")
     block = text.split(".. milvus-edu-api::", 1)[1].split("```", 1)[0]

@@ -13,6 +13,12 @@ import pytest
 from lab_solutions import SOLUTIONS, shipped_answers
 
 NOTEBOOKS = sorted((Path(__file__).parent.parent / "notebooks").glob("*.ipynb"))
+#: The labs that start a real Milvus server (the `real` extra): their runs are marked `real` too.
+REAL_LABS = {"06_real_milvus.ipynb"}
+
+
+def _lab_params() -> list:
+    return [pytest.param(p, id=p.name, marks=[pytest.mark.real] if p.name in REAL_LABS else []) for p in NOTEBOOKS]
 PENDING = "Not answered yet"
 
 
@@ -75,7 +81,7 @@ def test_exercises_ship_unanswered_and_have_reference_answers(path):
 
 @pytest.mark.spark
 @pytest.mark.slow
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", _lab_params())
 def test_notebook_as_shipped_runs_and_waits_for_answers(path, built_book):
     executed = built_book["executed"].get(path.name)
     assert executed is not None, f"{path.name} is not a chapter of the book; add a symlink in book/ and a TOC entry"
@@ -98,7 +104,7 @@ def test_notebook_as_shipped_runs_and_waits_for_answers(path, built_book):
 
 @pytest.mark.spark
 @pytest.mark.slow
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", _lab_params())
 def test_notebook_with_reference_answers_passes_every_check(path, executed_labs):
     solutions = SOLUTIONS[path.name]
     nb = executed_labs[path.name].answered

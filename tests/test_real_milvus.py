@@ -267,3 +267,58 @@ def test_strong_comparison_sets_aside_only_writes_ordered_differently():
     assert table["level"].iloc[0] == "Strong" and not table["agree"].iloc[0]
     assert "not compared" not in table["note"].iloc[0]
     assert bool(_two_sides(900.0, [])["agree"].iloc[0])
+
+
+def test_real_run_shows_time_ticks_syncs_and_tsafe_in_the_stepper(server, tmp_path):
+    """Milvus 2.3.5 logs no time tick: the sampled gauges give them, and the stepper draws them beside the log's
+    syncs and the reads."""
+    from milvus_edu.mechanisms.query.lanes import DelegatorLane, ReadsLane
+    from milvus_edu.mechanisms.timetick.lanes import PChannelLane, ProxyLane
+    from milvus_edu.mechanisms.timetick.panel import pchannels_of
+    from milvus_edu.narrate import detail_dict
+    from milvus_edu.real.metrics import QUERYNODE_TT, ROOTCOORD_TT
+    from milvus_edu.viz.lanes import EventsLane
+    from milvus_edu.viz.stepper import TimelineStepper
+
+    steps = [{"at": 0.2, "client": "C1", "op": "create_collection", "collection": "TT", "consistency_level": "Strong"},
+             {"at": 0.4, "client": "C1", "op": "insert", "collection": "TT", "data": [{"id": k} for k in range(1, 5)]},
+             {"at": 0.6, "client": "C2", "op": "query", "collection": "TT", "filter": "id >= 2"},
+             {"at": 0.8, "client": "C1", "op": "flush", "collection": "TT"},
+             {"at": 1.0, "client": "C2", "op": "query", "collection": "TT", "filter": "id >= 2"}]
+    run = run_workload(steps, server=server, out_dir=tmp_path / "run")
+    events = load_run(run.out_dir)
+    kind = events["kind"].astype(str)
+    ticks = events[(kind == "mq.produce") & (events["msg_type"] == "TimeTick")]
+    assert len(ticks) >= 4 and set(ticks["node"]) == {"rootcoord-1"}
+    assert {detail_dict(d)["metric"] for d in ticks["detail"]} == {ROOTCOORD_TT}
+    assert (ticks["ts"] == ticks["tick_ts"]).all()
+    # A tick's timestamp is never after the sample that saw it: the lag is subtracted from the sample's clock.
+    base = int(events.loc[kind == "run.clock", "clock_ms"].iloc[0])
+    physical = ticks["tick_ts"].to_numpy(dtype="int64") >> 18
+    assert (physical <= base + ticks["t_ms"].to_numpy() + 1).all()
+    assert (kind == "proxy.report").sum() >= 2
+    packs = events[kind == "querynode.pack"]
+    assert len(packs) and {detail_dict(d)["metric"] for d in packs["detail"]} == {QUERYNODE_TT}
+    watched = set(events.loc[kind == "querynode.watch", "vchannel"])
+    tsafe = events[kind == "querynode.tsafe"]
+    assert len(watched) == 2 and set(tsafe["vchannel"]) == watched
+    assert (kind == "datanode.sync").sum() >= 2  # the flush syncs each shard's segment: from the log
+    assert run.server["metrics"]["samples"] > 10 and run.server["metrics"]["errors"] == 0
+    assert (run.out_dir / "metrics.jsonl").stat().st_size > 0
+
+    # The shared server ticks the pchannels of earlier collections too: draw the two this collection writes to.
+    written = sorted(set(events.loc[kind == "proxy.enqueue", "channel"]))
+    assert len(written) == 2 and set(written) <= set(ticks["channel"])
+    slots = [pchannels_of(events).index(c) for c in written]
+    lanes = [DelegatorLane(0), DelegatorLane(1), ReadsLane(), PChannelLane(slots[0]), PChannelLane(slots[1]),
+             ProxyLane(), EventsLane()]
+    stepper = TimelineStepper(events, lanes=lanes)
+    delegators, pchannels, proxy = lanes[:2], lanes[3:5], lanes[5]
+    for lane in delegators:  # tsafe's track: the watch and every tsafe of its vchannel
+        mine = (kind.isin(["querynode.watch", "querynode.tsafe"]) & (events["vchannel"] == lane.vchannel)).fillna(False)
+        assert any(len(track.x) == mine.sum() > 2 for track, _ in lane.tracks)
+    assert {lane.channel for lane in pchannels} == set(written)
+    for lane in pchannels:  # the time ticks' track: every tick of its pchannel
+        assert any(len(track.x) == (ticks["channel"] == lane.channel).sum() for track, _ in lane.tracks)
+    assert proxy.names == ["proxy-1"]
+    assert stepper.to_static(tmp_path / "timeline.png")

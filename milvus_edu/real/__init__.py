@@ -6,6 +6,8 @@ read into the run log, and the comparison with the model (``pip install -e ".[re
   folder in the run-log schema;
 * :mod:`.logs`: :func:`parse_log` reads the server's log lines into the model's event kinds, so the stepper,
   ``levels.reads`` and the analyses open a real run like a simulated one;
+* :mod:`.metrics`: :class:`~.metrics.MetricsSampler` samples the server's time-tick gauges while a workload runs
+  (2.3.5 logs no time tick), and :func:`~.metrics.metric_events` makes them time ticks, proxy reports and tsafe;
 * :mod:`.compare`: :func:`compare` runs a workload on both and lines the calls up.
 """
 

@@ -12,14 +12,15 @@ The run must use ``log.level: debug``: at ``info`` the reads (``Query PreExecute
 channel``, ``query segments...``), the DataNode's checkpoint RPCs (``UpdateChannelCheckpoint success``), the
 QueryNode's delete packs (``start to process delete``) and the proxy's DML tasks are not written.
 
-What 2.3.5 never logs, at any level (``debug`` is zap's lowest), so a real run has no such events: a time tick
+What 2.3.5 never logs, at any level (``debug`` is zap's lowest), so its log gives no such events: a time tick
 (rootcoord's ``timetickSync`` and ``sendMinDdlTsAsTt``, the proxy's ``channelsTimeTicker`` and its
 ``UpdateChannelTimeTick`` reports: ``proxy.tick``, ``proxy.report``, ``rootcoord.timetick_update``), a TSO allocation,
 update or window save after start (``tso.alloc``, ``tso.update``, ``tso.save``), a message produced or a pack consumed
 (``mq.produce``, ``mq.pack``, ``querynode.pack``; ``datanode.buffer`` is derived from the buffer's logged size,
 without the pack's bounds), the ttNode handing a checkpoint over (``datanode.checkpoint``), and tsafe: only a pack
 that holds a delete shows it (the deleteNode passes the pack's end to ``ProcessDelete``, then sets it as tsafe), so
-``querynode.tsafe`` is sparse. A read's tsafe on arrival is not logged
+``querynode.tsafe`` is sparse. (A real run takes time ticks, proxy reports and tsafe from the server's sampled
+metrics instead: :mod:`milvus_edu.real.metrics`.) A read's tsafe on arrival is not logged
 either: ``querynode.wait`` is inferred (the read was served :data:`WAIT_MIN_MS` or more after it arrived) and its
 ``tick_ts`` is null; a search logs no MVCC timestamp, so its ``querynode.read`` has no ``ts``.
 

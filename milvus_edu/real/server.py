@@ -272,6 +272,7 @@ class RealMilvus:
         self.start_s: float | None = None
         self.rss_mb_at_start: float | None = None
         self.started_at: float | None = None  # time.time() when the server was healthy
+        self.metrics_port: int | None = None
         self._fds: list = []
         self._made_data = False
         self._temporary = folder is None
@@ -282,6 +283,12 @@ class RealMilvus:
     def uri(self) -> str:
         """Where pymilvus connects: ``http://127.0.0.1:<port>``."""
         return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def metrics_url(self) -> str:
+        """Where the server serves its Prometheus metrics (``http://127.0.0.1:<metrics port>/metrics``; the port is
+        a free one, given to the binary as ``METRICS_PORT``)."""
+        return f"http://127.0.0.1:{self.metrics_port}/metrics"
 
     @property
     def logs(self) -> Path:
@@ -330,6 +337,7 @@ class RealMilvus:
             exe = unpacked_binary()
         folder = self._prepare_folder()
         ports = self._ports()
+        self.metrics_port = ports["metrics"]
         config = self._write_config(milvus, folder, ports)
         env = dict(os.environ)
         env.update({

@@ -33,7 +33,7 @@ import json
 import threading
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import pandas as pd
@@ -44,6 +44,7 @@ from ..client.workload import READ_OPS, SEED_STEPS, Step, parse_steps
 from ..proto import ConsistencyLevel
 from ..querynode.expr import PK_FIELD
 from .logs import merge_events, parse_log, write_real_run
+from .metrics import MetricsSampler, metric_events
 from .server import MILVUS_VERSION, RealMilvus, RealMilvusError, check_pymilvus
 
 #: Dimension of the vector field every real collection gets.
@@ -416,8 +417,16 @@ def server_events(server: RealMilvus, run_id: str, t0_wall_ms: float, end_ms: fl
     return events, {"unparsed": parsed.unparsed}
 
 
+def _in_time_order(rows: list[dict]) -> list[dict]:
+    """Server rows from two sources (the log, the sampled gauges) in one time order, ``seq`` renumbered."""
+    rows = sorted(rows, key=lambda r: r["t_ms"])  # stable: each source's own order holds within a ms
+    for seq, r in enumerate(rows):
+        r["seq"] = seq
+    return rows
+
+
 def run_workload(steps=(), server: RealMilvus | None = None, out_dir=None, params: dict | None = None,
-                 run_id: str | None = None, server_logs: bool = True) -> RealRun:
+                 run_id: str | None = None, server_logs: bool = True, metrics: bool = True) -> RealRun:
     """Run a workload (the ``workload`` scenario's steps; the seed example's when empty) on a real Milvus.
 
     ``server``: a started :class:`RealMilvus` to use (a shared one; the workload drops its own collections first if
@@ -425,6 +434,9 @@ def run_workload(steps=(), server: RealMilvus | None = None, out_dir=None, param
     ``params`` (the simulator's names, :data:`~.server.PARAMS`) and stopped at the end, its logs kept there.
     ``out_dir``: write the run folder (``events.parquet``, ``events.jsonl``, ``summary.json``; must be new or
     empty). ``server_logs``: merge the server's log lines of the run into the events (:func:`server_events`).
+    ``metrics``: sample the server's time-tick gauges every :data:`~.metrics.PERIOD_MS` while the workload runs and
+    merge them as time ticks, proxy reports and QueryNode tsafe (:mod:`milvus_edu.real.metrics`; the log has none);
+    the folder then also holds ``metrics.jsonl``, every change sampled.
     Raises ``ValueError`` for a bad workload and :class:`RealMilvusError` when the server cannot be used.
     """
     from ..sim.run import prepare_out_dir
@@ -448,21 +460,37 @@ def run_workload(steps=(), server: RealMilvus | None = None, out_dir=None, param
         run.start_detail = {"scenario": SCENARIO, "real": True, "server": f"milvus {MILVUS_VERSION}",
                             "version": __version__, "options": {"steps": len(parsed)},
                             "params": {k: str(v) for k, v in (params or {}).items()}}
+        sampler = MetricsSampler(server.metrics_url).start() if metrics else None
         try:
             run.run()
         finally:
+            if sampler is not None:
+                sampler.stop()
             recorder.emit("run.end", "client", detail={"events": recorder.seq + 1})
             recorder.close()
         rows, parse_info = memory.rows, {}
+        end_ms = rows[-1]["t_ms"]
+        theirs = []
         if server_logs:
-            theirs, parse_info = server_events(server, run_id, run.t0_wall_ms, rows[-1]["t_ms"])
-            if theirs:
-                rows = merge_events(rows, theirs, run_id=run_id)
+            theirs, parse_info = server_events(server, run_id, run.t0_wall_ms, end_ms)
+        if sampler is not None:
+            ticks = [r for r in metric_events(sampler.changes, run_id=run_id, t0_wall_ms=run.t0_wall_ms,
+                                              period_ms=sampler.period_ms, server_rows=theirs)
+                     if 0.0 <= r["t_ms"] <= end_ms]
+            theirs = _in_time_order(theirs + ticks)
+        if theirs:
+            rows = merge_events(rows, theirs, run_id=run_id)
         info = {"version": MILVUS_VERSION, "uri": server.uri, "start_s": server.start_s,
                 "rss_mb_at_start": server.rss_mb_at_start, "rss_mb_at_end": server.rss_mb(),
                 "logs": str(server.logs), "log_parser": parse_info}
+        if sampler is not None:
+            info["metrics"] = sampler.summary()
         if out is not None:
             write_real_run(out, rows, {"real": True, "server": info}, scenario=SCENARIO)
+            if sampler is not None:
+                with open(out / "metrics.jsonl", "w", encoding="utf-8") as fh:
+                    for c in sampler.changes:
+                        fh.write(json.dumps(asdict(c), sort_keys=True) + "\n")
         return RealRun(rows, out, server.logs, info)
     finally:
         if own:
