@@ -63,7 +63,7 @@ def test_the_switch_grids_give_every_switch_200_seeds_in_the_scenario_its_lab_br
     pairs = {(g["scenario"], ",".join(s)) for _, g in switch_grids for s in g["switches"]}
     assert set(rel.NOT_CAUGHT) <= pairs
     # the labs' "break it" choices, where a switch is taught in several scenarios
-    assert {("seed-example", "update_tsafe_before_delete"), ("tso-basics", "tso_no_window_save"),
+    assert {("delete-then-read", "update_tsafe_before_delete"), ("tso-basics", "tso_no_window_save"),
             ("flush-ts-boundary", "reset_flush_ts_inclusive")} <= pairs
 
 
@@ -164,7 +164,7 @@ def test_every_switch_is_caught_on_seeds_1_and_2_except_the_one_that_changes_no_
             assert row.detected >= 1 and row.first_seed in (1, 2), pair
     # known pairs: the switch and the check its lab names
     assert "watermark" in d.loc[("timetick-unlocked-enqueue", "allocate_outside_enqueue_lock")].caught_by
-    assert "mvcc-exact" in d.loc[("seed-example", "update_tsafe_before_delete")].caught_by
+    assert "mvcc-exact" in d.loc[("delete-then-read", "update_tsafe_before_delete")].caught_by
     assert "global-monotonic" in d.loc[("tso-failover", "tso_skip_load_on_init")].caught_by
     assert rel.problems(t) == []
 
