@@ -17,7 +17,7 @@ import pytest
 import milvus_edu
 from milvus_edu.analysis import spark_schema, to_pandas
 from milvus_edu.analysis import many
-from milvus_edu.analysis.query import read_waits, read_waits_pd
+from milvus_edu.mechanisms.query.analysis import read_waits, read_waits_pd
 from milvus_edu.events.schema import FIELDS
 from milvus_edu.registry import get_scenario, mechanisms, scenario_mechanisms
 from milvus_edu.viz import many as viz_many
