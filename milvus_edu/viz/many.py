@@ -21,7 +21,7 @@ def _frame(table) -> pd.DataFrame:
     if isinstance(table, pd.DataFrame):
         return table
     if hasattr(table, "toPandas"):
-        from ..analysis.tso import to_pandas
+        from ..analysis.frames import to_pandas
 
         return to_pandas(table)
     raise TypeError(f"expected a pandas or Spark DataFrame, got {type(table).__name__}")
