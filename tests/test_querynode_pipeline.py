@@ -8,7 +8,8 @@ tests assert on what it then serves. Beyond the Go cases: the pack's time range,
 clean interval has passed, the insert sort, tsafe published after the deletes (and the window the
 ``update_tsafe_before_delete`` switch opens), the design documents' insert A -> delete A -> insert A in one pack, buffered
 deletes applied to a loaded sealed segment, the growing copy released by ``sync_target_version``; hypothesis
-checks that a read at tsafe after every pack equals a brute-force MVCC definition.
+checks that the rows visible at tsafe after every pack equal a brute-force MVCC definition, and that a read returns
+of them the newest per key, as 2.5's ``find_first`` and ``MergeSegcoreRetrieveResults`` do.
 """
 
 from __future__ import annotations
@@ -62,7 +63,15 @@ class Clock:
 
 
 def rows(d: ShardDelegator, at: int) -> list[tuple]:
+    """What a query at ``at`` returns: one row per key, the newest (2.5's ``find_first`` and
+    ``MergeSegcoreRetrieveResults``)."""
     return [(r.pk, r.ts) for r in d.read(at)]
+
+
+def stored(d: ShardDelegator, at: int) -> list[tuple]:
+    """Every row visible at ``at`` in every segment, copies of a key included (what ``count(*)`` counts)."""
+    segments = [*d.sealed.values(), *d.growing.values()]
+    return sorted((r.pk, r.ts) for s in segments for r in s.visible(at))
 
 
 def new_pipeline(clock=None, switch: bool = False) -> Pipeline:
@@ -178,7 +187,10 @@ def test_insert_node_groups_rows_per_segment_and_passes_the_deletes_on():
                              time_range=TimeRange(0, 0))
     assert InsertNode(d).operate(node_msg) == {4: 2, 3: 2}
     assert sorted(d.growing) == [3, 4] and len(node_msg.delete_msgs) == 2
-    assert rows(d, ts(1)) == [(3, ts(1)), (3, ts(1)), (4, ts(1)), (4, ts(1))]
+    # Each message is inserted twice, as 2.5's addInsertData appends it (no dedup on insert), but a query returns
+    # each key once: find_first takes one row per key from each growing segment.
+    assert stored(d, ts(1)) == [(3, ts(1)), (3, ts(1)), (4, ts(1)), (4, ts(1))]
+    assert rows(d, ts(1)) == [(3, ts(1)), (4, ts(1))]
 
 
 def test_insert_node_sorts_inserts_by_begin_ts_before_appending():
@@ -283,15 +295,21 @@ def test_sync_target_version_releases_the_growing_copy_and_the_filter_drops_its_
     p.operate(MsgPack(begin_ts=ts(0), end_ts=ts(20), msgs=stream))
     d.process_delete([2], [ts(25)])  # a delete before the sealed copy is loaded
     d.load_sealed(7, [Row(1, ts(10)), Row(2, ts(10 + 10))])
-    assert rows(d, ts(20)) == [(1, ts(10)), (1, ts(10)), (2, ts(20)), (2, ts(20))]  # served twice until the sync
-    assert rows(d, ts(25)) == [(1, ts(10)), (1, ts(10))]
+    # Until the sync both copies are read (each segment retrieves the key), and MergeSegcoreRetrieveResults
+    # returns each key once.
+    both = [(1, ts(10)), (2, ts(20))]
+    assert [[(r.pk, r.ts) for r in s.retrieve(ts(20))] for s in (d.growing[7], d.sealed[7])] == [both, both]
+    assert stored(d, ts(20)) == [(1, ts(10)), (1, ts(10)), (2, ts(20)), (2, ts(20))]
+    assert rows(d, ts(20)) == both and rows(d, ts(25)) == [(1, ts(10))]
+    assert stored(d, ts(25)) == [(1, ts(10)), (1, ts(10))]
     d.add_excluded_segments({7: ts(20)})  # the checkpoint of the sealed copy (SyncDistribution: UpdateVersion)
     assert d.sync_target_version([7]) == [7] and 7 not in d.growing and d.sync_target_version([7]) == []
     assert d.sync_target_version([], dropped_in_target=[8]) == []
     replay = p.operate(MsgPack(begin_ts=ts(0), end_ts=ts(30), msgs=stream))  # e.g. a replay after a seek
     assert [r for _, r in replay.dropped] == ["skip msg due to segment=7 has been excluded"] * 2
     assert replay.inserted == {} and 7 not in d.growing
-    assert rows(d, ts(20)) == [(1, ts(10)), (2, ts(20))] and rows(d, ts(30)) == [(1, ts(10))]
+    assert stored(d, ts(20)) == rows(d, ts(20)) == both  # one copy left
+    assert stored(d, ts(30)) == rows(d, ts(30)) == [(1, ts(10))]
 
 
 # --- property: the pipeline serves MVCC ---------------------------------------------------------------
@@ -301,10 +319,21 @@ packs = st.lists(st.lists(op, max_size=5), min_size=1, max_size=6)
 
 
 def visible(msgs, at: int) -> list[tuple]:
-    """Brute force: (pk, ts) is visible at T iff ts <= T and no delete of pk has ts < dts <= T."""
+    """Brute force: (pk, ts) is visible at T iff ts <= T and no delete of pk has ts < dts <= T. Every copy of a
+    key is kept: Milvus does not deduplicate keys on insert."""
     deletes = [(pk, t) for kind, pk, _, t in msgs if kind == "delete"]
     return sorted((pk, t) for kind, pk, _, t in msgs
                   if kind == "insert" and t <= at and not any(dp == pk and t < dt <= at for dp, dt in deletes))
+
+
+def newest_per_key(visible_rows: list[tuple]) -> list[tuple]:
+    """What a query returns of the visible rows: one row per key, the largest timestamp (2.5's growing
+    ``find_first`` takes a key's newest visible row, and ``MergeSegcoreRetrieveResults`` keeps the largest
+    timestamp per key across segments). The ops' timestamps are distinct, so there is no tie to break."""
+    newest: dict = {}
+    for pk, t in visible_rows:
+        newest[pk] = max(t, newest.get(pk, t))
+    return sorted(newest.items())
 
 
 @settings(max_examples=60, deadline=None)
@@ -325,6 +354,8 @@ def test_a_read_at_tsafe_after_every_pack_equals_the_mvcc_definition(pack_ops, r
         seen += this
         cursor += len(ops) + 1
         assert res.tsafe == end == p.delegator.get_tsafe()
-        assert rows(p.delegator, end) == visible(seen, end)
+        assert stored(p.delegator, end) == visible(seen, end)
+        assert rows(p.delegator, end) == newest_per_key(visible(seen, end))
     for *_, t in seen:
-        assert rows(p.delegator, t) == visible(seen, t)
+        assert stored(p.delegator, t) == visible(seen, t)
+        assert rows(p.delegator, t) == newest_per_key(visible(seen, t))
