@@ -114,9 +114,14 @@ def test_after_the_second_strong_read_its_shard_shows_a1_and_the_wait(seed):
                                                                int(ev.guarantee_ts[read]))
     assert r["tick_ts"] < r["guarantee_ts"] <= r["read_ts"]
     assert _client(state, "Client2")["last_read"]["pks"] == ["A1"]
+    # the panel quotes the QueryNode's own waited_ms; with the ticker phases a Strong wait is one interval plus
+    # the tsafe lag (the DDL minimum's age at its send, the wait for the round, delivery): ~356 ms at seed 1
+    waited_ms = json.loads(ev.detail[read])["waited_ms"]
+    assert r["waited_ms"] == waited_ms == pytest.approx(ev.t_ms[read] - ev.t_ms[_positions(
+        ev, "querynode.wait", request=req, vchannel=holder[0])[0]], abs=1e-6)
     st.goto(answer)
     html = st.panel_html
-    assert "1 row (A1)" in html and "waited 10" in html  # about one tick interval, 100 ms
+    assert "1 row (A1)" in html and f"waited {waited_ms:,.1f} ms" in html
 
 
 def test_tsafe_and_sealed_segments_follow_the_querynode_rows(seed):
