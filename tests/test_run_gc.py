@@ -9,11 +9,13 @@ from __future__ import annotations
 import contextlib
 import gc
 import os
+import weakref
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
 import milvus_edu
+from milvus_edu.events import NULL_RECORDER
 from milvus_edu.registry import scenarios
 from milvus_edu.sim import collector
 from milvus_edu.sim import run as run_module
@@ -299,6 +301,20 @@ def test_runs_overlapping_in_threads_give_the_same_results_and_keep_a_bounded_he
     assert gc.isenabled() and state.runs == 0 and not state.paused
     _clean()
     assert _dead_simulations() == 0  # and the pause keeps none for good
+
+
+def test_a_simulation_built_on_the_null_recorder_is_freed_once_dropped():
+    """The null recorder is shared by every component built without one: a simulation built on it (a
+    test's, a notebook's) must not stay reachable through it, or the other tests here count it as one
+    that the pause keeps."""
+    sim = Simulation(1, NULL_RECORDER)
+    sim.spawn(sim.lease_reaper())
+    sim.env.run(until=2000)  # a process is pending: the environment's queue reaches the simulation
+    alive = weakref.ref(sim)
+    del sim
+    _clean()
+    assert alive() is None
+    assert NULL_RECORDER.now_ms() == 0.0  # it keeps no simulation's clock
 
 
 def test_the_quarter_rule_at_its_boundary(state, monkeypatch):

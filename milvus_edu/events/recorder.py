@@ -619,12 +619,31 @@ class Recorder:
 
 
 class _NullRecorder(Recorder):
+    """The recorder that drops everything: one shared by every component built without a recorder.
+
+    It stamps no row, so it keeps no clock: a :class:`~milvus_edu.sim.kernel.Simulation` built on it sets
+    ``now_ms`` to read its environment, and the shared recorder holding that would keep the environment,
+    and through its pending processes the whole simulation, alive until the next one replaced it."""
+
+    @property
+    def now_ms(self) -> Callable[[], float]:
+        return _no_time
+
+    @now_ms.setter
+    def now_ms(self, clock: Callable[[], float]) -> None:
+        pass
+
     def emit(self, kind: str, node: str, **fields) -> None:
         pass
 
     def emitter(self, kind: str, *names: str) -> Callable[..., None]:
         validate_kind(kind, dict.fromkeys(names))
         return _drop
+
+
+def _no_time() -> float:
+    """The null recorder's clock (it stamps nothing)."""
+    return 0.0
 
 
 def _drop(node: str, *values) -> None:
