@@ -1,4 +1,4 @@
-"""With the faithful rules, 200 random seeds of every query scenario keep every promise.
+"""With the faithful rules, 100 random seeds of every query scenario keep every promise.
 
 Each seed is a different interleaving of proxies, task times, network delays and time ticks; the checkers read each
 run log (the read-consistency checker works out every read's expected rows from the pchannels' messages alone).
@@ -14,7 +14,7 @@ import pytest
 import milvus_edu
 from milvus_edu.registry import get_mechanism
 
-SEEDS = range(2000, 2200)  # 200 seeds none of the other tests use
+SEEDS = range(2000, 2100)  # 100 seeds none of the other tests use (benchmarks/reliability.py sweeps more)
 CASES = ("seed-example", "workload", "insert-then-search", "clock-skew-bounded", "tsafe-stall-proxy-restart",
          "lag-too-large", "insert-delete-reorder", "ddl-recreate-under-load", "delete-then-read")
 
@@ -31,11 +31,11 @@ def test_the_sweep_covers_every_query_scenario():
 
 
 @pytest.mark.slow
-def test_200_seeds_of_every_query_scenario_pass_every_checker():
+def test_100_seeds_of_every_query_scenario_pass_every_checker():
     jobs = [(scenario, seed) for scenario in CASES for seed in SEEDS]
     with ProcessPoolExecutor(max_workers=min(2, os.cpu_count() or 1)) as pool:
         results = list(pool.map(_run, jobs, chunksize=25))
     failed = [(s, seed, v) for s, seed, ok, v, _ in results if not ok]
     assert not failed, f"{len(failed)} run(s) broke a promise; the first: {failed[0]}"
     assert all(reads > 0 for *_, reads in results), "every run must answer reads, or it checks nothing"
-    assert len(results) == 200 * len(CASES)
+    assert len(results) == len(SEEDS) * len(CASES)

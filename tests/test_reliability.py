@@ -1,10 +1,10 @@
-"""Reliability at scale, small: the documented sweep's grids (benchmarks/grids/) at 2 seeds per scenario and per
+"""Reliability at scale, small: the documented sweep's grids (benchmarks/grids/) at 1 seed per scenario and per
 switch, as CI runs them, and the book's page of the full tables.
 
-The slow tests sweep seeds 1-2 of every grid on the shared local[2] Spark session (84 runs, each scenario at its
+The slow tests sweep seed 1 of every grid on the shared local[2] Spark session (43 runs, each scenario at its
 own length: a grid's ``duration_s`` applies to every scenario of the grid, and the DataNode scenarios crash or
 flush at fixed times up to 30 s in, so none is shortened) and assert: no violation outside a documented gap, every
-switch caught by a seed (2 seeds suffice for each, seed 1 included), the one switch that changes no answer caught
+switch caught at seed 1 (as in the book's 20-seed tables), the one switch that changes no answer caught
 by none, and the vacuous checks reported. The quick tests check the grid files and the page's structure.
 """
 
@@ -25,7 +25,7 @@ from milvus_edu.sweep import normalise_grid
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "book" / "reliability.md"
-SEEDS = 2
+SEEDS = 1  # seed 1 catches every switch (book/reliability.md); the suite stays within its 10 minutes
 
 
 def _driver():
@@ -149,7 +149,7 @@ def test_no_violation_outside_a_documented_gap(small):
     assert v.failed_runs.sum() == 0 and v.violations.sum() == 0, v[v.failed_runs > 0]
     assert not v[~v.gap].gap_runs.any()
     stuck = v.set_index("scenario").loc["flush-stuck-memory-sync"]
-    assert stuck.gap_runs == SEEDS and stuck.failed_checks == f"flush-completes ({SEEDS})"  # its gap, on seeds 1-2
+    assert stuck.gap_runs == SEEDS and stuck.failed_checks == f"flush-completes ({SEEDS})"  # its gap, on every seed swept
 
 
 @pytest.mark.slow
@@ -161,7 +161,7 @@ def test_every_switch_is_caught_on_seeds_1_and_2_except_the_one_that_changes_no_
         if pair in rel.NOT_CAUGHT:
             assert row.detected == 0, pair
         else:
-            assert row.detected >= 1 and row.first_seed in (1, 2), pair
+            assert row.detected >= 1 and row.first_seed == 1, pair
     # known pairs: the switch and the check its lab names
     assert "watermark" in d.loc[("timetick-unlocked-enqueue", "allocate_outside_enqueue_lock")].caught_by
     assert "mvcc-exact" in d.loc[("delete-then-read", "update_tsafe_before_delete")].caught_by
@@ -177,7 +177,7 @@ def test_the_vacuous_checks_are_reported_per_scenario_and_check(small):
     counted = result.verdicts.filter("verdict = 'vacuous'").count()
     assert vac.vacuous.sum() == counted > 0
     assert set(vac.columns) == {"scenario", "mechanism", "check", "runs", "vacuous"}
-    # two the sweep of seeds 1-2 finds vacuous in both runs
+    # two the sweep of seed 1 finds vacuous
     pairs = set(zip(vac.scenario, vac.check))
     assert {("seed-example", "bounded-staleness"), ("seed-example", "pack-exact")} <= pairs
     assert "| `seed-example` |" in rel.markdown(t, result, "local[2]")
@@ -199,4 +199,4 @@ def test_the_checks_fail_when_a_switch_goes_uncaught_or_a_run_breaks_a_promise(s
     assert len(found) == 3
     assert any(line.startswith("allocate_outside_enqueue_lock in timetick-unlocked-enqueue: no seed") for line in found)
     assert any(line.startswith("reset_flush_ts_inclusive in flush-ts-boundary: caught") for line in found)
-    assert any(line.startswith("tso-basics: 1 of 2 runs broke a check") for line in found)
+    assert any(line.startswith(f"tso-basics: 1 of {SEEDS} runs broke a check") for line in found)
