@@ -7,6 +7,7 @@ import re
 import shutil
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
@@ -52,6 +53,7 @@ settings.load_profile("milvus-edu")
 ROOT = Path(__file__).resolve().parents[1]
 BOOK_BUILD_TIMEOUT_S = 1800
 CELL_TIMEOUT_S = 600  # as the book's execute.timeout
+LAB_KERNELS = 2  # labs executed at once by executed_labs
 #: The xdist group of the tests that share the executed labs and the book built from them: one worker
 #: runs them all, so each lab runs once per session, while the other workers run everything else.
 LABS_GROUP = "labs"
@@ -137,8 +139,8 @@ def executed_labs(tmp_path_factory) -> dict[str, ExecutedLab]:
     from lab_solutions import SOLUTIONS
 
     out = tmp_path_factory.mktemp("executed-labs")
-    labs = {}
-    for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
+
+    def execute(path: Path) -> tuple[str, ExecutedLab]:
         nb = nbformat.read(path, as_version=4)
         run = _interleave_answers(nb, SOLUTIONS.get(path.name, {}))
         workdir = out / "work" / path.stem
@@ -147,8 +149,13 @@ def executed_labs(tmp_path_factory) -> dict[str, ExecutedLab]:
                        resources={"metadata": {"path": str(workdir)}}).execute()
         shipped, answered = _split(run)
         nbformat.write(shipped, out / path.name)
-        labs[path.name] = ExecutedLab(out / path.name, answered)
-    return labs
+        return path.name, ExecutedLab(out / path.name, answered)
+
+    # Two kernels at a time: the labs are the suite's longest chain (this worker runs them, then builds the book
+    # from them), and the other worker is idle before they end. Each lab has its own kernel and scratch folder.
+    paths = sorted((ROOT / "notebooks").glob("*.ipynb"))
+    with ThreadPoolExecutor(max_workers=LAB_KERNELS) as pool:
+        return dict(pool.map(execute, paths))
 
 
 @pytest.fixture(scope="session")
