@@ -1,4 +1,4 @@
-"""With the faithful rules, 100 random seeds of every query scenario keep every promise.
+"""With the faithful rules, 50 random seeds of every query scenario keep every promise.
 
 Each seed is a different interleaving of proxies, task times, network delays and time ticks; the checkers read each
 run log (the read-consistency checker works out every read's expected rows from the pchannels' messages alone).
@@ -14,7 +14,7 @@ import pytest
 import milvus_edu
 from milvus_edu.registry import get_mechanism
 
-SEEDS = range(2000, 2100)  # 100 seeds none of the other tests use (benchmarks/reliability.py sweeps more)
+SEEDS = range(2000, 2050)  # 50 seeds none of the other tests use (benchmarks/reliability.py sweeps more)
 CASES = ("seed-example", "workload", "insert-then-search", "clock-skew-bounded", "tsafe-stall-proxy-restart",
          "lag-too-large", "insert-delete-reorder", "ddl-recreate-under-load", "delete-then-read")
 
@@ -31,7 +31,7 @@ def test_the_sweep_covers_every_query_scenario():
 
 
 @pytest.mark.slow
-def test_100_seeds_of_every_query_scenario_pass_every_checker():
+def test_50_seeds_of_every_query_scenario_pass_every_checker():
     jobs = [(scenario, seed) for scenario in CASES for seed in SEEDS]
     with ProcessPoolExecutor(max_workers=min(2, os.cpu_count() or 1)) as pool:
         results = list(pool.map(_run, jobs, chunksize=25))
