@@ -153,6 +153,21 @@ def test_a_task_writes_parquet_only_a_marker_and_the_checkers_verdicts(tmp_path)
     assert run_one(spec, str(tmp_path)) == record and (folder / "events.parquet").stat().st_mtime_ns == mtime
 
 
+def test_a_run_rerun_after_a_kill_removes_only_the_half_written_files_of_the_sweep(tmp_path):
+    # a sweep killed between writing a marker's temporary file and renaming it leaves the file behind;
+    # the run is unfinished (no marker), so the next sweep runs it again and must not leave the temp file
+    spec = run_specs(normalise_grid({"scenario": "tso-basics", "seeds": [1], "duration_s": 0.5}))[0]
+    folder = tmp_path / spec["run_id"]
+    folder.mkdir()
+    (folder / f".{MARKER}.tmp-12940").write_text("{")
+    (folder / ".notes.tmp-x").write_text("a user's file")
+    (folder / "mine.tmp-1").write_text("a user's file")
+    record = run_one(spec, str(tmp_path))
+    assert record["status"] == "ok"
+    names = sorted(p.name for p in folder.iterdir())
+    assert names == sorted([".notes.tmp-x", "events.parquet", MARKER, "mine.tmp-1", "summary.json"])
+
+
 def test_a_run_that_raises_is_an_error_row_not_the_end_of_the_sweep(tmp_path):
     grid = normalise_grid({"scenario": "timetick-basics", "options": {"proxies": [0, 1]}, "duration_s": 0.2})
     records = {s["run_id"]: run_one(s, str(tmp_path)) for s in run_specs(grid)}

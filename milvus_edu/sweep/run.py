@@ -40,11 +40,31 @@ VERDICT_SCHEMA = pa.schema([("run_id", pa.string()), ("mechanism", pa.string()),
                             ("explanation", pa.string())])
 
 
+_TMP_INFIX = ".tmp-"
+
+
 def write_atomically(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` under a temporary name first, so ``path`` is whole or absent."""
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp = path.with_name(f".{path.name}{_TMP_INFIX}{os.getpid()}")
     tmp.write_bytes(data)
     os.replace(tmp, path)
+
+
+def _is_interrupted_write(path: Path) -> bool:
+    """Whether ``path`` is a temporary file of :func:`write_atomically` (``.<name>.tmp-<pid>``)."""
+    name = path.name
+    head, sep, pid = name.rpartition(_TMP_INFIX)
+    return name.startswith(".") and bool(sep) and len(head) > 1 and pid.isdigit()
+
+
+def _remove_interrupted_writes(folder: Path) -> None:
+    """Delete what a killed sweep left half-written in ``folder``: only :func:`write_atomically`'s own
+    temporary files, which a process writes just before renaming them (a sweep killed between the two
+    leaves one behind, and the run is run again)."""
+    if folder.is_dir():
+        for entry in folder.iterdir():
+            if entry.is_file() and _is_interrupted_write(entry):
+                entry.unlink(missing_ok=True)
 
 
 def verdicts_of(summary: dict) -> list[dict]:
@@ -95,6 +115,7 @@ def run_one(spec: dict, runs_dir: str, jsonl: bool = False) -> dict:
     marker = folder / MARKER
     if marker.is_file():
         return json.loads(marker.read_text(encoding="utf-8"))
+    _remove_interrupted_writes(folder)
     started = time.perf_counter()
     try:
         result = simulate(spec["scenario"], seed=spec["seed"], duration_s=spec["duration_s"], out_dir=folder,
