@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import json
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
 
 from ..datanode.syncmgr.pack import META_FIELD_ID
 from ..datanode.syncmgr.storage_serializer import read_insert_binlog
@@ -44,9 +43,6 @@ from ..tso import TSOError
 from .control_plane import SegmentCollection
 from .data import DataCoordNode
 from .querynode import ReadProxy
-
-if TYPE_CHECKING:
-    from .builder import Cluster
 
 FIRST_COLLECTION_ID = 100
 
@@ -69,9 +65,13 @@ class QueryCollection(SegmentCollection):
 
 class Catalog:
     """The collections of a cluster with a QueryNode, by name and by id, and the DDL, flush and handoff its
-    clients run; ``meta_cache``: model the proxies' meta caches and DDL on rootcoord's scheduler."""
+    clients run; ``meta_cache``: model the proxies' meta caches and DDL on rootcoord's scheduler.
 
-    def __init__(self, cluster: Cluster, meta_cache: bool = False):
+    ``cluster`` is the :class:`~milvus_edu.cluster.builder.Cluster` that owns this catalog (its nodes and its
+    ``flush_and_wait`` and ``read_segment``); the builder makes the catalog, so the catalog does not import it.
+    """
+
+    def __init__(self, cluster, meta_cache: bool = False):
         self.cluster = cluster
         self.sim = cluster.sim
         self.collections: dict[str, QueryCollection] = {}
