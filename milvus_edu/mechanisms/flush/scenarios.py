@@ -45,10 +45,10 @@ def cluster_spec(proxies: int = 1, rpc_failure_rate: float = 0.0, store_latency_
                        rpc_failure_rate=rpc_failure_rate, datacoord_outage_ms=datacoord_outage_ms, datanodes=datanodes)
 
 
-def _check(proxies: int, inserts_per_s: float, deletes_per_s: float, workload_s: float, rpc_failure_rate: float,
-           store_latency_ms: float, crash_at_s: float, crash_step: int, restart_after_s: float,
-           sync_period_s: float | None, memory_mb: float | None) -> None:
-    """One line per bad option, saying how to fix it."""
+def _check(proxies: int, inserts_per_s: float, deletes_per_s: float, workload_s: float, store_latency_ms: float,
+           crash_at_s: float, crash_step: int, restart_after_s: float, sync_period_s: float | None,
+           memory_mb: float | None) -> None:
+    """One line per bad option, saying how to fix it (the cluster spec checks ``rpc_failure_rate``)."""
     if proxies < 1:
         raise ValueError(f"a flush cluster needs at least one proxy, got {proxies}; use proxies=1 or more")
     for name, value in (("inserts_per_s", inserts_per_s), ("deletes_per_s", deletes_per_s),
@@ -58,8 +58,6 @@ def _check(proxies: int, inserts_per_s: float, deletes_per_s: float, workload_s:
             raise ValueError(f"{name} must not be negative, got {value}; use {name}=0 or more")
     if workload_s <= 0:
         raise ValueError(f"workload_s must be positive, got {workload_s}; use workload_s=30 for example")
-    if not 0 <= rpc_failure_rate < 1:
-        raise ValueError(f"rpc_failure_rate must be in [0, 1), got {rpc_failure_rate}; use 0.3 for example")
     if store_latency_ms < 0:
         raise ValueError(f"store_latency_ms must not be negative, got {store_latency_ms}")
     if sync_period_s is not None and sync_period_s <= 0:
@@ -94,7 +92,7 @@ class FlushWorkload:
         env, cluster = self.sim.env, self.cluster
         datanode = cluster.datanode
         if self.crash_at_s:
-            self.sim.at(self.crash_at_s * 1000.0, lambda: datanode.kill("crash"))
+            self.sim.at(self.crash_at_s * 1000.0, lambda: cluster.kill(datanode.name, "crash"))
         if self.crash_at_s or datanode.crash_at_step:
             env.process(self._restarter())
         for p in cluster.proxies:
@@ -209,47 +207,48 @@ def _run(sim: Simulation, flush_at_s=(), proxies: int = 1, inserts_per_s: float 
          deletes_per_s: float = 5.0, workload_s: float = 30.0, rpc_failure_rate: float = 0.0,
          store_latency_ms: float = 5.0, crash_at_s: float = 0.0, crash_step: int = 0, restart_after_s: float = 4.0,
          takeover: bool = False, sync_period_s: float | None = None, memory_mb: float | None = None,
-         workload=FlushWorkload, **extra) -> tuple[Cluster, FlushWorkload]:
-    """Check the options, build and start the cluster, and make the workload (``extra`` goes to the cluster spec
-    and the workload class as their parameters say); the caller starts the workload."""
-    _check(proxies, inserts_per_s, deletes_per_s, workload_s, rpc_failure_rate, store_latency_ms, crash_at_s,
-           crash_step, restart_after_s, sync_period_s, memory_mb)
+         workload=FlushWorkload, **extra) -> FlushWorkload:
+    """Check the options, build and start the cluster, and make the workload on it (``extra`` goes to the cluster
+    spec and the workload class as their parameters say); the caller starts the workload."""
+    _check(proxies, inserts_per_s, deletes_per_s, workload_s, store_latency_ms, crash_at_s, crash_step,
+           restart_after_s, sync_period_s, memory_mb)
     spec_extra = {k: extra.pop(k) for k in ("idle_collections", "datacoord_outage_ms") if k in extra}
     cluster = build(sim, cluster_spec(proxies, rpc_failure_rate, store_latency_ms, crash_step, takeover,
                                       sync_period_s, memory_mb, **spec_extra))
     cluster.start()
-    return cluster, workload(cluster, inserts_per_s, deletes_per_s, workload_s, crash_at_s, restart_after_s,
+    return workload(cluster, inserts_per_s, deletes_per_s, workload_s, crash_at_s, restart_after_s,
                              flush_at_s, **extra)
 
 
 def _basics(sim: Simulation, **options) -> None:
-    _run(sim, **options)[1].start()
+    _run(sim, **options).start()
 
 
 def _manual(sim: Simulation, **options) -> None:
-    _run(sim, flush_at_s=(12.0,), **options)[1].start()
+    _run(sim, flush_at_s=(12.0,), **options).start()
 
 
 def _rpc_failures(sim: Simulation, **options) -> None:
-    _run(sim, **options)[1].start()
+    _run(sim, **options).start()
 
 
 def _crash(sim: Simulation, **options) -> None:
-    _run(sim, flush_at_s=(10.0,), **options)[1].start()
+    _run(sim, flush_at_s=(10.0,), **options).start()
 
 
 def _during_sync(sim: Simulation, **options) -> None:
-    _run(sim, flush_at_s=(10.0,), **options)[1].start()
+    _run(sim, flush_at_s=(10.0,), **options).start()
 
 
 def _etcd_outage(sim: Simulation, **options) -> None:
     # covers the checkpoint updater's first tick at 10 s
-    _run(sim, datacoord_outage_ms=(9_500.0, 10_500.0), **options)[1].start()
+    _run(sim, datacoord_outage_ms=(9_500.0, 10_500.0), **options).start()
 
 
 def _flush_ts_boundary(sim: Simulation, **options) -> None:
     # 10.05 s is between the proxies' and rootcoord's 100 ms tick grids, so their allocations stay clear of it
-    cluster, workload = _run(sim, flush_at_s=(10.05,), **options)
+    workload = _run(sim, flush_at_s=(10.05,), **options)
+    cluster = workload.cluster
     proxy = cluster.proxies[0]
     fired = []
 
@@ -272,7 +271,7 @@ SMALL_MEMORY_MB = 2.0
 
 
 def _stuck_memory_sync(sim: Simulation, **options) -> None:
-    _run(sim, memory_mb=SMALL_MEMORY_MB, **options)[1].start()
+    _run(sim, memory_mb=SMALL_MEMORY_MB, **options).start()
 
 
 SCENARIOS = (
@@ -416,7 +415,7 @@ def _many_vchannels(sim: Simulation, vchannels: int = 300, **options) -> None:
                          f"{vchannels}; use vchannels=300 for example")
     if vchannels - PCHANNELS > 999 - IDLE_COLLECTION_FIRST_ID:
         raise ValueError(f"vchannels must be at most {999 - IDLE_COLLECTION_FIRST_ID + PCHANNELS}, got {vchannels}")
-    _run(sim, idle_collections=vchannels - PCHANNELS, **options)[1].start()
+    _run(sim, idle_collections=vchannels - PCHANNELS, **options).start()
 
 
 def _drop_collection(sim: Simulation, drop_at_s: float = 20.0, stop_at_s: float = 0.0, **options) -> None:
@@ -424,7 +423,7 @@ def _drop_collection(sim: Simulation, drop_at_s: float = 20.0, stop_at_s: float 
         raise ValueError(f"drop_at_s must be positive, got {drop_at_s}; use drop_at_s=20 for example")
     if stop_at_s < 0:
         raise ValueError(f"stop_at_s must not be negative, got {stop_at_s}; use stop_at_s=25, or 0 for no stop")
-    _run(sim, workload=DropCollectionWorkload, drop_at_s=drop_at_s, stop_at_s=stop_at_s, **options)[1].start()
+    _run(sim, workload=DropCollectionWorkload, drop_at_s=drop_at_s, stop_at_s=stop_at_s, **options).start()
 
 
 SCENARIOS = SCENARIOS + (

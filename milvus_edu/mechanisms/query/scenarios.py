@@ -107,8 +107,8 @@ def stall_steps(reads: int = 14, timeout_s: float = 5.0) -> list[dict]:
 def _stall(sim: Simulation, kill_at_s: float = 5.0, restart_after_s: float = 2.0, timeout_s: float = 5.0) -> Cluster:
     cluster = _cluster(sim, stall_steps(timeout_s=timeout_s))
     proxy = cluster.node("proxy-2")
-    sim.at(kill_at_s * 1000.0, proxy.kill)
-    sim.at((kill_at_s + restart_after_s) * 1000.0, lambda: proxy.restart(proxy.server_id + 100))
+    sim.at(kill_at_s * 1000.0, lambda: cluster.kill("proxy-2"))
+    sim.at((kill_at_s + restart_after_s) * 1000.0, lambda: cluster.restart("proxy-2", proxy.server_id + 100))
     return cluster
 
 

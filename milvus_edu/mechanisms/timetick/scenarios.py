@@ -95,8 +95,8 @@ def _proxy_restart(sim: Simulation, proxies: int = 2, **options) -> None:
     _need_two_proxies("timetick-proxy-restart", proxies, "restarts")
     cluster = _run(sim, proxies, **options)
     proxy = cluster.node("proxy-2")
-    sim.at(2_000.0, proxy.kill)
-    sim.at(5_000.0, lambda: proxy.restart(server_id=proxy.server_id + 100))
+    sim.at(2_000.0, lambda: cluster.kill("proxy-2"))
+    sim.at(5_000.0, lambda: cluster.restart("proxy-2", proxy.server_id + 100))  # a new session
 
 
 def _slow_link(sim: Simulation, **options) -> None:

@@ -23,7 +23,7 @@ def _tso_failover(sim: Simulation) -> None:
     # out timestamps below those rootcoord-1 already gave; the saved window prevents that.
     cluster = build(sim, _spec([RootCoordSpec(), RootCoordSpec(offset_ms=-75_000.0)], [(1, 100.0), (10, 250.0)]))
     cluster.start()
-    sim.at(10_000.0, cluster.node("rootcoord-1").kill)
+    sim.at(10_000.0, lambda: cluster.kill("rootcoord-1"))
 
 
 def _tso_clock_skew(sim: Simulation) -> None:
