@@ -15,9 +15,10 @@ from milvus_edu.cli import main as cli_main
 from milvus_edu.config import Config
 from milvus_edu.events import NULL_RECORDER
 from milvus_edu.client.workload import parse_steps
-from milvus_edu.mechanisms.query.cluster import QueryCluster
+from milvus_edu.cluster.builder import build
 from milvus_edu.narrate import detail_dict
 from milvus_edu.querynode.expr import parse_filter, read_predicate
+from milvus_edu.mechanisms.query.scenarios import cluster_spec
 from milvus_edu.sim.kernel import Simulation
 
 ROWS = [  # (pk, dynamic field)
@@ -316,7 +317,7 @@ def test_a_flushed_segment_keeps_the_dynamic_field_in_a_meta_binlog(tmp_path):
 
 def test_query_returns_the_output_fields_a_row_has():
     sim = Simulation(1, NULL_RECORDER, Config())
-    cluster = QueryCluster(sim)
+    cluster = build(sim, cluster_spec())
     cluster.start()
     results = {}
 

@@ -17,6 +17,9 @@ A *mechanism* is a folder ``milvus_edu/mechanisms/<name>/`` (one lesson). A *sha
 4. A module of ``mechanisms/<a>/`` imports nothing from ``mechanisms/<b>/``: what two lessons share is a
    shared part (a component, the cluster, a view helper) and lives below both. ``mechanisms/__init__.py``
    is no lesson: it imports each one so that each registers itself.
+5. A lesson's ``scenarios.py`` wires no node: of ``milvus_edu.cluster`` it imports only the builder
+   (``milvus_edu.cluster.builder``: the cluster's shape as data, ``build``), and it calls no class that a
+   ``milvus_edu/cluster/`` module defines other than the builder's specs, so every cluster is built by ``build``.
 
 One shared module may spell these words as strings: ``milvus_edu/client/workload.py``, the workload's vocabulary,
 where pymilvus's operation names (``flush``, ``query``) are defined once (``OPS``, ``READ_OPS``, ``KIND_OF_OP``)
@@ -133,6 +136,43 @@ def breaches(files: list[Path], names: set[str]) -> list[str]:
     return found
 
 
+CLUSTER = PACKAGE / "cluster"
+BUILDER = "milvus_edu.cluster.builder"
+
+
+def builder_names() -> set[str]:
+    """The classes a scenario may call: the spec dataclasses of ``cluster/builder.py``."""
+    tree = ast.parse((CLUSTER / "builder.py").read_text(encoding="utf-8"))
+    return {n.name for n in tree.body if isinstance(n, ast.ClassDef) and n.name.endswith("Spec")}
+
+
+def cluster_classes() -> set[str]:
+    """Every class a module of ``milvus_edu/cluster/`` defines (nodes, collections, clients, stores, specs)."""
+    found = set()
+    for path in CLUSTER.rglob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        found |= {n.name for n in ast.walk(tree) if isinstance(n, ast.ClassDef)}
+    return found
+
+
+def wiring(path: Path, node_classes: set[str]) -> list[str]:
+    """Each place where a lesson's ``scenarios.py`` wires nodes itself, as ``path:line what``: an import of a
+    ``milvus_edu.cluster`` module other than the builder, or a call of a cluster class that is no builder spec."""
+    rel = path.relative_to(PACKAGE.parent)
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    found = []
+    for line, reached in imported(path, tree):
+        module = reached[0]
+        if (module == "milvus_edu.cluster" or module.startswith("milvus_edu.cluster.")) and module != BUILDER:
+            found.append(f"{rel}:{line} imports {module} (a scenario builds its cluster through {BUILDER})")
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            called = node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", None)
+            if called in node_classes:
+                found.append(f"{rel}:{node.lineno} creates {called} (describe it in a ClusterSpec and call build)")
+    return found
+
+
 def test_there_are_lessons_to_check():
     assert {"tso", "timetick", "flush", "query"} <= mechanism_names()
 
@@ -141,6 +181,39 @@ def test_shared_modules_name_no_lesson_and_lessons_import_no_other_lesson():
     names = mechanism_names()
     files = shared_files() + sorted(MECHANISMS.rglob("*.py"))
     assert breaches(files, names) == []
+
+
+def test_scenarios_build_their_clusters_through_the_builder():
+    node_classes = cluster_classes() - builder_names()
+    assert {"RootCoordNode", "ProxyNode", "DataNodeNode", "QueryNodeNode", "Cluster"} <= node_classes
+    files = sorted(MECHANISMS.glob("*/scenarios.py"))
+    assert len(files) == len(mechanism_names())
+    assert [w for f in files for w in wiring(f, node_classes)] == []
+
+
+@pytest.mark.parametrize("source, expected", [
+    ("from ...cluster.dml import ProxyNode\n", "imports milvus_edu.cluster.dml"),
+    ("from ...cluster import rootcoord\n", "imports milvus_edu.cluster "),
+    ("from ...cluster.builder import build\n\ndef f(sim, b):\n    return b.RootCoordNode(sim)\n",
+     "creates RootCoordNode"),
+    ("from ...cluster.builder import Cluster\n\ndef f(sim, spec):\n    return Cluster(sim, spec)\n", "creates Cluster"),
+])
+def test_a_scenario_that_wires_nodes_is_caught(tmp_path, monkeypatch, source, expected):
+    scenarios = tmp_path / "milvus_edu" / "mechanisms" / "tso" / "scenarios.py"
+    scenarios.parent.mkdir(parents=True)
+    scenarios.write_text(source)
+    _root_at(monkeypatch, tmp_path)
+    found = wiring(scenarios, {"RootCoordNode", "ProxyNode", "Cluster"})
+    assert len(found) == 1 and expected in found[0], found
+
+
+def test_a_scenario_built_from_specs_is_no_wiring(tmp_path, monkeypatch):
+    scenarios = tmp_path / "milvus_edu" / "mechanisms" / "tso" / "scenarios.py"
+    scenarios.parent.mkdir(parents=True)
+    scenarios.write_text("from ...cluster.builder import ClusterSpec, RootCoordSpec, build\n\n"
+                         "def f(sim):\n    build(sim, ClusterSpec(rootcoords=(RootCoordSpec(),))).start()\n")
+    _root_at(monkeypatch, tmp_path)
+    assert wiring(scenarios, {"RootCoordNode", "Cluster"}) == []
 
 
 def _root_at(monkeypatch, tmp_path):

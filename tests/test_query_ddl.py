@@ -127,7 +127,7 @@ def test_dropping_without_the_meta_cache_is_refused_in_one_line():
     run = milvus_edu.simulate("workload", seed=1, duration_s=2, options={"steps": steps})
     ev = run.events
     row = ev[ev.kind == "client.drop_collection"].iloc[0]
-    assert row["error"] == "drop_collection needs the cluster's meta cache (QueryCluster(meta_cache=True))"
+    assert row["error"] == "drop_collection needs the cluster's meta cache (ClusterSpec(meta_cache=True))"
 
 
 @pytest.mark.parametrize("drop_at_s", [1.998, 1.9985, 2.0])

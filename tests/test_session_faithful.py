@@ -19,7 +19,8 @@ from milvus_edu.sessionutil import (
     retry_do_sleeps,
 )
 from milvus_edu.sim import NodeClock, Simulation
-from milvus_edu.cluster.rootcoord import PAUSE_AT_MS, PAUSE_FOR_MS, RootCoordNode, TSOClient, build_tso_pause
+from milvus_edu.cluster.rootcoord import RootCoordNode, TSOClient
+from milvus_edu.mechanisms.tso.scenarios import PAUSE_AT_MS, PAUSE_FOR_MS, build_tso_pause
 from milvus_edu.storage.kv import FaultyKV
 
 T0 = 1_700_000_000_123_456_789

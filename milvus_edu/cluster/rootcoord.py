@@ -21,7 +21,6 @@ table, proxies, scheduler); default 0, the whole activation in one step.
 
 Faults: :meth:`RootCoordNode.kill` (a crash: nothing is revoked, the lease runs out on etcd's clock)
 and :meth:`RootCoordNode.pause` (a long GC or VM pause: the node runs nothing until it resumes).
-:func:`build_tso_pause` is the scenario of a paused active rootcoord.
 
 Simplification: a paused node's work that fell due during the pause runs on resume in the order
 it fell due (SimPy's order); in Go those goroutines race, so this is one possible interleaving.
@@ -420,34 +419,3 @@ class TSOClient:
                 continue
             emit_recv(self.name, first, count, target)
 
-
-PAUSE_AT_MS = 30_000.0
-PAUSE_FOR_MS = 70_000.0
-
-
-def build_tso_pause(sim: Simulation) -> None:
-    """Scenario ``tso-pause``: the active rootcoord freezes past its TTL, the standby takes over, it resumes.
-
-    Two rootcoords on the same clock; two clients whose calls give up after 1 s. At 30 s
-    rootcoord-1 (active) freezes for 70 s, a long GC or VM pause: no keep-alive, no ``tsLoop``, no
-    answers. Its last keep-alive was answered at 20.5 s, so etcd expires its lease at 80.5 s and
-    deletes the ACTIVE key; rootcoord-2 claims it and starts from its own clock, past the saved
-    window. At 100 s rootcoord-1 resumes, unaware: its overdue ``tsLoop`` tick saves a window end
-    with a plain Save (no lease, no fencing) over rootcoord-2's, and it answers the calls that
-    queued up during the pause, before the DELETE on its watch of the ACTIVE key makes it exit.
-    Run it for 120 s.
-    """
-    rcs = []
-    for i in (1, 2):
-        node = RootCoordNode(sim, f"rootcoord-{i}", i, NodeClock(sim.env))
-        sim.add(node)
-        rcs.append(node)
-    clients = []
-    for i, (count, interval) in enumerate([(1, 100.0), (10, 250.0)]):
-        client = TSOClient(sim, f"client-{i}", count=count, interval_ms=interval, jitter_ms=interval / 5,
-                           deadline_ms=1000.0)
-        sim.add(client)
-        clients.append(client)
-    for node in rcs + clients:
-        node.start()
-    sim.at(PAUSE_AT_MS, lambda: rcs[0].pause(PAUSE_FOR_MS))

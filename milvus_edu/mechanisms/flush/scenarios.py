@@ -13,129 +13,100 @@ run writes no folder).
 
 from __future__ import annotations
 
-from dataclasses import replace
-
-from ...cluster.control_plane import PCHANNELS, ControlPlane, SegmentCollection
-from ...cluster.data import DataNodeNode, ObjectStoreLatency
-from ...cluster.dml import ProxyNode
-from ...config import S
-from ...mq import get_virtual_channel
-from ...mq.msg import CreateCollectionMsg, DropCollectionMsg
-from ...proto import MsgType, SegmentState
+from ...cluster.builder import Cluster, ClusterSpec, CollectionSpec, DataNodeSpec, ProxySpec, build
+from ...proto import SegmentState
 from ...registry import Scenario
 from ...sim.kernel import Simulation
 
+#: ``rootCoord.dmlChannelNum`` is 16 in Milvus; two keep the lesson readable.
+PCHANNELS = 2
 COLLECTION_ID = 100
 PARTITION_ID = 1001
 COLLECTION_CREATE_MS = 150.0
 WORKLOAD_START_MS = 300.0
+IDLE_COLLECTION_FIRST_ID = 200
 
 
-class FlushCluster(ControlPlane):
-    """What a flush scenario built: rootcoord, timetick sync, proxies, DataCoord, a DataNode, the store."""
+def cluster_spec(proxies: int = 1, rpc_failure_rate: float = 0.0, store_latency_ms: float = 5.0, crash_step: int = 0,
+                 takeover: bool = False, sync_period_s: float | None = None, memory_mb: float | None = None,
+                 idle_collections: int = 0, datacoord_outage_ms: tuple[float, float] | None = None) -> ClusterSpec:
+    """A flush cluster: rootcoord, ``proxies`` proxies, 2 pchannels, collection 100 (partition 1001, a shard on each
+    pchannel) created at 150 ms, DataCoord and datanode-1 (with ``takeover``, datanode-2 standing by); then
+    ``idle_collections`` one-shard collections nobody writes to, on alternating pchannels (ids from 200, three
+    digits: no id is a substring of another's vchannel name, which groupingMsgs routes DDL by)."""
+    datanodes = (DataNodeSpec("datanode-1", 20, store_latency_ms, sync_period_s, memory_mb, crash_step or None),)
+    if takeover:
+        datanodes += (DataNodeSpec("datanode-2", 21, store_latency_ms, standby=True),)
+    collections = (CollectionSpec(COLLECTION_ID, PCHANNELS, partition_id=PARTITION_ID),) + tuple(
+        CollectionSpec(IDLE_COLLECTION_FIRST_ID + i, 1, first_pchannel=i % PCHANNELS, idle=True)
+        for i in range(idle_collections))
+    return ClusterSpec(pchannels=PCHANNELS, proxies=(ProxySpec(),) * proxies, collections=collections,
+                       create_collections_at_ms=COLLECTION_CREATE_MS, datacoord=True,
+                       rpc_failure_rate=rpc_failure_rate, datacoord_outage_ms=datacoord_outage_ms, datanodes=datanodes)
 
-    def __init__(self, sim: Simulation, proxies: int = 1, inserts_per_s: float = 200.0, deletes_per_s: float = 5.0,
-                 workload_s: float = 30.0, rpc_failure_rate: float = 0.0, store_latency_ms: float = 5.0,
-                 crash_at_s: float = 0.0, crash_step: int = 0, restart_after_s: float = 4.0, takeover: bool = False,
-                 sync_period_s: float | None = None, memory_mb: float | None = None):
-        if proxies < 1:
-            raise ValueError(f"a flush cluster needs at least one proxy, got {proxies}; use proxies=1 or more")
-        for name, value in (("inserts_per_s", inserts_per_s), ("deletes_per_s", deletes_per_s),
-                            ("crash_at_s", crash_at_s), ("crash_step", crash_step),
-                            ("restart_after_s", restart_after_s)):
-            if value < 0:
-                raise ValueError(f"{name} must not be negative, got {value}; use {name}=0 or more")
-        if workload_s <= 0:
-            raise ValueError(f"workload_s must be positive, got {workload_s}; use workload_s=30 for example")
-        if not 0 <= rpc_failure_rate < 1:
-            raise ValueError(f"rpc_failure_rate must be in [0, 1), got {rpc_failure_rate}; use 0.3 for example")
-        if store_latency_ms < 0:
-            raise ValueError(f"store_latency_ms must not be negative, got {store_latency_ms}")
-        if sync_period_s is not None and sync_period_s <= 0:
-            raise ValueError(f"sync_period_s must be positive, got {sync_period_s}; use sync_period_s=5 for example")
-        if memory_mb is not None and memory_mb <= 0:
-            raise ValueError(f"memory_mb must be positive, got {memory_mb}; use memory_mb=4 for example")
-        super().__init__(sim, rpc_failure_rate)
+
+def _check(proxies: int, inserts_per_s: float, deletes_per_s: float, workload_s: float, store_latency_ms: float,
+           crash_at_s: float, crash_step: int, restart_after_s: float, sync_period_s: float | None,
+           memory_mb: float | None) -> None:
+    """One line per bad option, saying how to fix it (the cluster spec checks ``rpc_failure_rate``)."""
+    if proxies < 1:
+        raise ValueError(f"a flush cluster needs at least one proxy, got {proxies}; use proxies=1 or more")
+    for name, value in (("inserts_per_s", inserts_per_s), ("deletes_per_s", deletes_per_s),
+                        ("crash_at_s", crash_at_s), ("crash_step", crash_step),
+                        ("restart_after_s", restart_after_s)):
+        if value < 0:
+            raise ValueError(f"{name} must not be negative, got {value}; use {name}=0 or more")
+    if workload_s <= 0:
+        raise ValueError(f"workload_s must be positive, got {workload_s}; use workload_s=30 for example")
+    if store_latency_ms < 0:
+        raise ValueError(f"store_latency_ms must not be negative, got {store_latency_ms}")
+    if sync_period_s is not None and sync_period_s <= 0:
+        raise ValueError(f"sync_period_s must be positive, got {sync_period_s}; use sync_period_s=5 for example")
+    if memory_mb is not None and memory_mb <= 0:
+        raise ValueError(f"memory_mb must be positive, got {memory_mb}; use memory_mb=4 for example")
+
+
+class FlushWorkload:
+    """The flush lesson's client and faults on a built flush cluster: inserts and deletes for ``workload_s``
+    seconds, flushes at ``flush_at_s``, a DataNode crash (at ``crash_at_s``, or at the spec's crash step) with its
+    restart ``restart_after_s`` later or the standby's takeover once its session expired, then a final flush and
+    the audit that reads every segment's binlogs back. A subclass changes the end (:meth:`final`)."""
+
+    def __init__(self, cluster: Cluster, inserts_per_s: float = 200.0, deletes_per_s: float = 5.0,
+                 workload_s: float = 30.0, crash_at_s: float = 0.0, restart_after_s: float = 4.0, flush_at_s=()):
+        self.cluster = cluster
+        self.sim = cluster.sim
+        self.collection = cluster.collections[0]
         self.inserts_per_s = inserts_per_s
         self.deletes_per_s = deletes_per_s
         self.workload_ms = workload_s * 1000.0
-        vchannels = [get_virtual_channel(self.pchannels[i], COLLECTION_ID, i) for i in range(PCHANNELS)]
-        self.collection = SegmentCollection(COLLECTION_ID, vchannels, self.datacoord, PARTITION_ID)
-        self.proxies = [ProxyNode(sim, f"proxy-{i}", 10 + i, self.rootcoord, self.broker)
-                        for i in range(1, proxies + 1)]
-        for p in self.proxies:
-            sim.add(p)
-        latency = ObjectStoreLatency(latency_ms=store_latency_ms, jitter_ms=store_latency_ms)
-        # dataNode.segment.syncPeriod and the machine's memory, when the scenario sets them (else Milvus's and 8 GiB)
-        params = None
-        if sync_period_s is not None:
-            params = replace(sim.config.datanode, sync_period_ns=round(sync_period_s * S))
-        memory = {} if memory_mb is None else {"memory_bytes": round(memory_mb * (1 << 20))}
-        self.datanode = DataNodeNode(sim, "datanode-1", 20, self.broker, self.datacoord, self.store, self.ids,
-                                     self.rootcoord, latency, params=params, **memory)
-        sim.add(self.datanode)
-        #: With ``takeover``, a second DataNode stands by (registered, no channel) and takes the crashed node's
-        #: channels once DataCoord sees its session expire; the crashed node does not come back.
-        self.standby: DataNodeNode | None = None
-        if takeover:
-            self.standby = DataNodeNode(sim, "datanode-2", 21, self.broker, self.datacoord, self.store, self.ids,
-                                        self.rootcoord, latency)
-            sim.add(self.standby)
         self.crash_at_s = crash_at_s
-        self.crash_step = crash_step
         self.restart_after_s = restart_after_s
+        self.flush_at_s = list(flush_at_s)
         #: Acknowledged keys the delete client has not picked yet, in the order they were acknowledged (a
         #: delete picks one at random and takes it out, so no pass over every key is needed per delete).
         self.live: list[int] = []
-        self.flush_at_s: list[float] = []
 
     def start(self) -> None:
-        """Start every node, the clients, the faults, the final flush and the audit."""
-        env = self.sim.env
-        self.rootcoord.start()
-        self.timetick.start()
-        for p in self.proxies:
-            p.start()
-        env.process(self._create_collection())
-        if self.crash_step:
-            self.datanode.crash_at_step = self.crash_step
+        """Schedule the faults, the clients, the flushes and the end."""
+        env, cluster = self.sim.env, self.cluster
+        datanode = cluster.datanode
         if self.crash_at_s:
-            self.sim.at(self.crash_at_s * 1000.0, lambda: self.datanode.kill("crash"))
-        if self.crash_at_s or self.crash_step:
+            self.sim.at(self.crash_at_s * 1000.0, lambda: cluster.kill(datanode.name, "crash"))
+        if self.crash_at_s or datanode.crash_at_step:
             env.process(self._restarter())
-        for p in self.proxies:
+        for p in cluster.proxies:
             env.process(self._inserts(p))
         if self.deletes_per_s:
-            env.process(self._deletes(self.proxies[0]))
+            env.process(self._deletes(cluster.proxies[0]))
         for t in self.flush_at_s:
             self.sim.at(t * 1000.0, lambda: env.process(self._flush("client-0")))
-        env.process(self._final())
+        env.process(self.final())
 
-    def _create_collection(self):
-        """``CreateCollection``: a DDL timestamp, the CreateCollection message in every pchannel (its positions
-        are the collection's start positions), ``WatchChannels`` on DataCoord, then the DataNode watches."""
-        env, rec, rc = self.sim.env, self.sim.recorder, self.rootcoord
-        yield env.timeout(COLLECTION_CREATE_MS)
-        ts, _ = yield from self.sim.call("client-0", rc.name, lambda: rc.handle_alloc_timestamp(1, "client-0"))
-        starts = []
-        for ch in self.pchannels:
-            msg_id = self.broker.produce(ch, CreateCollectionMsg(timestamp=ts, collection_id=COLLECTION_ID))
-            rec.emit("mq.produce", rc.name, ts=ts, channel=ch, msg_id=msg_id, msg_type=MsgType.CREATE_COLLECTION,
-                     begin_ts=ts, end_ts=ts, count=0)
-            starts.append((ch, msg_id))
-        stored = self.datacoord.server.watch_channels(COLLECTION_ID, self.collection.vchannels, starts, ts,
-                                                      partitions=(PARTITION_ID,))
-        for pos in stored:
-            rec.emit("datacoord.channel_cp", self.datacoord.name, peer="WatchChannels", vchannel=pos.channel_name,
-                     ts=pos.timestamp, msg_id=pos.msg_id, detail={"saved": True})
-        self.datanode.start([(COLLECTION_ID, v) for v in self.collection.vchannels])
-
-    # ------------------------------------------------------------------------------ clients
-
-    def _inserts(self, proxy: ProxyNode):
+    def _inserts(self, proxy):
         env = self.sim.env
         rng = self.sim.rng(f"clients/{proxy.name}")
-        rate = self.inserts_per_s / len(self.proxies) / 1000.0
+        rate = self.inserts_per_s / len(self.cluster.proxies) / 1000.0
         if rate <= 0:
             return
         yield env.timeout(WORKLOAD_START_MS)
@@ -147,9 +118,10 @@ class FlushCluster(ControlPlane):
             rows = rng.randint(1, 8)
             pks = [proxy.server_id * 10**9 + next_pk + k for k in range(rows)]
             next_pk += rows
-            self.sim.spawn(self._insert(proxy, pks))  # nothing waits for a request's end
+            self.sim.spawn(self.insert(proxy, pks))  # nothing waits for a request's end
 
-    def _insert(self, proxy: ProxyNode, pks: list[int], task_ms: float | None = None):
+    def insert(self, proxy, pks: list[int], task_ms: float | None = None):
+        """One client insert through ``proxy`` (a SimPy generator), logged as ``client.insert``."""
         ts = yield from proxy.insert(self.collection, pks, task_ms=task_ms)
         rec = self.sim.recorder
         if ts is None:
@@ -158,7 +130,7 @@ class FlushCluster(ControlPlane):
         self.live.extend(pks)
         rec.emit("client.insert", "client-0", peer=proxy.name, ts=ts, count=len(pks), detail={"pks": pks})
 
-    def _deletes(self, proxy: ProxyNode):
+    def _deletes(self, proxy):
         env = self.sim.env
         rng = self.sim.rng("clients/deletes")
         rate = self.deletes_per_s / 1000.0
@@ -171,7 +143,7 @@ class FlushCluster(ControlPlane):
             pk = live.pop(rng.randrange(len(live)))
             self.sim.spawn(self._delete(proxy, [pk]))
 
-    def _delete(self, proxy: ProxyNode, pks: list[int]):
+    def _delete(self, proxy, pks: list[int]):
         ts = yield from proxy.delete(self.collection, pks)
         rec = self.sim.recorder
         if ts is None:
@@ -181,24 +153,24 @@ class FlushCluster(ControlPlane):
 
     def _flush(self, client: str):
         """The client's flush of the collection; whether it completed."""
-        return (yield from self.flush_and_wait(client, COLLECTION_ID)) is not None
+        return (yield from self.cluster.flush_and_wait(client, COLLECTION_ID)) is not None
 
     def _restarter(self):
-        env = self.sim.env
-        node = self.datanode
+        env, cluster = self.sim.env, self.cluster
+        node = cluster.datanode
         while True:
             yield env.timeout(100.0)
             if not node.alive:
                 break
         node.crash_at_step = None
-        if self.standby is None:
+        if cluster.standby is None:
             yield env.timeout(self.restart_after_s * 1000.0)
             node.restart()
             return
         yield env.timeout(self.sim.config.tso.session_ttl_ns / 1e6)
-        self.datacoord.take_over(node, self.standby)
+        cluster.datacoord.take_over(node, cluster.standby)
 
-    def _final(self):
+    def final(self):
         """After the workload: flush, wait until flushed, then audit the binlogs."""
         env = self.sim.env
         yield env.timeout(self.workload_ms + 500.0)
@@ -208,16 +180,16 @@ class FlushCluster(ControlPlane):
 
     def _audit(self) -> None:
         """Read every segment's binlogs back from the object store (as a QueryNode loading it would)."""
-        rec = self.sim.recorder
-        server = self.datacoord.server
+        rec, cluster = self.sim.recorder, self.cluster
+        server = cluster.datacoord.server
         for segment in sorted(server.meta.segments.values(), key=lambda s: s.id):
             if segment.state == SegmentState.DROPPED:
                 continue
-            pks, _, deleted = self.read_segment(segment)
+            pks, _, deleted = cluster.read_segment(segment)
             rec.emit("storage.audit", "audit", segment=segment.id, vchannel=segment.insert_channel, count=len(pks),
                      detail={"state": segment.state, "level": segment.level, "rows_in_meta": segment.num_of_rows,
                              "pks": sorted(pks), "deleted": sorted(deleted)})
-        for node in (self.datanode, self.standby):
+        for node in (cluster.datanode, cluster.standby):
             if node is not None:
                 rec.emit("datanode.steps", node.name, count=node.steps)
 
@@ -231,41 +203,52 @@ OPTIONS = {"proxies": 1, "inserts_per_s": 200.0, "deletes_per_s": 5.0, "workload
            "restart_after_s": 4.0, "takeover": False}
 
 
-def _cluster(sim: Simulation, flush_at_s=(), **options) -> FlushCluster:
-    cluster = FlushCluster(sim, **options)
-    cluster.flush_at_s = list(flush_at_s)
-    return cluster
+def _run(sim: Simulation, flush_at_s=(), proxies: int = 1, inserts_per_s: float = 200.0,
+         deletes_per_s: float = 5.0, workload_s: float = 30.0, rpc_failure_rate: float = 0.0,
+         store_latency_ms: float = 5.0, crash_at_s: float = 0.0, crash_step: int = 0, restart_after_s: float = 4.0,
+         takeover: bool = False, sync_period_s: float | None = None, memory_mb: float | None = None,
+         workload=FlushWorkload, **extra) -> FlushWorkload:
+    """Check the options, build and start the cluster, and make the workload on it (``extra`` goes to the cluster
+    spec and the workload class as their parameters say); the caller starts the workload."""
+    _check(proxies, inserts_per_s, deletes_per_s, workload_s, store_latency_ms, crash_at_s, crash_step,
+           restart_after_s, sync_period_s, memory_mb)
+    spec_extra = {k: extra.pop(k) for k in ("idle_collections", "datacoord_outage_ms") if k in extra}
+    cluster = build(sim, cluster_spec(proxies, rpc_failure_rate, store_latency_ms, crash_step, takeover,
+                                      sync_period_s, memory_mb, **spec_extra))
+    cluster.start()
+    return workload(cluster, inserts_per_s, deletes_per_s, workload_s, crash_at_s, restart_after_s,
+                             flush_at_s, **extra)
 
 
 def _basics(sim: Simulation, **options) -> None:
-    _cluster(sim, **options).start()
+    _run(sim, **options).start()
 
 
 def _manual(sim: Simulation, **options) -> None:
-    _cluster(sim, flush_at_s=(12.0,), **options).start()
+    _run(sim, flush_at_s=(12.0,), **options).start()
 
 
 def _rpc_failures(sim: Simulation, **options) -> None:
-    _cluster(sim, **options).start()
+    _run(sim, **options).start()
 
 
 def _crash(sim: Simulation, **options) -> None:
-    _cluster(sim, flush_at_s=(10.0,), **options).start()
+    _run(sim, flush_at_s=(10.0,), **options).start()
 
 
 def _during_sync(sim: Simulation, **options) -> None:
-    _cluster(sim, flush_at_s=(10.0,), **options).start()
+    _run(sim, flush_at_s=(10.0,), **options).start()
 
 
 def _etcd_outage(sim: Simulation, **options) -> None:
-    cluster = _cluster(sim, **options)
-    cluster.datacoord.outage = (9_500.0, 10_500.0)  # covers the checkpoint updater's first tick at 10 s
-    cluster.start()
+    # covers the checkpoint updater's first tick at 10 s
+    _run(sim, datacoord_outage_ms=(9_500.0, 10_500.0), **options).start()
 
 
 def _flush_ts_boundary(sim: Simulation, **options) -> None:
     # 10.05 s is between the proxies' and rootcoord's 100 ms tick grids, so their allocations stay clear of it
-    cluster = _cluster(sim, flush_at_s=(10.05,), **options)
+    workload = _run(sim, flush_at_s=(10.05,), **options)
+    cluster = workload.cluster
     proxy = cluster.proxies[0]
     fired = []
 
@@ -275,10 +258,10 @@ def _flush_ts_boundary(sim: Simulation, **options) -> None:
         if fired:
             return
         fired.append(flush_ts)
-        sim.env.process(cluster._insert(proxy, [7 * 10**9 + k for k in range(4)], task_ms=400.0))
+        sim.env.process(workload.insert(proxy, [7 * 10**9 + k for k in range(4)], task_ms=400.0))
 
     cluster.datacoord.on_flush_ts = right_after_flush_ts
-    cluster.start()
+    workload.start()
 
 
 #: The DataNode's machine memory in ``flush-stuck-memory-sync``: at forceSyncWatermark 0.5 the memory check
@@ -288,7 +271,7 @@ SMALL_MEMORY_MB = 2.0
 
 
 def _stuck_memory_sync(sim: Simulation, **options) -> None:
-    _cluster(sim, memory_mb=SMALL_MEMORY_MB, **options).start()
+    _run(sim, memory_mb=SMALL_MEMORY_MB, **options).start()
 
 
 SCENARIOS = (
@@ -401,75 +384,46 @@ SCENARIOS = (
 # Scenarios that reach what a run with Milvus's defaults never does: the stale-buffer and memory sync policies,
 # the checkpoint updater's batches and waves over many vchannels, and the flowgraph's drop path.
 
-IDLE_COLLECTION_FIRST_ID = 200
+class DropCollectionWorkload(FlushWorkload):
+    """The flush workload, but the client stops writing and drops the collection at ``drop_at_s`` (rootcoord writes
+    DropCollection into every pchannel), and the DataNode stops gracefully at ``stop_at_s`` (0: never). No final
+    flush (nothing is left to flush) and so no audit."""
 
-
-class ManyVchannelsCluster(FlushCluster):
-    """A flush cluster whose DataNode also watches idle collections of one shard each (alternating pchannels),
-    ``vchannels`` in all: every vchannel has a checkpoint for the updater, written or not."""
-
-    def __init__(self, sim: Simulation, vchannels: int = 300, **options):
-        if vchannels < PCHANNELS:
-            raise ValueError(f"vchannels must be at least {PCHANNELS} (the written collection's shards), got "
-                             f"{vchannels}; use vchannels=300 for example")
-        if vchannels - PCHANNELS > 999 - IDLE_COLLECTION_FIRST_ID:
-            raise ValueError(f"vchannels must be at most {999 - IDLE_COLLECTION_FIRST_ID + PCHANNELS}, got {vchannels}")
-        super().__init__(sim, **options)
-        # three-digit ids from 200: no id is a substring of another's vchannel name (groupingMsgs routes DDL so)
-        self.idle = [(IDLE_COLLECTION_FIRST_ID + i, self.pchannels[i % PCHANNELS])
-                     for i in range(vchannels - PCHANNELS)]
-
-    def _create_collection(self):
-        """Collection 100 as in every flush scenario, then the idle ones, which the DataNode watches too."""
-        yield from super()._create_collection()
-        watched: list[tuple[int, str]] = []
-        rc = self.rootcoord
-        for collection_id, pchannel in self.idle:
-            ts, _ = yield from self.sim.call("client-0", rc.name, lambda: rc.handle_alloc_timestamp(1, "client-0"))
-            msg_id = self.broker.produce(pchannel, CreateCollectionMsg(timestamp=ts, collection_id=collection_id))
-            vchannel = get_virtual_channel(pchannel, collection_id, 0)
-            self.datacoord.server.watch_channels(collection_id, [vchannel], [(pchannel, msg_id)], ts)
-            watched.append((collection_id, vchannel))
-        self.datanode.watch_channels(watched)
-
-
-class DropCollectionCluster(FlushCluster):
-    """A flush cluster whose client stops writing and drops the collection at ``drop_at_s``: rootcoord writes
-    DropCollection into every pchannel. No final flush (nothing is left to flush) and so no audit."""
-
-    def __init__(self, sim: Simulation, drop_at_s: float = 20.0, stop_at_s: float = 0.0, **options):
-        if not drop_at_s > 0:
-            raise ValueError(f"drop_at_s must be positive, got {drop_at_s}; use drop_at_s=20 for example")
-        if stop_at_s < 0:
-            raise ValueError(f"stop_at_s must not be negative, got {stop_at_s}; use stop_at_s=25, or 0 for no stop")
-        super().__init__(sim, **options)
+    def __init__(self, cluster: Cluster, *args, drop_at_s: float = 20.0, stop_at_s: float = 0.0):
+        super().__init__(cluster, *args)
         self.drop_at_ms = drop_at_s * 1000.0
         self.workload_ms = min(self.workload_ms, self.drop_at_ms)
         self.stop_at_ms = stop_at_s * 1000.0
 
     def start(self) -> None:
-        """As every flush cluster, plus the DataNode's graceful stop at ``stop_at_s`` (0: none)."""
+        """As every flush workload, plus the DataNode's graceful stop at ``stop_at_s``."""
         super().start()
         if self.stop_at_ms:
-            self.sim.at(self.stop_at_ms, self.datanode.stop)
+            self.sim.at(self.stop_at_ms, self.cluster.datanode.stop)
 
-    def _final(self):
-        """``DropCollection``: a DDL timestamp, then the DropCollection message in every pchannel."""
-        env, rec, rc = self.sim.env, self.sim.recorder, self.rootcoord
-        yield env.timeout(self.drop_at_ms)
-        ts, _ = yield from self.sim.call("client-0", rc.name, lambda: rc.handle_alloc_timestamp(1, "client-0"))
-        for ch in self.pchannels:
-            msg_id = self.broker.produce(ch, DropCollectionMsg(timestamp=ts, collection_id=COLLECTION_ID))
-            rec.emit("mq.produce", rc.name, ts=ts, channel=ch, msg_id=msg_id, msg_type=MsgType.DROP_COLLECTION,
-                     begin_ts=ts, end_ts=ts, count=0)
+    def final(self):
+        """``DropCollection`` at ``drop_at_s``."""
+        yield self.sim.env.timeout(self.drop_at_ms)
+        yield from self.cluster.drop_collection_messages("client-0", COLLECTION_ID)
 
 
 def _many_vchannels(sim: Simulation, vchannels: int = 300, **options) -> None:
-    ManyVchannelsCluster(sim, vchannels, **options).start()
+    """The DataNode also watches idle collections of one shard each, ``vchannels`` in all: every vchannel has a
+    checkpoint for the updater, written or not."""
+    if vchannels < PCHANNELS:
+        raise ValueError(f"vchannels must be at least {PCHANNELS} (the written collection's shards), got "
+                         f"{vchannels}; use vchannels=300 for example")
+    if vchannels - PCHANNELS > 999 - IDLE_COLLECTION_FIRST_ID:
+        raise ValueError(f"vchannels must be at most {999 - IDLE_COLLECTION_FIRST_ID + PCHANNELS}, got {vchannels}")
+    _run(sim, idle_collections=vchannels - PCHANNELS, **options).start()
 
 
 def _drop_collection(sim: Simulation, drop_at_s: float = 20.0, stop_at_s: float = 0.0, **options) -> None:
-    DropCollectionCluster(sim, drop_at_s, stop_at_s, **options).start()
+    if not drop_at_s > 0:
+        raise ValueError(f"drop_at_s must be positive, got {drop_at_s}; use drop_at_s=20 for example")
+    if stop_at_s < 0:
+        raise ValueError(f"stop_at_s must not be negative, got {stop_at_s}; use stop_at_s=25, or 0 for no stop")
+    _run(sim, workload=DropCollectionWorkload, drop_at_s=drop_at_s, stop_at_s=stop_at_s, **options).start()
 
 
 SCENARIOS = SCENARIOS + (

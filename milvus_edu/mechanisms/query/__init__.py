@@ -2,7 +2,7 @@
 
 Components: :mod:`milvus_edu.proxy.guarantee_ts` (the proxy's read timestamps), :mod:`milvus_edu.client` (the SDK's
 session cache), :mod:`milvus_edu.querynode` (pipeline, delegator, segcore MVCC); simulated nodes:
-:mod:`milvus_edu.cluster.querynode`. This package holds the lesson: the cluster with its clients, the scenarios,
+:mod:`milvus_edu.cluster.querynode`, the SDK client :mod:`milvus_edu.cluster.client`. This package holds the lesson: the scenarios,
 kinds, checker (:mod:`~milvus_edu.mechanisms.query.check`), narration, summary, panel, lanes, Spark analyses and
 lab checks, and registers them.
 """

@@ -1,8 +1,8 @@
 """The query mechanism's scenarios: the design documents' Client1/Client2 table (book/seeds.md) and incidents from real Milvus issues.
 
-Every scenario runs a :class:`~milvus_edu.mechanisms.query.cluster.QueryCluster` (rootcoord, two proxies over two
-pchannels, DataCoord, a DataNode and a QueryNode) and a workload of client steps (:func:`parse_steps`). A learner's
-own workload runs the same way: ``QueryCluster.run_steps`` or the notebook API.
+Every scenario builds the cluster of :func:`cluster_spec` (rootcoord, two proxies over two pchannels, DataCoord, a
+DataNode and a QueryNode) and runs a workload of client steps (:func:`~milvus_edu.client.workload.parse_steps`) on
+it. A learner's own workload runs the same way: ``build(sim, cluster_spec()).run_steps(steps)`` or the notebook API.
 """
 
 from __future__ import annotations
@@ -12,20 +12,40 @@ from ...registry import Scenario
 from ...sim.kernel import Simulation
 from ...tsoutil import compose_ts
 from ...client.workload import SEED_STEPS, T0_S
-from .cluster import QueryCluster
+from ...cluster.builder import Cluster, ClusterSpec, DataNodeSpec, ProxySpec, build
 
-def _cluster(sim: Simulation, steps, **kwargs) -> QueryCluster:
-    cluster = QueryCluster(sim, **kwargs)
+#: ``rootCoord.dmlChannelNum`` is 16 in Milvus; two keep the lesson readable (every collection has a shard on each).
+PCHANNELS = 2
+
+
+def cluster_spec(proxies: int = 2, proxy_clock_offsets_ms=(), proxy_task_ms: float = 4.0,
+                 meta_cache: bool = False) -> ClusterSpec:
+    """The query lesson's cluster: rootcoord, ``proxies`` proxies (client *k* talks to proxy ``k mod proxies``; each
+    proxy's wall-clock error for its non-Strong reads from ``proxy_clock_offsets_ms``, negative: behind; a DML task
+    takes ``proxy_task_ms`` on average), 2 pchannels, DataCoord, a DataNode (so a flush writes real Parquet binlogs)
+    and a QueryNode. ``meta_cache``: model the proxies' meta caches, DDL on rootcoord's scheduler, drops and the
+    SDK's schema retry (:mod:`milvus_edu.cluster.catalog`)."""
+    if proxies < 1:
+        raise ValueError(f"a cluster needs at least one proxy, got {proxies}; use proxies=1 or more")
+    offsets = list(proxy_clock_offsets_ms) + [0.0] * proxies
+    return ClusterSpec(pchannels=PCHANNELS,
+                       proxies=tuple(ProxySpec(task_ms=proxy_task_ms, clock_offset_ms=offsets[i], record_pks=True)
+                                     for i in range(proxies)),
+                       datacoord=True, datanodes=(DataNodeSpec(),), querynodes=1, meta_cache=meta_cache)
+
+
+def _cluster(sim: Simulation, steps, **kwargs) -> Cluster:
+    cluster = build(sim, cluster_spec(**kwargs))
     cluster.start()
     cluster.run_steps(steps)
     return cluster
 
 
-def _seed(sim: Simulation, proxies: int = 2) -> QueryCluster:
+def _seed(sim: Simulation, proxies: int = 2) -> Cluster:
     return _cluster(sim, SEED_STEPS, proxies=proxies)
 
 
-def _workload(sim: Simulation, steps=(), proxies: int = 2, proxy2_clock_offset_ms: float = 0.0) -> QueryCluster:
+def _workload(sim: Simulation, steps=(), proxies: int = 2, proxy2_clock_offset_ms: float = 0.0) -> Cluster:
     return _cluster(sim, steps or SEED_STEPS, proxies=proxies, proxy_clock_offsets_ms=(0.0, proxy2_clock_offset_ms))
 
 
@@ -46,7 +66,7 @@ def insert_then_search_steps(rounds: int = 12) -> list[dict]:
     return steps
 
 
-def _insert_then_search(sim: Simulation, rounds: int = 12) -> QueryCluster:
+def _insert_then_search(sim: Simulation, rounds: int = 12) -> Cluster:
     return _cluster(sim, insert_then_search_steps(rounds))
 
 
@@ -64,7 +84,7 @@ def clock_skew_steps(reads: int = 6) -> list[dict]:
     return steps
 
 
-def _clock_skew(sim: Simulation, ahead_ms: float = 8000.0, reads: int = 6) -> QueryCluster:
+def _clock_skew(sim: Simulation, ahead_ms: float = 8000.0, reads: int = 6) -> Cluster:
     return _cluster(sim, clock_skew_steps(reads), proxy_clock_offsets_ms=(0.0, ahead_ms))
 
 
@@ -84,11 +104,11 @@ def stall_steps(reads: int = 14, timeout_s: float = 5.0) -> list[dict]:
     return steps
 
 
-def _stall(sim: Simulation, kill_at_s: float = 5.0, restart_after_s: float = 2.0, timeout_s: float = 5.0) -> QueryCluster:
+def _stall(sim: Simulation, kill_at_s: float = 5.0, restart_after_s: float = 2.0, timeout_s: float = 5.0) -> Cluster:
     cluster = _cluster(sim, stall_steps(timeout_s=timeout_s))
-    proxy = cluster.proxies[1].proxy
-    sim.at(kill_at_s * 1000.0, proxy.kill)
-    sim.at((kill_at_s + restart_after_s) * 1000.0, lambda: proxy.restart(proxy.server_id + 100))
+    proxy = cluster.node("proxy-2")
+    sim.at(kill_at_s * 1000.0, lambda: cluster.kill("proxy-2"))
+    sim.at((kill_at_s + restart_after_s) * 1000.0, lambda: cluster.restart("proxy-2", proxy.server_id + 100))
     return cluster
 
 
@@ -106,7 +126,7 @@ def lag_steps() -> list[dict]:
     ]
 
 
-def _lag(sim: Simulation) -> QueryCluster:
+def _lag(sim: Simulation) -> Cluster:
     return _cluster(sim, lag_steps())
 
 
@@ -126,7 +146,7 @@ def reorder_steps() -> list[dict]:
     return steps
 
 
-def _reorder(sim: Simulation) -> QueryCluster:
+def _reorder(sim: Simulation) -> Cluster:
     return _cluster(sim, reorder_steps())
 
 
@@ -144,7 +164,7 @@ def delete_then_read_steps() -> list[dict]:
     ]
 
 
-def _delete_then_read(sim: Simulation) -> QueryCluster:
+def _delete_then_read(sim: Simulation) -> Cluster:
     return _cluster(sim, delete_then_read_steps())
 
 
@@ -169,11 +189,8 @@ def ddl_recreate_steps(writes: int = 30, drop_at_s: float = 2.0, gap_s: float = 
     return sorted(steps, key=lambda s: s["at"])
 
 
-def _ddl_recreate(sim: Simulation, writes: int = 30, drop_at_s: float = 2.0, gap_s: float = 0.3) -> QueryCluster:
-    cluster = QueryCluster(sim, meta_cache=True)
-    cluster.start()
-    cluster.run_steps(ddl_recreate_steps(writes, drop_at_s, gap_s))
-    return cluster
+def _ddl_recreate(sim: Simulation, writes: int = 30, drop_at_s: float = 2.0, gap_s: float = 0.3) -> Cluster:
+    return _cluster(sim, ddl_recreate_steps(writes, drop_at_s, gap_s), meta_cache=True)
 
 
 MECH = ("query", "timetick", "tso")

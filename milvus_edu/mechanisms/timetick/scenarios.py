@@ -9,13 +9,10 @@ inserts of 1-8 rows at Poisson times; primary keys are hashed to shards with Mil
 
 from __future__ import annotations
 
-from ...cluster.dml import Collection, ConsumerNode, ProxyNode, RootCoordTimeTick
-from ...cluster.rootcoord import RootCoordNode
-from ...mq import Broker, get_channel_name, get_virtual_channel
+from ...cluster.builder import Cluster, ClusterSpec, CollectionSpec, ProxySpec, build
 from ...mq.hash import prehash_int64
-from ...mq.names import chan_name_prefix
 from ...registry import Scenario
-from ...sim.kernel import NodeClock, Simulation
+from ...sim.kernel import Simulation
 
 PCHANNELS = 4
 _PREHASH_BLOCK = 4096  # client keys hashed ahead at once
@@ -25,113 +22,91 @@ _ROWS_PER_INSERT = range(1, 9)
 WORKLOAD_START_MS = 200.0  # after rootcoord became active and the proxies' tickers started
 
 
-class Cluster:
-    """What a TimeTick scenario built: rootcoord, its timetick sync, proxies, consumers, the broker."""
+def cluster_spec(proxies: int = 2, task_ms: float = 4.0, pchannels: int = PCHANNELS,
+                 slow_link_ms: float = 0.0, alloc_hiccup: tuple[float, float] = (0.0, 0.0)) -> ClusterSpec:
+    """A TimeTick cluster: rootcoord, ``proxies`` proxies (proxy-1's link to rootcoord ``slow_link_ms`` slower each
+    way and its AllocTimestamp answers held up as ``alloc_hiccup`` says), ``pchannels`` pchannels with a consumer
+    each, and collections 100 (a shard on every pchannel) and 101 (on the first two)."""
+    if proxies < 1:
+        raise ValueError(f"a TimeTick cluster needs at least one proxy, got {proxies}; use proxies=1 or more")
+    first = ProxySpec(task_ms=task_ms, rootcoord_extra_ms=slow_link_ms, alloc_hiccup=alloc_hiccup)
+    return ClusterSpec(pchannels=pchannels, proxies=(first,) + (ProxySpec(task_ms=task_ms),) * (proxies - 1),
+                       consumers=True,
+                       collections=(CollectionSpec(100, pchannels), CollectionSpec(101, min(2, pchannels))))
 
-    def __init__(self, sim: Simulation, proxies: int = 2, inserts_per_s: float = 1000.0, task_ms: float = 4.0,
-                 pchannels: int = PCHANNELS):
-        if proxies < 1:
-            raise ValueError(f"a TimeTick cluster needs at least one proxy, got {proxies}; use proxies=1 or more")
-        if inserts_per_s < 0:
-            raise ValueError(f"inserts per second must not be negative, got {inserts_per_s}; use inserts_per_s=0 or more")
-        self.sim = sim
-        self.inserts_per_s = inserts_per_s
-        self.rootcoord = RootCoordNode(sim, "rootcoord-1", 1, NodeClock(sim.env))
-        sim.add(self.rootcoord)
-        self.broker = Broker()
-        prefix = chan_name_prefix(sim.config.timetick)
-        self.pchannels = [get_channel_name(prefix, i) for i in range(pchannels)]
-        for ch in self.pchannels:
-            self.broker.create_channel(ch)
-        self.collections = [
-            Collection(100, [get_virtual_channel(self.pchannels[i], 100, i) for i in range(pchannels)]),
-            Collection(101, [get_virtual_channel(self.pchannels[i], 101, i) for i in range(min(2, pchannels))]),
-        ]
-        self.timetick = RootCoordTimeTick(sim, self.rootcoord, self.broker, self.pchannels)
-        self.proxies = [ProxyNode(sim, f"proxy-{i}", 10 + i, self.rootcoord, self.broker, task_ms=task_ms)
-                        for i in range(1, proxies + 1)]
-        for p in self.proxies:
-            sim.add(p)
-        self.consumers = []
-        for i, ch in enumerate(self.pchannels):
-            vchannels = [v for c in self.collections for v in c.vchannels if v.startswith(ch + "_")]
-            consumer = ConsumerNode(sim, f"consumer-{i}", self.broker, ch, vchannels)
-            sim.add(consumer)
-            self.consumers.append(consumer)
 
-    def start(self) -> None:
-        """Start every node and the clients' insert stream."""
-        self.rootcoord.start()
-        self.timetick.start()
-        for p in self.proxies:
-            p.start()
-        for c in self.consumers:
-            c.start()
-        for p in self.proxies:
-            self.sim.env.process(self._clients(p))
+def _inserts(cluster: Cluster, proxy, rate: float):
+    """Inserts of 1-8 rows to ``proxy`` at Poisson times, ``rate`` per ms, three in four into collection 100."""
+    sim = cluster.sim
+    env = sim.env
+    rng = sim.rng(f"clients/{proxy.name}")
+    if rate <= 0:
+        return
+    yield env.timeout(WORKLOAD_START_MS)
+    next_pk = 0
+    hashed = (None, 0)  # (base, n): keys base + next_pk .. base + n - 1 are hashed ahead (prehash_int64)
+    while True:
+        yield env.timeout(rng.expovariate(rate))
+        if not proxy.alive:
+            continue
+        collection = cluster.collections[0] if rng.random() < 0.75 else cluster.collections[1]
+        rows = rng.choice(_ROWS_PER_INSERT)
+        base = proxy.server_id * 10**9  # a restarted proxy has a new server id
+        if hashed[0] != base or next_pk + rows > hashed[1]:  # the proxy hashes every key: do the next ones in bulk
+            prehash_int64(range(base + next_pk, base + next_pk + _PREHASH_BLOCK))
+            hashed = (base, next_pk + _PREHASH_BLOCK)
+        pks = list(range(base + next_pk, base + next_pk + rows))
+        next_pk += rows
+        sim.spawn(proxy.insert(collection, pks))  # nothing waits for a request's end
 
-    def _clients(self, proxy: ProxyNode):
-        """Inserts to ``proxy`` at Poisson times (its share of ``inserts_per_s``)."""
-        env = self.sim.env
-        rng = self.sim.rng(f"clients/{proxy.name}")
-        rate = self.inserts_per_s / len(self.proxies) / 1000.0  # per ms
-        if rate <= 0:
-            return
-        yield env.timeout(WORKLOAD_START_MS)
-        next_pk = 0
-        hashed = (None, 0)  # (base, n): keys base + next_pk .. base + n - 1 are hashed ahead (prehash_int64)
-        while True:
-            yield env.timeout(rng.expovariate(rate))
-            if not proxy.alive:
-                continue
-            collection = self.collections[0] if rng.random() < 0.75 else self.collections[1]
-            rows = rng.choice(_ROWS_PER_INSERT)
-            base = proxy.server_id * 10**9  # a restarted proxy has a new server id
-            if hashed[0] != base or next_pk + rows > hashed[1]:  # the proxy hashes every key: do the next ones in bulk
-                prehash_int64(range(base + next_pk, base + next_pk + _PREHASH_BLOCK))
-                hashed = (base, next_pk + _PREHASH_BLOCK)
-            pks = list(range(base + next_pk, base + next_pk + rows))
-            next_pk += rows
-            self.sim.spawn(proxy.insert(collection, pks))  # nothing waits for a request's end
+
+def _run(sim: Simulation, proxies: int = 2, inserts_per_s: float = 1000.0, task_ms: float = 4.0,
+         **faults) -> Cluster:
+    """Build the cluster, start it and its insert stream."""
+    spec = cluster_spec(proxies, task_ms, **faults)
+    if inserts_per_s < 0:
+        raise ValueError(f"inserts per second must not be negative, got {inserts_per_s}; use inserts_per_s=0 or more")
+    cluster = build(sim, spec)
+    cluster.start()
+    for p in cluster.proxies:  # the clients' insert stream: each proxy takes its share
+        sim.env.process(_inserts(cluster, p, inserts_per_s / len(cluster.proxies) / 1000.0))
+    return cluster
 
 
 OPTIONS = {"proxies": 2, "inserts_per_s": 1000.0, "task_ms": 4.0}
 
 
 def _basics(sim: Simulation, **options) -> None:
-    Cluster(sim, **options).start()
+    _run(sim, **options)
 
 
-def _proxy_stall(sim: Simulation, **options) -> None:
-    cluster = Cluster(sim, **options)
-    if len(cluster.proxies) < 2:
-        raise ValueError("timetick-proxy-stall needs at least 2 proxies (proxy-2 stalls)")
-    cluster.start()
-    sim.at(3_000.0, lambda: cluster.proxies[1].stall_reports(3_000.0))
+def _need_two_proxies(scenario: str, proxies: int, what: str) -> None:
+    if proxies < 2:
+        raise ValueError(f"{scenario} needs at least 2 proxies (proxy-2 {what})")
 
 
-def _proxy_restart(sim: Simulation, **options) -> None:
-    cluster = Cluster(sim, **options)
-    if len(cluster.proxies) < 2:
-        raise ValueError("timetick-proxy-restart needs at least 2 proxies (proxy-2 restarts)")
-    cluster.start()
-    proxy = cluster.proxies[1]
-    sim.at(2_000.0, proxy.kill)
-    sim.at(5_000.0, lambda: proxy.restart(server_id=proxy.server_id + 100))
+def _proxy_stall(sim: Simulation, proxies: int = 2, **options) -> None:
+    _need_two_proxies("timetick-proxy-stall", proxies, "stalls")
+    cluster = _run(sim, proxies, **options)
+    sim.at(3_000.0, lambda: cluster.node("proxy-2").stall_reports(3_000.0))
+
+
+def _proxy_restart(sim: Simulation, proxies: int = 2, **options) -> None:
+    _need_two_proxies("timetick-proxy-restart", proxies, "restarts")
+    cluster = _run(sim, proxies, **options)
+    proxy = cluster.node("proxy-2")
+    sim.at(2_000.0, lambda: cluster.kill("proxy-2"))
+    sim.at(5_000.0, lambda: cluster.restart("proxy-2", proxy.server_id + 100))  # a new session
 
 
 def _slow_link(sim: Simulation, **options) -> None:
-    cluster = Cluster(sim, **options)
-    cluster.proxies[0].rootcoord_extra_ms = 20.0
-    cluster.start()
+    _run(sim, slow_link_ms=20.0, **options)
 
 
 def _unlocked_enqueue(sim: Simulation, **options) -> None:
-    cluster = Cluster(sim, **options)
     # Now and then an AllocTimestamp answer to proxy-1 is held up (a retransmission): with the lock the
     # queue waits; without it, later tasks overtake the held one into the statistics.
-    cluster.proxies[0].alloc_hiccup = (0.02, 300.0)
-    cluster.start()
+    _run(sim, alloc_hiccup=(0.02, 300.0), **options)
 
 
 SCENARIOS = (

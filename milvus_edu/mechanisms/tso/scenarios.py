@@ -2,58 +2,58 @@
 
 from __future__ import annotations
 
-from ...cluster.rootcoord import RootCoordNode, TSOClient, build_tso_pause
+from ...cluster.builder import ClusterSpec, RootCoordSpec, TSOClientSpec, build
 from ...registry import Scenario
-from ...sim.kernel import NodeClock, Simulation
+from ...sim.kernel import Simulation
 
 
-def _rootcoords(sim: Simulation, offsets_ms: list[float], drifts_ppm: list[float] | None = None,
-                activate_ms: float = 0.0) -> list[RootCoordNode]:
-    drifts = drifts_ppm or [0.0] * len(offsets_ms)
-    nodes = []
-    for i, (off, drift) in enumerate(zip(offsets_ms, drifts), start=1):
-        node = RootCoordNode(sim, f"rootcoord-{i}", i, NodeClock(sim.env, off, drift), activate_ms=activate_ms)
-        sim.add(node)
-        nodes.append(node)
-    return nodes
-
-
-def _clients(sim: Simulation, specs: list[tuple[int, float]]) -> list[TSOClient]:
-    clients = []
-    for i, (count, interval) in enumerate(specs):
-        c = TSOClient(sim, f"client-{i}", count=count, interval_ms=interval, jitter_ms=interval / 5)
-        sim.add(c)
-        clients.append(c)
-    return clients
-
-
-def _start(*groups) -> None:
-    for group in groups:
-        for node in group:
-            node.start()
+def _spec(rootcoords: list[RootCoordSpec], clients: list[tuple[int, float]], deadline_ms: float | None = None
+          ) -> ClusterSpec:
+    """Rootcoords and TSO clients (``(count, interval_ms)`` each), nothing else."""
+    return ClusterSpec(rootcoords=tuple(rootcoords),
+                       tso_clients=tuple(TSOClientSpec(n, ms, deadline_ms) for n, ms in clients))
 
 
 def _tso_basics(sim: Simulation) -> None:
-    rcs = _rootcoords(sim, [0.0])
-    cls = _clients(sim, [(1, 50.0), (1000, 200.0)])
-    _start(rcs, cls)
+    build(sim, _spec([RootCoordSpec()], [(1, 50.0), (1000, 200.0)])).start()
 
 
 def _tso_failover(sim: Simulation) -> None:
     # rootcoord-2's clock is 75 s behind: more than the failover takes, so its own clock would hand
     # out timestamps below those rootcoord-1 already gave; the saved window prevents that.
-    rcs = _rootcoords(sim, [0.0, -75_000.0])
-    cls = _clients(sim, [(1, 100.0), (10, 250.0)])
-    _start(rcs, cls)
-    sim.at(10_000.0, rcs[0].kill)
+    cluster = build(sim, _spec([RootCoordSpec(), RootCoordSpec(offset_ms=-75_000.0)], [(1, 100.0), (10, 250.0)]))
+    cluster.start()
+    sim.at(10_000.0, lambda: cluster.kill("rootcoord-1"))
 
 
 def _tso_clock_skew(sim: Simulation) -> None:
-    rcs = _rootcoords(sim, [0.0], [150.0])
-    cls = _clients(sim, [(1, 100.0), (40_000, 50.0)])
-    _start(rcs, cls)
-    sim.at(4_000.0, lambda: rcs[0].jump_clock(-8_000.0))
-    sim.at(14_000.0, lambda: rcs[0].jump_clock(+5_000.0))
+    cluster = build(sim, _spec([RootCoordSpec(drift_ppm=150.0)], [(1, 100.0), (40_000, 50.0)]))
+    cluster.start()
+    rc = cluster.node("rootcoord-1")
+    sim.at(4_000.0, lambda: rc.jump_clock(-8_000.0))
+    sim.at(14_000.0, lambda: rc.jump_clock(+5_000.0))
+
+
+PAUSE_AT_MS = 30_000.0
+PAUSE_FOR_MS = 70_000.0
+
+
+def build_tso_pause(sim: Simulation) -> None:
+    """Scenario ``tso-pause``: the active rootcoord freezes past its TTL, the standby takes over, it resumes.
+
+    Two rootcoords on the same clock; two clients whose calls give up after 1 s. At 30 s
+    rootcoord-1 (active) freezes for 70 s, a long GC or VM pause: no keep-alive, no ``tsLoop``, no
+    answers. Its last keep-alive was answered at 20.5 s, so etcd expires its lease at 80.5 s and
+    deletes the ACTIVE key; rootcoord-2 claims it and starts from its own clock, past the saved
+    window. At 100 s rootcoord-1 resumes, unaware: its overdue ``tsLoop`` tick saves a window end
+    with a plain Save (no lease, no fencing) over rootcoord-2's, and it answers the calls that
+    queued up during the pause, before the DELETE on its watch of the ACTIVE key makes it exit.
+    Run it for 120 s.
+    """
+    cluster = build(sim, _spec([RootCoordSpec(), RootCoordSpec()], [(1, 100.0), (10, 250.0)], deadline_ms=1000.0))
+    cluster.start()
+    rc = cluster.node("rootcoord-1")
+    sim.at(PAUSE_AT_MS, lambda: rc.pause(PAUSE_FOR_MS))
 
 
 #: ``tso-logical-overflow``'s knobs: the heavy client's batch size and pause between answers, and how long the
@@ -72,9 +72,7 @@ def _tso_logical_overflow(sim: Simulation, batch: int, interval_ms: float, activ
         raise ValueError(f"option interval_ms must be positive, got {interval_ms!r}")
     if not activate_ms >= 0:
         raise ValueError(f"option activate_ms must be 0 or more, got {activate_ms!r}")
-    rcs = _rootcoords(sim, [0.0], activate_ms=activate_ms)
-    cls = _clients(sim, [(1, 50.0), (batch, interval_ms)])
-    _start(rcs, cls)
+    build(sim, _spec([RootCoordSpec(activate_ms=activate_ms)], [(1, 50.0), (batch, interval_ms)])).start()
 
 
 SCENARIOS = (
