@@ -327,11 +327,33 @@ class JupyterLabServer:
 
 def copy_notebooks(dest_root: Path) -> Path:
     """Copy the repo's notebooks/ to ``dest_root/notebooks`` (the browser must never write the
-    real notebooks: they are edited concurrently and saved outputs would dirty the repo)."""
+    real notebooks: they are edited concurrently and saved outputs would dirty the repo), each lab cut
+    after the cell that shows its stepper (see :func:`through_first_stepper`)."""
     dest = dest_root / "notebooks"
     shutil.copytree(REPO_ROOT / "notebooks", dest,
                     ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))
+    for path in sorted(dest.glob("*.ipynb")):
+        through_first_stepper(path)
     return dest
+
+
+def through_first_stepper(path: Path) -> bool:
+    """Cut the notebook at ``path`` after its first code cell that makes a ``TimelineStepper`` (the cell
+    whose output the browser tests click); returns whether it had one (a notebook without is left whole).
+
+    Every lab runs once in full in a kernel for the whole suite (``executed_labs`` in tests/conftest.py,
+    judged cell by cell by tests/test_notebooks.py); what the browser adds is the stepper as a student
+    sees it when that cell has run, so running the cells after it again in JupyterLab would only repeat
+    the labs' longest work."""
+    import nbformat
+
+    nb = nbformat.read(path, as_version=4)
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type == "code" and "TimelineStepper(" in cell.source:
+            nb.cells = nb.cells[: i + 1]
+            nbformat.write(nb, path)
+            return True
+    return False
 
 
 # --------------------------------------------------------------------------------------------------

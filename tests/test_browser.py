@@ -128,6 +128,17 @@ def _check_rapid_clicks_end_on_details(result) -> None:
     assert result.rapid[-1].frames_details > 0, "Play showed no event's details"
 
 
+def test_the_lab_copies_the_browser_runs_end_with_the_cell_that_shows_the_stepper(tmp_path):
+    import nbformat
+
+    dest = copy_notebooks(tmp_path)
+    for name in (TSO_NOTEBOOK, TIMETICK_NOTEBOOK, FLUSH_NOTEBOOK, QUERY_NOTEBOOK):
+        whole = nbformat.read(REPO_ROOT / name, as_version=4).cells
+        cut = nbformat.read(dest / Path(name).name, as_version=4).cells
+        assert 0 < len(cut) < len(whole) and [c.source for c in cut] == [c.source for c in whole[: len(cut)]]
+        assert "TimelineStepper(" in cut[-1].source and cut[-1].cell_type == "code"
+
+
 def test_browser_harness_with_minimal_widget(lab_server, tmp_path):
     """The harness itself: a minimal stand-in stepper renders as DOM and reacts to the click."""
     result = _check_step(lab_server, "harness/minimal_stepper.ipynb", "harness_stepper.png", tmp_path,
