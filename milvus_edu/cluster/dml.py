@@ -46,6 +46,7 @@ from ..proxy import ChannelsTimeTicker, DmlTask, DmTaskQueue, channels_time_tick
 from ..rootcoord import DdlTsLockManager, Scheduler, TimetickSync, send_min_ddl_ts_as_tt, update_channel_time_tick
 from ..sim.kernel import NodeClock, RPCError, Simulation
 from ..tso import TSOError
+from .node import Node
 from .rootcoord import RootCoordNode
 
 PROXY_SESSION_PREFIX = "by-dev/meta/session/proxy-"
@@ -145,7 +146,7 @@ class Collection:
         return self._segments[vchannel]
 
 
-class ProxyNode:
+class ProxyNode(Node):
     """One proxy: DML tasks through the locked enqueue, the channels ticker and the report loop.
 
     ``task_ms``: mean of the exponential execution time of a DML task (before its messages are
@@ -155,14 +156,12 @@ class ProxyNode:
 
     def __init__(self, sim: Simulation, name: str, server_id: int, rootcoord: RootCoordNode, broker: Broker,
                  task_ms: float = 4.0, rootcoord_extra_ms: float = 0.0):
-        self.sim = sim
-        self.name = name
+        super().__init__(sim, name)
         self.server_id = server_id
         self.rootcoord = rootcoord
         self.broker = broker
         self.task_ms = task_ms
         self.rootcoord_extra_ms = rootcoord_extra_ms
-        self.alive = True
         #: Put each message's primary keys in its ``mq.produce`` event (``detail.pks``): what a read must see can
         #: then be worked out from the log alone. Off by default: TimeTick and flush runs do not need them.
         self.record_pks = False
@@ -611,7 +610,6 @@ class RootCoordTimeTick:
 
     def handle_update_channel_time_tick(self, msg: ChannelTimeTickMsg, peer: str):
         """The ``UpdateChannelTimeTick`` RPC handler (runs on rootcoord; answers at once)."""
-        yield from ()  # an RPC handler is a generator; this one takes no simulated time
         sent_before = self.sync.snapshots_sent + self.sync.snapshots_dropped
         status = update_channel_time_tick(self.rc.serving, self.sync, msg)
         sent = self.sync.snapshots_sent + self.sync.snapshots_dropped > sent_before
@@ -656,19 +654,17 @@ def _min_source(snapshot, ch: str, ts: int):
     return -1
 
 
-class ConsumerNode:
+class ConsumerNode(Node):
     """A dispatcher on one pchannel with one target per vchannel; packs go to the run log."""
 
     def __init__(self, sim: Simulation, name: str, broker: Broker, pchannel: str, vchannels: list[str]):
-        self.sim = sim
-        self.name = name
+        super().__init__(sim, name)
         self.pchannel = pchannel
         self.clock = NodeClock(sim.env)
         self.dispatcher = Dispatcher(broker, pchannel, sub_pos=SubscriptionPosition.EARLIEST,
                                      now_ns=self.clock.now_ns, params=sim.config.mq)
         for v in vchannels:
             self.dispatcher.add_target(v)
-        self.alive = True
         self._wake = sim.env.event()
         # Woken by time ticks only: a pack closes only on a tick, so a DML message alone would wake the
         # consumer for nothing (it waits in the pchannel and is read with the tick that closes its pack).

@@ -48,19 +48,18 @@ from ..proxy.guarantee_ts import ReadRequest, can_skip_alloc_timestamp, read_tim
 from ..proxy.meta_cache import CollectionInfo, MetaCache, check_schema_timestamp
 from ..querynode import DeadlineExceeded, Pipeline, Row, ShardDelegator, TSafeChanged
 from ..sim.kernel import NodeClock, RPCError, Simulation
+from .node import Node
 
 SWITCH_WINDOW_MS = 0.2  # with update_tsafe_before_delete: how long deletes lag the published tsafe
 
 
-class QueryNodeNode:
+class QueryNodeNode(Node):
     """One QueryNode: a delegator and a pipeline per watched vchannel, reads served by RPC."""
 
     def __init__(self, sim: Simulation, name: str, server_id: int, broker: Broker):
-        self.sim = sim
-        self.name = name
+        super().__init__(sim, name)
         self.server_id = server_id
         self.broker = broker
-        self.alive = True
         self.clock = NodeClock(sim.env)
         self.delegators: dict[str, ShardDelegator] = {}
         self.pipelines: dict[str, Pipeline] = {}
@@ -345,7 +344,6 @@ class ReadProxy:
     def handle_invalidate(self, name: str, collection_id: int, ts: int, peer: str, task: str = "DropCollection"):
         """The ``InvalidateCollectionMetaCache`` RPC handler for a ``DropCollection``-type message (runs on this
         proxy), sent by rootcoord's ``task`` (a drop, or a create's ``expireCacheStep``)."""
-        yield from ()  # an RPC handler is a generator; this one takes no simulated time
         removed = self.meta_cache.invalidate_drop_collection(name, collection_id, ts)
         detail = {"result": "invalidate", "collection": name, "collection_id": collection_id, "removed": removed}
         if task != "DropCollection":
