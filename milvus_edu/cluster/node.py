@@ -140,21 +140,28 @@ class Node:
         not when it first runs) has ended, closes ``gen`` and returns ``on_stop()`` (``None`` without it); the
         same when ``gen`` ended that life itself and yields again. Returns ``gen``'s value.
         """
-        return self._drive(gen, self._life, on_stop)
+        # work handed to a dead node never runs: no life will match
+        return self._drive(gen, self._life if self.alive else -1, on_stop)
 
-    def _drive(self, gen: Generator, life: int, on_stop: Callable[[], Any] | None):
+    def on_behalf(self, gen: Generator):
+        """Drive ``gen`` (``yield from`` it) for a caller whose work it is, not bound to this node's life: its
+        effects are performed by this node (its links, its latencies) and its value returned, even if the node
+        dies meanwhile."""
+        return self._drive(gen, None, None)
+
+    def _drive(self, gen: Generator, life: int | None, on_stop: Callable[[], Any] | None):
         value = error = None
         while True:
             if self._resume is not None:
                 yield from self._held()
-            if self._life != life:
+            if life is not None and self._life != life:
                 gen.close()
                 return None if on_stop is None else on_stop()
             try:
                 item = gen.send(value) if error is None else gen.throw(error)
             except StopIteration as stop:
                 return stop.value
-            if self._life != life:  # it ended its own life (a crash point, a fatal error) and asks for more
+            if life is not None and self._life != life:  # it ended its own life (a crash point) and asks for more
                 gen.close()
                 return None if on_stop is None else on_stop()
             error = None
