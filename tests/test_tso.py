@@ -11,10 +11,10 @@ from __future__ import annotations
 import pytest
 
 from milvus_edu.config import MS, S, BugSwitches, TSOParams
+from milvus_edu.effects import Sleep
 from milvus_edu.events import MemorySink, Recorder
 from milvus_edu.rootcoord import Core
 from milvus_edu.storage.kv import FaultyKV, KVError, MemoryKV, RootedKV, SQLiteKV
-from milvus_edu.effects import Sleep
 from milvus_edu.tso import GlobalTSOAllocator, TSOError, drive_with_sleep
 from milvus_edu.tsoutil import compose_ts, parse_hybrid_ts, physical_time
 from milvus_edu.clock import ManualClock
