@@ -244,10 +244,13 @@ class ProxyNode(Node):
         return ts
 
     def _perform_call_on_link(self, effect: Call):
-        """An RPC over this proxy's links: ``rootcoord_extra_ms`` more on each leg of a call to rootcoord."""
-        extra = self.rootcoord_extra_ms
-        if not extra or effect.dst != self.rootcoord.name:
-            return (yield from self.sim.call(self.name, effect.dst, effect.handler, effect.at_once))
+        """An RPC over this proxy's links: ``rootcoord_extra_ms`` more on each leg of a call to rootcoord (on a
+        link without it, ``Simulation.call``'s own generator: every DML task makes one)."""
+        if not self.rootcoord_extra_ms or effect.dst != self.rootcoord.name:
+            return self.sim.call(self.name, effect.dst, effect.handler, effect.at_once)
+        return self._call_slow_link(effect, self.rootcoord_extra_ms)
+
+    def _call_slow_link(self, effect: Call, extra: float):
         yield self.sim.env.timeout(extra)
         result = yield from self.sim.call(self.name, effect.dst, effect.handler, effect.at_once)
         yield self.sim.env.timeout(extra)

@@ -44,6 +44,8 @@ class Node:
         self.incarnation = 0
         self._life = 0
         self._resume: Event | None = None  # a SimPy event while paused
+        # effect type -> this node's performer, looked up for every effect
+        self._performers = {kind: getattr(self, name) for kind, name in self.PERFORMERS.items()}
 
     # ---- life cycle ----------------------------------------------------------------------------
     @property
@@ -150,6 +152,7 @@ class Node:
         return self._drive(gen, None, None)
 
     def _drive(self, gen: Generator, life: int | None, on_stop: Callable[[], Any] | None):
+        send = gen.send
         value = error = None
         while True:
             if self._resume is not None:
@@ -158,7 +161,7 @@ class Node:
                 gen.close()
                 return None if on_stop is None else on_stop()
             try:
-                item = gen.send(value) if error is None else gen.throw(error)
+                item = send(value) if error is None else gen.throw(error)
             except StopIteration as stop:
                 return stop.value
             if life is not None and self._life != life:  # it ended its own life (a crash point) and asks for more
@@ -180,16 +183,17 @@ class Node:
     # ---- the effect interpreter -------------------------------------------------------------------
     def perform(self, effect):
         """Perform one effect in simulated time (``yield from``); returns its result or raises its failure."""
-        name = self.PERFORMERS.get(type(effect))
-        if name is None:
+        performer = self._performers.get(type(effect))
+        if performer is None:
             raise TypeError(f"{self.name} cannot perform {effect!r}")
-        return getattr(self, name)(effect)
+        return performer(effect)
 
     def _perform_sleep(self, effect: Sleep):
         yield self.sim.env.timeout(effect.duration_ns / MS)
 
     def _perform_call(self, effect: Call):
-        return (yield from self.sim.call(self.name, effect.dst, effect.handler, effect.at_once))
+        # Simulation.call's own generator, not one around it: every RPC of a node passes here
+        return self.sim.call(self.name, effect.dst, effect.handler, effect.at_once)
 
     def _perform_parallel(self, effect: Parallel):
         """Every effect in a process of its own; the list of results, a failure standing as its exception."""
