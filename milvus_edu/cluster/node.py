@@ -152,29 +152,34 @@ class Node:
         return self._drive(gen, None, None)
 
     def _drive(self, gen: Generator, life: int | None, on_stop: Callable[[], Any] | None):
+        """The simulator's driver of a node's work: events waited for, effects performed, the life checked."""
         send = gen.send
         value = error = None
-        while True:
-            if self._resume is not None:
-                yield from self._held()
-            if life is not None and self._life != life:
-                gen.close()
-                return None if on_stop is None else on_stop()
-            try:
-                item = send(value) if error is None else gen.throw(error)
-            except StopIteration as stop:
-                return stop.value
-            if life is not None and self._life != life:  # it ended its own life (a crash point) and asks for more
-                gen.close()
-                return None if on_stop is None else on_stop()
-            error = None
-            try:
-                if isinstance(item, Event):
-                    value = yield item
-                else:
-                    value = yield from self.perform(item)
-            except Exception as exc:  # noqa: BLE001 - thrown into gen at the line that yielded
-                value, error = None, exc
+        try:
+            while True:
+                if self._resume is not None:
+                    yield from self._held()
+                if life is not None and self._life != life:
+                    gen.close()
+                    return None if on_stop is None else on_stop()
+                try:
+                    item = send(value) if error is None else gen.throw(error)
+                except StopIteration as stop:
+                    return stop.value
+                if life is not None and self._life != life:  # it ended its own life (a crash point), asks for more
+                    gen.close()
+                    return None if on_stop is None else on_stop()
+                error = None
+                try:
+                    if isinstance(item, Event):
+                        value = yield item
+                    else:
+                        value = yield from self.perform(item)
+                except Exception as exc:  # noqa: BLE001 - thrown into gen at the line that yielded
+                    value, error = None, exc
+        finally:
+            # closed from outside (whoever drove this stopped): gen's cleanup runs now, not whenever it is freed
+            gen.close()
 
     def _held(self):
         while self._resume is not None:
