@@ -12,11 +12,12 @@ The Go goroutines become SimPy processes that call the pure components:
   (every 3 s) and the ``FlushChannels`` / ``FlushSegments`` RPCs -> :class:`DataNodeNode`;
 * rootcoord's ``AllocID`` -> :class:`IdAllocator` (one counter for segments, L0 segments and log ids).
 
-Effects of the components (:mod:`milvus_edu.effects`) are performed here with latency and faults; a
-crashed DataNode simply stops driving them, so whatever the component did before the last completed
-effect stands and nothing after it happened. Every effect a DataNode performs, and every pack its
-flowgraph takes, is one *step boundary*: ``crash_at_step`` kills the node at the n-th one (the
-exhaustive crash test walks them all).
+Effects of the components (:mod:`milvus_edu.effects`) are performed by the nodes' interpreter
+(:class:`~milvus_edu.cluster.node.Node`, with the performers below) with latency and faults; a crashed
+DataNode simply stops driving them, so whatever the component did before the last completed effect stands
+and nothing after it happened. Every effect of a sync task or of the checkpoint updater, every channel
+watch and every pack its flowgraph takes is one *step boundary*: ``crash_at_step`` kills the node at the
+n-th one (the exhaustive crash test walks them all).
 
 Simplification: DataCoord never fails over and keeps its meta in the run's KV (etcd); channel
 assignment is fixed by the scenario (a restarted DataNode watches its own channels again).
