@@ -83,7 +83,7 @@ class LiveTSO:
             with self._lock:
                 wait = next(steps)
             while True:
-                time.sleep(wait / 1e9)
+                time.sleep(wait.duration_ns / 1e9)
                 with self._lock:
                     wait = steps.send(None)
         except StopIteration as stop:

@@ -26,7 +26,7 @@ from milvus_edu.datanode.syncmgr.meta_writer import (
     DropVirtualChannel,
     NotifyDropPartition,
     RetryConfig,
-    RetrySleep,
+    Sleep,
     SaveBinlogPaths,
     retry_handle,
     retry_unless_canceled,
@@ -277,7 +277,7 @@ def test_run_write_failure_propagates_before_reporting():
     world = World({WriteObjects: [OSError("disk full")]})
     with pytest.raises(OSError, match="disk full"):
         drive(make_task(cache, make_pack(cache), attempts=1).run(), world)
-    assert world.kinds() == ["AllocIDs", "WriteObjects", "RetrySleep"]
+    assert world.kinds() == ["AllocIDs", "WriteObjects", "Sleep"]
     assert world.saved == []
 
 
@@ -296,10 +296,10 @@ def test_write_is_retried_then_succeeds():
     cache = default_cache()
     world = World({WriteObjects: [OSError("flaky"), OSError("flaky")]})
     drive(make_task(cache, make_pack(cache)).run(), world)
-    assert world.kinds() == ["AllocIDs", "WriteObjects", "RetrySleep", "WriteObjects", "RetrySleep",
+    assert world.kinds() == ["AllocIDs", "WriteObjects", "Sleep", "WriteObjects", "Sleep",
                              "WriteObjects", "SaveBinlogPaths"]
     assert world.effects[1] == world.effects[3] == world.effects[5]
-    assert [e.duration_ns for e in world.effects if isinstance(e, RetrySleep)] == [200 * MS, 400 * MS]
+    assert [e.duration_ns for e in world.effects if isinstance(e, Sleep)] == [200 * MS, 400 * MS]
 
 
 def test_task_without_meta_writer_skips_the_report():
@@ -463,7 +463,7 @@ def test_segment_or_channel_not_found_stop_retrying_and_count_as_success(flush, 
     world = World({SaveBinlogPaths: [error]})
     task = make_task(cache, make_pack(cache, flush=flush))
     assert drive(task.run(), world) == PHASE_DONE
-    assert world.kinds().count("SaveBinlogPaths") == 1 and "RetrySleep" not in world.kinds()
+    assert world.kinds().count("SaveBinlogPaths") == 1 and "Sleep" not in world.kinds()
     assert cache.get_segment_by_id(SEG).start_pos_recorded
 
 
@@ -473,7 +473,7 @@ def test_retry_schedule_is_ten_attempts_doubling_to_three_seconds_with_a_final_s
     world = World({SaveBinlogPaths: [ServiceNotReadyError() for _ in range(10)]})
     with pytest.raises(ServiceNotReadyError):
         drive(retry_handle(SaveBinlogPaths(None), retry_unless_canceled, RetryConfig()), world)
-    sleeps = [e.duration_ns // MS for e in world.effects if isinstance(e, RetrySleep)]
+    sleeps = [e.duration_ns // MS for e in world.effects if isinstance(e, Sleep)]
     assert sleeps == [200, 400, 800, 1600, 3000, 3000, 3000, 3000, 3000, 3000]
     assert world.kinds().count("SaveBinlogPaths") == 10
     assert RetryConfig().max_sleep_ns == 3 * S
@@ -503,7 +503,7 @@ def test_drop_channel_and_notify_drop_partition_are_retried_rpcs():
     writer = BrokerMetaWriter(server_id=9)
     world = World({DropVirtualChannel: [ServiceNotReadyError()]})
     drive(writer.drop_channel(CH), world)
-    assert world.effects == [DropVirtualChannel(CH, 9), RetrySleep(200 * MS), DropVirtualChannel(CH, 9)]
+    assert world.effects == [DropVirtualChannel(CH, 9), Sleep(200 * MS), DropVirtualChannel(CH, 9)]
     world = World()
     drive(writer.notify_drop_partition(COLL, CH, [PART]), world)
     assert world.effects == [NotifyDropPartition(CH, COLL, (PART,))]

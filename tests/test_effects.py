@@ -40,3 +40,20 @@ def test_an_uncaught_failure_reaches_the_caller():
 
     with pytest.raises(ValueError, match="no ids"):
         drive(_steps(), handle)
+
+
+def test_sleeping_answers_sleep_effects_with_seconds_and_passes_the_rest_on():
+    from milvus_edu.effects import Call, Sleep, sleeping
+
+    slept = []
+
+    def steps():
+        yield Sleep(250_000_000)
+        got = yield Call("rootcoord-1", lambda: None)
+        yield Sleep(1_000)
+        return got
+
+    assert drive(steps(), sleeping(slept.append, lambda effect: effect.dst)) == "rootcoord-1"
+    assert slept == [0.25, 1e-06]
+    with pytest.raises(TypeError, match="no handler"):
+        drive(steps(), sleeping(slept.append))

@@ -97,7 +97,7 @@ def drive(steps):
     try:
         wait = next(steps)
         while True:
-            slept += wait
+            slept += wait.duration_ns
             wait = steps.send(None)
     except StopIteration as stop:
         return stop.value, slept
@@ -192,10 +192,10 @@ def test_keep_alive_once_recovers_when_etcd_comes_back_within_the_attempts(kv, c
     s = session_on(FaultyKV(kv, lambda op, key: down["on"]), clock)
     down["on"] = True
     steps = s.process_keep_alive_response_steps()
-    slept = next(steps)
+    slept = next(steps).duration_ns
     while slept < 12 * S:  # attempt 1 times out at 10 s, attempt 2 runs
         clock.advance(500 * MS)
-        slept += steps.send(None)
+        slept += steps.send(None).duration_ns
     down["on"] = False
     clock.advance(500 * MS)
     with pytest.raises(StopIteration) as stop:

@@ -180,16 +180,16 @@ def test_one_way_draws_exactly_what_expovariate_would():
 
 
 def test_alloc_timestamp_that_must_wait_for_the_next_window_still_answers_in_order():
-    """``handle_alloc_timestamp`` finishes an allocation that needs no sleep at once, and drives one that
-    does (the logical space of the window is used up) through the node's step loop: both answer, the
-    second after ``UpdateTimestamp`` moved the window on, and never below the first."""
+    """``handle_alloc_timestamp`` answers an allocation that needs no sleep at once, and returns the steps of
+    one that does (the logical space of the window is used up), which the RPC drives on the node: both answer,
+    the second after ``UpdateTimestamp`` moved the window on, and never below the first."""
     from milvus_edu.config import MS
     from milvus_edu.events import MemorySink, Recorder
-    from milvus_edu.sim import NodeClock, Simulation
+    from milvus_edu.sim import NetworkParams, NodeClock, Simulation
     from milvus_edu.cluster.rootcoord import RootCoordNode
 
     sink = MemorySink()
-    sim = Simulation(3, Recorder("alloc-wait", sinks=[sink]))
+    sim = Simulation(3, Recorder("alloc-wait", sinks=[sink]), network=NetworkParams(latency_ms=0.0, jitter_ms=0.0))
     rc = RootCoordNode(sim, "rootcoord-1", 1, NodeClock(sim.env))
     sim.add(rc)
     rc.start()
@@ -200,7 +200,7 @@ def test_alloc_timestamp_that_must_wait_for_the_next_window_still_answers_in_ord
             yield sim.env.timeout(10)
         for _ in range(2):  # 2 x 200,000 > 2**18 logical values of one window
             asked = sim.env.now
-            first, count = yield from rc.handle_alloc_timestamp(200_000, "client")
+            first, count = yield from sim.call("client", rc.name, lambda: rc.handle_alloc_timestamp(200_000, "client"))
             answers.append((asked, sim.env.now, first, count))
 
     sim.env.process(client())

@@ -11,6 +11,7 @@ from __future__ import annotations
 import pytest
 
 from milvus_edu.config import MS, S, BugSwitches, TSOParams
+from milvus_edu.effects import Sleep
 from milvus_edu.events import MemorySink, Recorder
 from milvus_edu.rootcoord import Core
 from milvus_edu.storage.kv import FaultyKV, KVError, MemoryKV, RootedKV, SQLiteKV
@@ -485,10 +486,10 @@ def test_generate_tso_before_init_retries_with_200ms_sleeps_and_fails_after_10()
     assert sleeps.calls == [0.2] * 10
 
 
-def test_generate_tso_steps_yield_sleep_ns_and_return_ts():
+def test_generate_tso_steps_yield_sleep_effects_and_return_ts():
     a = new_allocator(MemoryKV(), ManualClock())
     steps = a.generate_tso_steps(3)
-    assert next(steps) == 200 * MS
+    assert next(steps) == Sleep(200 * MS)
     a.initialize()  # sync completes while the caller sleeps
     with pytest.raises(StopIteration) as stop:
         steps.send(None)
@@ -574,7 +575,7 @@ def test_alloc_timestamp_block_timestamp_sleeps_until_window_passes_it_plus_200m
     window = T0 + 3 * S  # 0.456789 ms past a whole ms
     block = compose_ts(window // MS + 500, 0)
     steps = core.alloc_timestamp_steps(1, block)
-    assert next(steps) == (window // MS + 500) * MS - window + 200 * MS
+    assert next(steps) == Sleep((window // MS + 500) * MS - window + 200 * MS)
     with pytest.raises(StopIteration) as stop:
         steps.send(None)
     assert stop.value.value == (compose_ts(T0 // MS, 1), 1)

@@ -1,5 +1,7 @@
 """The simulated Milvus cluster every lesson runs on: one SimPy node per component, over the pure components.
 
+* :mod:`~milvus_edu.cluster.node`: the base of every node (alive, killed, restarted, paused; work bound to the
+  node's life) and the one interpreter of the components' effects;
 * :mod:`~milvus_edu.cluster.rootcoord`: rootcoord instances (session, keep-alive, liveness, ``tsLoop``) and TSO
   clients;
 * :mod:`~milvus_edu.cluster.dml`: proxies, rootcoord's timetick sync, pchannel consumers;

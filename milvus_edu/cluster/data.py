@@ -12,11 +12,12 @@ The Go goroutines become SimPy processes that call the pure components:
   (every 3 s) and the ``FlushChannels`` / ``FlushSegments`` RPCs -> :class:`DataNodeNode`;
 * rootcoord's ``AllocID`` -> :class:`IdAllocator` (one counter for segments, L0 segments and log ids).
 
-Effects of the components (:mod:`milvus_edu.effects`) are performed here with latency and faults; a
-crashed DataNode simply stops driving them, so whatever the component did before the last completed
-effect stands and nothing after it happened. Every effect a DataNode performs, and every pack its
-flowgraph takes, is one *step boundary*: ``crash_at_step`` kills the node at the n-th one (the
-exhaustive crash test walks them all).
+Effects of the components (:mod:`milvus_edu.effects`) are performed by the nodes' interpreter
+(:class:`~milvus_edu.cluster.node.Node`, with the performers below) with latency and faults; a crashed
+DataNode simply stops driving them, so whatever the component did before the last completed effect stands
+and nothing after it happened. Every effect of a sync task or of the checkpoint updater, every channel
+watch and every pack its flowgraph takes is one *step boundary*: ``crash_at_step`` kills the node at the
+n-th one (the exhaustive crash test walks them all).
 
 Simplification: DataCoord never fails over and keeps its meta in the run's KV (etcd); channel
 assignment is fixed by the scenario (a restarted DataNode watches its own channels again).
@@ -30,17 +31,21 @@ whole batch (Go retries the batch as a whole too).
 
 from __future__ import annotations
 
+from functools import partial
+
 import simpy
 
 from ..config import MS, DataNodeParams
-from ..datacoord import AllocTimestamp, Catalog, FlushChannels, Server, Sleep
-from ..datanode.checkpoint_updater import ChannelCheckpointUpdater, Parallel, UpdateChannelCheckpoints
+from ..datacoord import Catalog, Server
+from ..datanode.checkpoint_updater import ChannelCheckpointUpdater
 from ..datanode.metacache import MetaCache
 from ..datanode.pipeline import DataSyncService
-from ..datanode.syncmgr.meta_writer import BrokerMetaWriter, RetrySleep, SaveBinlogPaths
+from ..datanode.syncmgr.meta_writer import BrokerMetaWriter
 from ..datanode.syncmgr.storage_serializer import StorageSerializer
 from ..datanode.syncmgr.sync_manager import SyncManager
-from ..datanode.syncmgr.task import AllocIDs, SyncTask, WriteObjects
+from ..datanode.syncmgr.task import SyncTask
+from ..effects import (AllocIDs, AllocTimestamp, Call, FlushChannels, Parallel, SaveBinlogPaths, Sleep,
+                       UpdateChannelCheckpoints, WriteObjects)
 from ..datanode.writebuffer import BufferManager, WriteBuffer
 from ..merr import MilvusError
 from ..mq import Broker, Dispatcher, SubscriptionPosition
@@ -48,6 +53,7 @@ from ..mq.names import to_physical_channel
 from ..proto import MsgType, SegmentLevel
 from ..sim.kernel import NodeClock, RPCError, Simulation
 from ..storage.binlog import get_log_id_from_binlog_path
+from .node import Node
 
 DATACOORD = "datacoord-1"
 #: The sync policies whose choices get a ``datanode.sync_policy`` event: the stale buffer's (``syncPeriod``, 600 s
@@ -84,17 +90,18 @@ def _remote_error(exc: RPCError) -> Exception:
     return cause if isinstance(cause, MilvusError) else exc
 
 
-class DataCoordNode:
+class DataCoordNode(Node):
     """DataCoord: the :class:`~milvus_edu.datacoord.Server` behind simulated RPCs.
 
     ``rpc_failure_rate``: the share of ``SaveBinlogPaths`` and ``UpdateChannelCheckpoint`` calls answered
     with an error (an etcd hiccup), drawn from DataCoord's own random stream.
     """
 
+    PERFORMERS = {**Node.PERFORMERS, AllocTimestamp: "_perform_alloc_timestamp",
+                  FlushChannels: "_perform_flush_channels"}
+
     def __init__(self, sim: Simulation, ids: IdAllocator, rootcoord, rpc_failure_rate: float = 0.0):
-        self.sim = sim
-        self.name = DATACOORD
-        self.alive = True
+        super().__init__(sim, DATACOORD)
         self.ids = ids
         self.rootcoord = rootcoord
         self.clock = NodeClock(sim.env)
@@ -138,9 +145,8 @@ class DataCoordNode:
                          "log_ids": sorted(b.log_id or get_log_id_from_binlog_path(b.log_path)
                                            for fb in req.field2_binlog_paths + req.deltalogs for b in fb.binlogs)})
         if info is not None and req.flushed and req.seg_level != SegmentLevel.L0:
-            self.sim.env.process(self._post_flush(req.segment_id))
+            self.process(self._post_flush(req.segment_id))
         return info
-        yield  # a generator, as every RPC handler
 
     def _post_flush(self, segment_id: int):
         yield self.sim.env.timeout(0)
@@ -165,8 +171,6 @@ class DataCoordNode:
         for p in positions:
             rec.emit("datacoord.channel_cp", self.name, peer=node_name, vchannel=p.channel_name, ts=p.timestamp,
                      msg_id=p.msg_id, detail={"saved": p.channel_name in stored})
-        return None
-        yield
 
     def handle_report_tt(self, node_id: int, node_name: str, ticks: list[tuple[str, int]]):
         """``ReportDataNodeTtMsgs``: flushable sealed segments go back to the node as ``FlushSegments``."""
@@ -176,59 +180,52 @@ class DataCoordNode:
                 ids = [i.id for i in infos]
                 self.sim.recorder.emit("datacoord.flush_segments", self.name, peer=node_name, vchannel=channel,
                                        ts=ts, count=len(ids), detail={"segments": ids})
-                self.sim.env.process(self._send_flush_segments(node_id, channel, ids))
-        return None
-        yield
+                self.process(self._send_flush_segments(node_id, channel, ids))
 
     def _send_flush_segments(self, node_id: int, channel: str, segment_ids: list[int]):
         node = self.datanodes.get(node_id)
         if node is None:
             return
         try:
-            yield from self.sim.call(self.name, node.name, lambda: node.handle_flush_segments(channel, segment_ids))
+            yield Call(node.name, partial(node.handle_flush_segments, channel, segment_ids))
         except RPCError:
             return  # the next time tick after segmentFlushInterval asks again
 
     def flush(self, collection_id: int, client: str):
-        """``Flush``: drive the server's flush (flushTs from rootcoord, seal, ``FlushChannels`` per DataNode)."""
-        env, rec = self.sim.env, self.sim.recorder
-        steps = self.server.flush(collection_id)
-        try:
-            effect = next(steps)
-            while True:
-                try:
-                    if isinstance(effect, AllocTimestamp):
-                        rc = self.rootcoord
-                        result, _ = yield from self.sim.call(self.name, rc.name, lambda: rc.handle_alloc_timestamp(1, self.name))
-                        if self.on_flush_ts is not None:
-                            self.on_flush_ts(result)
-                    elif isinstance(effect, FlushChannels):
-                        node = self.datanodes[effect.node_id]
-                        result = yield from self.sim.call(
-                            self.name, node.name, lambda n=node, e=effect: n.handle_flush_channels(e.flush_ts, e.channels))
-                    elif isinstance(effect, Sleep):
-                        yield env.timeout(effect.duration_ns / MS)
-                        result = None
-                    else:
-                        raise TypeError(f"unknown effect {effect!r}")
-                except RPCError as exc:
-                    effect = steps.throw(_remote_error(exc))
-                else:
-                    effect = steps.send(result)
-        except StopIteration as stop:
-            res = stop.value
-        rec.emit("datacoord.flush", self.name, peer=client, ts=res.flush_ts, count=len(res.segment_ids),
-                 detail={"sealed": list(res.segment_ids), "flushed": list(res.flush_segment_ids)})
+        """``Flush``: the server's flush (flushTs from rootcoord, seal, ``FlushChannels`` per DataNode), as effects
+        this node performs; then its ``datacoord.flush`` event."""
+        res = yield from self.server.flush(collection_id)
+        self.sim.recorder.emit("datacoord.flush", self.name, peer=client, ts=res.flush_ts, count=len(res.segment_ids),
+                               detail={"sealed": list(res.segment_ids), "flushed": list(res.flush_segment_ids)})
         return res
 
+    def _perform_alloc_timestamp(self, effect: AllocTimestamp):
+        """``allocator.AllocTimestamp``: an ``AllocTimestamp(1)`` RPC to rootcoord."""
+        rc = self.rootcoord
+        try:
+            ts, _ = yield from self.sim.call(self.name, rc.name, partial(rc.handle_alloc_timestamp, 1, self.name))
+        except RPCError as exc:
+            raise _remote_error(exc)  # noqa: B904 - the remote error itself, as the Go caller sees it
+        if self.on_flush_ts is not None:
+            self.on_flush_ts(ts)
+        return ts
+
+    def _perform_flush_channels(self, effect: FlushChannels):
+        """The ``FlushChannels`` RPC to the DataNode ``effect.node_id``."""
+        node = self.datanodes[effect.node_id]
+        try:
+            return (yield from self.sim.call(self.name, node.name,
+                                             partial(node.handle_flush_channels, effect.flush_ts, effect.channels)))
+        except RPCError as exc:
+            raise _remote_error(exc)  # noqa: B904 - the remote error itself, as the Go caller sees it
+
     def handle_flush(self, collection_id: int, client: str):
-        """The ``Flush`` RPC handler."""
-        return (yield from self.flush(collection_id, client))
+        """The ``Flush`` RPC handler: the steps of :meth:`flush`, which wait for rootcoord and the DataNodes."""
+        return self.flush(collection_id, client)
 
     def handle_get_flush_state(self, segment_ids, collection_id: int, flush_ts: int):
         """``GetFlushState``."""
         return self.server.get_flush_state(segment_ids, collection_id, flush_ts)
-        yield
 
     def take_over(self, dead: "DataNodeNode", heir: "DataNodeNode") -> None:
         """``ChannelManager.DeleteNode`` then the assignment of its channels to ``heir``.
@@ -247,10 +244,9 @@ class DataCoordNode:
         flushed = self.server.get_segment_info(vinfo.flushed_segment_ids).infos
         unflushed = self.server.get_segment_info(vinfo.unflushed_segment_ids).infos
         return vinfo, tuple(flushed), tuple(unflushed)
-        yield
 
 
-class DataNodeNode:
+class DataNodeNode(Node):
     """One DataNode: watched vchannels, their flowgraphs, write buffers, syncs and checkpoints.
 
     ``crash_at_step``: kill the node just before its n-th step boundary (1-based; see the module
@@ -258,11 +254,19 @@ class DataNodeNode:
     stops at its next step.
     """
 
+    PERFORMERS = {**Node.PERFORMERS, AllocIDs: "_perform_alloc_ids", WriteObjects: "_perform_write_objects",
+                  SaveBinlogPaths: "_perform_save_binlog_paths",
+                  UpdateChannelCheckpoints: "_perform_update_channel_checkpoints"}
+    #: The effects that are step boundaries (a sync task's and the checkpoint updater's), with the name a crash
+    #: there gives in the run log; the retry's back-off keeps the name of the effect it was before the one
+    #: ``Sleep`` of :mod:`milvus_edu.effects`.
+    STEP_BOUNDARIES = {AllocIDs: "AllocIDs", WriteObjects: "WriteObjects", SaveBinlogPaths: "SaveBinlogPaths",
+                       Sleep: "RetrySleep", Parallel: "UpdateChannelCheckpoint"}
+
     def __init__(self, sim: Simulation, name: str, server_id: int, broker: Broker, datacoord: DataCoordNode,
                  store, ids: IdAllocator, rootcoord, store_latency: ObjectStoreLatency | None = None,
                  memory_bytes: int = 8 << 30, params: DataNodeParams | None = None):
-        self.sim = sim
-        self.name = name
+        super().__init__(sim, name)
         self.server_id = server_id
         self.broker = broker
         self.datacoord = datacoord
@@ -275,8 +279,6 @@ class DataNodeNode:
         self.params_override = params
         self.clock = NodeClock(sim.env)
         self.rng = sim.rng(name)
-        self.alive = True
-        self.incarnation = 0
         self.steps = 0
         self.crash_at_step: int | None = None
         self.channels: list[tuple[int, str]] = []  # (collection id, vchannel) this node watches
@@ -302,30 +304,31 @@ class DataNodeNode:
 
     # ------------------------------------------------------------------------------ lifecycle
 
-    def _running(self, inc: int) -> bool:
-        return self.alive and inc == self.incarnation
-
-    def _step(self, inc: int, what: str) -> bool:
-        """Count a step boundary; crash here if asked. False means: stop, the node is gone."""
-        if not self._running(inc):
-            return False
+    def _crashed_at_step(self, what: str) -> bool:
+        """Count a step boundary; crash here if asked (``crash_at_step``). True means: the node just died."""
         self.steps += 1
         if self.crash_at_step is not None and self.steps == self.crash_at_step:
             self.kill(f"crash at step {self.steps} ({what})")
-            return False
-        return True
+            return True
+        return False
+
+    def perform(self, effect):
+        """Every effect of a sync task or of the checkpoint updater is a step boundary: counted, and a crash
+        there (``crash_at_step``) stops the work before the effect is performed."""
+        what = self.STEP_BOUNDARIES.get(type(effect))
+        if what is not None and self._crashed_at_step(what):
+            return iter(())  # nothing performed: the node is gone, and its work closes at once
+        return super().perform(effect)
 
     def start(self, channels: list[tuple[int, str]]) -> None:
         """Watch ``channels`` and start the node's loops."""
         self.channels = list(channels)
         for collection_id, vchannel in self.channels:
             self.datacoord.server.channel_manager.watch(vchannel, self.server_id, collection_id)
-        inc = self.incarnation
-        env = self.sim.env
-        env.process(self._watch_all(inc))
-        env.process(self._updater_loop(inc))
-        env.process(self._tt_sender_loop(inc))
-        env.process(self._memory_loop(inc))
+        self.process(self._watch_all())
+        self.process(self._updater_loop())
+        self.process(self._tt_sender_loop())
+        self.process(self._memory_loop())
 
     def watch_channels(self, channels: list[tuple[int, str]]) -> None:
         """Watch more channels once started (the vchannels of a collection created later)."""
@@ -333,22 +336,7 @@ class DataNodeNode:
         self.channels += new
         for collection_id, vchannel in new:
             self.datacoord.server.channel_manager.watch(vchannel, self.server_id, collection_id)
-        inc = self.incarnation
-
-        def watch_new():
-            for collection_id, vchannel in new:
-                yield from self._watch(inc, collection_id, vchannel)
-                if not self._running(inc):
-                    return
-
-        self.sim.env.process(watch_new())
-
-    def kill(self, why: str = "killed") -> None:
-        """The process dies: every buffer, pending sync and checkpoint task is lost."""
-        if not self.alive:
-            return
-        self.alive = False
-        self.sim.recorder.emit("fault.kill", self.name, detail={"why": why})
+        self.process(self._watch_each(new))
 
     def stop(self) -> None:
         """``DataNode.Stop``: ``ClearFlowgraphs`` closes every flowgraph gracefully, so each ttNode gets the close
@@ -369,13 +357,12 @@ class DataNodeNode:
                          msg_id=sub.position.msg_id, tick_ts=self.latest_ts.get(vchannel),
                          detail={"flush": False, "periodic": False, "closing": True})
         unsent = {t.channel: t.position.timestamp for t in self.updater.tasks}
-        self.alive = False
+        self._end_life()
         rec.emit("datanode.stop", self.name, count=len(unsent), detail={"unsent": unsent})
 
     def restart(self) -> None:
         """A new process on the same node id: fresh memory, the same channels watched again (recovery)."""
-        self.incarnation += 1
-        self.alive = True
+        self._new_life()
         self._fresh_state()
         self.sim.recorder.emit("fault.restart", self.name,
                                detail={"server_id": self.server_id, "incarnation": self.incarnation})
@@ -383,21 +370,22 @@ class DataNodeNode:
 
     # ------------------------------------------------------------------------------ watch and consume
 
-    def _watch_all(self, inc: int):
-        for collection_id, vchannel in self.channels:
-            yield from self._watch(inc, collection_id, vchannel)
-            if not self._running(inc):
-                return
+    def _watch_all(self):
+        yield from self._watch_each(self.channels)
 
-    def _watch(self, inc: int, collection_id: int, vchannel: str):
+    def _watch_each(self, channels: list[tuple[int, str]]):
+        for collection_id, vchannel in channels:
+            yield from self._watch(collection_id, vchannel)
+
+    def _watch(self, collection_id: int, vchannel: str):
         """``NewDataSyncService``: recovery info, metacache, flowgraph, then the buffer registration."""
         dc = self.datacoord
         try:
-            vinfo, flushed, unflushed = yield from self.sim.call(self.name, dc.name, lambda: dc.handle_recovery(vchannel))
+            vinfo, flushed, unflushed = yield Call(dc.name, partial(dc.handle_recovery, vchannel))
         except RPCError as exc:
             self.kill(f"watch {vchannel} failed: {exc}")
             return
-        if not self._step(inc, "watch"):
+        if self._crashed_at_step("watch"):
             return
         metacache = MetaCache(collection_id, vchannel, flushed=flushed, unflushed=unflushed)
         service = DataSyncService(
@@ -424,36 +412,34 @@ class DataNodeNode:
                                     now_ns=self.clock.now_ns, params=self.sim.config.mq)
             self.dispatchers[pchannel] = dispatcher
             self.wake[pchannel] = self.sim.env.event()
-            self.broker.watch(pchannel, lambda ch, msg_id, inc=inc: self._kick(inc, ch))
-            self.sim.env.process(self._consume(inc, pchannel))
+            self.broker.watch(pchannel, self.callback(self._kick))
+            self.process(self._consume(pchannel))
         dispatcher.add_target(vchannel, seek)
 
-    def _kick(self, inc: int, pchannel: str) -> None:
-        if inc != self.incarnation:
-            return
+    def _kick(self, pchannel: str, _msg_id: int | None = None) -> None:
         event = self.wake.get(pchannel)
         if event is not None and not event.triggered:
             event.succeed()
 
-    def _consume(self, inc: int, pchannel: str):
+    def _consume(self, pchannel: str):
         """The dispatcher's loop: every complete pack goes through its vchannel's flowgraph."""
         env = self.sim.env
-        self._kick(inc, pchannel)
-        while self._running(inc):
+        self._kick(pchannel)
+        while True:
             yield self.wake[pchannel]
             self.wake[pchannel] = env.event()
             yield env.timeout(self.sim.one_way("mq"))
             dispatcher = self.dispatchers[pchannel]
-            while self._running(inc):
+            while True:
                 packs = dispatcher.poll()
                 if packs is None:
                     break
                 for vchannel in sorted(packs):
-                    if not self._step(inc, "pack"):
+                    if self._crashed_at_step("pack"):
                         return
-                    self._operate(inc, vchannel, packs[vchannel])
+                    self._operate(vchannel, packs[vchannel])
 
-    def _operate(self, inc: int, vchannel: str, pack) -> None:
+    def _operate(self, vchannel: str, pack) -> None:
         rec = self.sim.recorder
         service = self.services[vchannel]
         wb = self.manager.get_buffer(vchannel)
@@ -490,7 +476,7 @@ class DataNodeNode:
             rec.emit("datanode.drop", self.name, vchannel=vchannel, ts=pack.end_ts, count=len(drops),
                      detail={"segments": drops})
         for sync_pack in result.sync_packs:
-            self._submit_sync(inc, vchannel, sync_pack)
+            self._submit_sync(vchannel, sync_pack)
 
     def _record_policy_choices(self, vchannel: str, wb: WriteBuffer, ts: int | None, memory: dict | None = None) -> None:
         """Emit ``datanode.sync_policy`` for the choices of the policies a default run never reaches (the stale
@@ -503,7 +489,7 @@ class DataNodeNode:
 
     # ------------------------------------------------------------------------------ syncs
 
-    def _submit_sync(self, inc: int, vchannel: str, pack) -> None:
+    def _submit_sync(self, vchannel: str, pack) -> None:
         metacache = self.metacaches[vchannel]
         task = SyncTask(pack, metacache=metacache, serializer=StorageSerializer(metacache),
                         meta_writer=BrokerMetaWriter(self.server_id), chunk_manager_root=self.store.root_path)
@@ -517,34 +503,16 @@ class DataNodeNode:
                     "deletes": pack.delete_data.row_count if pack.delete_data is not None else 0,
                     "start_ts": pack.start_position.timestamp if pack.start_position is not None else None})
         if self.sync_manager.submit(task):
-            self.sim.env.process(self._run_sync(inc, task))
+            self.process(self._run_sync(task))
 
-    def _run_sync(self, inc: int, task: SyncTask):
-        """One sync manager worker: drive the task's effects, then the write buffer's callback."""
+    def _run_sync(self, task: SyncTask):
+        """One sync manager worker: the task's effects (performed by this node), then the write buffer's callback."""
         rec = self.sim.recorder
-        steps = task.run()
         error = None
         try:
-            effect = next(steps)
-            while True:
-                if not self._step(inc, type(effect).__name__):
-                    steps.close()
-                    return
-                try:
-                    result = yield from self._perform(inc, effect)
-                except _Stopped:
-                    steps.close()
-                    return
-                except Exception as exc:  # noqa: BLE001 - the task decides (retry or fail)
-                    effect = steps.throw(exc)
-                else:
-                    effect = steps.send(result)
-        except StopIteration:
-            pass
+            yield from task.run()
         except Exception as exc:  # noqa: BLE001 - a failed sync: Go's error handler panics
             error = exc
-        if not self._running(inc):
-            return
         wb = self.manager.get_buffer(task.vchannel)
         if wb is not None:
             wb.sync_done(task.pack, error)
@@ -552,45 +520,35 @@ class DataNodeNode:
                  count=task.pack.batch_rows, error=str(error) if error is not None else None,
                  detail={"flush": task.pack.is_flush, "phase": task.phase})
         for nxt in self.sync_manager.finish(task):
-            self.sim.env.process(self._run_sync(inc, nxt))
+            self.process(self._run_sync(nxt))
         if error is not None:
             self.kill(f"panic: sync of segment {task.segment_id} failed: {error}")
 
-    def _perform(self, inc: int, effect):
-        env = self.sim.env
-        if isinstance(effect, AllocIDs):
-            rc = self.rootcoord
-            ids = self.ids
+    def _perform_alloc_ids(self, effect: AllocIDs):
+        """rootcoord's ``AllocID``: an RPC answered from the cluster's id counter."""
+        return (yield from self.sim.call(self.name, self.rootcoord.name, partial(self.ids.alloc, effect.count)))
 
-            def alloc():
-                return ids.alloc(effect.count)
-                yield
+    def _perform_write_objects(self, effect: WriteObjects):
+        """``MultiWrite``: the object store answers after its latency, or fails; a write whose writer died
+        meanwhile never lands (nothing more of that life runs)."""
+        life = self._life
+        lat = self.store_latency
+        yield self.sim.env.timeout(lat.latency_ms + (self.rng.expovariate(1.0 / lat.jitter_ms) if lat.jitter_ms else 0.0))
+        if self._life != life:
+            return None
+        if lat.failure_rate and self.rng.random() < lat.failure_rate:
+            raise OSError("object store: 503 Slow Down")
+        self.store.multi_write(dict(effect.objects))
+        return None
 
-            result = yield from self.sim.call(self.name, rc.name, alloc)
-        elif isinstance(effect, WriteObjects):
-            lat = self.store_latency
-            yield env.timeout(lat.latency_ms + (self.rng.expovariate(1.0 / lat.jitter_ms) if lat.jitter_ms else 0.0))
-            if not self._running(inc):
-                raise _Stopped()
-            if lat.failure_rate and self.rng.random() < lat.failure_rate:
-                raise OSError("object store: 503 Slow Down")
-            self.store.multi_write(dict(effect.objects))
-            result = None
-        elif isinstance(effect, SaveBinlogPaths):
-            dc = self.datacoord
-            try:
-                result = yield from self.sim.call(self.name, dc.name,
-                                                  lambda: dc.handle_save_binlog_paths(effect.request, self.name))
-            except RPCError as exc:
-                raise _remote_error(exc) from None
-        elif isinstance(effect, RetrySleep):
-            yield env.timeout(effect.duration_ns / MS)
-            result = None
-        else:
-            raise TypeError(f"unknown effect {effect!r}")
-        if not self._running(inc):
-            raise _Stopped()
-        return result
+    def _perform_save_binlog_paths(self, effect: SaveBinlogPaths):
+        """The ``SaveBinlogPaths`` RPC to DataCoord; DataCoord's Milvus error comes back as itself."""
+        dc = self.datacoord
+        try:
+            return (yield from self.sim.call(self.name, dc.name,
+                                             partial(dc.handle_save_binlog_paths, effect.request, self.name)))
+        except RPCError as exc:
+            raise _remote_error(exc) from None
 
     # ------------------------------------------------------------------------------ checkpoints
 
@@ -598,60 +556,37 @@ class DataNodeNode:
         if not self.notify.triggered:
             self.notify.succeed()
 
-    def _updater_loop(self, inc: int):
+    def _updater_loop(self):
         """``ChannelCheckpointUpdater.Start``: the 10 s tick sends every task, a notification the flush tasks."""
         env = self.sim.env
         period = self.params.channel_checkpoint_update_tick_ns / MS
         next_tick = env.now + period
-        while self._running(inc):
+        while True:
             tick = env.timeout(max(0.0, next_tick - env.now))
             fired = yield tick | self.notify
-            if not self._running(inc):
-                return
             if self.notify in fired:
                 self.notify = env.event()
-                steps = self.updater.update_checkpoints(self.updater.take_flush_tasks())
+                yield from self.updater.update_checkpoints(self.updater.take_flush_tasks())
             else:
                 next_tick += period
-                steps = self.updater.execute()
-            done = yield from self._drive_updater(inc, steps)
-            if not done:
-                return
+                yield from self.updater.execute()
 
-    def _drive_updater(self, inc: int, steps):
-        try:
-            effect = next(steps)
-            while True:
-                if not isinstance(effect, Parallel):
-                    raise TypeError(f"unknown effect {effect!r}")
-                if not self._step(inc, "UpdateChannelCheckpoint"):
-                    steps.close()
-                    return False
-                calls = [self.sim.env.process(self._cp_rpc(e)) for e in effect.effects]
-                yield self.sim.env.all_of(calls)
-                if not self._running(inc):
-                    steps.close()
-                    return False
-                effect = steps.send([c.value for c in calls])
-        except StopIteration:
-            return True
-
-    def _cp_rpc(self, effect: UpdateChannelCheckpoints):
-        """One ``UpdateChannelCheckpoint`` RPC of a wave; its outcome is recorded either way."""
+    def _perform_update_channel_checkpoints(self, effect: UpdateChannelCheckpoints):
+        """One ``UpdateChannelCheckpoint`` RPC of a wave (a process of its own, so it lands even if the node dies
+        meanwhile); its outcome is recorded either way."""
         dc = self.datacoord
         detail = {"positions": {p.channel_name: p.timestamp for p in effect.positions},
                   "tick_ms": self.params.channel_checkpoint_update_tick_ns / MS,
                   "timeout_ms": effect.timeout_ns / MS, "sent_ms": self.sim.env.now}
         try:
             yield from self.sim.call(self.name, dc.name,
-                                     lambda: dc.handle_update_channel_checkpoint(self.server_id, self.name,
-                                                                                 list(effect.positions)))
+                                     partial(dc.handle_update_channel_checkpoint, self.server_id, self.name,
+                                             list(effect.positions)))
         except RPCError as exc:
             self.sim.recorder.emit("datanode.cp_rpc", self.name, count=len(effect.positions), error=str(exc),
                                    detail=detail)
-            return exc
+            raise
         self.sim.recorder.emit("datanode.cp_rpc", self.name, count=len(effect.positions), detail=detail)
-        return None
 
     # ------------------------------------------------------------------------------ RPCs to this node
 
@@ -660,43 +595,39 @@ class DataNodeNode:
         for ch in channels:
             self.manager.flush_channel(ch, flush_ts)
             self.sim.recorder.emit("datanode.flush_ts", self.name, vchannel=ch, ts=flush_ts, detail={"set": True})
-        return None
-        yield
 
     def handle_flush_segments(self, channel: str, segment_ids: list[int]):
         """``FlushSegments``: seal the segments DataCoord found flushable (the sealed policy flushes them)."""
         self.manager.seal_segments(channel, segment_ids)
         self.sim.recorder.emit("datanode.seal", self.name, vchannel=channel, count=len(segment_ids),
                                detail={"segments": list(segment_ids)})
-        return None
-        yield
 
     # ------------------------------------------------------------------------------ background loops
 
-    def _tt_sender_loop(self, inc: int):
+    def _tt_sender_loop(self):
         """``TimeTickSender``: every 500 ms, the channels whose ts moved go to DataCoord."""
         env = self.sim.env
         period = self.params.timetick_interval_ns / MS
         dc = self.datacoord
-        while self._running(inc):
+        while True:
             yield env.timeout(period)
             ticks = [(ch, ts) for ch, ts in sorted(self.latest_ts.items()) if self.sent_ts.get(ch) != ts]
             if not ticks:
                 continue
             try:
-                yield from self.sim.call(self.name, dc.name, lambda t=ticks: dc.handle_report_tt(self.server_id, self.name, t))
+                yield Call(dc.name, partial(dc.handle_report_tt, self.server_id, self.name, ticks))
             except RPCError:
                 continue  # retried with the next report
             for ch, ts in ticks:
                 self.sent_ts[ch] = ts
 
-    def _memory_loop(self, inc: int):
+    def _memory_loop(self):
         """The buffer manager's memory check every ``dataNode.memory.checkInterval``."""
         env = self.sim.env
         period = self.params.memory_check_interval_ns / MS
-        while self._running(inc):
+        while True:
             yield env.timeout(period)
-            if not self._running(inc) or not self.params.force_sync_enable:
+            if not self.params.force_sync_enable:
                 continue
             buffers = {ch: self.manager.get_buffer(ch) for ch in self.manager.channels}
             held = sum(wb.memory_size() for wb in buffers.values())
@@ -706,11 +637,7 @@ class DataNodeNode:
             for ch, wb in buffers.items():
                 self._record_policy_choices(ch, wb, self.latest_ts.get(ch), memory)
             for pack in packs:
-                self._submit_sync(inc, pack.channel_name, pack)
-
-
-class _Stopped(Exception):
-    """The node died while an effect was in flight: nothing more happens in that process."""
+                self._submit_sync(pack.channel_name, pack)
 
 
 class _Notifying:

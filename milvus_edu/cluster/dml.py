@@ -45,7 +45,9 @@ from ..proto import ChannelTimeTickMsg, MsgType
 from ..proxy import ChannelsTimeTicker, DmlTask, DmTaskQueue, channels_time_tick_msg
 from ..rootcoord import DdlTsLockManager, Scheduler, TimetickSync, send_min_ddl_ts_as_tt, update_channel_time_tick
 from ..sim.kernel import NodeClock, RPCError, Simulation
+from ..effects import Call
 from ..tso import TSOError
+from .node import Node
 from .rootcoord import RootCoordNode
 
 PROXY_SESSION_PREFIX = "by-dev/meta/session/proxy-"
@@ -145,7 +147,7 @@ class Collection:
         return self._segments[vchannel]
 
 
-class ProxyNode:
+class ProxyNode(Node):
     """One proxy: DML tasks through the locked enqueue, the channels ticker and the report loop.
 
     ``task_ms``: mean of the exponential execution time of a DML task (before its messages are
@@ -153,16 +155,16 @@ class ProxyNode:
     this proxy's link to rootcoord (a slow link).
     """
 
+    PERFORMERS = {**Node.PERFORMERS, Call: "_perform_call_on_link"}
+
     def __init__(self, sim: Simulation, name: str, server_id: int, rootcoord: RootCoordNode, broker: Broker,
                  task_ms: float = 4.0, rootcoord_extra_ms: float = 0.0):
-        self.sim = sim
-        self.name = name
+        super().__init__(sim, name)
         self.server_id = server_id
         self.rootcoord = rootcoord
         self.broker = broker
         self.task_ms = task_ms
         self.rootcoord_extra_ms = rootcoord_extra_ms
-        self.alive = True
         #: Put each message's primary keys in its ``mq.produce`` event (``detail.pks``): what a read must see can
         #: then be worked out from the log alone. Off by default: TimeTick and flush runs do not need them.
         self.record_pks = False
@@ -170,8 +172,9 @@ class ProxyNode:
         #: ``(probability, extra_ms)``: how often an AllocTimestamp answer is held up, and by how much.
         self.alloc_hiccup: tuple[float, float] = (0.0, 0.0)
         self.rng = sim.rng(name)
-        # AllocTimestamp(1) as an RPC to rootcoord: its handler, and its answer when it takes no time
-        self._alloc_rpc = (partial(rootcoord.handle_alloc_timestamp, 1, name), partial(rootcoord.alloc_timestamp_now, 1, name))
+        # AllocTimestamp(1) as an RPC to rootcoord, with its answer when it takes no time (built once: every task asks)
+        self._alloc_rpc = Call(rootcoord.name, partial(rootcoord.handle_alloc_timestamp, 1, name),
+                               partial(rootcoord.alloc_timestamp_now, 1, name))
         # the events every DML task writes, bound once (emitted several times per insert)
         rec = sim.recorder
         self._emit_enqueue = rec.emitter("proxy.enqueue", "ts", "count", "channel", "min_ts", "max_ts")
@@ -192,30 +195,28 @@ class ProxyNode:
 
     def start(self) -> None:
         """Register the proxy's session and start its loops."""
-        env = self.sim.env
         ttl = self.sim.config.tso.session_ttl_ns
         self.lease = self.sim.kv.grant(ttl)
         self.sim.kv.save(f"{PROXY_SESSION_PREFIX}{self.server_id}", self.name.encode(), lease=self.lease)
-        env.process(self._keep_alive(self.lease))
-        env.process(self._start_ticker())
+        self.process(self._keep_alive(self.lease))
+        self.process(self._start_ticker())
 
     def _keep_alive(self, lease: int):
         env, ttl = self.sim.env, self.sim.config.tso.session_ttl_ns
-        while self.alive and self.lease == lease:
+        while True:
             yield env.timeout(ttl / 3 / MS)
-            if self.alive and self.lease == lease:
-                self.sim.kv.keep_alive(lease, ttl)
+            self.sim.kv.keep_alive(lease, ttl)
 
-    def kill(self) -> None:
-        """Crash: stop at once; in-flight tasks are lost, the session lease runs out on its own."""
-        self.alive = False
-        self.sim.recorder.emit("fault.kill", self.name, detail={"server_id": self.server_id})
+    def kill_detail(self, why: str) -> dict:
+        """A proxy's ``fault.kill`` names its server id: in-flight tasks are lost, the session lease runs out
+        on its own."""
+        return {"server_id": self.server_id}
 
     def restart(self, server_id: int) -> None:
         """Start again after a kill, with a new server id and a new session (Milvus gives a restarted
         proxy a new ``ServerID``); the old session stays until its lease runs out."""
         self.server_id = server_id
-        self.alive = True
+        self._new_life()
         self._fresh_state()
         self.sim.recorder.emit("fault.restart", self.name, detail={"server_id": server_id})
         self.start()
@@ -229,26 +230,29 @@ class ProxyNode:
 
     # ------------------------------------------------------------------------------ RPC helpers
 
+    def alloc_one(self):
+        """``tsoAllocator.AllocOne`` for a caller's request (the read path), not bound to this proxy's life:
+        ``yield from`` it for the FIRST ts of a batch of 1."""
+        return self.on_behalf(self._alloc_one())
+
     def _alloc_one(self):
         """``tsoAllocator.AllocOne``: an AllocTimestamp RPC to rootcoord (the FIRST ts of a batch of 1)."""
-        ts, _count = yield from self._call_rootcoord(*self._alloc_rpc)
+        ts, _count = yield self._alloc_rpc
         prob, extra_ms = self.alloc_hiccup
         if prob and self.rng.random() < prob:
             yield self.sim.env.timeout(extra_ms)
         return ts
 
-    def _call_rootcoord(self, handler, at_once=None):
-        """An RPC to rootcoord over this proxy's link: ``rootcoord_extra_ms`` more on each leg.
+    def _perform_call_on_link(self, effect: Call):
+        """An RPC over this proxy's links: ``rootcoord_extra_ms`` more on each leg of a call to rootcoord (on a
+        link without it, ``Simulation.call``'s own generator: every DML task makes one)."""
+        if not self.rootcoord_extra_ms or effect.dst != self.rootcoord.name:
+            return self.sim.call(self.name, effect.dst, effect.handler, effect.at_once)
+        return self._call_slow_link(effect, self.rootcoord_extra_ms)
 
-        Use as ``yield from``. On a link without extra delay it is the plain ``Simulation.call``
-        (every DML task makes one, so no wrapper generator is stacked on it)."""
-        if not self.rootcoord_extra_ms:
-            return self.sim.call(self.name, self.rootcoord.name, handler, at_once)
-        return self._call_slow_link(handler, at_once, self.rootcoord_extra_ms)
-
-    def _call_slow_link(self, handler, at_once, extra: float):
+    def _call_slow_link(self, effect: Call, extra: float):
         yield self.sim.env.timeout(extra)
-        result = yield from self.sim.call(self.name, self.rootcoord.name, handler, at_once)
+        result = yield from self.sim.call(self.name, effect.dst, effect.handler, effect.at_once)
         yield self.sim.env.timeout(extra)
         return result
 
@@ -265,13 +269,14 @@ class ProxyNode:
         (a dict per key of ``pks``), carried by the ``InsertMsg`` to the QueryNode and the binlogs; None for
         rows that carry only their key.
 
-        A generator, as every simulated request is: run it as a SimPy process or ``yield from`` it.
+        A generator, as every simulated request is: run it as a SimPy process or ``yield from`` it. It is bound
+        to the proxy's life: when the proxy dies the task stops at its next step.
         """
-        return self._dml(collection, pks, MsgType.INSERT, task_ms, fields)
+        return self.bound(self._dml(collection, pks, MsgType.INSERT, task_ms, fields))
 
     def delete(self, collection: Collection, pks: list[int]):
         """One delete request (``deleteTask``): the same DML path, a ``DeleteMsg`` per vchannel its keys hash to."""
-        return self._dml(collection, pks, MsgType.DELETE, None)
+        return self.bound(self._dml(collection, pks, MsgType.DELETE, None))
 
     def _dml(self, collection: Collection, pks: list[int], msg_type: str, task_ms: float | None, fields=None):
         sim = self.sim
@@ -298,8 +303,6 @@ class ProxyNode:
                 if wait is not None:
                     yield wait
                 try:
-                    if not self.alive or queue is not self.queue:
-                        return
                     queue.enqueue(task, ts)
                 finally:
                     lock.release()
@@ -309,8 +312,6 @@ class ProxyNode:
                     yield wait
                 try:
                     ts = yield from self._alloc_one()
-                    if not self.alive or queue is not self.queue:
-                        return
                     queue.enqueue(task, ts)
                 finally:
                     lock.release()
@@ -322,8 +323,6 @@ class ProxyNode:
         if task_ms is None:
             task_ms = self.rng.expovariate(1.0 / self.task_ms) if self.task_ms > 0 else 0.0
         yield env.timeout(task_ms)
-        if not self.alive or queue is not self.queue:
-            return
         # msgstream.Produce sends every channel's pack at once and waits for all the broker's answers:
         # each send lands after its own one-way delay, and the task goes on when the slowest answer is back.
         answered = 0.0
@@ -331,33 +330,27 @@ class ProxyNode:
         for vch in sorted(rows):
             sent = one_way(self.name)
             if fields_on:
-                call = partial(produce, collection, vch, rows[vch], ts, queue, msg_type, fields_v=fields_on[vch])
+                call = partial(produce, collection, vch, rows[vch], ts, msg_type, fields_v=fields_on[vch])
             else:
-                call = partial(produce, collection, vch, rows[vch], ts, queue, msg_type)
-            env.timeout(sent).callbacks.append(call)
+                call = partial(produce, collection, vch, rows[vch], ts, msg_type)
+            env.timeout(sent).callbacks.append(self.callback(call))
             back = sent + one_way("mq")
             if back > answered:  # max() written out
                 answered = back
         yield env.timeout(answered)
-        if not self.alive or queue is not self.queue:
-            return
         wait = lock.acquire(WRITER)  # PopActiveTask takes statsLock
         if wait is not None:
             yield wait
         try:
-            if not self.alive or queue is not self.queue:
-                return
             queue.pop_active_task(task.id)
         finally:
             lock.release()
         self._emit_finish.rows(self.name, _finish_rows(ts, pchannels, queue.pchan_stats_view()))
         return ts
 
-    def _produce(self, collection: Collection, vch: str, pks_v: list[int], ts: int, queue: DmTaskQueue,
-                 msg_type: str, _sent: simpy.Event | None = None, fields_v: list | None = None) -> None:
-        """One vchannel's ``InsertMsg`` (or ``DeleteMsg``) reaches its pchannel (a callback of the send's delay)."""
-        if not self.alive or queue is not self.queue:
-            return
+    def _produce(self, collection: Collection, vch: str, pks_v: list[int], ts: int, msg_type: str, _sent: simpy.Event | None = None, fields_v: list | None = None) -> None:
+        """One vchannel's ``InsertMsg`` (or ``DeleteMsg``) reaches its pchannel (a callback of the send's delay,
+        bound to the proxy's life: a message of a dead proxy never lands)."""
         self.next_msg_id += 1
         msg_id = self.server_id * 10**12 + self.next_msg_id
         segment = None
@@ -388,14 +381,12 @@ class ProxyNode:
         """``channelsTimeTickerImpl.start`` then its ``tickLoop`` and the proxy's ``sendChannelsTimeTickLoop``."""
         env = self.sim.env
         queue = self.queue
-        while self.alive and queue is self.queue:
+        while True:
             try:
                 first = yield from self._alloc_one()
                 break
             except RPCError:
                 yield env.timeout(self.sim.config.timetick.ticker_interval_ns / MS)
-        else:
-            return
         p = self.sim.config.timetick
         ticker = ChannelsTimeTicker(lambda: first, queue.get_pchan_statistics, p)
         ticker.start()
@@ -406,8 +397,8 @@ class ProxyNode:
                                   p.time_tick_interval_ns / MS)
         self.sim.recorder.emit("proxy.ticker_start", self.name, ts=first,
                                detail={"tick_phase_ms": round(tick_phase, 3), "report_phase_ms": round(report_phase, 3)})
-        env.process(self.tick_loop(ticker, queue, tick_phase))
-        env.process(self.report_loop(ticker, queue, report_phase))
+        self.process(self.tick_loop(ticker, queue, tick_phase))
+        self.process(self.report_loop(ticker, queue, report_phase))
 
     def tick_loop(self, ticker: ChannelsTimeTicker, queue: DmTaskQueue, phase_ms: float = 0.0):
         """``tickLoop``: every 100 ms allocate ``now``, read the statistics under the lock, ``tick``.
@@ -417,8 +408,6 @@ class ProxyNode:
         ticker_clock = Ticker(env, self.sim.config.timetick.ticker_interval_ns / MS, phase_ms)
         while True:
             yield ticker_clock.next()
-            if not self.alive or queue is not self.queue:
-                return
             try:
                 now = yield from self._alloc_one()
             except RPCError:
@@ -431,8 +420,6 @@ class ProxyNode:
                 stats = queue.get_pchan_statistics()
             finally:
                 lock.release()
-            if not self.alive or queue is not self.queue:
-                return
             ticker.tick_with(now, stats)
             reported, default = ticker.get_min_ts_statistics()
             self.sim.recorder.emit("proxy.tick", self.name, ts=now, tick_ts=ticker.min_timestamp,
@@ -447,8 +434,6 @@ class ProxyNode:
         report_clock = Ticker(env, self.sim.config.timetick.time_tick_interval_ns / MS, phase_ms)
         while True:
             yield report_clock.next()
-            if not self.alive or queue is not self.queue:
-                return
             if env.now < self.reports_stalled_until:
                 continue
             msg = channels_time_tick_msg(ticker, self.server_id)
@@ -459,7 +444,7 @@ class ProxyNode:
                                    peer=rc.name, detail={"channels": dict(zip(msg.channel_names, msg.timestamps))})
             tt = rc_timetick(rc)
             try:
-                yield from self._call_rootcoord(lambda: tt.handle_update_channel_time_tick(msg, self.name))
+                yield Call(rc.name, partial(tt.handle_update_channel_time_tick, msg, self.name))
             except RPCError:
                 continue
 
@@ -502,7 +487,10 @@ def _generate_now(allocator, count: int) -> int:
 
 
 class RootCoordTimeTick:
-    """Rootcoord's side of TimeTick on one rootcoord node: the sync, the DDL loop and the watch round."""
+    """Rootcoord's side of TimeTick on one rootcoord node: the sync, the DDL loop and the watch round.
+
+    Not a node of its own: its loops and watches run on the rootcoord node, bound to that node's life.
+    """
 
     def __init__(self, sim: Simulation, rootcoord: RootCoordNode, broker: Broker, pchannels: list[str]):
         self.sim = sim
@@ -524,13 +512,11 @@ class RootCoordTimeTick:
 
     def start(self) -> None:
         """Wait until this rootcoord serves, then start the sync's loops."""
-        self.sim.env.process(self._run())
+        self.rc.process(self._run())
 
     def _run(self):
         env, p = self.sim.env, self.sim.config.timetick
         while not self.rc.serving:
-            if not self.rc.alive:
-                return
             yield env.timeout(self.sim.config.tso.update_timestamp_step_ns / MS)
         ids = []
         for key, value in self.sim.kv.load_with_prefix(PROXY_SESSION_PREFIX):
@@ -540,23 +526,21 @@ class RootCoordTimeTick:
         self.sync.init_sessions(ids)
         for sid in ids:
             self.sim.recorder.emit("rootcoord.session_add", self.rc.name, peer=self.names[sid])
-        self.sim.kv.watch(PROXY_SESSION_PREFIX, self._on_proxy_session)
-        env.process(self._watch())
+        self.sim.kv.watch(PROXY_SESSION_PREFIX, self.rc.callback(self._on_proxy_session))
+        self.rc.process(self._watch())
         interval = p.time_tick_interval_ns / MS
         phase = draw_phase(self.sim, f"{self.rc.name}/syncTsLoop", p.sync_ts_phase_ms, interval)
         self.sim.recorder.emit("rootcoord.ticker_start", self.rc.name, detail={"sync_ts_phase_ms": round(phase, 3)})
         # scheduler.Start (syncTsLoop) comes before startServerLoop (startTimeTickLoop) in startInternal: at
         # phase 0 both tick at one instant and the sync goes first, so the DDL minimum sent is fresh.
-        env.process(self._sync_ts_loop(Ticker(env, interval, -phase)))
-        env.process(self._time_tick_loop(Ticker(env, interval)))
+        self.rc.process(self._sync_ts_loop(Ticker(env, interval, -phase)))
+        self.rc.process(self._time_tick_loop(Ticker(env, interval)))
 
     def _sync_ts_loop(self, clock: Ticker):
         """``scheduler.syncTsLoop``: on its own ticker, ``updateLatestTsoAsMinDdlTs`` enqueues an empty task,
         which ``taskLoop`` runs at once (``execute`` -> ``setMinDdlTs``): the DDL minimum moves on."""
-        while self.rc.alive:
+        while True:
             yield clock.next()
-            if not self.rc.alive:
-                return
             try:
                 self.scheduler.update_latest_tso_as_min_ddl_ts()
                 task = self.scheduler.next_task()
@@ -567,10 +551,8 @@ class RootCoordTimeTick:
 
     def _time_tick_loop(self, clock: Ticker):
         """``startTimeTickLoop``: on its own ticker, ``sendMinDdlTsAsTt`` sends the DDL minimum as it is."""
-        while self.rc.alive:
+        while True:
             yield clock.next()
-            if not self.rc.alive:
-                return
             self._ddl_tick()
 
     def _on_proxy_session(self, event: str, key: str) -> None:
@@ -611,7 +593,6 @@ class RootCoordTimeTick:
 
     def handle_update_channel_time_tick(self, msg: ChannelTimeTickMsg, peer: str):
         """The ``UpdateChannelTimeTick`` RPC handler (runs on rootcoord; answers at once)."""
-        yield from ()  # an RPC handler is a generator; this one takes no simulated time
         sent_before = self.sync.snapshots_sent + self.sync.snapshots_dropped
         status = update_channel_time_tick(self.rc.serving, self.sync, msg)
         sent = self.sync.snapshots_sent + self.sync.snapshots_dropped > sent_before
@@ -622,24 +603,20 @@ class RootCoordTimeTick:
     def _watch(self):
         """``startWatch``: whenever a snapshot is pending, write one time tick into every pchannel."""
         env = self.sim.env
-        while self.rc.alive:
+        while True:
             yield self._wake
             self._wake = env.event()
             while self.sync.pending is not None:
                 snapshot = self.sync.pending
                 round_ = self.sync.watch_round() or []
                 # one goroutine per pchannel, and the round waits for all of them
-                yield env.all_of([env.process(self._send_tick(snapshot, ch, ts)) for ch, ts in round_])
-                if not self.rc.alive:
-                    return
+                yield env.all_of([self.rc.process(self._send_tick(snapshot, ch, ts)) for ch, ts in round_])
 
     def _send_tick(self, snapshot, ch: str, ts: int):
         """``sendTimeTickToChannel`` for one pchannel, then ``syncedTtHistogram.update``."""
         env = self.sim.env
         source = _min_source(snapshot, ch, ts)
         yield env.timeout(self.sim.one_way(self.rc.name))
-        if not self.rc.alive:
-            return
         msg_id = self.broker.produce(ch, TimeTickMsg(timestamp=ts, source_id=self.sync.source_id))
         self.sim.recorder.emit("mq.produce", self.rc.name, ts=ts, channel=ch, msg_id=msg_id, msg_type="TimeTick",
                                begin_ts=ts, end_ts=ts, tick_ts=ts, detail={"min_from": self.names.get(source, str(source))})
@@ -656,19 +633,17 @@ def _min_source(snapshot, ch: str, ts: int):
     return -1
 
 
-class ConsumerNode:
+class ConsumerNode(Node):
     """A dispatcher on one pchannel with one target per vchannel; packs go to the run log."""
 
     def __init__(self, sim: Simulation, name: str, broker: Broker, pchannel: str, vchannels: list[str]):
-        self.sim = sim
-        self.name = name
+        super().__init__(sim, name)
         self.pchannel = pchannel
         self.clock = NodeClock(sim.env)
         self.dispatcher = Dispatcher(broker, pchannel, sub_pos=SubscriptionPosition.EARLIEST,
                                      now_ns=self.clock.now_ns, params=sim.config.mq)
         for v in vchannels:
             self.dispatcher.add_target(v)
-        self.alive = True
         self._wake = sim.env.event()
         # Woken by time ticks only: a pack closes only on a tick, so a DML message alone would wake the
         # consumer for nothing (it waits in the pchannel and is read with the tick that closes its pack).
@@ -680,13 +655,13 @@ class ConsumerNode:
 
     def start(self) -> None:
         """Start consuming."""
-        self.sim.env.process(self.run())
+        self.process(self.run())
 
     def run(self):
         """Wake when a time tick is appended to the pchannel, then take every complete pack."""
         env, rec = self.sim.env, self.sim.recorder
         emit_consume = rec.emitter("mq.consume", "ts", "channel", "vchannel", "msg_id", "msg_type", "tick_ts")
-        while self.alive:
+        while True:
             yield self._wake
             self._wake = env.event()
             yield env.timeout(self.sim.one_way("mq"))

@@ -48,19 +48,18 @@ from ..proxy.guarantee_ts import ReadRequest, can_skip_alloc_timestamp, read_tim
 from ..proxy.meta_cache import CollectionInfo, MetaCache, check_schema_timestamp
 from ..querynode import DeadlineExceeded, Pipeline, Row, ShardDelegator, TSafeChanged
 from ..sim.kernel import NodeClock, RPCError, Simulation
+from .node import Node
 
 SWITCH_WINDOW_MS = 0.2  # with update_tsafe_before_delete: how long deletes lag the published tsafe
 
 
-class QueryNodeNode:
+class QueryNodeNode(Node):
     """One QueryNode: a delegator and a pipeline per watched vchannel, reads served by RPC."""
 
     def __init__(self, sim: Simulation, name: str, server_id: int, broker: Broker):
-        self.sim = sim
-        self.name = name
+        super().__init__(sim, name)
         self.server_id = server_id
         self.broker = broker
-        self.alive = True
         self.clock = NodeClock(sim.env)
         self.delegators: dict[str, ShardDelegator] = {}
         self.pipelines: dict[str, Pipeline] = {}
@@ -93,24 +92,24 @@ class QueryNodeNode:
                                     now_ns=self.clock.now_ns, params=self.sim.config.mq)
             self.dispatchers[pchannel] = dispatcher
             self.wake[pchannel] = self.sim.env.event()
-            self.broker.watch(pchannel, lambda ch, msg_id: self._kick(ch))
-            self.sim.env.process(self._consume(pchannel))
+            self.broker.watch(pchannel, self.callback(self._kick))
+            self.process(self._consume(pchannel))
         dispatcher.add_target(vchannel, start)
         self._kick(pchannel)
 
-    def _kick(self, pchannel: str) -> None:
+    def _kick(self, pchannel: str, _msg_id: int | None = None) -> None:
         event = self.wake.get(pchannel)
         if event is not None and not event.triggered:
             event.succeed()
 
     def _consume(self, pchannel: str):
         env = self.sim.env
-        while self.alive:
+        while True:
             yield self.wake[pchannel]
             self.wake[pchannel] = env.event()
             yield env.timeout(self.sim.one_way("mq"))
             dispatcher = self.dispatchers[pchannel]
-            while self.alive:
+            while True:
                 packs = dispatcher.poll()
                 if packs is None:
                     break
@@ -262,7 +261,7 @@ class ReadProxy:
             raise RPCError(f"connection refused by {self.proxy.name}")
         tso_ts = None
         if not can_skip_alloc_timestamp(req, collection.consistency_level):
-            tso_ts = yield from self.proxy._alloc_one()
+            tso_ts = yield from self.proxy.alloc_one()
         now_ms = self.clock.now_ms()
         stamps = read_timestamps(req, collection.consistency_level, now_ms, tso_ts, self.graceful_time_ms)
         level = stamps.level.name.capitalize()
@@ -336,8 +335,6 @@ class ReadProxy:
                 raise
         coll = self.collections_by_id[info.collection_id]
         proxy = self.proxy
-        if not proxy.alive:
-            return None, coll
         ts = yield from (proxy.insert(coll, pks, fields=fields) if msg_type == MsgType.INSERT
                          else proxy.delete(coll, pks))
         return ts, coll
@@ -345,7 +342,6 @@ class ReadProxy:
     def handle_invalidate(self, name: str, collection_id: int, ts: int, peer: str, task: str = "DropCollection"):
         """The ``InvalidateCollectionMetaCache`` RPC handler for a ``DropCollection``-type message (runs on this
         proxy), sent by rootcoord's ``task`` (a drop, or a create's ``expireCacheStep``)."""
-        yield from ()  # an RPC handler is a generator; this one takes no simulated time
         removed = self.meta_cache.invalidate_drop_collection(name, collection_id, ts)
         detail = {"result": "invalidate", "collection": name, "collection_id": collection_id, "removed": removed}
         if task != "DropCollection":

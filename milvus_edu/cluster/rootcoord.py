@@ -43,9 +43,10 @@ from ..sessionutil import (
 )
 from ..sim.kernel import NodeClock, RPCError, Simulation
 from ..storage.kv import KVError
+from .node import Node
 
 
-class RootCoordNode:
+class RootCoordNode(Node):
     """One rootcoord instance in active/standby mode.
 
     ``kv`` is this node's connection to etcd (default: the cluster's KV); pass a
@@ -57,62 +58,28 @@ class RootCoordNode:
                  activate_ms: float = 0.0):
         if not activate_ms >= 0:
             raise ValueError(f"activate_ms must be 0 or more, got {activate_ms!r}")
-        self.sim = sim
-        self.name = name
+        super().__init__(sim, name)
         self.server_id = server_id
         self.activate_ms = activate_ms
         self.state = "StandBy"  # commonpb.StateCode: StandBy -> Initializing -> Healthy
         self.clock = clock
         self.kv = sim.kv if kv is None else kv
-        self.alive = True
         self.serving = False
         self.liveness_started = False
         cfg = sim.config
         self.core = Core(self.kv, clock.now_ns, name, cfg.tso, cfg.switches, sim.recorder)
         self.session = Session(self.kv, "rootcoord", server_id, name, cfg.tso, recorder=sim.recorder,
                                now_ns=self._monotonic_ns)
-        self._resume = None  # a SimPy event while paused
         self._cancel_watch = None
 
     def _monotonic_ns(self) -> int:
         # Go's lease timers read the monotonic clock: wall-clock jumps do not move it.
         return int(round(self.sim.env.now * MS))
 
-    # ---- pausing ------------------------------------------------------------------------------
-    def _runnable(self):
-        """Wait while the node is paused (use as ``yield from self._runnable()``).
-
-        Every RPC answer and loop step passes here, so when the node is not paused it returns an
-        empty tuple rather than building a generator that would yield nothing.
-        """
-        return self._paused() if self._resume is not None else ()
-
-    def _paused(self):
-        while self._resume is not None:
-            yield self._resume
-
-    def _steps(self, steps):
-        """Drive a component's step generator (yielded ns are sleeps), honouring pauses.
-
-        Returns the generator's result, or None when the node died meanwhile.
-        """
-        env = self.sim.env
-        try:
-            wait = next(steps)
-            while True:
-                yield env.timeout(wait / MS)
-                yield from self._runnable()
-                if not self.alive:
-                    steps.close()
-                    return None
-                wait = steps.send(None)
-        except StopIteration as stop:
-            return stop.value
-
     # ---- life cycle ---------------------------------------------------------------------------
     def start(self) -> None:
         """Start the node's main process."""
-        self.sim.env.process(self.run())
+        self.process(self.run())
 
     def run(self):
         """``Core.Register``: register the session, claim the ACTIVE key or wait as standby, activate."""
@@ -120,10 +87,9 @@ class RootCoordNode:
         registered = yield from self._register()
         if not registered:
             return
-        env.process(self.keep_alive_loop())
-        env.process(self.deadline_loop())
-        while self.alive:
-            yield from self._runnable()
+        self.process(self.keep_alive_loop())
+        self.process(self.deadline_loop())
+        while True:
             try:
                 won = self.session.try_activate()
             except KVError:
@@ -132,8 +98,6 @@ class RootCoordNode:
             if won:
                 break
             yield from self._wait_for_active_key_deletion()
-        if not self.alive:
-            return
         self.state = "Initializing"  # initInternal; clients already find this node under the ACTIVE key
         try:
             self.core.init_tso_allocator()
@@ -144,21 +108,15 @@ class RootCoordNode:
             return
         if self.activate_ms:
             yield env.timeout(self.activate_ms)
-            yield from self._runnable()
-            if not self.alive:
-                return
         self.state = "Healthy"
         self.serving = True
-        env.process(self.ts_loop())
+        self.process(self.ts_loop())
         self.start_liveness_check()
 
     def _register(self):
         """``Session.Register``: ``registerService`` under ``retry.Do(Attempts(retryTimes))``, then panic."""
         error = None
         for sleep in retry_do_sleeps(self.session.retry_times):
-            yield from self._runnable()
-            if not self.alive:
-                return False
             try:
                 self.session.register()
                 return True
@@ -184,22 +142,21 @@ class RootCoordNode:
             gone = True  # cannot tell: go back and retry the transaction
         if gone and not deleted.triggered:
             deleted.succeed()
-        yield deleted
-        cancel()
+        try:
+            yield deleted
+        finally:
+            cancel()
 
     # ---- the lease --------------------------------------------------------------------------
     def keep_alive_loop(self):
         """etcd clientv3's ``sendKeepAliveLoop``: every 500 ms, send the keep-alive if it is overdue."""
         env = self.sim.env
         while True:
-            yield from self._runnable()
-            if not self.alive:
-                return
             ka = self.session.keep_alive
             if ka.due(self._monotonic_ns()):
                 self.session.send_keep_alive()
                 if ka.closed:  # etcd answered TTL 0
-                    env.process(self.process_keep_alive_response())
+                    self.process(self.process_keep_alive_response())
             yield env.timeout(RETRY_CONN_WAIT_NS / MS)
 
     def deadline_loop(self):
@@ -207,15 +164,12 @@ class RootCoordNode:
         env = self.sim.env
         while True:
             yield env.timeout(DEADLINE_LOOP_PERIOD_NS / MS)
-            yield from self._runnable()
-            if not self.alive:
-                return
             if self.session.check_deadline():
-                env.process(self.process_keep_alive_response())
+                self.process(self.process_keep_alive_response())
 
     def process_keep_alive_response(self):
         """``processKeepAliveResponse`` after the channel closed: ``KeepAliveOnce`` x3, else close ``liveCh``."""
-        renewed = yield from self._steps(self.session.process_keep_alive_response_steps())
+        renewed = yield from self.session.process_keep_alive_response_steps()
         if renewed is False:
             self._on_live_ch_closed()
 
@@ -232,17 +186,14 @@ class RootCoordNode:
         key = self.session.watched_key
 
         def on_change(event, changed):
-            if event == "delete" and changed == key and self.alive:
-                self.sim.env.process(self._deliver_watched_key_deletion())
+            if event == "delete" and changed == key:
+                self.process(self._deliver_watched_key_deletion())
 
-        self._cancel_watch = self.kv.watch(key, on_change)
+        self._cancel_watch = self.kv.watch(key, self.callback(on_change))
 
     def _deliver_watched_key_deletion(self):
         """The DELETE reaches the node over its watch stream: once it runs and can reach etcd again."""
         while True:
-            yield from self._runnable()
-            if not self.alive:
-                return
             try:
                 self.kv.has(self.session.watched_key)
                 break
@@ -259,7 +210,7 @@ class RootCoordNode:
 
     def _exit(self, reason: str, how: str = "os.Exit(1)") -> None:
         """The process ends (``os.Exit`` or a panic): nothing is revoked."""
-        self.alive = False
+        self._end_life()
         self.serving = False
         if self._cancel_watch is not None:
             self._cancel_watch()
@@ -274,9 +225,6 @@ class RootCoordNode:
         env, p = self.sim.env, self.sim.config.tso
         while True:
             yield env.timeout(p.update_timestamp_step_ns / MS)
-            yield from self._runnable()
-            if not self.alive:
-                return
             self.core.ts_loop_tick()
 
     def alloc_timestamp_now(self, count: int, peer: str) -> tuple[int, int] | None:
@@ -288,52 +236,25 @@ class RootCoordNode:
         return self.core.alloc_timestamp_now(count, peer)
 
     def handle_alloc_timestamp(self, count: int, peer: str):
-        """The ``AllocTimestamp`` RPC handler (runs on this node; a paused node answers when it resumes)."""
-        yield from self._runnable()
-        if not self.alive:
-            raise RPCError(f"{self.name} exited before answering")
+        """The ``AllocTimestamp`` RPC handler (runs on this node): ``(first_ts, count)`` at once, or the steps
+        that get it when ``GenerateTSO`` must wait (:meth:`Simulation.call` drives them on this node)."""
         if not self.serving:  # merr.CheckHealthy: GenerateTSO is never reached before the node is Healthy
             raise wrap_err_service_not_ready("rootcoord", self.server_id, self.state)
         answer = self.core.alloc_timestamp_now(count, peer)  # nearly every allocation needs no sleep
         if answer is not None:
             return answer
-        result = yield from self._steps(self.core.alloc_timestamp_steps(count, peer=peer))
-        if result is None:
-            raise RPCError(f"{self.name} exited before answering")
-        return result
+        return self.core.alloc_timestamp_steps(count, peer=peer)
 
     # ---- faults -------------------------------------------------------------------------------
-    def kill(self) -> None:
-        """Crash: stop at once, revoke nothing."""
-        self.alive = False
+    def kill(self, why: str = "killed") -> None:
+        """Crash: stop at once, revoke nothing (``why`` is not recorded: the event says whether it was active)."""
+        self._end_life()
         self.serving = False
         self.sim.recorder.emit("fault.kill", self.name, detail={"was_active": self.session.is_active})
 
-    def pause(self, duration_ms: float) -> None:
-        """Freeze for ``duration_ms`` (a long GC or VM pause), then resume.
-
-        While paused the node runs nothing: no ``tsLoop``, no keep-alive, no RPC answers, no watch
-        events handled. Its wall clock keeps running, so it resumes unaware that time passed.
-        """
-        if not duration_ms > 0:
-            raise ValueError(f"pause duration must be positive, got {duration_ms!r} ms")
-        if not self.alive:
-            raise ValueError(f"cannot pause {self.name}: it is not running")
-        if self._resume is not None:
-            raise ValueError(f"{self.name} is already paused; resume it before pausing again")
-        env = self.sim.env
-        self._resume = env.event()
-        self.sim.recorder.emit("fault.pause", self.name,
-                               detail={"duration_ms": duration_ms, "was_active": self.session.is_active})
-
-        def resume_later():
-            yield env.timeout(duration_ms)
-            event, self._resume = self._resume, None
-            if self.alive:
-                self.sim.recorder.emit("fault.resume", self.name, detail={"paused_ms": duration_ms})
-            event.succeed()
-
-        env.process(resume_later())
+    def pause_detail(self) -> dict:
+        """A paused rootcoord runs no ``tsLoop``, keep-alive or RPC answer; the event says whether it was active."""
+        return {"was_active": self.session.is_active}
 
     def jump_clock(self, delta_ms: float) -> None:
         """Step this node's wall clock."""
@@ -342,7 +263,7 @@ class RootCoordNode:
                                detail={"delta_ms": delta_ms})
 
 
-class TSOClient:
+class TSOClient(Node):
     """A client that asks the active rootcoord for ``count`` timestamps every ``interval_ms``.
 
     It finds the active rootcoord the way Milvus components do, by reading the ACTIVE session key,
@@ -357,18 +278,16 @@ class TSOClient:
             raise ValueError("count must be at least 1")
         if deadline_ms is not None and not deadline_ms > 0:
             raise ValueError(f"deadline_ms must be positive or None, got {deadline_ms!r}")
-        self.sim = sim
-        self.name = name
+        super().__init__(sim, name)
         self.count = count
         self.interval_ms = interval_ms
         self.jitter_ms = jitter_ms
         self.retry_ms = retry_ms
         self.deadline_ms = deadline_ms
-        self.alive = True
 
     def start(self) -> None:
         """Start the client's request loop."""
-        self.sim.env.process(self.run())
+        self.process(self.run())
 
     def _call(self, target: str):
         node = self.sim.nodes[target]
@@ -400,7 +319,7 @@ class TSOClient:
         rng = self.sim.rng(self.name)
         key = active_key("by-dev/meta", "rootcoord")
         target = None
-        while self.alive:
+        while True:
             wait = self.interval_ms + (rng.uniform(0, self.jitter_ms) if self.jitter_ms else 0.0)
             yield env.timeout(wait)
             if target is None:

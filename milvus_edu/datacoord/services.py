@@ -32,7 +32,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
-from ..effects import Steps
+from ..effects import AllocTimestamp, FlushChannels, Sleep, Steps
 from ..merr import (
     wrap_err_channel_not_found,
     wrap_err_collection_not_found,
@@ -76,29 +76,6 @@ class StateCode:
 
 
 # ---- effects -------------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class AllocTimestamp:
-    """Effect: ``allocator.AllocTimestamp`` - one timestamp from RootCoord's TSO; the result is the ts."""
-
-
-@dataclass(frozen=True)
-class FlushChannels:
-    """Effect: the DataNode RPC ``FlushChannels(flush_ts, channels)`` to ``node_id``; the result is ignored.
-
-    ``channels`` may be empty: Go calls every DataNode, whether or not it holds a channel of the collection.
-    """
-
-    node_id: int
-    flush_ts: int
-    channels: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class Sleep:
-    """Effect: wait ``duration_ns`` before the next ``retry.Do`` attempt."""
-
-    duration_ns: int
 
 
 # ---- results -------------------------------------------------------------------------------------

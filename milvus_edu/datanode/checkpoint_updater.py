@@ -25,10 +25,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from ..config import DataNodeParams
-from ..effects import Steps
+from ..effects import Parallel, Steps, UpdateChannelCheckpoints
 from ..proto import MsgPosition
 
 #: ``defaultUpdateChanCPMaxParallel``: used when ``updateChannelCheckpointMaxParallel`` is not positive.
@@ -43,35 +42,6 @@ def update_chan_cp_max_parallel(configured: int) -> int:
 def _chunk(items: Sequence, size: int) -> list[list]:
     """``lo.Chunk``: consecutive slices of ``size`` (the last may be shorter)."""
     return [list(items[i:i + size]) for i in range(0, len(items), size)]
-
-
-@dataclass(frozen=True)
-class UpdateChannelCheckpoints:
-    """Effect: ``broker.UpdateChannelCheckpoint(positions)`` with a ``timeout_ns`` deadline; result ``None``."""
-
-    positions: tuple[MsgPosition, ...]
-    timeout_ns: int
-
-
-@dataclass(frozen=True)
-class Parallel:
-    """Effect: run every effect at once (Go's goroutines and ``WaitGroup``) and wait for all of them.
-
-    The result is a list aligned with ``effects``: each effect's result, or the exception it failed with.
-    The driver never throws into the generator for a ``Parallel``: failures are in the list.
-    """
-
-    effects: tuple[Any, ...]
-
-    def gather(self, handle: Callable[[Any], Any]) -> list:
-        """Perform the effects one by one with ``handle``, catching failures (for synchronous drivers)."""
-        results = []
-        for effect in self.effects:
-            try:
-                results.append(handle(effect))
-            except Exception as exc:  # noqa: BLE001 - a failed call is a result of the wave
-                results.append(exc)
-        return results
 
 
 @dataclass

@@ -31,8 +31,8 @@ checkpoint); a loaded segment gets every buffered delete, which segcore's timest
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 
+from ..effects import TSafeChanged
 from ..merr import wrap_err_channel_not_available, wrap_err_service_not_ready
 from ..tsoutil import physical_time
 from .exclude_info import CLEAN_EXCLUDE_SEGMENT_INTERVAL_NS, ExcludedSegments
@@ -76,13 +76,6 @@ class DeadlineExceeded(Exception):
 
     def __init__(self) -> None:
         super().__init__("context deadline exceeded")
-
-
-@dataclass(frozen=True)
-class TSafeChanged:
-    """Effect: wait until tsafe moves or the delegator closes (the ``tsCond.Wait`` of ``waitTSafe``)."""
-
-    guarantee_ts: int
 
 
 class ShardDelegator:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..config import MS, BugSwitches, TSOParams
+from ..effects import Sleep
 from ..events import NULL_RECORDER, Recorder
 from ..storage.kv import KVError, RootedKV
 from ..tso import GlobalTSOAllocator, TSOError
@@ -82,7 +83,7 @@ class Core:
             # blockTime.Sub(lastTime): the block time has ms resolution, the saved time ns resolution
             delta_ns = physical_time(block_timestamp) * MS - self.tso_allocator.get_last_saved_time()
             if delta_ns > 0:
-                yield delta_ns + BLOCK_TIMESTAMP_EXTRA_SLEEP_NS
+                yield Sleep(delta_ns + BLOCK_TIMESTAMP_EXTRA_SLEEP_NS)
         try:
             last = yield from self.tso_allocator.generate_tso_steps(count)
         except TSOError as exc:

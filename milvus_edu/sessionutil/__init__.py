@@ -48,6 +48,7 @@ import json
 from collections.abc import Callable, Generator, Iterator
 
 from ..config import MS, S, TSOParams
+from ..effects import Sleep
 from ..events import NULL_RECORDER, Recorder
 from ..storage.kv import BaseKV, KVError, LeaseNotFoundError
 
@@ -268,7 +269,7 @@ class Session:
         """
         self.kv.keep_alive(self.lease_id, self.ttl_ns)
 
-    def _keep_alive_once_within(self, timeout_ns: int) -> Generator[int, None, str | None]:
+    def _keep_alive_once_within(self, timeout_ns: int) -> Generator[Sleep, None, str | None]:
         waited = 0
         while True:
             try:
@@ -279,15 +280,15 @@ class Session:
             except KVError:
                 # KeepAliveOnce loops over "unavailable" errors until its context ends
                 step = min(RETRY_CONN_WAIT_NS, timeout_ns - waited)
-                yield step
+                yield Sleep(step)
                 waited += step
                 if waited >= timeout_ns:
                     return "context deadline exceeded"
 
-    def process_keep_alive_response_steps(self) -> Generator[int, None, bool]:
+    def process_keep_alive_response_steps(self) -> Generator[Sleep, None, bool]:
         """``processKeepAliveResponse`` once the keep-alive channel has closed, as a step generator.
 
-        Yields sleeps in ns (drive it with ``milvus_edu.sim.kernel.blocking`` or similar) and returns
+        Yields :class:`~milvus_edu.effects.Sleep` effects (a node's interpreter performs them) and returns
         True when ``KeepAliveOnce`` renewed the lease and a fresh ``KeepAlive`` runs, False when
         ``liveCh`` was closed (the session is lost; :attr:`lost_reason` says why).
 
@@ -310,7 +311,7 @@ class Session:
                 return True
             self.recorder.emit("session.keepalive_failed", self.node, error=error,
                                detail={"lease": self.lease_id, "via": "KeepAliveOnce", "attempt": attempt})
-            yield sleep
+            yield Sleep(sleep)
         self.close_live_ch(f"KeepAliveOnce failed {KEEP_ALIVE_ONCE_ATTEMPTS} times ({error})")
         return False
 

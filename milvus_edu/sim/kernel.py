@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Generator
+from types import GeneratorType
 from dataclasses import dataclass
 from functools import partial
 from math import log
@@ -55,20 +56,6 @@ class NodeClock:
     def jump(self, delta_ms: float) -> None:
         """Step the clock (an NTP step, a VM resume); negative goes back."""
         self.offset_ns += int(round(delta_ms * MS))
-
-
-def blocking(env: simpy.Environment, steps: Generator[int, None, object]):
-    """Drive a component's step generator inside a SimPy process: each yielded ns becomes a timeout.
-
-    Use as ``result = yield from blocking(env, core.alloc_timestamp_steps(n))``.
-    """
-    try:
-        wait = next(steps)
-        while True:
-            yield env.timeout(wait / MS)
-            wait = steps.send(None)
-    except StopIteration as stop:
-        return stop.value
 
 
 @dataclass(frozen=True)
@@ -134,8 +121,12 @@ class Simulation:
         rng = self._net_rngs.get(src) or self._net_rng(src)  # every RPC leg asks: the dict first
         return net.latency_ms + -log(1.0 - rng.random()) / (1.0 / net.jitter_ms)
 
-    def call(self, src: str, dst: str, handler: Callable[[], Generator], at_once: Callable[[], object] | None = None):
-        """A request/response RPC from ``src`` to node ``dst`` running ``handler()`` there.
+    def call(self, src: str, dst: str, handler: Callable[[], object], at_once: Callable[[], object] | None = None):
+        """A request/response RPC from ``src`` to node ``dst`` running ``handler()`` there (``yield from`` it).
+
+        ``handler`` answers at once (a plain function's return value) or returns a generator, which the
+        callee drives bound to its life (:meth:`milvus_edu.cluster.node.Node.serve`): it may wait, and it
+        fails when the callee dies first. A request reaching a paused node is handled when it resumes.
 
         Raises :class:`RPCError` when the request is lost (after the caller's timeout), when ``dst``
         is dead (connection refused), or when the handler raises. ``at_once``, when given, is tried
@@ -153,7 +144,11 @@ class Simulation:
         try:
             result = None if at_once is None else at_once()
             if result is None:
-                result = yield from handler()
+                if node._resume is not None:  # paused: the request waits in the node's queue
+                    yield from node.until_resumed()
+                result = handler()
+                if type(result) is GeneratorType:
+                    result = yield from node.serve(result)
         except RPCError:
             raise
         except Exception as exc:  # the remote error travels back as the RPC's status

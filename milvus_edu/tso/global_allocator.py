@@ -4,17 +4,18 @@ Models ``internal/tso/global_allocator.go`` (Milvus 2.5).
 
 ``GenerateTSO`` may sleep (200 ms while the oracle is not initialised, 50 ms when the logical counter
 overflows) and retries up to 10 times. A pure component cannot sleep, so the faithful loop is written
-once as a generator, :meth:`GlobalTSOAllocator.generate_tso_steps`, that *yields* each sleep (in ns)
-and *returns* the timestamp. Two drivers run it: :func:`drive_with_sleep` (live mode, real sleeps)
-and ``milvus_edu.sim.kernel.blocking`` (simulated sleeps).
+once as a generator, :meth:`GlobalTSOAllocator.generate_tso_steps`, that *yields* each sleep as a
+:class:`~milvus_edu.effects.Sleep` effect and *returns* the timestamp. :func:`drive_with_sleep` runs it with
+real sleeps (live mode); in the simulator the rootcoord node's effect interpreter runs it with simulated ones.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Generator
+from collections.abc import Callable
 
 from ..config import MS, BugSwitches, TSOParams
+from ..effects import Sleep, Steps, drive, sleeping
 from ..events import NULL_RECORDER, Recorder
 from ..tsoutil import compose_ts
 from .tso import ZERO_TIME, TimestampOracle
@@ -24,18 +25,15 @@ class TSOError(Exception):
     """GenerateTSO failed ("tso count should be positive", "can not get timestamp")."""
 
 
-SleepSteps = Generator[int, None, int]
+SleepSteps = Steps[int]
+"""A step generator that yields only :class:`~milvus_edu.effects.Sleep` effects."""
 
 
-def drive_with_sleep(steps: SleepSteps, sleep: Callable[[float], None] = time.sleep):
-    """Run a step generator to completion, really sleeping for each yielded duration (ns)."""
-    try:
-        wait = next(steps)
-        while True:
-            sleep(wait / 1e9)
-            wait = steps.send(None)
-    except StopIteration as stop:
-        return stop.value
+def drive_with_sleep(steps: Steps, sleep: Callable[[float], None] = time.sleep):
+    """Run a step generator that yields only :class:`~milvus_edu.effects.Sleep` to completion, really sleeping
+    (``sleep(seconds)``) for each; returns its value. :func:`milvus_edu.effects.drive` with a sleeping handler,
+    kept under this name because the TSO's callers and the book use it."""
+    return drive(steps, sleeping(sleep))
 
 
 class GlobalTSOAllocator:
@@ -85,7 +83,7 @@ class GlobalTSOAllocator:
         self.limit_max_logic = flag
 
     def generate_tso_steps(self, count: int) -> SleepSteps:
-        """``GenerateTSO`` as a step generator: yields sleeps (ns), returns the LAST ts of the batch.
+        """``GenerateTSO`` as a step generator: yields :class:`~milvus_edu.effects.Sleep`, returns the LAST ts of the batch.
 
         The batch is ``[ret - count + 1, ret]``. The logical counter is bumped even when the attempt
         is then rejected for overflow (as in Go); the next ``UpdateTimestamp`` replaces the window
@@ -99,7 +97,7 @@ class GlobalTSOAllocator:
             cur = self.tso.tso
             if cur is None or cur.physical_ns == ZERO_TIME:
                 self.recorder.emit("tso.alloc_retry", self.node, count=count, error="sync hasn't completed yet")
-                yield p.not_initialised_sleep_ns
+                yield Sleep(p.not_initialised_sleep_ns)
                 continue
             physical = cur.physical_ms
             cur.logical += count
@@ -109,7 +107,7 @@ class GlobalTSOAllocator:
                     "tso.alloc_retry", self.node, count=count, physical_ms=physical, logical=logical,
                     error="logical part outside of max logical interval",
                 )
-                yield p.update_timestamp_step_ns
+                yield Sleep(p.update_timestamp_step_ns)
                 continue
             ts = compose_ts(physical, logical)
             self._emit_alloc(self.node, ts, count, physical, logical, self.tso.last_saved_time_ns // MS,

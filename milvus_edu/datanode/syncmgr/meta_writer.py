@@ -5,7 +5,7 @@ Models ``internal/flushcommon/syncmgr/meta_writer.go`` (``brokerMetaWriter.Updat
 ``pkg/util/retry/{retry.go, options.go}`` (10 attempts, 200 ms first back-off doubling up to 3 s), of
 Milvus 2.5. The sync task's object-storage write uses the same retry.
 
-``update_sync`` is an effect generator: it yields :class:`SaveBinlogPaths` (and :class:`RetrySleep`
+``update_sync`` is an effect generator: it yields :class:`SaveBinlogPaths` (and :class:`~milvus_edu.effects.Sleep`
 between attempts); the caller performs the RPC and sends back ``None`` or throws the failure in.
 
 The request is where the DataNode's consumption position becomes durable: ``CheckPoints`` carries
@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from ...config import MS, S
-from ...effects import Steps
+from ...effects import DropVirtualChannel, NotifyDropPartition, SaveBinlogPaths, Sleep, Steps
 from ...merr import ChannelNotFoundError, ParameterInvalidError, SegmentNotFoundError, wrap_err_segment_not_found
 from ...proto import CheckPoint, FieldBinlog, SaveBinlogPathsRequest, SegmentLevel, SegmentStartPosition, SegmentState
 from ..metacache import (
@@ -54,37 +54,6 @@ class RetryConfig:
                              "(Go's Handle with 0 attempts never calls the function)")
         if self.sleep_ns < 0 or self.max_sleep_ns < 0:
             raise ValueError("RetryConfig back-off times must not be negative")
-
-
-@dataclass(frozen=True)
-class RetrySleep:
-    """Effect: wait ``duration_ns`` before the next attempt (``retry.Handle``'s ``time.After``)."""
-
-    duration_ns: int
-
-
-@dataclass(frozen=True)
-class SaveBinlogPaths:
-    """Effect: the ``DataCoord.SaveBinlogPaths`` RPC; result ``None``, or the Milvus error thrown in."""
-
-    request: SaveBinlogPathsRequest
-
-
-@dataclass(frozen=True)
-class DropVirtualChannel:
-    """Effect: the ``DataCoord.DropVirtualChannel`` RPC for ``channel_name``; result ``None`` or an error."""
-
-    channel_name: str
-    source_id: int
-
-
-@dataclass(frozen=True)
-class NotifyDropPartition:
-    """Effect: the ``DataCoord.NotifyDropPartition`` RPC; result ``None`` or an error."""
-
-    channel: str
-    collection_id: int
-    partition_ids: tuple[int, ...]
 
 
 def is_canceled_or_timeout(exc: BaseException) -> bool:
@@ -121,7 +90,7 @@ def retry_handle(effect: object, on_error: ErrorRule, config: RetryConfig) -> St
                     raise last_err from None
                 raise err
             last_err = err
-            yield RetrySleep(sleep)
+            yield Sleep(sleep)
             sleep = min(sleep * 2, config.max_sleep_ns)
         else:
             return
@@ -218,6 +187,6 @@ class BrokerMetaWriter:
 
 
 __all__ = [
-    "RetryConfig", "RetrySleep", "SaveBinlogPaths", "DropVirtualChannel", "NotifyDropPartition",
+    "RetryConfig", "Sleep", "SaveBinlogPaths", "DropVirtualChannel", "NotifyDropPartition",
     "is_canceled_or_timeout", "retry_unless_canceled", "retry_handle", "BrokerMetaWriter",
 ]

@@ -18,10 +18,9 @@ Simplification: no BM25 stats logs, no metrics, no ``MarshalJSON`` task stats, n
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from types import MappingProxyType
 
-from ...effects import Steps
+from ...effects import AllocIDs, Steps, WriteObjects
 from ...merr import wrap_err_segment_not_found
 from ...proto import Binlog, FieldBinlog, MsgPosition, SaveBinlogPathsRequest, SegmentState
 from ...storage.binlog import (
@@ -46,20 +45,6 @@ PHASE_DISCARDED = "discarded"
 PHASE_FAILED = "failed"
 
 
-@dataclass(frozen=True)
-class AllocIDs:
-    """Effect: ``allocator.Alloc(count)``; the result is the first of ``count`` consecutive ids."""
-
-    count: int
-
-
-@dataclass(frozen=True)
-class WriteObjects:
-    """Effect: ``ChunkManager.MultiWrite`` of every object of the sync (key -> bytes); result ``None``."""
-
-    objects: Mapping[str, bytes]
-
-
 class SyncTask:
     """``SyncTask``: one segment's sync, built from its pack (``EncodeBuffer``) and run as effects.
 
@@ -67,9 +52,9 @@ class SyncTask:
 
     1. ``alloc_ids`` — :class:`AllocIDs` (one ``Alloc`` for every blob);
     2. ``write_objects`` — :class:`WriteObjects`, and after a failed write ``write_retry_sleep`` —
-       :class:`~.meta_writer.RetrySleep` before trying again (``retry.Handle``);
+       :class:`~milvus_edu.effects.Sleep` before trying again (``retry.Handle``);
     3. ``save_binlog_paths`` — :class:`~.meta_writer.SaveBinlogPaths`, and after a failure
-       ``save_retry_sleep`` — :class:`~.meta_writer.RetrySleep`;
+       ``save_retry_sleep`` — :class:`~milvus_edu.effects.Sleep`;
 
     then, with no further effect, the metacache: ``FinishSyncing(batchRows)`` (+ ``Flushed`` for a flush;
     the segment removed for a drop). Errors propagate to the caller.
