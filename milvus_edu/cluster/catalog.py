@@ -273,7 +273,7 @@ class Catalog:
         ``UpdateLastTs`` so no DDL time tick passes it)."""
         rc, qn = self.cluster.rootcoord, self.cluster.querynode
         try:
-            yield from self.sim.call(rc.name, qn.name, lambda: _at_once(lambda: qn.release(coll.id, coll.vchannels)))
+            yield from self.sim.call(rc.name, qn.name, lambda: qn.release(coll.id, coll.vchannels))
         except RPCError:
             pass
         lock = self.cluster.timetick.ddl_lock
@@ -332,9 +332,3 @@ class Catalog:
                     binlog = read_insert_binlog(self.cluster.store.read(b.log_path), name=b.log_path)
                     docs.extend(json.loads(d) for d in next(iter(binlog.columns.values())))
         return docs
-
-
-def _at_once(fn):
-    """An RPC handler that does ``fn()`` and takes no simulated time."""
-    yield from ()
-    return fn()
