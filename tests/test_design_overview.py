@@ -94,7 +94,8 @@ def test_every_module_the_go_map_names_exists_and_cites_its_go_file():
 def test_the_cites_check_can_fail():
     assert _cites("Models ``internal/flushcommon/metacache/{segment.go, meta_cache.go}``",
                   "internal/flushcommon/metacache/meta_cache.go")
-    assert _cites("``internal/querynodev2/pipeline/``: ``filter_node.go``", "internal/querynodev2/pipeline/filter_node.go")
+    assert _cites("``internal/querynodev2/pipeline/``: ``filter_node.go``",
+                  "internal/querynodev2/pipeline/filter_node.go")
     assert not _cites("Models ``internal/tso/tso.go``", "internal/tso/global_allocator.go")
     assert not _cites("``internal/proxy/util.go``", "internal/rootcoord/util.go")
 

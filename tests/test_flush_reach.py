@@ -53,6 +53,7 @@ def test_a_small_memory_makes_the_memory_check_evict_the_oldest_buffers():
     assert all(abs(t / period - round(t / period)) < 0.1 for t in chosen.t_ms - chosen.t_ms.iloc[0])
 
 
+@pytest.mark.slow
 def test_many_vchannels_go_in_rpcs_of_128_sent_in_waves():
     run = milvus_edu.simulate("checkpoint-many-vchannels", seed=1, duration_s=12)
     assert run.summary["checks"]["ok"]
@@ -70,6 +71,7 @@ def test_many_vchannels_go_in_rpcs_of_128_sent_in_waves():
     assert max(sent) >= max(t for t, s in zip(rpcs.t_ms, sent) if s == min(sent))
 
 
+@pytest.mark.slow
 def test_a_dropped_collection_syncs_as_drops_and_never_submits_its_checkpoint_again():
     run = milvus_edu.simulate("flush-drop-collection", seed=1)
     assert run.summary["checks"]["ok"]
@@ -87,6 +89,7 @@ def test_a_dropped_collection_syncs_as_drops_and_never_submits_its_checkpoint_ag
     assert len(late[late.t_ms > 60_000]) == 2 and all(d["periodic"] for d in _details(late))
 
 
+@pytest.mark.slow
 def test_a_graceful_stop_submits_the_checkpoint_once_more_unless_dropped_and_never_sends_it():
     kept = milvus_edu.simulate("flush-drop-collection", seed=1, duration_s=30,
                                options={"drop_at_s": 100.0, "stop_at_s": 25.0})
@@ -101,6 +104,7 @@ def test_a_graceful_stop_submits_the_checkpoint_once_more_unless_dropped_and_nev
     assert _details(_rows(dropped, "datanode.stop")) == [{"unsent": {}}]
 
 
+@pytest.mark.slow
 def test_a_datanode_restarted_far_behind_merges_tick_rounds_in_pursuit_mode():
     def spans_after_restart(params):
         run = milvus_edu.simulate("datanode-crash-recovery", seed=1, duration_s=30, params=params)
@@ -113,13 +117,17 @@ def test_a_datanode_restarted_far_behind_merges_tick_rounds_in_pursuit_mode():
     assert max(spans_after_restart({"mq.enable_pursuit_mode": False})) < 1000
 
 
+#: Each case starts a CLI process (about 1.5 s of CPU): the quick subset keeps the first.
+SLOW = pytest.mark.slow
+
+
 @pytest.mark.parametrize("scenario, option, needle", [
     ("flush-sync-policies", "sync_period_s=0", "sync_period_s must be positive"),
-    ("flush-sync-policies", "memory_mb=-1", "memory_mb must be positive"),
-    ("checkpoint-many-vchannels", "vchannels=1", "vchannels must be at least 2"),
-    ("checkpoint-many-vchannels", "vchannels=5000", "vchannels must be at most"),
-    ("flush-drop-collection", "drop_at_s=0", "drop_at_s must be positive"),
-    ("flush-drop-collection", "stop_at_s=-1", "stop_at_s must not be negative"),
+    pytest.param("flush-sync-policies", "memory_mb=-1", "memory_mb must be positive", marks=SLOW),
+    pytest.param("checkpoint-many-vchannels", "vchannels=1", "vchannels must be at least 2", marks=SLOW),
+    pytest.param("checkpoint-many-vchannels", "vchannels=5000", "vchannels must be at most", marks=SLOW),
+    pytest.param("flush-drop-collection", "drop_at_s=0", "drop_at_s must be positive", marks=SLOW),
+    pytest.param("flush-drop-collection", "stop_at_s=-1", "stop_at_s must not be negative", marks=SLOW),
 ])
 def test_options_out_of_range_give_one_line_and_exit_2(tmp_path, scenario, option, needle):
     proc = subprocess.run([sys.executable, "-m", "milvus_edu.cli", "simulate", "--scenario", scenario, "--option",

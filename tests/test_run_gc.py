@@ -277,6 +277,7 @@ def test_a_child_forked_while_the_collector_is_paused_has_it_back_and_no_runs(st
     assert gc.isenabled()
 
 
+@pytest.mark.slow
 def test_runs_back_to_back_keep_a_bounded_heap_when_collections_are_due(state, monkeypatch, simulations):
     """With every run handed over and the heap counted as nothing, each run after the first starts
     with a full collection, and that collection frees the runs before it: finished runs do not pile up."""
@@ -294,6 +295,7 @@ def test_runs_back_to_back_keep_a_bounded_heap_when_collections_are_due(state, m
     assert not any(_alive(simulations))  # and the last one is freed by the next collection
 
 
+@pytest.mark.slow
 def test_runs_overlapping_in_threads_give_the_same_results_and_keep_a_bounded_heap(state, monkeypatch,
                                                                                    simulations):
     """A pool that always has a run in progress never turns the collector back on: the runs that

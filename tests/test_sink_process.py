@@ -34,6 +34,7 @@ RUNS = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("scenario", "duration_s", "switches"), RUNS)
 def test_a_sink_process_writes_the_same_run_folder_as_in_process(tmp_path, scenario, duration_s, switches):
     home = milvus_edu.simulate(scenario, seed=3, duration_s=duration_s, switches=switches, out_dir=tmp_path / "home",
@@ -142,6 +143,7 @@ def test_checkers_that_do_not_pickle_give_a_clear_error_and_the_files():
         rec.close()
 
 
+@pytest.mark.slow
 def test_the_sink_process_ends_when_its_parent_is_killed(tmp_path):
     script = ("import sys, time\n"
               "from milvus_edu.events.worker import SinkProcess\n"
@@ -228,6 +230,7 @@ def test_memory_sink_stays_in_the_parent(tmp_path, monkeypatch):
     assert run_module.worker is worker
 
 
+@pytest.mark.slow
 def test_many_runs_leak_no_file_descriptors_and_no_processes(tmp_path):
     def open_fds() -> int:
         return len(os.listdir("/proc/self/fd"))
