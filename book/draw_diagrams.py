@@ -98,7 +98,7 @@ BOXES: tuple[Box, ...] = (
         Part("DDL minimum ts", "rootcoord/scheduler.py"),
         Part("active/standby session", "sessionutil/__init__.py"),
     ), COORD),
-    Box("etcd", "etcd (meta KV)", 138, 46, 25, 21, ("sim/kernel.py: lease reaper",), (
+    Box("etcd", "etcd (meta KV)", 138, 46, 25, 21, ("sim/kernel.py: Simulation.lease_reaper",), (
         Part("KV, txn, leases", "storage/kv.py"),
         Part("DataCoord catalog keys", "datacoord/catalog.py"),
     ), SERVICE),
@@ -141,8 +141,8 @@ BOXES: tuple[Box, ...] = (
 ARROWS: tuple[Arrow, ...] = (
     Arrow("clients", "proxy", "rpc", "insert, delete,\nsearch, query", (1.0, 0.55), (0.0, 0.55),
           label_at=(36, 95)),
-    Arrow("clients", "rootcoord", "rpc", "AllocTimestamp (TSO clients)", (0.5, 1.0), (0.3, 1.0), bend=-0.15,
-          label_at=(58, 109.5)),
+    Arrow("clients", "rootcoord", "rpc", "AllocTimestamp (TSO clients); CreateCollection, DropCollection",
+          (0.5, 1.0), (0.3, 1.0), bend=-0.15, label_at=(58, 109.5)),
     Arrow("proxy", "rootcoord", "rpc", "AllocTimestamp,\nUpdateChannel-\nTimeTick", (1.0, 0.55), (0.0, 0.55),
           label_at=(83, 96)),
     Arrow("rootcoord", "etcd", "store", "TSO window,\nsession lease", (1.0, 0.3), (0.5, 1.0), label_at=(147, 76)),
@@ -155,7 +155,7 @@ ARROWS: tuple[Arrow, ...] = (
     Arrow("datanode", "datacoord", "rpc", "SaveBinlogPaths,\nUpdateChannel-\nCheckpoint", (1.0, 0.85),
           (0.0, 0.65), label_at=(52, 38)),
     Arrow("datacoord", "datanode", "rpc", "FlushChannels", (0.0, 0.2), (1.0, 0.6), label_at=(52, 24)),
-    Arrow("proxy", "datacoord", "rpc", "Flush,\nGetFlushState", (0.7, 0.0), (0.55, 1.0), label_at=(72, 49)),
+    Arrow("clients", "datacoord", "rpc", "Flush,\nGetFlushState", (0.8, 0.0), (0.25, 1.0), label_at=(55, 48.5)),
     Arrow("datacoord", "etcd", "store", "segments, checkpoints", (1.0, 0.8), (0.0, 0.3), label_at=(114, 46)),
     Arrow("proxy", "querynode", "rpc", "Search, Query\n(guarantee ts)", (0.95, 0.0), (0.08, 1.0),
           label_at=(101, 36)),

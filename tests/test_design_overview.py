@@ -118,12 +118,20 @@ def test_every_pure_module_that_cites_a_go_file_is_in_the_go_map():
     assert not missing, f"add a row to book/design.md's table for each of {missing}"
 
 
+def _assert_defined(name: str) -> None:
+    """``path: Class`` or ``path: Class.method`` names a class (and its method) defined in ``milvus_edu/path``."""
+    path, _, dotted = name.partition(": ")
+    assert (PACKAGE / path).is_file(), f"milvus_edu/{path} does not exist"
+    text = (PACKAGE / path).read_text(encoding="utf-8")
+    cls, _, method = dotted.partition(".")
+    assert re.search(rf"^class {cls}\b", text, re.M), f"no class {cls} in milvus_edu/{path}"
+    assert not method or re.search(rf"^    def {method}\(", text, re.M), f"no {cls}.{method} in milvus_edu/{path}"
+
+
 def test_every_simulated_node_the_page_names_exists():
     for cell in (row[1] for row in _table(_section("design-nodes"))):
         for name in _code(cell):
-            path, _, cls = name.partition(": ")
-            text = (PACKAGE / path).read_text(encoding="utf-8")
-            assert re.search(rf"^class {cls}\b", text, re.M), f"no class {cls} in milvus_edu/{path}"
+            _assert_defined(name)
 
 
 # ---- the pictures -----------------------------------------------------------------------------------------
@@ -136,9 +144,7 @@ def test_every_path_in_the_cluster_picture_exists():
         for part in box.parts:
             assert (PACKAGE / part.module).is_file(), f"{box.title}: milvus_edu/{part.module} does not exist"
         for node in box.nodes:
-            path, _, name = node.partition(": ")
-            assert (PACKAGE / path).is_file(), f"{box.title}: milvus_edu/{path} does not exist"
-            assert name.split()[0] in (PACKAGE / path).read_text(encoding="utf-8")
+            _assert_defined(node)
     keys = {box.key for box in DIAGRAMS.BOXES}
     for arrow in DIAGRAMS.ARROWS:
         assert {arrow.src, arrow.dst} <= keys and arrow.kind in DIAGRAMS.STYLES
