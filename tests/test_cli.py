@@ -10,13 +10,20 @@ import pytest
 from milvus_edu.cli import main
 
 
-#: Each ``run_cli`` starts a Python (about 1.5 s of CPU): the quick subset keeps one case of a table of them.
-SLOW = pytest.mark.slow
-
-
 def run_cli(*args, cwd=None):
+    """The command as a user runs it, in a Python of its own (about 1.5 s of CPU): status, stdout, stderr."""
     proc = subprocess.run([sys.executable, "-m", "milvus_edu.cli", *args], capture_output=True, text=True, cwd=cwd)
     return proc.returncode, proc.stdout, proc.stderr
+
+
+def run_main(capsys, *args):
+    """The command in this process, for the quick checks of its answers: status, stdout, stderr."""
+    try:
+        code = main(list(args))
+    except SystemExit as exc:  # argparse's own refusals
+        code = exc.code
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
 
 
 @pytest.mark.slow
@@ -38,23 +45,28 @@ def test_scenarios_lists_each_with_a_description(capsys):
 
 @pytest.mark.parametrize("args,needle", [
     (["simulate", "--scenario", "nope", "--out", "OUT"], "unknown scenario 'nope'"),
-    pytest.param(["simulate", "--scenario", "tso-basics", "--duration", "-3", "--out", "OUT"],
-                 "positive", marks=SLOW),
-    pytest.param(["simulate", "--scenario", "tso-basics", "--duration", "abc", "--out", "OUT"],
-                 "number of seconds", marks=SLOW),
-    pytest.param(["simulate", "--scenario", "tso-basics", "--seed", "x", "--out", "OUT"], "whole number", marks=SLOW),
-    pytest.param(["simulate", "--scenario", "tso-basics", "--out", "OUT", "--switch", "nope"],
-                 "unknown bug switch", marks=SLOW),
-    pytest.param(["simulate", "--out", "OUT"], "--scenario", marks=SLOW),
-    pytest.param(["timeline", "OUT"], "does not exist", marks=SLOW),
-    pytest.param(["frobnicate"], "invalid choice", marks=SLOW),
+    (["simulate", "--scenario", "tso-basics", "--duration", "-3", "--out", "OUT"], "positive"),
+    (["simulate", "--scenario", "tso-basics", "--duration", "abc", "--out", "OUT"], "number of seconds"),
+    (["simulate", "--scenario", "tso-basics", "--seed", "x", "--out", "OUT"], "whole number"),
+    (["simulate", "--scenario", "tso-basics", "--out", "OUT", "--switch", "nope"], "unknown bug switch"),
+    (["simulate", "--out", "OUT"], "--scenario"),
+    (["timeline", "OUT"], "does not exist"),
+    (["frobnicate"], "invalid choice"),
 ])
-def test_user_mistakes_give_one_line_and_exit_2(tmp_path, args, needle):
+def test_user_mistakes_give_one_line_and_exit_2(tmp_path, capsys, args, needle):
     args = [a.replace("OUT", str(tmp_path / "out")) for a in args]
-    code, out, err = run_cli(*args)
+    code, out, err = run_main(capsys, *args)
     assert code == 2
     assert needle in err
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_user_mistake_is_one_line_and_status_2_from_a_process_of_its_own_too(tmp_path):
+    code, out, err = run_cli("simulate", "--scenario", "tso-basics", "--duration", "-3", "--out", str(tmp_path / "o"))
+    assert code == 2
+    assert "positive" in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert out == "" and not (tmp_path / "o").exists()
 
 
 @pytest.mark.slow
