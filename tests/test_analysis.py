@@ -60,6 +60,7 @@ def _spark_types():
 
 # --- no JVM needed -------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_imports_without_pyspark():
     code = textwrap.dedent("""
         import sys

@@ -105,6 +105,7 @@ def test_analyses_registry_pairs_each_spark_function_with_its_twin():
         assert pandas_fn.__name__ == spark_fn.__name__ + "_pd" == name + "_pd"
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.lists(st.integers(0, 12), min_size=1, max_size=30), min_size=1, max_size=3))
 def test_pandas_reorder_counts_match_the_definition(channels):

@@ -11,10 +11,22 @@ from milvus_edu.cli import main
 
 
 def run_cli(*args, cwd=None):
+    """The command as a user runs it, in a Python of its own (about 1.5 s of CPU): status, stdout, stderr."""
     proc = subprocess.run([sys.executable, "-m", "milvus_edu.cli", *args], capture_output=True, text=True, cwd=cwd)
     return proc.returncode, proc.stdout, proc.stderr
 
 
+def run_main(capsys, *args):
+    """The command in this process, for the quick checks of its answers: status, stdout, stderr."""
+    try:
+        code = main(list(args))
+    except SystemExit as exc:  # argparse's own refusals
+        code = exc.code
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+@pytest.mark.slow
 def test_simulate_writes_the_run_folder(tmp_path):
     code, out, err = run_cli("simulate", "--scenario", "tso-failover", "--seed", "1", "--out", str(tmp_path / "a"))
     assert code == 0, err
@@ -41,14 +53,23 @@ def test_scenarios_lists_each_with_a_description(capsys):
     (["timeline", "OUT"], "does not exist"),
     (["frobnicate"], "invalid choice"),
 ])
-def test_user_mistakes_give_one_line_and_exit_2(tmp_path, args, needle):
+def test_user_mistakes_give_one_line_and_exit_2(tmp_path, capsys, args, needle):
     args = [a.replace("OUT", str(tmp_path / "out")) for a in args]
-    code, out, err = run_cli(*args)
+    code, out, err = run_main(capsys, *args)
     assert code == 2
     assert needle in err
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert not (tmp_path / "out").exists()
 
 
+def test_a_user_mistake_is_one_line_and_status_2_from_a_process_of_its_own_too(tmp_path):
+    code, out, err = run_cli("simulate", "--scenario", "tso-basics", "--duration", "-3", "--out", str(tmp_path / "o"))
+    assert code == 2
+    assert "positive" in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert out == "" and not (tmp_path / "o").exists()
+
+
+@pytest.mark.slow
 def test_existing_nonempty_out_is_refused_and_left_untouched(tmp_path):
     out = tmp_path / "mine"
     out.mkdir()
@@ -105,6 +126,7 @@ def test_demo_runs_in_a_fresh_folder_and_never_reuses_a_full_one(tmp_path):
     assert (tmp_path / "milvus-edu-demo-2" / "summary.json").exists()
 
 
+@pytest.mark.slow
 def test_timeline_prints_key_events_in_words(tmp_path):
     run_cli("simulate", "--scenario", "tso-failover", "--out", str(tmp_path / "r"))
     code, out, _ = run_cli("timeline", str(tmp_path / "r"))
@@ -126,6 +148,7 @@ def test_timeline_of_a_flush_run_names_the_crash_the_restart_and_what_it_left_ou
     assert "not shown:" in out and "datanode.buffer" in out and "--all prints every event" in out
 
 
+@pytest.mark.slow
 def test_timeline_piped_into_head_stops_quietly(tmp_path):
     run_cli("simulate", "--scenario", "tso-basics", "--duration", "2", "--out", str(tmp_path / "r"))
     proc = subprocess.run(f"{sys.executable} -m milvus_edu.cli timeline {tmp_path / 'r'} --all | head -2",
@@ -134,6 +157,7 @@ def test_timeline_piped_into_head_stops_quietly(tmp_path):
     assert "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("content,needle", [
     ("", "holds no milvus-edu events"),
     ('{"a": 1}\n', "lack the required column"),
@@ -147,6 +171,7 @@ def test_timeline_on_damaged_or_foreign_logs_is_one_line_exit_2(tmp_path, conten
     assert len(err.strip().splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_timeline_survives_hand_edited_fields(tmp_path):
     (tmp_path / "events.jsonl").write_text(
         '{"run_id":"r","seq":0,"t_ms":1,"node":"x","kind":"tso.save"}\n'
@@ -168,6 +193,7 @@ def test_demo_refuses_a_full_out_without_force_and_prints_nothing_first(tmp_path
     assert (out / "mine.txt").read_text() == "keep" and (out / "summary.json").exists()
 
 
+@pytest.mark.slow
 def test_failed_checks_report_true_totals(tmp_path):
     code, out, _ = run_cli("simulate", "--scenario", "tso-failover", "--out", str(tmp_path / "b"),
                            "--switch", "tso_skip_load_on_init")

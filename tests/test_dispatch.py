@@ -101,6 +101,7 @@ def _assert_same(fast, slow, counts: dict) -> None:
     assert vars(fast) == vars(slow)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scenario,switches,until_ms,broken", RUNS)
 def test_batches_report_what_rows_report_on_real_runs(scenario, switches, until_ms, broken):
     batches, counts = _run(scenario, switches, until_ms)
@@ -340,6 +341,7 @@ _EVENTS = st.one_of(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(st.lists(_EVENTS, max_size=80), st.integers(1, 30))
 def test_batches_equal_rows_on_any_event_stream(events, batch_rows):
@@ -354,6 +356,7 @@ def test_batches_equal_rows_on_any_event_stream(events, batch_rows):
         _assert_same(_batched(cls, grabber.batches), _rows(cls, grabber.batches), recorder.counts)
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(st.lists(_EVENTS, max_size=80), st.integers(1, 30), st.sampled_from([150.0, 400.0, 1200.0]))
 def test_batches_equal_rows_when_time_passes_the_progress_bounds(events, batch_rows, step_ms):

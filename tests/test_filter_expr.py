@@ -267,6 +267,7 @@ def _ref_cmp(op, a, b) -> bool:
     return {"==": a == b, "!=": a != b, "<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b}[op]
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(rows=rows, case=exprs())
 def test_the_parser_agrees_with_a_reference_evaluation(rows, case):

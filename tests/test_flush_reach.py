@@ -3,12 +3,11 @@ stale-buffer and memory sync policies, the checkpoint updater's batches and wave
 mode and graceful close, and the dispatcher's pursuit mode (a DataNode restarted far behind)."""
 
 import json
-import subprocess
-import sys
 
 import pytest
 
 import milvus_edu
+from milvus_edu.cli import main
 from milvus_edu.config import DataNodeParams
 from milvus_edu.tsoutil import physical_time
 
@@ -53,6 +52,7 @@ def test_a_small_memory_makes_the_memory_check_evict_the_oldest_buffers():
     assert all(abs(t / period - round(t / period)) < 0.1 for t in chosen.t_ms - chosen.t_ms.iloc[0])
 
 
+@pytest.mark.slow
 def test_many_vchannels_go_in_rpcs_of_128_sent_in_waves():
     run = milvus_edu.simulate("checkpoint-many-vchannels", seed=1, duration_s=12)
     assert run.summary["checks"]["ok"]
@@ -70,6 +70,7 @@ def test_many_vchannels_go_in_rpcs_of_128_sent_in_waves():
     assert max(sent) >= max(t for t, s in zip(rpcs.t_ms, sent) if s == min(sent))
 
 
+@pytest.mark.slow
 def test_a_dropped_collection_syncs_as_drops_and_never_submits_its_checkpoint_again():
     run = milvus_edu.simulate("flush-drop-collection", seed=1)
     assert run.summary["checks"]["ok"]
@@ -87,6 +88,7 @@ def test_a_dropped_collection_syncs_as_drops_and_never_submits_its_checkpoint_ag
     assert len(late[late.t_ms > 60_000]) == 2 and all(d["periodic"] for d in _details(late))
 
 
+@pytest.mark.slow
 def test_a_graceful_stop_submits_the_checkpoint_once_more_unless_dropped_and_never_sends_it():
     kept = milvus_edu.simulate("flush-drop-collection", seed=1, duration_s=30,
                                options={"drop_at_s": 100.0, "stop_at_s": 25.0})
@@ -101,6 +103,7 @@ def test_a_graceful_stop_submits_the_checkpoint_once_more_unless_dropped_and_nev
     assert _details(_rows(dropped, "datanode.stop")) == [{"unsent": {}}]
 
 
+@pytest.mark.slow
 def test_a_datanode_restarted_far_behind_merges_tick_rounds_in_pursuit_mode():
     def spans_after_restart(params):
         run = milvus_edu.simulate("datanode-crash-recovery", seed=1, duration_s=30, params=params)
@@ -121,8 +124,9 @@ def test_a_datanode_restarted_far_behind_merges_tick_rounds_in_pursuit_mode():
     ("flush-drop-collection", "drop_at_s=0", "drop_at_s must be positive"),
     ("flush-drop-collection", "stop_at_s=-1", "stop_at_s must not be negative"),
 ])
-def test_options_out_of_range_give_one_line_and_exit_2(tmp_path, scenario, option, needle):
-    proc = subprocess.run([sys.executable, "-m", "milvus_edu.cli", "simulate", "--scenario", scenario, "--option",
-                           option, "--out", str(tmp_path / "out")], capture_output=True, text=True)
-    assert proc.returncode == 2
-    assert needle in proc.stderr and len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
+def test_options_out_of_range_give_one_line_and_exit_2(tmp_path, capsys, scenario, option, needle):
+    """Run in this process (``tests/test_cli.py`` checks the same answer from a process of its own)."""
+    code = main(["simulate", "--scenario", scenario, "--option", option, "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert needle in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err

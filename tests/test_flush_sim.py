@@ -23,6 +23,7 @@ def _flush(summary: dict) -> dict:
     return summary["flush"]
 
 
+@pytest.mark.slow
 def test_flush_basics_is_clean_and_audited(tmp_path):
     run = milvus_edu.simulate("flush-basics", seed=1, out_dir=tmp_path / "run")
     assert run.summary["checks"]["ok"], run.violations[:2]
@@ -48,6 +49,7 @@ def test_binlogs_are_plain_parquet_in_milvus_layout(tmp_path):
     assert len(pd.read_parquet(pk_files[0])) == pq.read_table(pk_files[0]).num_rows
 
 
+@pytest.mark.slow
 def test_manual_flush_completes_and_new_rows_go_to_new_segments():
     run = milvus_edu.simulate("flush-manual", seed=1)
     assert run.summary["checks"]["ok"], run.violations[:2]
@@ -59,6 +61,7 @@ def test_manual_flush_completes_and_new_rows_go_to_new_segments():
     assert (states.detail.str.contains('"Flushed"')).sum() >= 4  # both shards, both flushes
 
 
+@pytest.mark.slow
 def test_rpc_failures_are_retried_and_nothing_is_lost():
     run = milvus_edu.simulate("checkpoint-rpc-failures", seed=1)
     f = _flush(run.summary)
@@ -67,6 +70,7 @@ def test_rpc_failures_are_retried_and_nothing_is_lost():
     assert f["audited"] and f["audit_rows"] == f["acknowledged_rows"]
 
 
+@pytest.mark.slow
 def test_crash_recovery_filters_flushed_rows_and_loses_nothing():
     run = milvus_edu.simulate("datanode-crash-recovery", seed=1)
     f = _flush(run.summary)
@@ -76,6 +80,7 @@ def test_crash_recovery_filters_flushed_rows_and_loses_nothing():
     assert f["audit_rows"] == f["acknowledged_rows"]
 
 
+@pytest.mark.slow
 def test_skip_recovery_filter_duplicates_rows_named_by_key_and_segment():
     run = milvus_edu.simulate("datanode-crash-recovery", seed=1, switches=["skip_recovery_filter"])
     dup = [v for v in run.violations if v["invariant"] == "durable"]
@@ -92,6 +97,7 @@ SWITCH_SCENARIOS = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scenario,switch,invariant", SWITCH_SCENARIOS)
 def test_each_switch_scenario_is_clean_without_its_switch(scenario, switch, invariant):
     """The caught-with-the-switch half is ``test_sim.test_checkers_catch_every_bug_switch``."""
@@ -190,6 +196,7 @@ def test_inclusive_reset_alone_changes_no_answer_only_the_resent_checkpoints():
     assert answered(strict) == answered(inclusive)
 
 
+@pytest.mark.slow
 def test_the_strict_rule_sends_the_first_checkpoint_past_flush_ts_at_once():
     """What 2.5 gains from >: flushTs stays set while the checkpoint sits on it, so when a sync moves the checkpoint
     past it the flush path sends it at once; with >= it waits for the next periodic update (here: the next flush)."""
@@ -224,6 +231,7 @@ def test_the_design_documents_story_needs_their_older_get_checkpoint_too():
     assert int(_cleared(older.events).ts.min()) > first_flush_ts  # the first flush was not closed early with >
 
 
+@pytest.mark.slow
 def test_a_stuck_memory_sync_fails_only_the_flush_liveness_check():
     """Quirk P24: a DataNode with little memory force-syncs an L0 segment, later deletes sit in a buffer nothing
     syncs, the checkpoint sticks and the final flush never completes; without deletes it completes."""
@@ -237,6 +245,7 @@ def test_a_stuck_memory_sync_fails_only_the_flush_liveness_check():
     assert clean.summary["checks"]["ok"] and clean.summary["flush"]["audited"]
 
 
+@pytest.mark.slow
 def test_the_cli_reports_the_stuck_flush_as_the_scenarios_lesson(tmp_path, capsys):
     from milvus_edu.cli import main
 

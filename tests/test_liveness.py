@@ -262,6 +262,7 @@ def test_a_checker_that_does_not_annotate_reports_nothing_vacuous():
     assert checker.vacuous() == [] and checker.stalls == []
 
 
+@pytest.mark.slow
 def test_a_flush_run_says_which_flush_invariants_it_did_not_test():
     """flush-basics has no failed update RPC and is far shorter than a checkpoint's bound; the stuck run
     never declares a flush done nor reaches its audit."""

@@ -12,7 +12,6 @@ from __future__ import annotations
 import itertools
 import random
 import threading
-import time
 
 import pytest
 from hypothesis import given, settings
@@ -120,59 +119,71 @@ def test_enqueue_enters_the_task_ts_on_every_pchan_and_finishing_removes_it(stat
 
 
 @both_stats
-def test_concurrent_enqueue_and_finish_never_moves_min_or_max_back(stats):
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_concurrent_enqueue_and_finish_never_moves_min_or_max_back(stats, seed):
     """Ports TestDmTaskQueue_TimestampStatistics2: 100 threads enqueue on two pchans while workers
-    finish tasks in random order; a monitor checks minTs and maxTs never go back; all stats end empty."""
+    finish tasks in random order; a monitor checks minTs and maxTs never go back; all stats end empty.
+
+    Go randomises the finishing order with sleeps and polls with sleeps. Here the main thread is the scheduler
+    and the monitor: it takes each task as soon as a producer says it enqueued one, gives it to a worker thread,
+    and between steps lets workers finish in an order drawn from ``seed``, reading the statistics after every step
+    while producers and workers run. Every wait has a timeout that only bounds a failure."""
     queue = DmTaskQueue(stats=stats)
     tso = CountingTSO()
+    rng = random.Random(seed)
     insert_num = 100
-    done = threading.Semaphore(0)
-    stop = threading.Event()
+    enqueued = threading.Semaphore(0)
+    finished = threading.Semaphore(0)
     violations: list[str] = []
+    seen: dict[str, PChanStatistics] = {}
 
-    def worker(task, seed):
-        queue.add_active_task(task)
-        time.sleep(random.Random(seed).random() / 500)
-        queue.pop_active_task(task.id)
-        done.release()
-
-    def scheduler():
-        seed = itertools.count()
-        while not stop.is_set():
-            task = queue.pop_unissued_task()
-            if task is None:
-                time.sleep(0.0005)
-                continue
-            threading.Thread(target=worker, args=(task, next(seed))).start()
-
-    def monitor():
-        seen: dict[str, PChanStatistics] = {}
-        while not stop.is_set():
-            for pchan, stat in queue.get_pchan_stats_info().items():
-                old = seen.get(pchan)
-                if old is not None and (stat.min_ts < old.min_ts or stat.max_ts < old.max_ts):
-                    violations.append(f"{pchan}: {old} -> {stat}")
-                seen[pchan] = stat
-            time.sleep(0.0005)
+    def look():
+        for pchan, stat in queue.get_pchan_stats_info().items():
+            old = seen.get(pchan)
+            if old is not None and (stat.min_ts < old.min_ts or stat.max_ts < old.max_ts):
+                violations.append(f"{pchan}: {old} -> {stat}")
+            seen[pchan] = stat
 
     def producer():
         queue.enqueue_with_alloc(DmlTask(pchannels=("c_1", "c_2")), tso)
+        enqueued.release()
 
-    helpers = [threading.Thread(target=scheduler), threading.Thread(target=monitor)]
-    for t in helpers:
-        t.start()
+    def worker(task, go: threading.Event):
+        queue.add_active_task(task)
+        if go.wait(timeout=30):
+            queue.pop_active_task(task.id)
+            finished.release()
+
     producers = [threading.Thread(target=producer) for _ in range(insert_num)]
     for t in producers:
         t.start()
-    for t in producers:
-        t.join()
+    waiting: list[threading.Event] = []  # workers not yet told to finish
+    workers = []
     for _ in range(insert_num):
-        assert done.acquire(timeout=30)
-    stop.set()
-    for t in helpers:
-        t.join()
+        assert enqueued.acquire(timeout=30), "a producer did not enqueue"
+        task = queue.pop_unissued_task()
+        assert task is not None
+        go = threading.Event()
+        workers.append(threading.Thread(target=worker, args=(task, go)))
+        workers[-1].start()
+        waiting.append(go)
+        while waiting and rng.random() < 0.5:  # let some workers finish, in random order
+            waiting.pop(rng.randrange(len(waiting))).set()
+            look()
+        look()
+    rng.shuffle(waiting)
+    for go in waiting:
+        go.set()
+        look()
+    for _ in range(insert_num):
+        assert finished.acquire(timeout=30), "a worker did not finish"
+        look()
+    for t in producers + workers:
+        t.join(timeout=30)
+        assert not t.is_alive()
 
     assert violations == []
+    assert len(seen) == 2  # the monitor did see both pchannels' statistics
     assert queue.get_pchan_stats_info() == {}
 
 

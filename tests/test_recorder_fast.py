@@ -319,6 +319,7 @@ def test_the_null_recorders_emitters_validate_and_drop():
     assert NULL_RECORDER.seq == 0
 
 
+@pytest.mark.slow
 @settings(max_examples=100, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, len(_EMITTER_LAYOUTS) - 1), st.sampled_from(["p1", "p2"]),
                           st.integers(0, 5), st.data()), max_size=15), st.integers(1, 9))

@@ -400,6 +400,7 @@ class SchedulerMachine(RuleBasedStateMachine):
         assert all(t.ts in in_heap for t in unfinished)
 
 
+@pytest.mark.slow
 def test_min_ddl_ts_never_passes_an_unfinished_task():
     run_state_machine_as_test(SchedulerMachine, settings=settings(max_examples=200, stateful_step_count=40,
                                                                   deadline=None))

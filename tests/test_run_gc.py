@@ -44,6 +44,25 @@ def stepping(monkeypatch):
     return seen
 
 
+@pytest.fixture
+def simulations(monkeypatch):
+    """A weak reference to every simulation built meanwhile: alive (``ref()`` is not None) while anything, garbage
+    waiting for a collection included, still holds it."""
+    refs = []
+    real = Simulation.__init__
+
+    def init(self, *args, **kwargs):
+        real(self, *args, **kwargs)
+        refs.append(weakref.ref(self))
+
+    monkeypatch.setattr(Simulation, "__init__", init)
+    return refs
+
+
+def _alive(refs) -> list[bool]:
+    return [ref() is not None for ref in refs]
+
+
 class _Made:
     """An object the collector tracks (every instance of a class is), made by a run while it steps."""
 
@@ -115,11 +134,6 @@ def _collections() -> list[int]:
 
 def _full_collections() -> int:
     return gc.get_stats()[-1]["collections"]
-
-
-def _dead_simulations() -> int:
-    """Simulations still in memory (no test keeps one: each counted is garbage not yet freed)."""
-    return sum(1 for obj in gc.get_objects() if isinstance(obj, Simulation))
 
 
 def _clean() -> None:
@@ -263,25 +277,27 @@ def test_a_child_forked_while_the_collector_is_paused_has_it_back_and_no_runs(st
     assert gc.isenabled()
 
 
-def test_runs_back_to_back_keep_a_bounded_heap_when_collections_are_due(state, monkeypatch):
+@pytest.mark.slow
+def test_runs_back_to_back_keep_a_bounded_heap_when_collections_are_due(state, monkeypatch, simulations):
     """With every run handed over and the heap counted as nothing, each run after the first starts
-    with a full collection, and dead simulations do not pile up."""
+    with a full collection, and that collection frees the runs before it: finished runs do not pile up."""
     monkeypatch.setattr(collector, "HANDOVER_MIN", 0)
     monkeypatch.setattr(collector, "_heap_size", lambda: 0)
     _clean()
     full = _full_collections()
     seeds = range(6)
-    dead = []
     for seed in seeds:
         milvus_edu.simulate("timetick-basics", seed=seed, duration_s=0.5, keep_events=False)
-        dead.append(_dead_simulations())
+        assert len(simulations) == seed + 1
+        assert not any(_alive(simulations[:-1])), f"after run {seed}, earlier runs still in memory"
     assert _full_collections() - full == len(seeds) - 1
-    # a collection frees the simulation before last and finalizes the last one (its suspended
-    # generators), which the next one frees: never more than the last two runs' simulations wait
-    assert max(dead) <= 2
+    _clean()
+    assert not any(_alive(simulations))  # and the last one is freed by the next collection
 
 
-def test_runs_overlapping_in_threads_give_the_same_results_and_keep_a_bounded_heap(state, monkeypatch):
+@pytest.mark.slow
+def test_runs_overlapping_in_threads_give_the_same_results_and_keep_a_bounded_heap(state, monkeypatch,
+                                                                                   simulations):
     """A pool that always has a run in progress never turns the collector back on: the runs that
     end meanwhile are handed over and counted, and later runs collect them."""
     monkeypatch.setattr(collector, "_heap_size", lambda: 0)
@@ -297,10 +313,22 @@ def test_runs_overlapping_in_threads_give_the_same_results_and_keep_a_bounded_he
         together = list(pool.map(one, seeds))
     assert together == alone
     assert _full_collections() > full  # later runs collected what the earlier ones handed over
-    assert _dead_simulations() < len(seeds)  # so the finished runs did not all wait
+    threaded = simulations[len(seeds):]
+    assert len(threaded) == len(seeds)
+    assert not all(_alive(threaded))  # so the finished runs did not all wait
     assert gc.isenabled() and state.runs == 0 and not state.paused
     _clean()
-    assert _dead_simulations() == 0  # and the pause keeps none for good
+    assert not any(_alive(simulations))  # and the pause keeps none for good
+
+
+def test_a_finished_run_keeps_nothing_of_its_simulation_but_its_result(simulations):
+    """What a run returns (its rows and summary) holds no reference to the simulation that made them, so one
+    collection frees the run's nodes, processes and queues."""
+    result = milvus_edu.simulate("timetick-basics", seed=1, duration_s=0.5)
+    assert len(simulations) == 1
+    gc.collect()
+    assert not any(_alive(simulations))
+    assert len(result.rows) == result.summary["events"] > 0
 
 
 def test_a_simulation_built_on_the_null_recorder_is_freed_once_dropped():

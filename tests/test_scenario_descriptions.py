@@ -246,6 +246,7 @@ def _run(runs: dict[tuple, Run], name: str, sentence: str = "") -> Run:
     return runs[key]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", SCENARIOS)
 def test_every_event_a_description_names_is_in_the_run(runs, name):
     scenario = scenarios()[name]

@@ -88,6 +88,7 @@ def test_batch_sinks_get_the_rows_row_sinks_get(scenario, switches, until_ms):
         assert batch.table().equals(arrow_table(batch.rows(), arrow_schema()))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scenario,switches,until_ms", RUNS)
 def test_checkers_and_summaries_fed_by_batch_equal_those_fed_row_by_row(scenario, switches, until_ms):
     mechanisms = scenario_mechanisms(get_scenario(scenario))
@@ -362,6 +363,7 @@ def test_generate_tso_now_equals_the_first_attempt_of_the_steps_or_does_nothing(
         assert [dict(r, seq=0) for r in fast_sink.rows] == [dict(r, seq=0) for r in slow_sink.rows]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scenario, seconds, switches", [
     ("tso-basics", 12.0, []), ("tso-failover", 30.0, []), ("tso-pause", 20.0, []),
     ("timetick-basics", 2.0, []), ("timetick-unlocked-enqueue", 3.0, ["allocate_outside_enqueue_lock"]),

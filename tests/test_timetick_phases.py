@@ -36,6 +36,7 @@ def _phases(ev, kind):
     return [json.loads(d) for d in ev[ev["kind"] == kind]["detail"]]
 
 
+@pytest.mark.slow
 @settings(max_examples=6, deadline=None)
 @given(phase=st.integers(min_value=0, max_value=199))
 def test_the_ddl_minimum_is_sent_as_old_as_the_sync_ts_phase(phase):

@@ -116,6 +116,7 @@ def test_proxy_statistics_min_is_the_oldest_unfinished_task(basics):
             del newest[key]
 
 
+@pytest.mark.slow
 def test_unlocked_enqueue_breaks_the_watermark_and_the_checker_explains_it():
     run = milvus_edu.simulate("timetick-unlocked-enqueue", seed=1, switches=["allocate_outside_enqueue_lock"])
     counts = run.summary["checks"]["violation_counts"]
@@ -138,6 +139,7 @@ def test_same_scenario_without_the_switch_keeps_every_promise():
     assert run.summary["checks"]["ok"], run.violations[:1]
 
 
+@pytest.mark.slow
 def test_a_stalled_proxy_stops_every_pchannels_ticks_for_the_stall():
     run = milvus_edu.simulate("timetick-proxy-stall", seed=1)
     ev = run.events
@@ -153,6 +155,7 @@ def test_a_stalled_proxy_stops_every_pchannels_ticks_for_the_stall():
     assert run.summary["checks"]["ok"]
 
 
+@pytest.mark.slow
 def test_a_restarted_proxy_blocks_ticks_until_its_old_session_expires():
     run = milvus_edu.simulate("timetick-proxy-restart", seed=1)
     ev = run.events
