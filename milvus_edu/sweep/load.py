@@ -11,6 +11,8 @@ the grid's runs. Its run is left out of :attr:`Sweep.runs`, :attr:`Sweep.verdict
 from __future__ import annotations
 
 import json
+import os
+import sys
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,8 +20,10 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from .grid import dimensions, run_specs
-from .run import MARKER
 
+#: The completion marker a sweep writes last in each run's folder (its record: status, events, verdicts).
+MARKER = "run.json"
+DEFAULT_MASTER = "local[2]"
 RUN_FILES = {"events.parquet", "events.jsonl", "summary.json", MARKER}
 RUN_FOLDERS = {"objects"}  # the object store some scenarios' runs keep beside their log
 #: The kinds of trouble a set-aside file has, as :func:`report_set_aside` names them.
@@ -155,7 +159,6 @@ def load_sweep(out, spark=None):
     to finish it). ``spark``: a running session, else one is started as :func:`run_sweep` does.
     """
     from ..analysis.loader import load_events, spark_schema
-    from .run import _start_spark
 
     out = Path(out).absolute()
     try:
@@ -168,7 +171,7 @@ def load_sweep(out, spark=None):
     for line in report_set_aside(out, aside):
         print(line)
     if spark is None:
-        spark = _start_spark(None)
+        spark = start_spark(None)
     from pyspark.sql import functions as F
 
     tables = {}
@@ -184,3 +187,12 @@ def load_sweep(out, spark=None):
     events = (load_events(spark, logs).events if logs
               else spark.createDataFrame([], spark_schema()))
     return Sweep(out, grid, tables["runs"], tables["verdicts"], events, dimensions(grid), spark, aside, unfinished)
+
+
+def start_spark(master: str | None):
+    """The sweep's Spark session: ``master``, else ``$MILVUS_EDU_SPARK_MASTER`` (:data:`ENV_MASTER`), else
+    :data:`DEFAULT_MASTER`; its executors run this Python (which has the package's dependencies)."""
+    from ..analysis.session import ENV_MASTER, spark_session
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    return spark_session(master=master or os.environ.get(ENV_MASTER) or DEFAULT_MASTER, app_name="milvus-edu sweep")

@@ -28,9 +28,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .grid import GridError, column_name, normalise_grid, run_specs
+from .load import MARKER, load_sweep, start_spark
 
-MARKER = "run.json"
-DEFAULT_MASTER = "local[2]"
 RUN_SCHEMA_BASE = (("run_id", pa.string()), ("scenario", pa.string()), ("seed", pa.int64()),
                    ("switches", pa.string()))
 RUN_SCHEMA_TAIL = (("status", pa.string()), ("error", pa.string()), ("events", pa.int64()),
@@ -197,14 +196,6 @@ def ship_package(spark) -> str:
     return str(target)
 
 
-def _start_spark(master: str | None):
-    from ..analysis.session import ENV_MASTER, spark_session
-
-    # The executors start the driver's Python unless told otherwise (it has the package's dependencies).
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    return spark_session(master=master or os.environ.get(ENV_MASTER) or DEFAULT_MASTER, app_name="milvus-edu sweep")
-
-
 class _Progress:
     """Finished runs, failures and runs per minute while the job runs: a driver thread reads the markers
     as the tasks write them, and shows the figures on stderr (a terminal line) or as an ipywidgets bar
@@ -343,7 +334,6 @@ def run_sweep(grid, out, *, master: str | None = None, spark=None, progress: boo
     runs, failures and runs/minute on stderr, or as a progress bar in a notebook. ``jsonl``: write each
     run's ``events.jsonl`` too (a sweep writes Parquet only by default: the JSON Lines are 18 times larger).
     """
-    from .load import load_sweep
 
     normal = normalise_grid(grid)
     specs = run_specs(normal)
@@ -352,7 +342,7 @@ def run_sweep(grid, out, *, master: str | None = None, spark=None, progress: boo
     runs_dir = out / "runs"
     todo = [s for s in specs if not (runs_dir / s["run_id"] / MARKER).is_file()]
     if spark is None:
-        spark = _start_spark(master)
+        spark = start_spark(master)
     records: dict[str, dict] = {}
     if todo:
         ship_package(spark)
