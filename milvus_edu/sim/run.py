@@ -23,6 +23,7 @@ from ..events import SCHEMA_VERSION, JsonlSink, MemorySink, ParquetSink, Recorde
 from ..events import worker
 from ..registry import get_scenario, scenario_mechanisms, scenario_options
 from ..storage.objectstore import RUN_OBJECTS_DIR, RUN_OBJECTS_MARKER
+from ..token import encode, spec_of_run
 from .collector import collector_paused
 from .kernel import NetworkParams, Simulation
 
@@ -55,6 +56,11 @@ class RunResult:
         s = self.summary
         return (f"RunResult(run_id={s['run_id']!r}, events={s['events']}, checks_ok={s['checks']['ok']}, "
                 f"out_dir={str(self.out_dir) if self.out_dir else None!r})")
+
+    @property
+    def token(self) -> str:
+        """The run token: ``milvus_edu.replay(token, out_dir)`` makes this run folder again, byte for byte."""
+        return self.summary["token"]
 
     @property
     def violations(self) -> list[dict]:
@@ -213,6 +219,8 @@ def simulate(
         summary = _summary(spec, seed, duration_s, config, recorder, summaries, list(zip(named, checkers)), run_id)
         if opts:
             summary["options"] = opts
+        summary["token"] = encode(spec_of_run(scenario, seed, duration_s, sw.enabled(), opts, config, network,
+                                              run_id, jsonl))
         if out is not None:
             with open(out / "summary.json", "w", encoding="utf-8") as fh:
                 json.dump(summary, fh, indent=2, sort_keys=True)
