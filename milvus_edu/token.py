@@ -27,10 +27,12 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import re
 import zlib
 from dataclasses import dataclass, field, fields
 
 PREFIX = "me1-"
+_BASE64URL = re.compile(r"[A-Za-z0-9_-]*")
 
 
 class TokenError(ValueError):
@@ -112,10 +114,13 @@ def decode(token: str, *, check_version: bool = True) -> RunSpec:
                          "`milvus-edu simulate` printed or summary.json's \"token\"")
     data = token[len(PREFIX):]
     damaged = "the token is damaged ({}); copy it again, whole, from `milvus-edu simulate`'s output or summary.json"
+    # the decoder skips characters outside the alphabet: refuse them here, or a mangled token could decode
+    if not _BASE64URL.fullmatch(data):
+        raise TokenError(damaged.format("it holds characters that are not base64url"))
     try:
         body = base64.urlsafe_b64decode(data + "=" * (-len(data) % 4))
-    except (binascii.Error, ValueError):
-        raise TokenError(damaged.format("it holds characters that are not base64url")) from None
+    except (binascii.Error, ValueError):  # a length no base64 text has: a character lost
+        raise TokenError(damaged.format("truncated")) from None
     if len(body) < 6:
         raise TokenError(damaged.format("too short: truncated"))
     unpacker = zlib.decompressobj(-15)
