@@ -36,6 +36,10 @@ def run_main(capsys, *args):
                          "params": {"timetick.time_tick_interval_ns": "100000000"}}),
     ("flush-manual", {"seed": 4, "duration_s": 5.0, "options": {"workload_s": "1", "inserts_per_s": 50.0},
                       "params": {"datanode.update_channel_checkpoint_interval_ns": 2_000_000_000}}),
+    ("workload", {"duration_s": 2, "options": {"steps": [  # a list-valued option travels whole
+        {"at": 0.5, "client": "Client1", "op": "create_collection", "collection": "C0"},
+        {"at": 0.9, "client": "Client1", "op": "insert", "collection": "C0", "data": [{"id": "A1"}]},
+        {"at": 0.9, "client": "Client2", "op": "search", "collection": "C0", "consistency_level": "Bounded"}]}}),
 ])
 def test_replayed_token_gives_a_byte_identical_run_folder(tmp_path, scenario, kwargs):
     original = milvus_edu.simulate(scenario, out_dir=tmp_path / "a", **kwargs)
