@@ -83,12 +83,12 @@ def ts_ms(ts) -> int | None:
     return (int(ts) >> _LOGICAL_BITS) - SIM_EPOCH_MS
 
 
-def _clean(row: dict) -> dict:
-    """The row without nulls (pandas gives ``pd.NA``/NaN for an empty column), numbers as plain Python numbers."""
-    import pandas as pd
-
-    return {name: (value.item() if hasattr(value, "item") else value)
-            for name, value in row.items() if not pd.isna(value)}
+def _rows(frame):
+    """The run log's rows as dicts without their empty columns, numbers as plain Python numbers."""
+    table = frame.astype(object).where(frame.notna(), None)  # pd.NA and NaN become None, once per column
+    names = list(table.columns)
+    for values in table.itertuples(index=False, name=None):
+        yield {n: (v.item() if hasattr(v, "item") else v) for n, v in zip(names, values) if v is not None}
 
 
 def default_instant(row: dict) -> Instant:
@@ -115,8 +115,7 @@ def perfetto_trace(events) -> dict:
     open_slices: dict[tuple, deque] = {}
     end_us = 0.0
     run_id = None
-    for raw in frame.to_dict("records"):
-        row = _clean(raw)
+    for row in _rows(frame):
         run_id = run_id or row.get("run_id")
         t = _us(row["t_ms"])
         end_us = max(end_us, t)
