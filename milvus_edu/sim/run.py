@@ -1,8 +1,9 @@
 """Run a scenario: build the cluster, simulate, write the run folder, summarise and check.
 
 A run folder holds ``events.parquet`` (the run log), ``events.jsonl`` (the same rows, for reading
-by eye) and ``summary.json`` (what ran, event counts, checks, headline numbers). Nothing in it
-depends on the wall clock, so the same scenario, seed and config give byte-identical files.
+by eye) and ``summary.json`` (what ran, event counts, checks, headline numbers, and the run token
+that :func:`milvus_edu.replay` runs again: :mod:`milvus_edu.token`). Nothing in it depends on the wall
+clock, so the same scenario, seed and config give byte-identical files.
 """
 
 from __future__ import annotations
