@@ -10,6 +10,8 @@ __version__ = "0.1.0"
 
 from .events import load_run  # noqa: E402
 from .sim.run import simulate  # noqa: E402
+from .token import replay  # noqa: E402
+from .export import export_perfetto  # noqa: E402
 from . import mechanisms  # noqa: E402,F401  (registers the built-in mechanisms)
 
-__all__ = ["__version__", "simulate", "load_run"]
+__all__ = ["__version__", "simulate", "load_run", "replay", "export_perfetto"]

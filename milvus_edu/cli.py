@@ -1,4 +1,5 @@
-"""The ``milvus-edu`` command: ``simulate``, ``scenarios``, ``timeline``, ``demo``, ``sweep``, ``compare``.
+"""The ``milvus-edu`` command: ``simulate``, ``scenarios``, ``timeline``, ``demo``, ``sweep``, ``compare``,
+``replay``, ``export``.
 
 User mistakes (unknown scenario, bad duration, an occupied or unwritable output folder) print one
 line on stderr and exit with status 2; no traceback.
@@ -98,6 +99,15 @@ def build_parser() -> argparse.ArgumentParser:
     cmp.add_argument("--out", default=None, help="keep both run folders here (model/, real/ with the server's logs)")
     cmp.add_argument("--param", action="append", default=[], metavar="GROUP.NAME=VALUE", type=_pair,
                      help="a Milvus parameter for both sides (repeatable), e.g. timetick.time_tick_interval_ns=100000000")
+    rp = sub.add_parser("replay", help="run again, byte for byte, the run a token names (`simulate` prints it)")
+    rp.add_argument("token", help="the run token, me1-... (also in the run's summary.json)")
+    rp.add_argument("--out", required=True, help="run folder to write (must be new or empty)")
+    rp.add_argument("--force", action="store_true", help="replace the run files in an existing --out folder")
+    ex = sub.add_parser("export", help="export a run folder to a trace viewer's format")
+    ex.add_argument("run", help="run folder (or events.parquet / events.jsonl)")
+    ex.add_argument("--perfetto", required=True, metavar="OUT.json",
+                    help="write Chrome/Perfetto trace-event JSON (open it at ui.perfetto.dev or chrome://tracing)")
+    ex.add_argument("--force", action="store_true", help="replace OUT.json if it exists")
     return parser
 
 
@@ -184,6 +194,7 @@ def _report(result) -> None:
     s = result.summary
     mechs = scenario_mechanisms(get_scenario(s["scenario"]))
     print(f"wrote {result.out_dir}/events.parquet ({s['events']:,} events), events.jsonl and summary.json")
+    print(f"token (`milvus-edu replay TOKEN --out DIR` makes this run again): {s['token']}")
     for m in mechs:
         for line in (m.report(s) if m.report is not None else []):
             print(line)
@@ -326,6 +337,37 @@ def _cmd_compare(args) -> int:
     return 0 if result.ok else 1
 
 
+def _cmd_replay(args) -> int:
+    from .events.worker import SinkProcessError
+    from .sim.run import RunFolderError
+    from .token import replay
+
+    try:
+        result = replay(args.token, args.out, force=args.force, keep_events=False, progress=_progress_printer())
+    except (ValueError, RunFolderError) as exc:  # TokenError is a ValueError
+        raise UserError(exc.args[0] if exc.args else str(exc)) from None
+    except OSError as exc:
+        raise RunFailed(f"could not write the run folder {args.out}: {exc.strerror or exc}") from None
+    except SinkProcessError as exc:
+        raise RunFailed(str(exc)) from None
+    _report(result)
+    return 0
+
+
+def _cmd_export(args) -> int:
+    from .events import RunLogError
+    from .export import ExportError, export_perfetto
+
+    try:
+        written = export_perfetto(args.run, args.perfetto, force=args.force)
+    except (RunLogError, ExportError) as exc:
+        raise UserError(str(exc)) from None
+    except OSError as exc:
+        raise RunFailed(f"could not write {args.perfetto}: {exc.strerror or exc}") from None
+    print(f"wrote {args.perfetto} ({written:,} trace events); open it at https://ui.perfetto.dev or chrome://tracing")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``milvus-edu`` command."""
     parser = build_parser()
@@ -335,7 +377,8 @@ def main(argv: list[str] | None = None) -> int:
             parser.print_help()
             return EXIT_USAGE
         handler = {"simulate": _cmd_simulate, "scenarios": _cmd_scenarios, "timeline": _cmd_timeline,
-                   "demo": _cmd_demo, "sweep": _cmd_sweep, "compare": _cmd_compare}[args.command]
+                   "demo": _cmd_demo, "sweep": _cmd_sweep, "compare": _cmd_compare,
+                   "replay": _cmd_replay, "export": _cmd_export}[args.command]
         return handler(args)
     except UserError as exc:
         print(f"milvus-edu: error: {exc}", file=sys.stderr)

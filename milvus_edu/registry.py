@@ -100,6 +100,9 @@ class Mechanism:
     * ``marks``: kind -> :class:`Mark` for the events lane.
     * ``analyses()``: name -> ``(spark_function, pandas_function)``, its Spark analyses and their twins.
     * ``demo``: at most one registered mechanism provides the demo.
+    * ``trace``: kind -> ``f(row) -> list | None``, how its events show in a trace viewer: the trace items
+      (:mod:`milvus_edu.export.perfetto`: slices from begin to end, watermark counters, instants) a row
+      becomes, or ``None`` for a plain instant.
     """
 
     name: str
@@ -117,6 +120,7 @@ class Mechanism:
     marks: Mapping[str, Mark] = field(default_factory=dict)
     analyses: Callable[[], dict] | None = None
     demo: Demo | None = None
+    trace: Mapping[str, Callable[[dict], list | None]] = field(default_factory=dict)
 
 
 _MECHANISMS: dict[str, Mechanism] = {}

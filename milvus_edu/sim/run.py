@@ -1,8 +1,9 @@
 """Run a scenario: build the cluster, simulate, write the run folder, summarise and check.
 
 A run folder holds ``events.parquet`` (the run log), ``events.jsonl`` (the same rows, for reading
-by eye) and ``summary.json`` (what ran, event counts, checks, headline numbers). Nothing in it
-depends on the wall clock, so the same scenario, seed and config give byte-identical files.
+by eye) and ``summary.json`` (what ran, event counts, checks, headline numbers, and the run token
+that :func:`milvus_edu.replay` runs again: :mod:`milvus_edu.token`). Nothing in it depends on the wall
+clock, so the same scenario, seed and config give byte-identical files.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from ..events import SCHEMA_VERSION, JsonlSink, MemorySink, ParquetSink, Recorde
 from ..events import worker
 from ..registry import get_scenario, scenario_mechanisms, scenario_options
 from ..storage.objectstore import RUN_OBJECTS_DIR, RUN_OBJECTS_MARKER
+from ..token import encode, spec_of_run
 from .collector import collector_paused
 from .kernel import NetworkParams, Simulation
 
@@ -55,6 +57,11 @@ class RunResult:
         s = self.summary
         return (f"RunResult(run_id={s['run_id']!r}, events={s['events']}, checks_ok={s['checks']['ok']}, "
                 f"out_dir={str(self.out_dir) if self.out_dir else None!r})")
+
+    @property
+    def token(self) -> str:
+        """The run token: ``milvus_edu.replay(token, out_dir)`` makes this run folder again, byte for byte."""
+        return self.summary["token"]
 
     @property
     def violations(self) -> list[dict]:
@@ -213,6 +220,8 @@ def simulate(
         summary = _summary(spec, seed, duration_s, config, recorder, summaries, list(zip(named, checkers)), run_id)
         if opts:
             summary["options"] = opts
+        summary["token"] = encode(spec_of_run(scenario, seed, duration_s, sw.enabled(), opts, config, network,
+                                              run_id, jsonl))
         if out is not None:
             with open(out / "summary.json", "w", encoding="utf-8") as fh:
                 json.dump(summary, fh, indent=2, sort_keys=True)

@@ -16,6 +16,7 @@ from . import panel, summary
 from .kinds import KINDS
 from .narrate import DESCRIBE
 from .scenarios import SCENARIOS
+from .trace import TRACE
 
 
 def _lanes():
@@ -45,4 +46,5 @@ MECHANISM = register(Mechanism(
     film_steps=panel.film_steps,
     marks=panel.MARKS,
     analyses=_analyses,
+    trace=TRACE,
 ))

@@ -16,6 +16,7 @@ from .kinds import KINDS
 from .marks import MARKS
 from .narrate import DESCRIBE
 from .scenarios import SCENARIOS
+from .trace import TRACE
 
 def _lanes():
     from .lanes import query_lanes
@@ -58,4 +59,5 @@ MECHANISM = register(Mechanism(
     analyses=_analyses,
     demo=Demo(scenario="seed-example", seed=1, intro=demo.INTRO, outro=demo.outro, lab="notebooks/04_guarantee_ts.ipynb",
               story=demo.story, pictures=demo.pictures),
+    trace=TRACE,
 ))

@@ -15,6 +15,7 @@ from . import panel, summary
 from .kinds import KINDS
 from .narrate import DESCRIBE
 from .scenarios import SCENARIOS
+from .trace import TRACE
 
 
 def _lanes():
@@ -48,4 +49,5 @@ MECHANISM = register(Mechanism(
     film_steps=panel.film_steps,
     marks=panel.MARKS,
     analyses=_analyses,
+    trace=TRACE,
 ))

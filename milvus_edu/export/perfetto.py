@@ -1,0 +1,177 @@
+"""A run as Chrome/Perfetto trace-event JSON, so it opens in standard trace viewers (ui.perfetto.dev, chrome://tracing).
+
+The shape, from the Trace Event Format: every component (``node``) is a *process*; the channels it works on are its
+*threads* (a vchannel, or a pchannel when the event names no vchannel), and thread ``main`` holds the rest. Each
+process and thread is named by a metadata event (``ph`` ``M``: ``process_name``, ``thread_name``). Times are
+simulated microseconds since the run began.
+
+What an event becomes is each mechanism's to say: :attr:`milvus_edu.registry.Mechanism.trace` maps a kind to a
+function of the row returning trace items, or ``None`` for the default. The items:
+
+* :class:`Begin` / :class:`End`: a request's start and finish, joined by ``key`` into one complete slice
+  (``ph`` ``X`` with ``ts`` and ``dur``). Ends are matched to the oldest open begin of their key; a begin never
+  ended runs to the end of the run (``args.unfinished``); an end with no begin becomes an instant.
+* :class:`Counter`: a watermark's value after the event (``ph`` ``C``), e.g. a pchannel's time tick.
+* :class:`Instant`: a point event (``ph`` ``i``, thread scope).
+
+A kind no mechanism maps, or a mapping that returns ``None``, becomes an instant named by its kind on its node's
+channel thread, with the row's non-empty columns as ``args``. The output is deterministic: processes and threads
+are numbered in name order, events are sorted by time (then by run-log order), keys are sorted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..events.schema import SIM_EPOCH_MS
+
+#: The thread of a process's events that name no channel, and of its counters.
+MAIN = "main"
+_LOGICAL_BITS = 18
+
+
+class ExportError(Exception):
+    """The export cannot be written where asked (the file exists); one line saying what to do."""
+
+
+@dataclass(frozen=True)
+class Begin:
+    """The start of a slice on ``process``/``thread``, closed by the first later :class:`End` with the same ``key``."""
+
+    key: tuple
+    process: str
+    thread: str
+    name: str
+    args: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class End:
+    """The end of the oldest open slice with ``key``; ``args`` are added to the slice's."""
+
+    key: tuple
+    args: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Counter:
+    """A watermark's value on ``process`` from this event on (one counter track per process and ``name``)."""
+
+    process: str
+    name: str
+    value: float
+
+
+@dataclass(frozen=True)
+class Instant:
+    """A point event on ``process``/``thread``."""
+
+    process: str
+    thread: str
+    name: str
+    args: dict = field(default_factory=dict)
+
+
+def ts_ms(ts) -> int | None:
+    """A hybrid timestamp's physical part in ms since the run's time zero (what counters plot), ``None`` for none."""
+    if ts is None or ts == 0:
+        return None
+    return (int(ts) >> _LOGICAL_BITS) - SIM_EPOCH_MS
+
+
+def _rows(frame):
+    """The run log's rows as dicts without their empty columns, numbers as plain Python numbers."""
+    table = frame.astype(object).where(frame.notna(), None)  # pd.NA and NaN become None, once per column
+    names = list(table.columns)
+    for values in table.itertuples(index=False, name=None):
+        yield {n: (v.item() if hasattr(v, "item") else v) for n, v in zip(names, values) if v is not None}
+
+
+def default_instant(row: dict) -> Instant:
+    """A row as a point event: its kind on its node's channel thread, with its non-empty columns."""
+    thread = row.get("vchannel") or row.get("channel") or MAIN
+    args = {k: v for k, v in row.items() if k not in ("run_id", "t_ms", "node", "kind")}
+    return Instant(row["node"], thread, row["kind"], args)
+
+
+def _us(t_ms: float) -> float:
+    return round(float(t_ms) * 1000.0, 3)
+
+
+def perfetto_trace(events) -> dict:
+    """The trace-event JSON object of a run: ``events`` is a run folder, a run-log file or its DataFrame."""
+    from ..events import load_run
+    from ..registry import mechanisms
+
+    frame = events if hasattr(events, "to_dict") else load_run(events)
+    mapping = {}
+    for mech in mechanisms():
+        mapping.update(mech.trace)
+    records = []  # (ts_us, seq, process, thread, event-without-pid/tid)
+    open_slices: dict[tuple, deque] = {}
+    end_us = 0.0
+    run_id = None
+    for row in _rows(frame):
+        run_id = run_id or row.get("run_id")
+        t = _us(row["t_ms"])
+        end_us = max(end_us, t)
+        seq = int(row["seq"])
+        cat = str(row["kind"]).split(".", 1)[0]
+        make = mapping.get(row["kind"])
+        items = make(row) if make is not None else None
+        for item in (items if items is not None else [default_instant(row)]):
+            if isinstance(item, Begin):
+                open_slices.setdefault(item.key, deque()).append((t, seq, cat, item))
+            elif isinstance(item, End):
+                waiting = open_slices.get(item.key)
+                if not waiting:
+                    item = default_instant(row)
+                else:
+                    begin_t, begin_seq, begin_cat, begin = waiting.popleft()
+                    records.append((begin_t, begin_seq, begin.process, begin.thread,
+                                    {"ph": "X", "name": begin.name, "cat": begin_cat, "ts": begin_t,
+                                     "dur": round(t - begin_t, 3), "args": {**begin.args, **item.args}}))
+                    continue
+            if isinstance(item, Counter):
+                records.append((t, seq, item.process, MAIN,
+                                {"ph": "C", "name": item.name, "cat": cat, "ts": t, "args": {"value": item.value}}))
+            elif isinstance(item, Instant):
+                records.append((t, seq, item.process, item.thread,
+                                {"ph": "i", "s": "t", "name": item.name, "cat": cat, "ts": t, "args": item.args}))
+    for waiting in open_slices.values():
+        for begin_t, begin_seq, begin_cat, begin in waiting:
+            records.append((begin_t, begin_seq, begin.process, begin.thread,
+                            {"ph": "X", "name": begin.name, "cat": begin_cat, "ts": begin_t,
+                             "dur": round(end_us - begin_t, 3), "args": {**begin.args, "unfinished": True}}))
+    threads: dict[str, set] = {}
+    for _, _, process, thread, _ in records:
+        threads.setdefault(process, {MAIN}).add(thread)
+    pids = {name: i for i, name in enumerate(sorted(threads), start=1)}
+    tids = {p: {name: i for i, name in enumerate([MAIN] + sorted(threads[p] - {MAIN}))} for p in threads}
+    out = []
+    for process in sorted(threads):
+        pid = pids[process]
+        out.append({"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": process}})
+        for thread, tid in tids[process].items():
+            out.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": thread}})
+    records.sort(key=lambda r: (r[0], r[1]))
+    for _, _, process, thread, event in records:
+        out.append({**event, "pid": pids[process], "tid": tids[process][thread]})
+    return {"traceEvents": out, "displayTimeUnit": "ms", "otherData": {"run_id": run_id or ""}}
+
+
+def export_perfetto(run, out: str | os.PathLike, force: bool = False) -> int:
+    """Write the run (a folder, a run-log file or its DataFrame) as trace-event JSON to ``out``; returns the count of
+    trace events. An existing ``out`` needs ``force``: :class:`ExportError` otherwise, and nothing is written."""
+    target = Path(out)
+    if target.exists() and (target.is_dir() or not force):
+        what = "is a folder" if target.is_dir() else "exists"
+        raise ExportError(f"{target} {what}; choose another file" + ("" if target.is_dir() else " or add --force"))
+    trace = perfetto_trace(run)
+    text = json.dumps(trace, sort_keys=True, separators=(",", ":"))
+    target.write_text(text + "\n", encoding="utf-8")
+    return len(trace["traceEvents"])

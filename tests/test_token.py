@@ -1,0 +1,174 @@
+"""Run tokens: a replayed token makes a byte-identical run folder; a damaged, foreign or unknown token is refused in one
+line, exit status 2, with nothing written."""
+
+import base64
+import hashlib
+import json
+import zlib
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import milvus_edu
+from milvus_edu.cli import main
+from milvus_edu.token import PREFIX, RunSpec, TokenError, decode, encode, replay
+
+
+def digests(folder: Path) -> dict[str, str]:
+    """sha256 of every file under ``folder`` (the run files and the object store), by relative path."""
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def run_main(capsys, *args):
+    try:
+        code = main(list(args))
+    except SystemExit as exc:
+        code = exc.code
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+@pytest.mark.parametrize("scenario, kwargs", [
+    ("timetick-basics", {"duration_s": 1, "switches": ["allocate_outside_enqueue_lock"], "options": {"proxies": 3},
+                         "params": {"timetick.time_tick_interval_ns": "100000000"}}),
+    ("flush-manual", {"seed": 4, "duration_s": 5.0, "options": {"workload_s": "1", "inserts_per_s": 50.0},
+                      "params": {"datanode.update_channel_checkpoint_interval_ns": 2_000_000_000}}),
+    ("workload", {"duration_s": 2, "options": {"steps": [  # a list-valued option travels whole
+        {"at": 0.5, "client": "Client1", "op": "create_collection", "collection": "C0"},
+        {"at": 0.9, "client": "Client1", "op": "insert", "collection": "C0", "data": [{"id": "A1"}]},
+        {"at": 0.9, "client": "Client2", "op": "search", "collection": "C0", "consistency_level": "Bounded"}]}}),
+])
+def test_replayed_token_gives_a_byte_identical_run_folder(tmp_path, scenario, kwargs):
+    original = milvus_edu.simulate(scenario, out_dir=tmp_path / "a", **kwargs)
+    again = replay(original.token, tmp_path / "b")
+    assert again.token == original.token
+    a, b = digests(tmp_path / "a"), digests(tmp_path / "b")
+    assert {"events.parquet", "events.jsonl", "summary.json"} <= set(a)
+    assert a == b
+    assert json.loads((tmp_path / "a" / "summary.json").read_text())["token"] == original.token
+
+
+def test_token_records_what_changes_the_run_and_leaves_defaults_out():
+    result = milvus_edu.simulate("timetick-basics", seed=2, duration_s=0.5, switches=["allocate_outside_enqueue_lock"],
+                                 options={"proxies": 3, "task_ms": milvus_edu.registry.get_scenario(
+                                     "timetick-basics").options["task_ms"]},
+                                 params={"timetick.time_tick_interval_ns": "100_000_000"}, jsonl=False)
+    spec = decode(result.token)
+    assert spec.version == milvus_edu.__version__ and spec.scenario == "timetick-basics" and spec.seed == 2
+    assert spec.duration_s == 0.5 and spec.switches == ("allocate_outside_enqueue_lock",)
+    assert spec.options == {"proxies": 3}  # task_ms was given at its default
+    assert spec.params == {"timetick.time_tick_interval_ns": 100_000_000}
+    assert spec.run_id is None and spec.jsonl is False and spec.network == {} and spec.interventions == ()
+
+
+def test_equal_runs_asked_differently_get_one_token():
+    one = milvus_edu.simulate("tso-basics", duration_s=1, switches=["tso_no_window_save", "tso_skip_load_on_init"],
+                              keep_events=False)
+    two = milvus_edu.simulate("tso-basics", duration_s=1, switches=["tso_skip_load_on_init", "tso_no_window_save"],
+                              keep_events=False, params={"tso.save_interval_ns": milvus_edu.config.Config().tso.save_interval_ns})
+    assert one.token == two.token
+
+
+def test_a_custom_run_id_travels_in_the_token(tmp_path):
+    original = milvus_edu.simulate("tso-basics", duration_s=1, run_id="mine", out_dir=tmp_path / "a")
+    assert decode(original.token).run_id == "mine"
+    replay(original.token, tmp_path / "b")
+    assert digests(tmp_path / "a") == digests(tmp_path / "b")
+
+
+def _token(**changes) -> str:
+    base = dict(version=milvus_edu.__version__, scenario="tso-basics", seed=1, duration_s=1)
+    return encode(RunSpec(**{**base, **changes}))
+
+
+GOOD = _token()
+BODY = GOOD[len(PREFIX):]
+
+
+@pytest.mark.parametrize("token, says", [
+    (_token(version="0.0.1"), "milvus-edu 0.0.1"),
+    (_token(scenario="no-such-scenario"), "scenario 'no-such-scenario'"),
+    (_token(interventions=({"t_ms": 5.0, "action": "kill proxy-2"},)), "intervention"),
+    (PREFIX + BODY[:-6], "damaged"),  # truncated
+    (PREFIX + "!!" + BODY[2:], "base64url"),
+    (PREFIX + ("A" if BODY[0] != "A" else "B") + BODY[1:], "checksum"),  # the checksum's first byte changed
+    ("me2-" + BODY, "format 'me2'"),
+    ("hello", "not a milvus-edu run token"),
+    (PREFIX, "damaged"),
+])
+def test_bad_tokens_are_refused_in_one_line_and_nothing_is_written(capsys, tmp_path, token, says):
+    with pytest.raises(TokenError, match=None) as info:
+        replay(token, tmp_path / "py")
+    assert says in str(info.value)
+    code, out, err = run_main(capsys, "replay", token, "--out", str(tmp_path / "cli"))
+    assert code == 2 and out == ""
+    assert err.startswith("milvus-edu: error: ") and says in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "py").exists() and not (tmp_path / "cli").exists()
+
+
+def test_a_token_whose_content_is_not_a_run_is_refused():
+    text = b'{"hello":"world"}'
+    packer = zlib.compressobj(9, zlib.DEFLATED, -15)
+    body = zlib.crc32(text).to_bytes(4, "big") + packer.compress(text) + packer.flush()
+    with pytest.raises(TokenError, match="not a run's description"):
+        decode(PREFIX + base64.urlsafe_b64encode(body).decode().rstrip("="))
+
+
+def test_replay_refuses_an_occupied_folder_and_keeps_its_files(capsys, tmp_path):
+    out = tmp_path / "taken"
+    out.mkdir()
+    (out / "mine.txt").write_text("keep")
+    code, stdout, err = run_main(capsys, "replay", GOOD, "--out", str(out))
+    assert code == 2 and "not empty" in err and "--force" in err
+    assert [p.name for p in out.iterdir()] == ["mine.txt"] and (out / "mine.txt").read_text() == "keep"
+
+
+def test_simulate_prints_the_token_and_replay_makes_the_same_folder(capsys, tmp_path):
+    code, out, err = run_main(capsys, "simulate", "--scenario", "tso-basics", "--duration", "1", "--switch",
+                              "tso_no_window_save", "--out", str(tmp_path / "a"))
+    lines = [line for line in out.splitlines() if line.startswith("token ")]
+    assert len(lines) == 1, out
+    token = lines[0].rsplit(" ", 1)[1]
+    assert token == json.loads((tmp_path / "a" / "summary.json").read_text())["token"]
+    code, out, err = run_main(capsys, "replay", token, "--out", str(tmp_path / "b"))
+    assert code == 0, err
+    assert digests(tmp_path / "a") == digests(tmp_path / "b")
+
+
+specs = st.builds(
+    RunSpec,
+    version=st.just(milvus_edu.__version__),
+    scenario=st.sampled_from(sorted(milvus_edu.registry.scenarios())),
+    seed=st.integers(min_value=0, max_value=2**63),
+    duration_s=st.one_of(st.integers(1, 10**6), st.floats(min_value=1e-3, max_value=1e6)),
+    switches=st.lists(st.sampled_from(milvus_edu.config.BugSwitches.names()), unique=True).map(lambda s: tuple(sorted(s))),
+    options=st.dictionaries(st.text(min_size=1, max_size=8), st.one_of(st.integers(), st.floats(allow_nan=False),
+                                                                       st.booleans(), st.text(max_size=8))),
+    params=st.dictionaries(st.text(min_size=1, max_size=8), st.integers()),
+    run_id=st.one_of(st.none(), st.text(min_size=1, max_size=20)),
+    jsonl=st.booleans(),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(spec=specs)
+def test_every_spec_round_trips(spec):
+    assert decode(encode(spec)) == spec
+
+
+@settings(max_examples=300, deadline=None)
+@given(spec=specs, where=st.integers(min_value=0), char=st.sampled_from(
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"))
+def test_a_changed_character_never_replays_another_run(spec, where, char):
+    token = encode(spec)
+    i = len(PREFIX) + where % (len(token) - len(PREFIX))
+    damaged = token[:i] + char + token[i + 1:]
+    try:
+        got = decode(damaged)
+    except TokenError:
+        return
+    # the last character's unused low bits, or the same character put back: the same bytes, the same run
+    assert got == spec
