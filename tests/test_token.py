@@ -138,6 +138,17 @@ def test_simulate_prints_the_token_and_replay_makes_the_same_folder(capsys, tmp_
     assert digests(tmp_path / "a") == digests(tmp_path / "b")
 
 
+def test_replay_judges_its_run_as_simulate_does(capsys, tmp_path):
+    # tso-pause seed 3 breaks global-monotonic with the faithful rules: the scenario's documented gap, so both
+    # commands exit 0 and say why the violation is expected
+    code, out, _ = run_main(capsys, "simulate", "--scenario", "tso-pause", "--seed", "3", "--out", str(tmp_path / "a"))
+    token = json.loads((tmp_path / "a" / "summary.json").read_text())["token"]
+    again, out_again, _ = run_main(capsys, "replay", token, "--out", str(tmp_path / "b"))
+    notes = [line for line in out.splitlines() if line.startswith("(expected: this scenario shows a gap")]
+    assert code == again == 0 and len(notes) == 1
+    assert notes == [line for line in out_again.splitlines() if line.startswith("(expected")]
+
+
 specs = st.builds(
     RunSpec,
     version=st.just(milvus_edu.__version__),

@@ -59,9 +59,10 @@ class RunResult:
                 f"out_dir={str(self.out_dir) if self.out_dir else None!r})")
 
     @property
-    def token(self) -> str:
-        """The run token: ``milvus_edu.replay(token, out_dir)`` makes this run folder again, byte for byte."""
-        return self.summary["token"]
+    def token(self) -> str | None:
+        """The run token: ``milvus_edu.replay(token, out_dir)`` makes this run folder again, byte for byte
+        (``None`` for a summary written before tokens existed)."""
+        return self.summary.get("token")
 
     @property
     def violations(self) -> list[dict]:
