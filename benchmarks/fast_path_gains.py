@@ -31,7 +31,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's milvus_edu, whatever is installed
 import milvus_edu  # noqa: E402
 from milvus_edu.events import dispatch, recorder  # noqa: E402
-from milvus_edu.mechanisms.timetick import nodes as timetick_nodes  # noqa: E402
+from milvus_edu.cluster import dml as cluster_dml  # noqa: E402
 from milvus_edu.mechanisms.timetick import scenarios as timetick_scenarios  # noqa: E402
 from milvus_edu.mq import InsertMsg  # noqa: E402
 from milvus_edu.mq import hash as mq_hash  # noqa: E402
@@ -70,10 +70,10 @@ def _parquet_rows(self, batch) -> None:
 
 
 def _insert_msg(shard_name, collection_id, partition_id, segment_id, pks, timestamps, payload_bytes, msg_id,
-                source_id, position=None):
+                source_id, position=None, fields=None):
     return InsertMsg(shard_name=shard_name, collection_id=collection_id, partition_id=partition_id,
                      segment_id=segment_id, pks=pks, timestamps=timestamps, payload_bytes=payload_bytes,
-                     msg_id=msg_id, source_id=source_id, position=position)
+                     msg_id=msg_id, source_id=source_id, position=position, fields=fields)
 
 
 #: name -> (where it is, the families it runs in, (object, attribute, readable form) to swap in)
@@ -91,7 +91,7 @@ PATHS = {
     "parquet-by-arrow": ("RowBatch.table (events/recorder.py)", "all",
                          [(recorder.ParquetSink, "write_batch", _parquet_rows)]),
     "insert-msg": ("new_insert_msg and new_msg_position (mq/msg.py)", "all",
-                   [(timetick_nodes, "new_insert_msg", _insert_msg), (timetick_nodes, "new_msg_position", MsgPosition)]),
+                   [(cluster_dml, "new_insert_msg", _insert_msg), (cluster_dml, "new_msg_position", MsgPosition)]),
     "murmur3-unrolled": ("_hash32_int64_unrolled and its _HIGH_BLOCKS (mq/hash.py)", "all",
                          [(mq_hash, "_hash32_int64_unrolled", mq_hash.hash32_int64)]),
     "murmur3-prehash": ("prehash_int64, numpy's murmur3 of a client's next keys (mq/hash.py)", "all",
