@@ -34,6 +34,7 @@ from milvus_edu.events import dispatch, recorder  # noqa: E402
 from milvus_edu.cluster import dml as cluster_dml  # noqa: E402
 from milvus_edu.mechanisms.timetick import scenarios as timetick_scenarios  # noqa: E402
 from milvus_edu.mq import InsertMsg  # noqa: E402
+from milvus_edu.mq import fast as mq_fast  # noqa: E402
 from milvus_edu.mq import hash as mq_hash  # noqa: E402
 from milvus_edu.proto import MsgPosition  # noqa: E402
 from milvus_edu.sim.kernel import Simulation  # noqa: E402
@@ -90,11 +91,11 @@ PATHS = {
                        [(recorder.JsonlSink, "write_batch", _jsonl_rows)]),
     "parquet-by-arrow": ("RowBatch.table (events/recorder.py)", "all",
                          [(recorder.ParquetSink, "write_batch", _parquet_rows)]),
-    "insert-msg": ("new_insert_msg and new_msg_position (mq/msg.py)", "all",
+    "insert-msg": ("new_insert_msg and new_msg_position (mq/fast.py)", "all",
                    [(cluster_dml, "new_insert_msg", _insert_msg), (cluster_dml, "new_msg_position", MsgPosition)]),
-    "murmur3-unrolled": ("_hash32_int64_unrolled and its _HIGH_BLOCKS (mq/hash.py)", "all",
-                         [(mq_hash, "_hash32_int64_unrolled", mq_hash.hash32_int64)]),
-    "murmur3-prehash": ("prehash_int64, numpy's murmur3 of a client's next keys (mq/hash.py)", "all",
+    "murmur3-unrolled": ("hash32_int64 and its _HIGH_BLOCKS (mq/fast.py)", "all",
+                         [(mq_fast, "hash32_int64", mq_hash.hash32_int64)]),
+    "murmur3-prehash": ("prehash_int64, numpy's murmur3 of a client's next keys (mq/fast.py)", "all",
                         [(timetick_scenarios, "prehash_int64", lambda pks: None)]),
 }
 
