@@ -11,6 +11,11 @@ Run from the repo root: ``python benchmarks/fast_path_gains.py [--repeat 3] [--p
 Prints figures only. On the shared 2-core machine the ``control`` line moves by up to a few percent, more
 when other work runs.
 
+The fast paths live in ``milvus_edu/mq/fast.py`` and ``milvus_edu/events/fast.py`` (the recorder's emitter
+and the dispatcher's column reads stay methods, listed there), each with the gain measured here; two more sit
+in the simulation kernel and the TSO (``one-way-latency``, ``tso-at-once``). ``tso-at-once`` measured +2.8%
+(tso-basics) and +2.4% (tso-failover) with ``--repeat 2`` on 2026-11-25: under 5%, so it is to go.
+
 Removed after measuring (issue 25; gains of the simulating process in a TimeTick, flush and query run):
 detached client processes (``DetachedProcess``, -3.6%, -0.3%, -3.7%), the run loop with SimPy's step written
 in (-0.2%, +4.0%, +1.5%), ``detail`` dicts encoded with their batch (-0.1%, +4.1%, -4.4%; the sink process
@@ -47,6 +52,13 @@ RUNS = {
 }
 
 
+def _one_way_readable(self, src: str) -> float:
+    net = self.net
+    if not net.jitter_ms > 0:
+        return net.latency_ms + 0.0
+    return net.latency_ms + self._net_rng(src).expovariate(1.0 / net.jitter_ms)
+
+
 def _rows_of_kinds(self, batch) -> None:
     for row in batch.rows(self.kinds):
         self.write(row)
@@ -81,6 +93,8 @@ def _insert_msg(shard_name, collection_id, partition_id, segment_id, pks, timest
 PATHS = {
     # the same code both ways: what the measurement's own noise and order give
     "control": ("nothing swapped", "all", [(Simulation, "spawn", Simulation.spawn)]),
+    "one-way-latency": ("Simulation.one_way, expovariate written out (sim/kernel.py)", "all",
+                        [(Simulation, "one_way", _one_way_readable)]),
     "tso-at-once": ("GlobalTSOAllocator.generate_tso_now (tso/global_allocator.py)", "tso",
                     [(GlobalTSOAllocator, "generate_tso_now", lambda self, count: None)]),
     "dispatch-columns": ("Dispatch.write_batch reading columns from tuples (events/dispatch.py)", "all",
