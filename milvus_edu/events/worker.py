@@ -30,8 +30,9 @@ A short run is not worth a second process: forking, the child's first touches of
 with the parent, and the hand-over at close cost a run 30-40 ms of CPU and, on a busy machine, more in
 waiting, while its sinks have less than that to do. With ``hold_rows``, the batches are held in the
 parent until that many rows came; a run that closes before runs its sinks in process, at close, and
-forks no child (``simulate`` holds :data:`HOLD_ROWS`: a 60-s query run, about 9,000 rows, then takes a
-quarter less wall time).
+forks no child. ``simulate`` holds :data:`HOLD_ROWS`; measured by ``benchmarks/bench_sim.py`` on the
+shared 2-core machine, a run of 1 simulated second of insert-then-search then takes 13-15 ms instead of
+33-54 ms, and its 60-s run (about 9,000 rows) went from 1/38-1/48 of bare SimPy's rate to 1/28.
 """
 
 from __future__ import annotations
