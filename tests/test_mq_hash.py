@@ -14,7 +14,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from milvus_edu.config import TimeTickParams
-from milvus_edu.mq.hash import _hash32_int64_unrolled
 from milvus_edu.mq import (
     chan_name_prefix,
     dml_channel_names,
@@ -149,13 +148,6 @@ def test_bad_hash_input_raises_value_error(call):
         call()
 
 
-@given(st.integers(min_value=-(1 << 63), max_value=(1 << 63) - 1))
-def test_unrolled_int64_hash_equals_the_readable_one(pk):
-    """The fast path ``HashPK2Channels`` takes for int keys gives ``Hash32Int64`` exactly."""
-    assert _hash32_int64_unrolled(pk) == hash32_int64(pk)
-    assert hash_pk_2_channels([pk], ["a", "b", "c"]) == [hash32_int64(pk) % 3]
-
-
 @given(st.binary(max_size=64))
 def test_hash32_bytes_is_murmur3_with_top_bit_cleared(data):
     """``Hash32Bytes`` is murmur3 seed 0 ``& 0x7fffffff``, so it always fits in 31 bits."""
@@ -254,71 +246,3 @@ def test_vchannel_round_trips_to_its_pchannel_and_collection(collection_id, shar
     assert not is_physical_channel(vchannel)
     assert to_physical_channel(vchannel) == pchannel
     assert get_collection_id_from_vchannel(vchannel) == collection_id
-
-
-@given(st.lists(st.one_of(st.integers(min_value=-(1 << 63), max_value=(1 << 63) - 1),
-                          st.integers(min_value=1 << 63, max_value=1 << 70)), max_size=300))
-def test_keys_hashed_ahead_with_numpy_equal_the_readable_hash(pks):
-    """``prehash_int64`` (numpy, many keys at once) gives ``Hash32Int64`` of every int64 key and skips others."""
-    from milvus_edu.mq import hash as hashing
-
-    hashing._PREHASHED.clear()
-    hashing.prehash_int64(pks)
-    for pk in pks:
-        if pk <= (1 << 63) - 1:
-            assert hashing._PREHASHED[pk] == hash32_int64(pk)
-        else:
-            assert pk not in hashing._PREHASHED
-    shards = [f"v{i}" for i in range(5)]
-    ints = [pk for pk in pks if pk <= (1 << 63) - 1]
-    assert hash_pk_2_channels(ints, shards) == [hash32_int64(pk) % 5 for pk in ints]
-
-
-@given(st.integers(min_value=-(1 << 64), max_value=1 << 64), st.integers(min_value=0, max_value=200),
-       st.integers(min_value=-5, max_value=5).filter(bool))
-def test_a_range_of_keys_hashed_ahead_equals_the_same_keys_as_a_list(start, length, step):
-    """A ``range`` skips the per-key check when all of it is int64; either way only int64 keys are
-    hashed, each to its own ``Hash32Int64``, as when the same keys come as a list."""
-    from milvus_edu.mq import hash as hashing
-
-    keys = range(start, start + length * step, step)
-    hashing._PREHASHED.clear()
-    hashing.prehash_int64(keys)
-    from_range = dict(hashing._PREHASHED)
-    hashing._PREHASHED.clear()
-    hashing.prehash_int64(list(keys))
-    assert from_range == hashing._PREHASHED
-    assert from_range == {pk: hash32_int64(pk) for pk in keys if -(1 << 63) <= pk < 1 << 63}
-
-
-def test_the_table_of_keys_hashed_ahead_stays_bounded_and_bools_are_still_refused():
-    from milvus_edu.mq import hash as hashing
-
-    hashing._PREHASHED.clear()
-    for start in range(0, 3 * hashing._PREHASHED_MAX, 4096):
-        hashing.prehash_int64(range(start, start + 4096))
-        assert len(hashing._PREHASHED) <= hashing._PREHASHED_MAX
-    hashing.prehash_int64([1, 0])
-    with pytest.raises(ValueError, match="neither int nor str"):
-        hash_pk_2_channels([True], ["a", "b"])
-
-
-@given(st.lists(st.one_of(st.integers(min_value=-(1 << 63), max_value=(1 << 63) - 1), st.text(max_size=8)),
-                max_size=40),
-       st.data())
-def test_shards_of_keys_partly_hashed_ahead_equal_the_readable_hash(pks, data):
-    """``hash_pk_2_channels`` looks keys up when all are ints hashed ahead, and hashes the rest itself:
-    either way each key's shard is its own hash modulo the shard count, whatever was hashed before."""
-    from milvus_edu.mq import hash as hashing
-
-    hashing._PREHASHED.clear()
-    ints = [pk for pk in pks if type(pk) is int]
-    hashing.prehash_int64(data.draw(st.lists(st.sampled_from(ints), unique=True)) if ints else [])
-    for keys in (pks, ints):
-        expected = [(hash_string_2_uint32(pk) if isinstance(pk, str) else hash32_int64(pk)) % 3 for pk in keys]
-        assert hash_pk_2_channels(keys, ["a", "b", "c"]) == expected
-    if ints:
-        hashing.prehash_int64(ints)  # all hashed ahead: the look-up path
-        assert hash_pk_2_channels(ints, ["a", "b", "c"]) == [hash32_int64(pk) % 3 for pk in ints]
-        with pytest.raises(ValueError, match="neither int nor str"):
-            hash_pk_2_channels([*ints, True], ["a", "b", "c"])

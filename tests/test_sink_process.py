@@ -184,6 +184,43 @@ class Rows:
         pass
 
 
+def test_a_short_default_run_forks_no_child_and_writes_the_same_folder(tmp_path, monkeypatch):
+    forked = []
+    real = SinkProcess._start
+
+    def spy(self):
+        forked.append(self)
+        return real(self)
+
+    monkeypatch.setattr(SinkProcess, "_start", spy)
+    home = milvus_edu.simulate("insert-then-search", seed=2, duration_s=5, out_dir=tmp_path / "home",
+                               sink_process=False, keep_events=False)
+    short = milvus_edu.simulate("insert-then-search", seed=2, duration_s=5, out_dir=tmp_path / "short",
+                                keep_events=False)
+    assert 0 < short.summary["events"] < worker.HOLD_ROWS and forked == []
+    long = milvus_edu.simulate("timetick-basics", seed=2, duration_s=2, out_dir=tmp_path / "long", keep_events=False)
+    assert long.summary["events"] > worker.HOLD_ROWS and len(forked) == 1
+    for name in ("events.parquet", "events.jsonl", "summary.json"):
+        assert (tmp_path / "home" / name).read_bytes() == (tmp_path / "short" / name).read_bytes(), name
+    assert short.summary == home.summary
+    assert multiprocessing.active_children() == []
+
+
+def test_held_batches_reach_the_child_in_order_once_enough_rows_came():
+    home, away = Rows(), Rows()
+    process = SinkProcess(kept=[away], hold_rows=12)
+    at_home = Recorder("r", sinks=[home], batch_rows=5)
+    in_child = Recorder("r", sinks=[process], batch_rows=5)
+    for rec in (at_home, in_child):
+        for i in range(23):
+            rec.emit("proxy.finish" if i % 3 else "proxy.enqueue", f"p{i % 2}", ts=i, channel="c")
+            if rec is in_child:
+                assert (process._process is None) == (i < 14)  # forked at the third batch of five
+        rec.close()
+    assert away.rows == [] and process.kept[0] is not away
+    assert process.kept[0].rows == home.rows and len(home.rows) == 15
+
+
 def test_row_sinks_in_the_child_get_their_kinds_in_order_and_come_back():
     home, away = Rows(), Rows()
     process = SinkProcess(kept=[away])
@@ -218,9 +255,9 @@ def test_memory_sink_stays_in_the_parent(tmp_path, monkeypatch):
     seen = []
     real = worker.SinkProcess
 
-    def spy(factories, kept):
+    def spy(factories, kept, **kwargs):
         seen.append([type(k).__name__ for k in kept])
-        return real(factories, kept)
+        return real(factories, kept, **kwargs)
 
     monkeypatch.setattr(worker, "SinkProcess", spy)
     milvus_edu.simulate("tso-basics", seed=1, duration_s=1, out_dir=tmp_path / "r", keep_events=True)

@@ -2,10 +2,11 @@
 
 Each shortcut taken for speed (issue 6, simulator speed) sits beside the readable code it replaces;
 these tests run both and compare: the recorder's batches (rows, and checkers and summaries fed by
-batch), the messages built with their position (which the broker stores as they are), the TimeTick
-collection's cached channel lookups, and AllocTimestamp answered without its step generators. (The int64
-murmur3 fast path is pinned in ``tests/test_mq_hash.py``, the recorder's batch encoding in
-``tests/test_recorder_fast.py``.) ``benchmarks/fast_path_gains.py`` measures what each is worth.
+batch), the MQ's fast paths (``milvus_edu/mq/fast.py``: messages built with their position, which the
+broker stores as they are, and int64 keys hashed by murmur3 written out or ahead with numpy), the
+TimeTick collection's cached channel lookups, and AllocTimestamp answered without its step generators.
+(The recorder's batch encoding is pinned in ``tests/test_recorder_fast.py``.)
+``benchmarks/fast_path_gains.py`` measures what each is worth.
 """
 
 import dataclasses
@@ -26,6 +27,7 @@ from milvus_edu.mq import (
     get_virtual_channel,
     to_physical_channel,
 )
+from milvus_edu.mq import fast, hash32_int64, hash_pk_2_channels, hash_string_2_uint32
 from milvus_edu.mq.broker import Broker
 from milvus_edu.proto import MsgPosition
 from milvus_edu.registry import get_scenario, scenario_mechanisms, scenario_options
@@ -259,7 +261,7 @@ _PKS = st.lists(st.one_of(st.integers(-(2**63), 2**63 - 1), st.text(max_size=5))
 @given(_PKS, st.integers(0, 2**63 - 1), st.integers(0, 3), st.integers(0, 10**15), st.integers(0, 99),
        st.integers(0, 4096))
 def test_new_insert_msg_equals_the_dataclass_constructor(pks, ts, extra_rows, msg_id, source_id, payload):
-    from milvus_edu.mq.msg import new_insert_msg
+    from milvus_edu.mq.fast import new_insert_msg
     fields = dict(shard_name="by-dev-rootcoord-dml_0_100v0", collection_id=100, partition_id=1001,
                   segment_id=100000, pks=tuple(pks), timestamps=(ts,) * (len(pks) + (extra_rows == 3)),  # sometimes one too many
                   payload_bytes=payload, msg_id=msg_id, source_id=source_id)
@@ -279,7 +281,7 @@ def test_new_insert_msg_equals_the_dataclass_constructor(pks, ts, extra_rows, ms
 
 @given(st.text(max_size=30), st.integers(1, 2**40), st.integers(0, 2**63 - 1))
 def test_a_position_built_fast_equals_the_dataclass(channel, msg_id, ts):
-    from milvus_edu.mq.msg import new_msg_position
+    from milvus_edu.mq.fast import new_msg_position
 
     fast, readable = new_msg_position(channel, msg_id, ts), MsgPosition(channel, msg_id, ts)
     assert fast == readable and vars(fast) == vars(readable) and hash(fast) == hash(readable)
@@ -291,7 +293,7 @@ def test_a_position_built_fast_equals_the_dataclass(channel, msg_id, ts):
 def test_the_broker_keeps_a_message_built_with_its_position_and_stamps_any_other(change):
     """A message that already carries the position the broker gives it is stored as it is; one whose
     position differs in any field is stored as a copy with the right position, as before."""
-    from milvus_edu.mq.msg import new_insert_msg
+    from milvus_edu.mq.fast import new_insert_msg
 
     broker = Broker()
     broker.produce("ch", TimeTickMsg(timestamp=5, source_id=1))
@@ -303,6 +305,76 @@ def test_the_broker_keeps_a_message_built_with_its_position_and_stamps_any_other
     stored = broker.get("ch", msg_id)
     assert (stored is msg) == (change is None)
     assert stored.position == MsgPosition("ch", 2, 9) and stored == dataclasses.replace(msg, position=stored.position)
+
+
+# ---------------------------------------------------------------------------------------------
+# murmur3 of int64 keys written out, and hashed ahead with numpy (mq/fast.py).
+
+@given(st.integers(min_value=-(1 << 63), max_value=(1 << 63) - 1))
+def test_unrolled_int64_hash_equals_the_readable_one(pk):
+    """The fast path ``HashPK2Channels`` takes for int keys gives ``Hash32Int64`` exactly."""
+    assert fast.hash32_int64(pk) == hash32_int64(pk)
+    assert hash_pk_2_channels([pk], ["a", "b", "c"]) == [hash32_int64(pk) % 3]
+
+
+@given(st.lists(st.one_of(st.integers(min_value=-(1 << 63), max_value=(1 << 63) - 1),
+                          st.integers(min_value=1 << 63, max_value=1 << 70)), max_size=300))
+def test_keys_hashed_ahead_with_numpy_equal_the_readable_hash(pks):
+    """``prehash_int64`` (numpy, many keys at once) gives ``Hash32Int64`` of every int64 key and skips others."""
+    fast.PREHASHED.clear()
+    fast.prehash_int64(pks)
+    for pk in pks:
+        if pk <= (1 << 63) - 1:
+            assert fast.PREHASHED[pk] == hash32_int64(pk)
+        else:
+            assert pk not in fast.PREHASHED
+    shards = [f"v{i}" for i in range(5)]
+    ints = [pk for pk in pks if pk <= (1 << 63) - 1]
+    assert hash_pk_2_channels(ints, shards) == [hash32_int64(pk) % 5 for pk in ints]
+
+
+@given(st.integers(min_value=-(1 << 64), max_value=1 << 64), st.integers(min_value=0, max_value=200),
+       st.integers(min_value=-5, max_value=5).filter(bool))
+def test_a_range_of_keys_hashed_ahead_equals_the_same_keys_as_a_list(start, length, step):
+    """A ``range`` skips the per-key check when all of it is int64; either way only int64 keys are
+    hashed, each to its own ``Hash32Int64``, as when the same keys come as a list."""
+    keys = range(start, start + length * step, step)
+    fast.PREHASHED.clear()
+    fast.prehash_int64(keys)
+    from_range = dict(fast.PREHASHED)
+    fast.PREHASHED.clear()
+    fast.prehash_int64(list(keys))
+    assert from_range == fast.PREHASHED
+    assert from_range == {pk: hash32_int64(pk) for pk in keys if -(1 << 63) <= pk < 1 << 63}
+
+
+def test_the_table_of_keys_hashed_ahead_stays_bounded_and_bools_are_still_refused():
+    fast.PREHASHED.clear()
+    for start in range(0, 3 * fast.PREHASHED_MAX, 4096):
+        fast.prehash_int64(range(start, start + 4096))
+        assert len(fast.PREHASHED) <= fast.PREHASHED_MAX
+    fast.prehash_int64([1, 0])
+    with pytest.raises(ValueError, match="neither int nor str"):
+        hash_pk_2_channels([True], ["a", "b"])
+
+
+@given(st.lists(st.one_of(st.integers(min_value=-(1 << 63), max_value=(1 << 63) - 1), st.text(max_size=8)),
+                max_size=40),
+       st.data())
+def test_shards_of_keys_partly_hashed_ahead_equal_the_readable_hash(pks, data):
+    """``hash_pk_2_channels`` looks keys up when all are ints hashed ahead, and hashes the rest itself:
+    either way each key's shard is its own hash modulo the shard count, whatever was hashed before."""
+    fast.PREHASHED.clear()
+    ints = [pk for pk in pks if type(pk) is int]
+    fast.prehash_int64(data.draw(st.lists(st.sampled_from(ints), unique=True)) if ints else [])
+    for keys in (pks, ints):
+        expected = [(hash_string_2_uint32(pk) if isinstance(pk, str) else hash32_int64(pk)) % 3 for pk in keys]
+        assert hash_pk_2_channels(keys, ["a", "b", "c"]) == expected
+    if ints:
+        fast.prehash_int64(ints)  # all hashed ahead: the look-up path
+        assert hash_pk_2_channels(ints, ["a", "b", "c"]) == [hash32_int64(pk) % 3 for pk in ints]
+        with pytest.raises(ValueError, match="neither int nor str"):
+            hash_pk_2_channels([*ints, True], ["a", "b", "c"])
 
 
 @given(st.integers(0, 2**32))

@@ -24,8 +24,8 @@ dicts and converted the same way.
 
 Speed: reading the declared columns from the batch's tuples, instead of handing each handler a row dict
 (``batch.rows(kinds)``, the readable form), takes a quarter to a third off the sink process's CPU in the
-TimeTick, flush and query families (``benchmarks/fast_path_gains.py``, ``dispatch-columns``: +45%, +37%, +26%
-with the readable form).
+TimeTick, flush and query families (``benchmarks/fast_path_gains.py``, ``dispatch-columns``: +38%, +41%, +22%
+with the readable form); it is one of the fast paths listed in :mod:`milvus_edu.events.fast`.
 """
 
 from __future__ import annotations

@@ -19,7 +19,8 @@ path, ``write_batch(batch)``: the recorder then buffers its rows in a :class:`Ro
 :data:`BATCH_ROWS` rows, as tuples (no dict is built for a row no row sink wants). The file sinks encode a batch with
 Arrow a column at a time: the Parquet table, and from it the JSON lines; the checkers and
 summaries read the columns their handlers declare (:mod:`milvus_edu.events.dispatch`). This is many times faster than encoding row by
-row and gives the same bytes (``tests/test_recorder_fast.py`` checks it on real runs).
+row and gives the same bytes (``tests/test_recorder_fast.py`` checks it on real runs); the encoding is
+one of the fast paths kept, with their measured gains, in :mod:`milvus_edu.events.fast`.
 """
 
 from __future__ import annotations
@@ -32,9 +33,9 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from . import fast
 from .schema import FIELD_NAMES, arrow_schema, validate_kind
 
 
@@ -65,7 +66,6 @@ def _encoder(sort_keys: bool, item_separator: str) -> Callable[[object], str]:
 encode_detail = _encoder(sort_keys=True, item_separator=",")
 _encode_json = _encoder(sort_keys=False, item_separator=",")
 
-_SCHEMA = arrow_schema()
 #: A row with every column null, in schema order: each row starts as a copy of it.
 _EMPTY_ROW = dict.fromkeys(FIELD_NAMES)
 #: The columns the recorder stamps on every row.
@@ -74,8 +74,6 @@ _STAMPED = ("run_id", "seq", "t_ms", "node", "kind")
 _SEQ, _T_MS, _NODE, _GIVEN = 0, 1, 2, 3
 #: Rows the recorder buffers for the batch sinks, and the default Parquet row group.
 BATCH_ROWS = 8192
-_INT_OR_NONE = frozenset({int, type(None)})
-_INT64 = pa.int64()
 #: The value types emit passes on as they are; others (numpy scalars) become Python ones (:func:`_plain`).
 _PLAIN = frozenset({int, float, str, bool, type(None), dict})
 
@@ -188,149 +186,28 @@ class RowBatch:
             rows = self._rows[layout] = [layout.row(value, run_id) for value in self.groups[layout]]
         return rows
 
-    def _typed(self, values: tuple, field: pa.Field) -> pa.Array:
-        """A group's column as an Arrow array of the field's type; notes when a value is not of that type."""
-        if field.type == _INT64 and _INT_OR_NONE.issuperset(map(type, values)):
-            # Most columns hold ints: checking the types and naming the Arrow type is several times
-            # cheaper than letting Arrow infer it, and gives the same array.
-            try:
-                return pa.array(values, _INT64)
-            except (pa.ArrowException, OverflowError):
-                pass  # an int beyond 64 bits: the general path notes it
-        try:
-            array = pa.array(values)
-        except (pa.ArrowException, OverflowError, TypeError, ValueError):
-            array = None
-        if array is not None and array.type == field.type:
-            return array
-        if array is not None and array.type == pa.null():
-            return pa.nulls(len(values), field.type)
-        self._exact = False
-        return pa.array(values, field.type)
-
     def table(self) -> pa.Table:
-        """``arrow_table(self.rows(), arrow_schema())``, computed a group at a time (and once).
-
-        Speed: the Parquet file built from row dicts instead (the readable form) costs the sink process 65%
-        more CPU in a TimeTick run, 56% in a flush run and 32% in a query run
-        (``benchmarks/fast_path_gains.py``, ``parquet-by-arrow``)."""
+        """``arrow_table(self.rows(), arrow_schema())``, computed a group at a time (and once) by
+        :func:`.fast.batch_table` (a fast path: see :mod:`milvus_edu.events.fast`)."""
         if self._table is None:
-            groups = []  # (layout, rows, column name -> Arrow array)
-            for layout, values in self.groups.items():
-                columns = list(zip(*values))
-                arrays = {name: self._typed(columns[i], _SCHEMA.field(name)) for name, i in layout.positions.items()}
-                groups.append((layout, len(values), arrays))
-            order = pc.sort_indices(pa.concat_arrays([arrays["seq"] for _, _, arrays in groups]))
-            run_id = pa.scalar(self.run_id, pa.string())
-            out = []
-            for field in _SCHEMA:
-                if field.name == "run_id":
-                    out.append(pa.repeat(run_id, self.size))
-                    continue
-                parts = []
-                for layout, n, arrays in groups:
-                    if field.name == "kind":
-                        parts.append(pa.repeat(pa.scalar(layout.kind, pa.string()), n))
-                    else:
-                        array = arrays.get(field.name)
-                        parts.append(array if array is not None else pa.nulls(n, field.type))
-                if all(part.null_count == len(part) for part in parts):
-                    out.append(pa.nulls(self.size, field.type))
-                else:
-                    out.append(pa.concat_arrays(parts).take(order))
-            self._table = pa.Table.from_arrays(out, schema=_SCHEMA)
+            self._table, self._exact = fast.batch_table(self.groups, self.size, self.run_id)
         return self._table
 
     def json_bytes(self) -> memoryview | bytes:
-        """``"".join(json_line(row) + "\\n" for row in self.rows())`` as ASCII bytes, computed by Arrow.
-
-        Each column of :meth:`table` becomes the JSON text of its values prefixed with
-        ``,"name":`` (null where the value is null); a line joins its row's pieces, skipping nulls, and
-        its first ``,`` becomes ``{``.
-
-        Speed: writing the lines with :func:`json_line` a row at a time (the readable form) costs the sink
-        process 113% more CPU in a TimeTick run, 80% in a flush run and 12% in a query run
-        (``benchmarks/fast_path_gains.py``, ``jsonl-by-arrow``).
-        """
+        """``"".join(json_line(row) + "\\n" for row in self.rows())`` as ASCII bytes, computed by Arrow from
+        :meth:`table` (:func:`.fast.json_bytes`, a fast path: see :mod:`milvus_edu.events.fast`), or row by
+        row when a value is not of its column's type (never in a simulator run)."""
         try:
             table = self.table()
         except (pa.ArrowException, OverflowError, TypeError, ValueError):
             table = None  # a value Arrow cannot hold in its column: the JSON line still writes it
         if table is None or not self._exact:
             return "".join(json_line(row) + "\n" for row in self.rows()).encode("ascii")
-        pieces = []
-        for field, column in zip(_SCHEMA, table.itercolumns()):
-            if column.null_count == len(column):
-                continue
-            pieces.append(_json_pieces(column.combine_chunks(), "," + _encode_json(field.name) + ":"))
-        lines = pc.binary_join_element_wise(*pieces, "}\n", "", null_handling="skip")
-        lines = pc.binary_replace_slice(lines, 0, 1, "{")
-        offsets = np.frombuffer(lines.buffers()[1], np.int32, len(lines) + 1, lines.offset * 4)
-        return memoryview(lines.buffers()[2])[offsets[0]:offsets[-1]]
+        return fast.json_bytes(table)
 
     def json_lines(self) -> str:
         """``"".join(json_line(row) + "\\n" for row in self.rows())`` (:meth:`json_bytes` as text)."""
         return bytes(self.json_bytes()).decode("ascii")
-
-
-def _json_pieces(array: pa.Array, key: str) -> pa.Array:
-    """``key`` + the JSON text of every value of a run-log column (int64, float64 or string); nulls stay null."""
-    if array.type == pa.int64():
-        return pc.binary_replace_slice(pc.cast(array, pa.string()), 0, 0, key)
-    if array.type == pa.float64():  # t_ms: several events share a time, and formatting is the dear part
-        encoded = pc.dictionary_encode(array)
-        return pc.binary_replace_slice(float_text_array(encoded.dictionary), 0, 0, key).take(encoded.indices)
-    return _string_pieces(array, key)
-
-
-def _string_pieces(array: pa.Array, key: str) -> pa.Array:
-    """``key`` + ``_encode_json`` of every string, computed once per distinct value (a column repeats
-    a few names): Arrow escapes the printable-ASCII ones (only ``\\`` and ``"`` need it), Python the rest."""
-    encoded = pc.dictionary_encode(array)
-    values = encoded.dictionary
-    escaped = pc.replace_substring(pc.replace_substring(values, "\\", "\\\\"), '"', '\\"')
-    texts = pc.binary_join_element_wise(key + '"', escaped, '"', "")
-    printable = pc.ascii_is_printable(values)  # false for "" too, which Python then writes as '""'
-    if not pc.all(printable).as_py():
-        texts = pa.array([text if ok else key + _encode_json(value)
-                          for value, ok, text in zip(values.to_pylist(), printable.to_pylist(), texts.to_pylist())],
-                         pa.string())
-    return texts.take(encoded.indices)
-
-
-#: A slice start past the end of any string: replacing there appends.
-_END = 1 << 62
-#: Where Python writes a float in positional notation (``float.__repr__``): zero, and 1e-4 <= |x| < 1e16.
-_POSITIONAL = (1e-4, 1e16)
-
-
-def float_text_array(array: pa.Array) -> pa.Array:
-    """``_encode_json`` of every value of a float64 array (nulls stay null), computed mostly by Arrow.
-
-    Formatting a float is the dearest step of writing JSON in Python. Arrow's cast to string gives
-    the same shortest round-trip digits as Python but lays them out differently: no ``.0`` after a
-    whole number, and an exponent in other places. So where Python writes positional notation,
-    Arrow's text is kept if it is positional too (no ``e``; ``.0`` added to a whole number); every
-    other value is formatted by Python. ``tests/test_recorder_fast.py`` checks this against Python
-    on many floats.
-    """
-    arrow = pc.cast(array, pa.string())
-    size = pc.abs(array)
-    positional = pc.and_(pc.less(size, _POSITIONAL[1]),
-                         pc.or_(pc.equal(size, 0.0), pc.greater_equal(size, _POSITIONAL[0])))
-    plain = pc.and_(positional, pc.invert(pc.match_substring(arrow, "e")))
-    whole = pc.invert(pc.match_substring(arrow, "."))
-    texts = pc.if_else(whole, pc.binary_replace_slice(arrow, _END, _END, ".0"), arrow)
-    if pc.all(plain).as_py() is not False:
-        return texts
-    texts = pc.if_else(plain, texts, None)
-    return pa.array([_encode_json(value) if text is None and value is not None else text
-                     for value, text in zip(array.to_pylist(), texts.to_pylist())], pa.string())
-
-
-def float_texts(values: list[float]) -> list[str]:
-    """``[_encode_json(v) for v in values]`` for floats (:func:`float_text_array` on a list)."""
-    return float_text_array(pa.array(values, pa.float64())).to_pylist()
 
 
 class MemorySink:
@@ -508,9 +385,9 @@ class Recorder:
         For speed, the values are buffered as given: pass plain Python values (int, float, str, None,
         and a dict for ``detail``), not numpy scalars, which :meth:`emit` converts.
 
-        Speed: calling :meth:`emit` instead (the readable form) costs the simulating process 26% more CPU in
-        a TimeTick run, 12% in a flush run and 3% in a query run (``benchmarks/fast_path_gains.py``,
-        ``bound-emitters``).
+        Speed (a fast path, listed in :mod:`milvus_edu.events.fast`): calling :meth:`emit` instead (the
+        readable form) costs the simulating process 42% more CPU in a TimeTick run, 12% in a flush run and 2%
+        in a query run (``benchmarks/fast_path_gains.py``, ``bound-emitters``).
         """
         key = (kind, *names)
         if len(set(names)) != len(names):

@@ -25,6 +25,14 @@ Failures:
 
 The child is forked (Linux only, and not from a daemonic process such as a ``multiprocessing.Pool``
 worker: :func:`available`); elsewhere the sinks run in process.
+
+A short run is not worth a second process: forking, the child's first touches of the pages it shares
+with the parent, and the hand-over at close cost a run 30-40 ms of CPU and, on a busy machine, more in
+waiting, while its sinks have less than that to do. With ``hold_rows``, the batches are held in the
+parent until that many rows came; a run that closes before runs its sinks in process, at close, and
+forks no child. ``simulate`` holds :data:`HOLD_ROWS`; measured by ``benchmarks/bench_sim.py`` on the
+shared 2-core machine, a run of 1 simulated second of insert-then-search then takes 13-15 ms instead of
+33-54 ms, and its 60-s run (about 9,000 rows) went from 1/38-1/48 of bare SimPy's rate to 1/28.
 """
 
 from __future__ import annotations
@@ -39,7 +47,7 @@ import traceback
 import warnings
 from collections.abc import Callable, Sequence
 
-from .recorder import Layout, RowBatch
+from .recorder import BATCH_ROWS, Layout, RowBatch
 
 #: What a sink factory is: called in the child to open a sink there (a file sink opens its file).
 SinkFactory = Callable[[], object]
@@ -51,6 +59,8 @@ _BATCH, _CLOSE = "batch", "close"
 #: the buffer protocol, such as a numpy scalar, as bytes: ``Recorder.emit`` turns numpy scalars
 #: into Python ones before they are buffered, and bound emitters take plain Python values.)
 _MARSHAL, _PICKLE = b"m", b"p"
+#: Rows ``simulate`` holds before it forks the sink process: two of the recorder's batches (see the module docs).
+HOLD_ROWS = 2 * BATCH_ROWS
 
 
 def available() -> bool:
@@ -170,20 +180,34 @@ class SinkProcess:
     ``factories`` open sinks in the child (``functools.partial(ParquetSink, path, ...)``): a sink
     that owns a file must be opened where it is written. ``kept`` are sinks whose state the caller
     wants back (checkers, summaries; they must pickle): after :meth:`close`, :attr:`kept` holds the
-    child's copies, in the same order. Until then, the objects given stay untouched.
+    child's copies, in the same order. Until then, the objects given stay untouched. ``hold_rows``:
+    fork only once that many rows came (0: at once); a run that closes before runs the sinks in
+    process, and :attr:`kept` then holds the objects given, as they ended.
     """
 
-    def __init__(self, factories: Sequence[SinkFactory] = (), kept: Sequence[object] = ()):
+    def __init__(self, factories: Sequence[SinkFactory] = (), kept: Sequence[object] = (), hold_rows: int = 0):
         if not available():
             raise RuntimeError("a sink process needs fork (Linux) and a process that may start children; "
                                "run the sinks in process instead")
         self.kept = list(kept)
+        self._factories = list(factories)
+        self._hold_rows = hold_rows
+        self._held: list[RowBatch] = []  # batches not yet sent: the child is not forked yet
+        self._held_size = 0
+        self._process = None
+        self._closed = False
+        self.exitcode: int | None = None
+        if hold_rows <= 0:
+            self._start()
+
+    def _start(self) -> None:
+        """Fork the child and send it the batches held so far."""
         context = multiprocessing.get_context("fork")
         batches_in, self._conn = context.Pipe(duplex=False)  # parent -> child: the batches
         self._reply, reply_out = context.Pipe(duplex=False)  # child -> parent: an error, or the outcome
         _widen(self._conn)
         self._process = context.Process(
-            target=_child, args=(batches_in, list(factories), self.kept, reply_out, (self._conn, self._reply)),
+            target=_child, args=(batches_in, self._factories, self.kept, reply_out, (self._conn, self._reply)),
             name="milvus-edu-sinks", daemon=True)
         with warnings.catch_warnings():
             # Python 3.12+ warns that forking a process with threads (a Jupyter kernel) may deadlock; the
@@ -193,11 +217,22 @@ class SinkProcess:
             self._process.start()
         batches_in.close()
         reply_out.close()
-        self._closed = False
-        self.exitcode: int | None = None
+        held, self._held = self._held, []
+        for batch in held:
+            self._send(batch)
 
     def write_batch(self, batch: RowBatch) -> None:
-        """Send ``batch`` to the child (waits while the child is still busy with the one before)."""
+        """Send ``batch`` to the child (waits while the child is still busy with the one before), or hold
+        it while fewer than ``hold_rows`` rows came."""
+        if self._process is None:
+            self._held.append(batch)
+            self._held_size += batch.size
+            if self._held_size >= self._hold_rows:
+                self._start()
+            return
+        self._send(batch)
+
+    def _send(self, batch: RowBatch) -> None:
         groups = [((layout.kind, *layout.names), values) for layout, values in batch.groups.items()]
         payload = _encode((_BATCH, groups, batch.first_seq, batch.size, batch.run_id))
         try:
@@ -208,6 +243,16 @@ class SinkProcess:
     def close(self) -> None:
         """Let the child close its sinks; take back the ``kept`` sinks' final state."""
         if self._closed:
+            return
+        if self._process is None:  # a short run: its sinks run here (the files are the same)
+            self._closed = True
+            sinks = [make() for make in self._factories] + self.kept
+            for batch in self._held:
+                for sink in sinks:
+                    _feed(sink, batch)
+            self._held = []
+            for sink in sinks:
+                sink.close()
             return
         try:
             self._conn.send_bytes(_encode((_CLOSE,)))
@@ -222,6 +267,9 @@ class SinkProcess:
     def abort(self) -> None:
         """Stop the child at once (the run failed): files it was writing stay as ``*.partial``."""
         if self._closed:
+            return
+        if self._process is None:  # nothing was opened
+            self._closed, self._held = True, []
             return
         self._process.terminate()
         self._release()

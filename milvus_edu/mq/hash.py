@@ -9,12 +9,10 @@ the same IEEE checksum.
 Simplification: ``HashPK2Channels`` takes Python ints and strs instead of ``schemapb.IDs``; each key is
 hashed by its own type, so a mixed list (impossible in Milvus) is accepted.
 
-Every insert of a simulation hashes its keys, so ``HashPK2Channels`` uses :func:`_hash32_int64_unrolled`,
-murmur3 written out for exactly the 8 bytes of an int64 (``tests/test_mq_hash.py`` proves it equal to
-:func:`hash32_int64` on any int64), and the TimeTick clients hash their next keys ahead with numpy
-(:func:`prehash_int64`). Speed, measured against the readable :func:`hash32_int64` by
-``benchmarks/fast_path_gains.py``: the written-out murmur3 saves a flush run's simulating process 8% of its CPU
-(``murmur3-unrolled``), hashing ahead saves a TimeTick run's 13% (``murmur3-prehash``).
+Every insert of a simulation hashes its keys, so ``HashPK2Channels`` takes two fast paths, kept with
+their measured gains in :mod:`milvus_edu.mq.fast`: keys hashed ahead by a client (``fast.prehash_int64``)
+are looked up, and the others hashed by murmur3 written out for an int64 (``fast.hash32_int64``); the
+readable :func:`hash32_int64` here is what both compute.
 """
 
 from __future__ import annotations
@@ -22,7 +20,8 @@ from __future__ import annotations
 import zlib
 from collections.abc import Sequence
 
-import numpy as np
+from . import fast
+from .fast import prehash_int64  # noqa: F401  (mechanisms/timetick/scenarios.py imports it from here)
 
 _MASK32 = 0xFFFFFFFF
 _C1 = 0xCC9E2D51
@@ -83,89 +82,6 @@ def hash32_int64(v: int) -> int:
     return hash32_uint64(v & 0xFFFFFFFFFFFFFFFF)
 
 
-#: The mixed second block of recent keys, by the key's upper 32 bits: keys that are close together
-#: share them, so each is mixed once. Bounded, so random 64-bit keys cannot grow it without end.
-_HIGH_BLOCKS: dict[int, int] = {}
-_HIGH_BLOCKS_MAX = 4096
-
-
-def _high_block(high: int) -> int:
-    k = (high * _C1) & _MASK32
-    k = (((k << 15) | (k >> 17)) & _MASK32) * _C2 & _MASK32
-    if len(_HIGH_BLOCKS) < _HIGH_BLOCKS_MAX:
-        _HIGH_BLOCKS[high] = k
-    return k
-
-
-def _hash32_int64_unrolled(v: int) -> int:
-    """:func:`hash32_int64` of an int64 ``v``, with murmur3's two blocks and finalisation inlined."""
-    u = v & 0xFFFFFFFFFFFFFFFF
-    k = ((u & _MASK32) * _C1) & _MASK32
-    k = (((k << 15) | (k >> 17)) & _MASK32) * _C2 & _MASK32
-    h = ((k << 13) | (k >> 19)) & _MASK32  # seed 0: h ^= k leaves k
-    h = (h * 5 + 0xE6546B64) & _MASK32
-    high = u >> 32
-    k = _HIGH_BLOCKS.get(high)
-    h ^= _high_block(high) if k is None else k
-    h = ((h << 13) | (h >> 19)) & _MASK32
-    h = (h * 5 + 0xE6546B64) & _MASK32
-    h ^= 8  # the length
-    h ^= h >> 16
-    h = (h * 0x85EBCA6B) & _MASK32
-    h ^= h >> 13
-    h = (h * 0xC2B2AE35) & _MASK32
-    h ^= h >> 16
-    return h & 0x7FFFFFFF
-
-
-#: ``Hash32Int64`` of keys hashed ahead by :func:`prehash_int64` (key -> hash); bounded, cleared when full.
-_PREHASHED: dict[int, int] = {}
-_PREHASHED_MAX = 1 << 16
-
-
-def prehash_int64(pks: Sequence[int]) -> None:
-    """Work out ``Hash32Int64`` of many int64 keys at once, for :func:`hash_pk_2_channels` to look up.
-
-    A simulated client that knows its next keys (they are sequential) hashes a few thousand with
-    numpy in the time pure Python takes for a handful; an insert then finds its keys' hashes in a
-    dict. The same murmur3 as :func:`_hash32_int64_unrolled`, on uint32 arrays (``tests/test_mq_hash.py``
-    compares them). At most ``2**16`` keys are kept: the table is cleared when it would overflow.
-    Keys outside int64 are ignored (they are refused when hashed).
-    """
-    if isinstance(pks, range) and (not pks or _INT64_MIN <= min(pks[0], pks[-1])
-                                   and max(pks[0], pks[-1]) <= _INT64_MAX):
-        keys = pks  # every key an int64 (a client's next keys): no need to look at each one
-    else:
-        keys = [pk for pk in pks if type(pk) is int and _INT64_MIN <= pk <= _INT64_MAX]
-    if not keys:
-        return
-    if len(_PREHASHED) + len(keys) > _PREHASHED_MAX:
-        _PREHASHED.clear()
-    u = np.array(keys, dtype=np.int64).view(np.uint64)
-    c1, c2 = np.uint32(_C1), np.uint32(_C2)
-
-    def mix(block):  # murmur3's k mixing: k * c1, rotl 15, * c2
-        k = block * c1
-        k = (k << np.uint32(15)) | (k >> np.uint32(17))
-        return k * c2
-
-    def rotl13_step(h):  # h = rotl(h, 13) * 5 + 0xE6546B64
-        h = (h << np.uint32(13)) | (h >> np.uint32(19))
-        return h * np.uint32(5) + np.uint32(0xE6546B64)
-
-    with np.errstate(over="ignore"):
-        h = rotl13_step(mix((u & np.uint64(_MASK32)).astype(np.uint32)))
-        h = rotl13_step(h ^ mix((u >> np.uint64(32)).astype(np.uint32)))
-        h ^= np.uint32(8)
-        h ^= h >> np.uint32(16)
-        h *= np.uint32(0x85EBCA6B)
-        h ^= h >> np.uint32(13)
-        h *= np.uint32(0xC2B2AE35)
-        h ^= h >> np.uint32(16)
-        h &= np.uint32(0x7FFFFFFF)
-    _PREHASHED.update(zip(keys, h.tolist()))
-
-
 def hash32_string(s: str) -> int:
     """``Hash32String``: ``Hash32Bytes`` of the UTF-8 bytes."""
     return hash32_bytes(s.encode("utf-8"))
@@ -189,12 +105,12 @@ def hash_pk_2_channels(pks: Sequence[int | str], shard_names: Sequence[str]) -> 
     if num_shard == 0:
         raise ValueError("no shard names given; pass the collection's vchannels (at least one)")
     out = []
-    prehashed = _PREHASHED
+    prehashed, hash_int64 = fast.PREHASHED, fast.hash32_int64
     for pk in pks:
         if type(pk) is int and _INT64_MIN <= pk <= _INT64_MAX:
             value = prehashed.get(pk)
             if value is None:
-                value = _hash32_int64_unrolled(pk)
+                value = hash_int64(pk)
         elif isinstance(pk, bool) or not isinstance(pk, (int, str)):
             raise ValueError(f"primary key {pk!r} is neither int nor str; Milvus keys are Int64 or VarChar")
         else:

@@ -136,34 +136,6 @@ class InsertMsg(TsMsg):
         )
 
 
-def new_msg_position(channel: str, msg_id: int | None, timestamp: int) -> MsgPosition:
-    """``MsgPosition(channel, msg_id, timestamp)`` built without the frozen dataclass's per-field
-    ``object.__setattr__`` (one per produced message; ``tests/test_speed_fast_paths.py`` compares them)."""
-    position = object.__new__(MsgPosition)
-    position.__dict__.update(channel_name=channel, msg_id=msg_id, timestamp=timestamp, msg_group="")
-    return position
-
-
-def new_insert_msg(shard_name: str, collection_id: int, partition_id: int, segment_id: int, pks: tuple,
-                   timestamps: tuple, payload_bytes: int, msg_id: int, source_id: int,
-                   position: MsgPosition | None = None, fields: tuple | None = None) -> InsertMsg:
-    """``InsertMsg(shard_name=..., ...)`` for the simulator's DML path, which builds one per vchannel of
-    every insert: the same message (equal, same fields), built without the frozen dataclass's
-    ``object.__setattr__`` per field. ``pks`` and ``timestamps`` must be tuples; the rows are checked
-    as the constructor checks them (``tests/test_speed_fast_paths.py`` compares the two). With the
-    ``position`` the broker will give it, :meth:`Broker.produce` stores it as it is instead of a copy.
-
-    Speed: with the dataclass constructors instead (the readable form, for this and :func:`new_msg_position`)
-    the simulating process takes 6% more CPU in a flush run and 4% in a TimeTick run
-    (``benchmarks/fast_path_gains.py``, ``insert-msg``)."""
-    _check_rows("Insert", pks, timestamps)
-    msg = object.__new__(InsertMsg)
-    msg.__dict__.update(msg_id=msg_id, source_id=source_id, position=position, shard_name=shard_name,
-                        collection_id=collection_id, partition_id=partition_id, segment_id=segment_id, pks=pks,
-                        timestamps=timestamps, payload_bytes=payload_bytes, fields=fields)
-    return msg
-
-
 @dataclass(frozen=True, kw_only=True)
 class DeleteMsg(TsMsg):
     """``DeleteMsg``: primary keys to delete on one vchannel, each with its delete timestamp."""
@@ -293,3 +265,13 @@ class MsgPack:
     msgs: tuple[TsMsg, ...] = field(default_factory=tuple)
     start_positions: tuple[MsgPosition, ...] = field(default_factory=tuple)
     end_positions: tuple[MsgPosition, ...] = field(default_factory=tuple)
+
+
+def __getattr__(name: str):
+    """``new_insert_msg`` and ``new_msg_position``, the DML path's fast constructors, live in :mod:`.fast`;
+    ``cluster/dml.py`` still imports them from here (looked up on use: ``fast`` imports this module)."""
+    if name in ("new_insert_msg", "new_msg_position"):
+        from . import fast
+
+        return getattr(fast, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

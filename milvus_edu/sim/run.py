@@ -130,7 +130,8 @@ def simulate(
     * ``sink_process``: write the files and run the checkers and summaries in a second process
       (:mod:`milvus_edu.events.worker`), so a long run uses two cores. ``None`` (the default) does so
       when a folder is written and the platform can fork (Linux; not inside a ``multiprocessing.Pool``
-      worker). The files and the summary are the same either way.
+      worker), once the run has logged ``worker.HOLD_ROWS`` events (a shorter run is not worth a fork).
+      The files and the summary are the same either way.
     * ``run_id``: the run's id in its events and summary; by default ``<scenario>-s<seed>`` followed by
       ``+<switch>`` for each switch on (a sweep gives ids that also name its options and parameters).
     * ``jsonl``: write ``events.jsonl`` beside ``events.parquet`` (18 times its size; a sweep leaves it out).
@@ -185,10 +186,11 @@ def simulate(
             files = [partial(ParquetSink, out / "events.parquet", metadata=meta)]
             if jsonl:
                 files.append(partial(JsonlSink, out / "events.jsonl"))
-            if sink_process is None:
-                sink_process = worker.available()
+            hold = 0
+            if sink_process is None:  # a short run keeps its sinks in process (worker.HOLD_ROWS)
+                sink_process, hold = worker.available(), worker.HOLD_ROWS
             if sink_process:
-                remote = worker.SinkProcess(files, checkers + summaries)
+                remote = worker.SinkProcess(files, checkers + summaries, hold_rows=hold)
                 recorder.sinks = local + [remote]
             else:
                 recorder.sinks += [open_sink() for open_sink in files]
