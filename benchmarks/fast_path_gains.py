@@ -7,17 +7,17 @@ interpreter, fast and readable alternated, the least of ``--repeat`` counts; the
 and shows the noise). A fast path worth under 5 % of a run is a candidate for removal
 (issue 25). The runs write their files as the CLI does, the sinks in a process of their own.
 
-Run from the repo root: ``python benchmarks/fast_path_gains.py [--repeat 3] [--paths tso-at-once ...]``.
+Run from the repo root: ``python benchmarks/fast_path_gains.py [--repeat 3] [--paths insert-msg ...]``.
 Prints figures only. On the shared 2-core machine the ``control`` line moves by up to a few percent, more
 when other work runs.
 
 The fast paths live in ``milvus_edu/mq/fast.py`` and ``milvus_edu/events/fast.py`` (the recorder's emitter
-and the dispatcher's column reads stay methods, listed there), each with the gain measured here; two more sit
-in the simulation kernel and the TSO (``one-way-latency``, ``tso-at-once``), and both measured under 5% with
-``--repeat 2`` on 2026-11-25, so both are to go: ``tso-at-once`` +2.8% (tso-basics) and +2.4% (tso-failover),
-``one-way-latency`` -2.9%, +0.6% and -3.8% (TimeTick, flush, query; the control line moved up to 3.3%).
+and the dispatcher's column reads stay methods, listed there), each with the gain measured here.
 
 Removed after measuring (issue 25; gains of the simulating process in a TimeTick, flush and query run):
+the TSO answering AllocTimestamp without its step generator (``GenerateTSO`` written twice, ``generate_tso_now``:
++2.8% in tso-basics, +2.4% in tso-failover), ``Simulation.one_way`` with ``expovariate`` written out (-2.9%,
++0.6%, -3.8%; the control line moved up to 3.3%), both measured with ``--repeat 2`` on 2026-11-25;
 detached client processes (``DetachedProcess``, -3.6%, -0.3%, -3.7%), the run loop with SimPy's step written
 in (-0.2%, +4.0%, +1.5%), ``detail`` dicts encoded with their batch (-0.1%, +4.1%, -4.4%; the sink process
 paid up to 7% for it) and the broker's hand-built position stamp (-5.0%, +3.4%, +0.7%).
@@ -44,20 +44,11 @@ from milvus_edu.mq import fast as mq_fast  # noqa: E402
 from milvus_edu.mq import hash as mq_hash  # noqa: E402
 from milvus_edu.proto import MsgPosition  # noqa: E402
 from milvus_edu.sim.kernel import Simulation  # noqa: E402
-from milvus_edu.tso import GlobalTSOAllocator  # noqa: E402
 
 #: (scenario, simulated seconds) each fast path is measured on: the families whose runs it is in.
 RUNS = {
-    "tso": [("tso-basics", 900.0), ("tso-failover", 300.0)],
     "all": [("timetick-basics", 4.0), ("flush-basics", 30.0), ("insert-then-search", 30.0)],
 }
-
-
-def _one_way_readable(self, src: str) -> float:
-    net = self.net
-    if not net.jitter_ms > 0:
-        return net.latency_ms + 0.0
-    return net.latency_ms + self._net_rng(src).expovariate(1.0 / net.jitter_ms)
 
 
 def _rows_of_kinds(self, batch) -> None:
@@ -94,10 +85,6 @@ def _insert_msg(shard_name, collection_id, partition_id, segment_id, pks, timest
 PATHS = {
     # the same code both ways: what the measurement's own noise and order give
     "control": ("nothing swapped", "all", [(Simulation, "spawn", Simulation.spawn)]),
-    "one-way-latency": ("Simulation.one_way, expovariate written out (sim/kernel.py)", "all",
-                        [(Simulation, "one_way", _one_way_readable)]),
-    "tso-at-once": ("GlobalTSOAllocator.generate_tso_now (tso/global_allocator.py)", "tso",
-                    [(GlobalTSOAllocator, "generate_tso_now", lambda self, count: None)]),
     "dispatch-columns": ("Dispatch.write_batch reading columns from tuples (events/dispatch.py)", "all",
                          [(dispatch.Dispatch, "write_batch", _rows_of_kinds)]),
     "bound-emitters": ("Recorder.emitter (events/recorder.py)", "all",

@@ -37,16 +37,13 @@ class Sleep:
 
 @dataclass(frozen=True)
 class Call:
-    """A request/response RPC to the node named ``dst``, which runs ``handler()`` there; the result is its answer.
-
-    ``at_once``, when given, is tried first on arrival: the answer ``handler`` would give without taking
-    simulated time, or ``None`` to let ``handler`` run (see ``Simulation.call``). A synchronous driver
-    simply calls ``handler()``.
+    """A request/response RPC to the node named ``dst``, which runs ``handler()`` there; the result is its answer
+    (``handler`` answers at once or returns the steps that get the answer: see ``Simulation.call``). A
+    synchronous driver simply calls ``handler()``.
     """
 
     dst: str
     handler: Callable[[], Any]
-    at_once: Callable[[], Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -151,6 +148,40 @@ class TSafeChanged:
 
 
 # ---- the synchronous driver -------------------------------------------------------------------------
+
+def started(steps: Steps[T]) -> T | Steps[T]:
+    """Run ``steps`` up to its first effect: its value when it needs none (it returned at once), otherwise
+    steps that yield that first effect and go on from there, as ``steps`` itself would have.
+
+    An RPC handler whose work nearly always needs no effect (``AllocTimestamp``: ``GenerateTSO`` sleeps only
+    before the first ``tsLoop`` update or on logical overflow) answers with a plain value that way, and
+    the caller drives a generator only in the rare case.
+    """
+    try:
+        effect = next(steps)
+    except StopIteration as done:
+        return done.value
+    return _resumed(effect, steps)
+
+
+def _resumed(effect: Any, steps: Steps[T]) -> Steps[T]:
+    while True:
+        try:
+            result = yield effect
+        except GeneratorExit:
+            steps.close()
+            raise
+        except BaseException as exc:  # noqa: BLE001 - thrown back into ``steps`` where it asked
+            try:
+                effect = steps.throw(exc)
+            except StopIteration as done:
+                return done.value
+            continue
+        try:
+            effect = steps.send(result)
+        except StopIteration as done:
+            return done.value
+
 
 def drive(steps: Steps[T], handle: Callable[[Any], Any]) -> T:
     """Run ``steps`` to the end, answering each effect with ``handle(effect)``; returns its value.

@@ -57,3 +57,28 @@ def test_sleeping_answers_sleep_effects_with_seconds_and_passes_the_rest_on():
     assert slept == [0.25, 1e-06]
     with pytest.raises(TypeError, match="no handler"):
         drive(steps(), sleeping(slept.append))
+
+
+def test_started_answers_at_once_or_resumes_the_same_steps_where_they_stopped():
+    from milvus_edu.effects import Sleep, started
+
+    def steps(waits: int):
+        got = []
+        for i in range(waits):
+            try:
+                got.append((yield Sleep(i + 1)))
+            except KeyError as exc:
+                got.append(f"failed {exc.args[0]}")
+        return got
+
+    assert started(steps(0)) == []  # no effect needed: the value itself, no generator
+    rest = started(steps(3))
+    answers = iter(["a", KeyError("b"), "c"])
+
+    def handle(effect):
+        answer = next(answers)
+        if isinstance(answer, Exception):
+            raise answer
+        return f"{answer}{effect.duration_ns}"
+
+    assert drive(rest, handle) == ["a1", "failed b", "c3"]  # the first effect is Sleep(1), as the steps' own

@@ -165,8 +165,9 @@ def test_narration_says_when_a_bug_switch_ignored_the_saved_window():
     assert "-00:00:15.000" in text  # its clock is before the run's time zero, printed signed
 
 
-def test_one_way_draws_exactly_what_expovariate_would():
-    """``Simulation.one_way`` writes ``expovariate`` out for speed; the latencies must be the same numbers."""
+def test_one_way_draws_the_fixed_latency_plus_expovariate_from_the_sources_own_stream():
+    """``Simulation.one_way``: each source draws from its own named stream, so adding RPCs from one node never
+    moves another node's latencies."""
     import random as _random
 
     from milvus_edu.events import NULL_RECORDER

@@ -172,9 +172,8 @@ class ProxyNode(Node):
         #: ``(probability, extra_ms)``: how often an AllocTimestamp answer is held up, and by how much.
         self.alloc_hiccup: tuple[float, float] = (0.0, 0.0)
         self.rng = sim.rng(name)
-        # AllocTimestamp(1) as an RPC to rootcoord, with its answer when it takes no time (built once: every task asks)
-        self._alloc_rpc = Call(rootcoord.name, partial(rootcoord.handle_alloc_timestamp, 1, name),
-                               partial(rootcoord.alloc_timestamp_now, 1, name))
+        # AllocTimestamp(1) as an RPC to rootcoord (built once: every task asks)
+        self._alloc_rpc = Call(rootcoord.name, partial(rootcoord.handle_alloc_timestamp, 1, name))
         # the events every DML task writes, bound once (emitted several times per insert)
         rec = sim.recorder
         self._emit_enqueue = rec.emitter("proxy.enqueue", "ts", "count", "channel", "min_ts", "max_ts")
@@ -247,12 +246,12 @@ class ProxyNode(Node):
         """An RPC over this proxy's links: ``rootcoord_extra_ms`` more on each leg of a call to rootcoord (on a
         link without it, ``Simulation.call``'s own generator: every DML task makes one)."""
         if not self.rootcoord_extra_ms or effect.dst != self.rootcoord.name:
-            return self.sim.call(self.name, effect.dst, effect.handler, effect.at_once)
+            return self.sim.call(self.name, effect.dst, effect.handler)
         return self._call_slow_link(effect, self.rootcoord_extra_ms)
 
     def _call_slow_link(self, effect: Call, extra: float):
         yield self.sim.env.timeout(extra)
-        result = yield from self.sim.call(self.name, effect.dst, effect.handler, effect.at_once)
+        result = yield from self.sim.call(self.name, effect.dst, effect.handler)
         yield self.sim.env.timeout(extra)
         return result
 

@@ -198,7 +198,7 @@ class Node:
 
     def _perform_call(self, effect: Call):
         # Simulation.call's own generator, not one around it: every RPC of a node passes here
-        return self.sim.call(self.name, effect.dst, effect.handler, effect.at_once)
+        return self.sim.call(self.name, effect.dst, effect.handler)
 
     def _perform_parallel(self, effect: Parallel):
         """Every effect in a process of its own; the list of results, a failure standing as its exception."""

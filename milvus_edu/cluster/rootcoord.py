@@ -31,6 +31,7 @@ gave up (gRPC's cancellation is not propagated to the handler).
 from __future__ import annotations
 
 from ..config import MS
+from ..effects import started
 from ..merr import wrap_err_service_not_ready
 from ..rootcoord import Core
 from ..sessionutil import (
@@ -227,23 +228,12 @@ class RootCoordNode(Node):
             yield env.timeout(p.update_timestamp_step_ns / MS)
             self.core.ts_loop_tick()
 
-    def alloc_timestamp_now(self, count: int, peer: str) -> tuple[int, int] | None:
-        """The answer :meth:`handle_alloc_timestamp` would give at once, without a generator, when it
-        takes no simulated time (the node runs, serves, and the allocation needs no sleep); ``None``,
-        with no effect, otherwise. For :meth:`Simulation.call`'s ``at_once``."""
-        if self._resume is not None or not self.alive or not self.serving:
-            return None
-        return self.core.alloc_timestamp_now(count, peer)
-
     def handle_alloc_timestamp(self, count: int, peer: str):
         """The ``AllocTimestamp`` RPC handler (runs on this node): ``(first_ts, count)`` at once, or the steps
         that get it when ``GenerateTSO`` must wait (:meth:`Simulation.call` drives them on this node)."""
         if not self.serving:  # merr.CheckHealthy: GenerateTSO is never reached before the node is Healthy
             raise wrap_err_service_not_ready("rootcoord", self.server_id, self.state)
-        answer = self.core.alloc_timestamp_now(count, peer)  # nearly every allocation needs no sleep
-        if answer is not None:
-            return answer
-        return self.core.alloc_timestamp_steps(count, peer=peer)
+        return started(self.core.alloc_timestamp_steps(count, peer=peer))  # nearly every one needs no sleep
 
     # ---- faults -------------------------------------------------------------------------------
     def kill(self, why: str = "killed") -> None:

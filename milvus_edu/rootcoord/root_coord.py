@@ -63,16 +63,6 @@ class Core:
             return False
         return True
 
-    def alloc_timestamp_now(self, count: int, peer: str | None = None) -> tuple[int, int] | None:
-        """:meth:`alloc_timestamp_steps` (no block timestamp) when it needs no sleep: the same answer and
-        effects, without a generator; ``None``, with no effect, when it would sleep or fail."""
-        last = self.tso_allocator.generate_tso_now(count)
-        if last is None:
-            return None
-        first = last - count + 1
-        self._emit_alloc(self.node, first, count, peer)
-        return first, count
-
     def alloc_timestamp_steps(self, count: int, block_timestamp: int = 0, peer: str | None = None) -> SleepSteps:
         """``AllocTimestamp`` as a step generator; returns ``(first_ts, count)``.
 

@@ -18,7 +18,6 @@ from collections.abc import Callable, Generator
 from types import GeneratorType
 from dataclasses import dataclass
 from functools import partial
-from math import log
 from operator import attrgetter
 
 import simpy
@@ -113,15 +112,13 @@ class Simulation:
 
     def one_way(self, src: str) -> float:
         """One network leg's latency from ``src``, drawn from ``src``'s own stream: the fixed part plus
-        ``rng.expovariate(1 / jitter_ms)``, written out (``-log(1 - random()) / lambd``, the standard
-        library's formula) because every RPC leg draws one; ``tests/test_sim.py`` checks they agree."""
+        ``rng.expovariate(1 / jitter_ms)``."""
         net = self.net
         if not net.jitter_ms > 0:
             return net.latency_ms + 0.0  # a float, as when a jitter is drawn
-        rng = self._net_rngs.get(src) or self._net_rng(src)  # every RPC leg asks: the dict first
-        return net.latency_ms + -log(1.0 - rng.random()) / (1.0 / net.jitter_ms)
+        return net.latency_ms + self._net_rng(src).expovariate(1.0 / net.jitter_ms)
 
-    def call(self, src: str, dst: str, handler: Callable[[], object], at_once: Callable[[], object] | None = None):
+    def call(self, src: str, dst: str, handler: Callable[[], object]):
         """A request/response RPC from ``src`` to node ``dst`` running ``handler()`` there (``yield from`` it).
 
         ``handler`` answers at once (a plain function's return value) or returns a generator, which the
@@ -129,9 +126,7 @@ class Simulation:
         fails when the callee dies first. A request reaching a paused node is handled when it resumes.
 
         Raises :class:`RPCError` when the request is lost (after the caller's timeout), when ``dst``
-        is dead (connection refused), or when the handler raises. ``at_once``, when given, is tried
-        first when the request arrives: the answer ``handler`` would give without taking simulated
-        time (built without its generator), or ``None``, having done nothing, to let ``handler`` run.
+        is dead (connection refused), or when the handler raises.
         """
         if self.net.drop_prob > 0 and self._net_rng(src).random() < self.net.drop_prob:
             self.recorder.emit("rpc.drop", src, peer=dst, detail={"leg": "request"})
@@ -142,13 +137,11 @@ class Simulation:
         if node is None or not node.alive:
             raise RPCError(f"connection refused by {dst}")
         try:
-            result = None if at_once is None else at_once()
-            if result is None:
-                if node._resume is not None:  # paused: the request waits in the node's queue
-                    yield from node.until_resumed()
-                result = handler()
-                if type(result) is GeneratorType:
-                    result = yield from node.serve(result)
+            if node._resume is not None:  # paused: the request waits in the node's queue
+                yield from node.until_resumed()
+            result = handler()
+            if type(result) is GeneratorType:
+                result = yield from node.serve(result)
         except RPCError:
             raise
         except Exception as exc:  # the remote error travels back as the RPC's status

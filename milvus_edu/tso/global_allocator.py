@@ -116,27 +116,6 @@ class GlobalTSOAllocator:
         self.recorder.emit("tso.alloc_failed", self.node, count=count, error="can not get timestamp")
         raise TSOError("can not get timestamp")
 
-    def generate_tso_now(self, count: int) -> int | None:
-        """:meth:`generate_tso_steps` when its first attempt succeeds (nearly always): the same ts and
-        the same effects, without a generator. ``None``, with no effect at all, when that attempt would
-        sleep or fail; then run :meth:`generate_tso_steps`. ``tests/test_speed_fast_paths.py`` compares them.
-
-        Speed: with every allocation driven through :meth:`generate_tso_steps` (the readable form) the
-        simulating process takes 6% more CPU in tso-basics and 4% in tso-failover
-        (``benchmarks/fast_path_gains.py``, ``tso-at-once``)."""
-        p = self.params
-        cur = self.tso.tso
-        if (count <= 0 or p.generate_max_retry <= 0 or cur is None or cur.physical_ns == ZERO_TIME
-                or (cur.logical + count >= p.max_logical and self.limit_max_logic)):
-            return None
-        physical = cur.physical_ms
-        cur.logical += count
-        logical = cur.logical
-        ts = compose_ts(physical, logical)
-        self._emit_alloc(self.node, ts, count, physical, logical, self.tso.last_saved_time_ns // MS,
-                         self.tso.now_ns() // MS)
-        return ts
-
     def generate_tso(self, count: int, sleep: Callable[[float], None] = time.sleep) -> int:
         """``GenerateTSO`` with real sleeps between retries."""
         return drive_with_sleep(self.generate_tso_steps(count), sleep)
