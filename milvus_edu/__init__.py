@@ -11,5 +11,6 @@ __version__ = "0.1.0"
 from .events import load_run  # noqa: E402
 from .sim.run import simulate  # noqa: E402
 from . import mechanisms  # noqa: E402,F401  (registers the built-in mechanisms)
+from .explain import why  # noqa: E402
 
-__all__ = ["__version__", "simulate", "load_run"]
+__all__ = ["__version__", "simulate", "load_run", "why"]

@@ -100,6 +100,8 @@ class Mechanism:
     * ``marks``: kind -> :class:`Mark` for the events lane.
     * ``analyses()``: name -> ``(spark_function, pandas_function)``, its Spark analyses and their twins.
     * ``demo``: at most one registered mechanism provides the demo.
+    * ``explainers``: question kind -> ``f(events, subject) -> Answer``, the "why?" questions this lesson answers
+      (:mod:`milvus_edu.explain`); one mechanism per question kind.
     """
 
     name: str
@@ -117,19 +119,22 @@ class Mechanism:
     marks: Mapping[str, Mark] = field(default_factory=dict)
     analyses: Callable[[], dict] | None = None
     demo: Demo | None = None
+    explainers: Mapping[str, Callable] = field(default_factory=dict)
 
 
 _MECHANISMS: dict[str, Mechanism] = {}
 _SCENARIOS: dict[str, Scenario] = {}
 _DESCRIBE: dict[str, Callable] = {}
 _MARKS: dict[str, Mark] = {}
+_EXPLAINERS: dict[str, Callable] = {}
 
 
 def register(mechanism: Mechanism) -> Mechanism:
     """Add ``mechanism`` (its kinds to the schema, its scenarios to the catalogue); returns it.
 
     Raises ``ValueError`` for a second mechanism of the same name, a scenario name already taken, a
-    narration or mark for a kind another mechanism already narrates, or a second demo.
+    narration or mark for a kind another mechanism already narrates, a "why?" question another mechanism
+    already answers, or a second demo.
     """
     if mechanism.name in _MECHANISMS:
         raise ValueError(f"mechanism {mechanism.name!r} is already registered")
@@ -140,6 +145,9 @@ def register(mechanism: Mechanism) -> Mechanism:
         clash = [k for k in what if k in table]
         if clash:
             raise ValueError(f"kind {clash[0]!r} is already narrated or marked by another mechanism")
+    clash = [q for q in mechanism.explainers if q in _EXPLAINERS]
+    if clash:
+        raise ValueError(f"question {clash[0]!r} is already answered by another mechanism")
     if mechanism.demo is not None and demo() is not None:
         raise ValueError(f"mechanism {mechanism.name!r} brings a demo, but another mechanism already does")
     register_kinds(mechanism.kinds)
@@ -148,6 +156,7 @@ def register(mechanism: Mechanism) -> Mechanism:
         _SCENARIOS[s.name] = s if s.mechanisms else Scenario(**{**s.__dict__, "mechanisms": (mechanism.name,)})
     _DESCRIBE.update(mechanism.describe)
     _MARKS.update(mechanism.marks)
+    _EXPLAINERS.update(mechanism.explainers)
     return mechanism
 
 
@@ -185,6 +194,11 @@ def scenario_mechanisms(scenario: Scenario) -> tuple[Mechanism, ...]:
 def describer(kind: str) -> Callable | None:
     """The registered narration of ``kind``, or ``None``."""
     return _DESCRIBE.get(kind)
+
+
+def explainer(question: str) -> Callable | None:
+    """The registered answer to a "why?" question of kind ``question`` (``f(events, subject)``), or ``None``."""
+    return _EXPLAINERS.get(question)
 
 
 def marks() -> Mapping[str, Mark]:

@@ -16,6 +16,7 @@ from .kinds import KINDS
 from .marks import MARKS
 from .narrate import DESCRIBE
 from .scenarios import SCENARIOS
+from .why import EXPLAINERS
 
 def _lanes():
     from .lanes import query_lanes
@@ -56,6 +57,7 @@ MECHANISM = register(Mechanism(
     film_steps=_film_steps,
     marks=MARKS,
     analyses=_analyses,
+    explainers=EXPLAINERS,
     demo=Demo(scenario="seed-example", seed=1, intro=demo.INTRO, outro=demo.outro, lab="notebooks/04_guarantee_ts.ipynb",
               story=demo.story, pictures=demo.pictures),
 ))

@@ -15,6 +15,7 @@ from . import panel, summary
 from .kinds import KINDS
 from .narrate import DESCRIBE
 from .scenarios import SCENARIOS
+from .why import EXPLAINERS
 
 def _lanes():
     from .lanes import timetick_lanes
@@ -43,4 +44,5 @@ MECHANISM = register(Mechanism(
     film_steps=panel.film_steps,
     marks=panel.MARKS,
     analyses=_analyses,
+    explainers=EXPLAINERS,
 ))

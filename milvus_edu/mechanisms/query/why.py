@@ -1,0 +1,177 @@
+"""Why did a read wait? The query lesson's part of the causal chain (:mod:`milvus_edu.explain`).
+
+A read waits on a shard delegator while its guarantee timestamp is above the delegator's tsafe
+(``shardDelegator.waitTSafe``). Two things make that wait long: tsafe stood still (its vchannel's pchannel got no
+time tick: a question for the TimeTick lesson, asked as ``tick-stopped``), or the guarantee lay in the future (a
+Bounded read's begin timestamp comes from the proxy's own clock, so a clock that runs ahead asks for data not yet
+written). Every clause is read off the run log.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from ...events.schema import SIM_EPOCH_MS
+from ...explain import Answer, Link, Question, WhyError
+from ...narrate import detail_dict, ts_text
+from ...tsoutil import parse_hybrid_ts
+
+#: A guarantee at most this far ahead of the true time is an ordinary wait for the next time tick
+#: (proxy.timeTickInterval, 200 ms by default), not a guarantee in the future.
+ORDINARY_AHEAD_MS = 200.0
+
+
+def _link(row, text: str) -> Link:
+    return Link(int(row["seq"]), float(row["t_ms"]), str(row["node"]), text)
+
+
+def _reads(events: pd.DataFrame) -> list[int]:
+    """Every read's request number, in order."""
+    starts = events[events["kind"] == "client.read_start"]["request"].dropna()
+    return sorted({int(r) for r in starts})
+
+
+def waited_reads(events: pd.DataFrame) -> list[int]:
+    """The reads that waited on some delegator (a ``querynode.wait``), in order: the ones ``why`` explains."""
+    waits = events[events["kind"] == "querynode.wait"]["request"].dropna()
+    return sorted({int(r) for r in waits})
+
+
+def _listing(numbers: list[int], limit: int = 12) -> str:
+    shown = ", ".join(str(n) for n in numbers[:limit])
+    return shown + (f" and {len(numbers) - limit} more" if len(numbers) > limit else "")
+
+
+def _shard(events: pd.DataFrame, request: int):
+    """The shard the read waited longest on: its ``querynode.wait`` row and its ``querynode.read`` row (``None`` when
+    the run ended while it waited)."""
+    mine = events[events["request"] == request]
+    waits = mine[mine["kind"] == "querynode.wait"]
+    done = mine[mine["kind"] == "querynode.read"]
+    best = None
+    for _, wait in waits.iterrows():
+        after = done[(done["vchannel"] == wait["vchannel"]) & (done["seq"] > wait["seq"])]
+        end = after.iloc[0] if len(after) else None
+        waited = (float(detail_dict(end["detail"]).get("waited_ms") or 0.0) if end is not None
+                  else float(events["t_ms"].iloc[-1]) - float(wait["t_ms"]))
+        if best is None or waited > best[2]:
+            best = (wait, end, waited)
+    return best
+
+
+def explain_read(events: pd.DataFrame, subject) -> Answer:
+    """Answer "why did read ``subject['request']`` wait?": the read, the tsafe it waited for, and why tsafe did not
+    reach the guarantee sooner (ticks that stopped, as a follow-up question, or a guarantee in the future)."""
+    request = int(subject["request"])
+    reads = _reads(events)
+    if request not in reads:
+        have = f"its reads are numbered {reads[0]} to {reads[-1]}" if reads else "it holds no reads"
+        raise WhyError(f"there is no read {request} in this run: {have} (`milvus-edu timeline RUN --all` lists them)")
+    shard = _shard(events, request)
+    if shard is None:
+        waited = waited_reads(events)
+        where = (f"reads that waited in this run: {_listing(waited)}" if waited else "no read in this run waited")
+        raise WhyError(f"read {request} did not wait: every shard answered at once; `why` explains reads that waited "
+                       f"or timed out ({where})")
+    wait, end, waited_ms = shard
+    mine = events[events["request"] == request]
+    proxy = mine[mine["kind"] == "proxy.read"]
+    proxy = proxy.iloc[0] if len(proxy) else None
+    detail = detail_dict(proxy["detail"]) if proxy is not None else {}
+    level = str(wait["level"]) if pd.notna(wait["level"]) else "default-level"
+    op = detail.get("op") or "read"
+    via = f" through {proxy['node']}" if proxy is not None else ""
+    vchannel, node, guarantee = str(wait["vchannel"]), str(wait["node"]), int(wait["guarantee_ts"])
+    tsafe = int(wait["tick_ts"])
+
+    if end is None:
+        outcome = f"was still waiting on {node} for vchannel {vchannel} when the run ended, {waited_ms:,.0f} ms later"
+        first = _link(events.iloc[-1], f"read {request} ({level} {op}{via}) {outcome}")
+    else:
+        failed = f" and failed with {end['error']}" if pd.notna(end["error"]) else ""
+        first = _link(end, f"read {request} ({level} {op}{via}) waited {waited_ms:,.0f} ms on {node} for vchannel "
+                           f"{vchannel}{failed}")
+    links = [first, _link(wait, f"its guarantee {ts_text(guarantee)} was above the tsafe of {vchannel} on {node}, "
+                                f"{ts_text(tsafe)}: a delegator serves a read only once tsafe reaches its guarantee")]
+
+    stop = int(end["seq"]) if end is not None else int(events["seq"].iloc[-1]) + 1
+    moved = events[(events["kind"] == "querynode.tsafe") & (events["vchannel"] == vchannel)
+                   & (events["seq"] > int(wait["seq"])) & (events["seq"] < stop)]
+    pchannel = _pchannel(events, vchannel)
+    if len(moved) == 0:
+        tick = _tick(events, pchannel, tsafe, after=False)
+        nxt = _tick(events, pchannel, tsafe, after=True)
+        if tick is None:
+            links.append(_link(wait, f"tsafe of {vchannel} did not move during the wait, and no time tick on "
+                                     f"{pchannel} is in the log"))
+            return Answer(tuple(links))
+        until = (f"the next came only at {nxt['t_ms'] / 1000:.3f} s (event {int(nxt['seq']) + 1:,})"
+                 if nxt is not None else "no other came before the run ended")
+        links.append(_link(tick, f"tsafe of {vchannel} stood still for the whole wait: it follows the time tick of "
+                                 f"pchannel {pchannel}, whose last tick {ts_text(int(tick['tick_ts']))} was written "
+                                 f"here, and {until}"))
+        follow = Question("tick-stopped", {"pchannel": pchannel, "after_seq": int(tick["seq"]),
+                                           "until_seq": int(nxt["seq"]) if nxt is not None else None})
+        return Answer(tuple(links), follow)
+    ahead = _ahead(proxy, guarantee)
+    if ahead is not None and ahead[0] > ORDINARY_AHEAD_MS:
+        passed = moved[moved["ts"] >= guarantee]
+        if len(passed):
+            links.append(_link(passed.iloc[0], f"tsafe of {vchannel} moved {len(moved)} times during the wait, as "
+                                               f"time ticks came, and reached the guarantee only here"))
+        links.append(_link(proxy, ahead[1]))
+        return Answer(tuple(links))
+    last = moved.iloc[-1]
+    if int(last["ts"]) >= guarantee:
+        links.append(_link(last, f"tsafe of {vchannel} follows the time tick of pchannel {pchannel}: it moved "
+                                 f"{len(moved)} times during the wait and reached the guarantee here"))
+    else:
+        links.append(_link(last, f"tsafe of {vchannel} moved {len(moved)} times during the wait but stayed below "
+                                 f"the guarantee, last at {ts_text(int(last['ts']))}: it follows the time tick of "
+                                 f"pchannel {pchannel}, which lagged behind the guarantee"))
+    return Answer(tuple(links))
+
+
+def _pchannel(events: pd.DataFrame, vchannel: str) -> str:
+    """The pchannel a vchannel lives on, from the QueryNode's watch of it."""
+    watch = events[(events["kind"] == "querynode.watch") & (events["vchannel"] == vchannel)]
+    return str(watch["channel"].iloc[0]) if len(watch) else vchannel.rsplit("_", 1)[0]
+
+
+def _tick(events: pd.DataFrame, pchannel: str, tsafe: int, after: bool):
+    """The TimeTick written to ``pchannel`` that carried ``tsafe`` (the last one at or below it), or with ``after``
+    the first one past it; ``None`` when there is none."""
+    ticks = events[(events["kind"] == "mq.produce") & (events["msg_type"] == "TimeTick")
+                   & (events["channel"] == pchannel)]
+    picked = ticks[ticks["tick_ts"] > tsafe] if after else ticks[ticks["tick_ts"] <= tsafe]
+    if not len(picked):
+        return None
+    return picked.iloc[0] if after else picked.iloc[-1]
+
+
+def _ahead(proxy, guarantee: int):
+    """How far the guarantee lay in the future when the proxy set it (ms, true time), with the clause saying where
+    it came from; ``None`` without a proxy event or a guarantee with no time in it."""
+    if proxy is None or guarantee < 1 << 18:
+        return None
+    detail = detail_dict(proxy["detail"])
+    true_ms = SIM_EPOCH_MS + float(proxy["t_ms"])
+    physical, _ = parse_hybrid_ts(guarantee)
+    ahead = physical - true_ms
+    name = str(proxy["node"])
+    if detail.get("from_tso") is False and pd.notna(proxy["clock_ms"]):
+        offset = float(proxy["clock_ms"]) - true_ms
+        grace = detail.get("graceful_time_ms")
+        minus = f" minus the graceful time ({grace:,} ms)" if grace is not None else ""
+        direction = "ahead" if offset > 0 else "behind"
+        text = (f"{name} set the guarantee {ahead:,.0f} ms in the future: a {proxy['level']} read's guarantee is the "
+                f"proxy's begin timestamp{minus}, and {name} took the begin timestamp from its own clock, not the TSO; "
+                f"that clock read {(float(proxy['clock_ms']) - SIM_EPOCH_MS) / 1000:.3f} s when the true time was "
+                f"{float(proxy['t_ms']) / 1000:.3f} s: {name}'s clock runs {abs(offset):,.0f} ms {direction}")
+    else:
+        text = (f"the guarantee {ts_text(guarantee)} that {name} applied lay {ahead:,.0f} ms in the future of the "
+                f"true time ({float(proxy['t_ms']) / 1000:.3f} s) when the read arrived")
+    return ahead, text
+
+
+EXPLAINERS = {"read": explain_read}
