@@ -19,6 +19,9 @@ from ...tsoutil import parse_hybrid_ts
 #: A guarantee at most this far ahead of the true time is an ordinary wait for the next time tick
 #: (proxy.timeTickInterval, 200 ms by default), not a guarantee in the future.
 ORDINARY_AHEAD_MS = 200.0
+#: tsafe standing still longer than this many of its pchannel's usual tick intervals means the ticks stopped (the
+#: progress bound the query and TimeTick checkers use too).
+PROGRESS_INTERVALS = 5
 
 
 def _link(row, text: str) -> Link:
@@ -98,55 +101,70 @@ def explain_read(events: pd.DataFrame, subject) -> Answer:
     moved = events[(events["kind"] == "querynode.tsafe") & (events["vchannel"] == vchannel)
                    & (events["seq"] > int(wait["seq"])) & (events["seq"] < stop)]
     pchannel = _pchannel(events, vchannel)
-    if len(moved) == 0:
-        tick = _tick(events, pchannel, tsafe, after=False)
-        nxt = _tick(events, pchannel, tsafe, after=True)
-        if tick is None:
-            links.append(_link(wait, f"tsafe of {vchannel} did not move during the wait, and no time tick on "
-                                     f"{pchannel} is in the log"))
-            return Answer(tuple(links))
+    ticks = events[(events["kind"] == "mq.produce") & (events["msg_type"] == "TimeTick")
+                   & (events["channel"] == pchannel)]
+    every = float(ticks["t_ms"].diff().median()) if len(ticks) > 1 else float("nan")
+    end_ms = float(end["t_ms"]) if end is not None else float(events["t_ms"].iloc[-1])
+    still = _longest_still(ticks, [tsafe] + [int(v) for v in moved["ts"]], float(wait["t_ms"]), end_ms)
+    if still is not None and still[2] > PROGRESS_INTERVALS * every:
+        tick, nxt, _ = still
+        since = max(float(wait["t_ms"]), float(tick["t_ms"]))
+        upto = min(float(nxt["t_ms"]), end_ms) if nxt is not None else end_ms
         until = (f"the next came only at {nxt['t_ms'] / 1000:.3f} s (event {int(nxt['seq']) + 1:,})"
                  if nxt is not None else "no other came before the run ended")
-        links.append(_link(tick, f"tsafe of {vchannel} stood still for the whole wait: it follows the time tick of "
-                                 f"pchannel {pchannel}, whose last tick {ts_text(int(tick['tick_ts']))} was written "
-                                 f"here, and {until}"))
+        links.append(_link(tick, f"tsafe of {vchannel} stood still at {ts_text(int(tick['tick_ts']))} from "
+                                 f"{since / 1000:.3f} s to {upto / 1000:.3f} s of the wait: it follows the time tick "
+                                 f"of pchannel {pchannel}, whose tick {ts_text(int(tick['tick_ts']))} was written here "
+                                 f"(its ticks usually came {every:,.0f} ms apart), and {until}"))
         follow = Question("tick-stopped", {"pchannel": pchannel, "after_seq": int(tick["seq"]),
                                            "until_seq": int(nxt["seq"]) if nxt is not None else None})
         return Answer(tuple(links), follow)
+    times = "once" if len(moved) == 1 else f"{len(moved)} times"
     ahead = _ahead(proxy, guarantee)
     if ahead is not None and ahead[0] > ORDINARY_AHEAD_MS:
         passed = moved[moved["ts"] >= guarantee]
         if len(passed):
-            links.append(_link(passed.iloc[0], f"tsafe of {vchannel} moved {len(moved)} times during the wait, as "
-                                               f"time ticks came, and reached the guarantee only here"))
+            links.append(_link(passed.iloc[0], f"tsafe of {vchannel} moved {times} during the wait, as time ticks "
+                                               f"came about every {every:,.0f} ms, and reached the guarantee only "
+                                               f"here"))
         links.append(_link(proxy, ahead[1]))
+        return Answer(tuple(links))
+    if not len(moved):
+        links.append(_link(wait, f"tsafe of {vchannel} did not move during the wait"))
         return Answer(tuple(links))
     last = moved.iloc[-1]
     if int(last["ts"]) >= guarantee:
-        links.append(_link(last, f"tsafe of {vchannel} follows the time tick of pchannel {pchannel}: it moved "
-                                 f"{len(moved)} times during the wait and reached the guarantee here"))
+        links.append(_link(last, f"tsafe of {vchannel} follows the time tick of pchannel {pchannel}, written about "
+                                 f"every {every:,.0f} ms: it moved {times} during the wait and reached the guarantee "
+                                 f"here, an ordinary wait for the next tick"))
     else:
-        links.append(_link(last, f"tsafe of {vchannel} moved {len(moved)} times during the wait but stayed below "
-                                 f"the guarantee, last at {ts_text(int(last['ts']))}: it follows the time tick of "
-                                 f"pchannel {pchannel}, which lagged behind the guarantee"))
+        links.append(_link(last, f"tsafe of {vchannel} moved {times} during the wait but stayed below the guarantee, "
+                                 f"last at {ts_text(int(last['ts']))}: it follows the time tick of pchannel "
+                                 f"{pchannel}, which lagged behind the guarantee"))
     return Answer(tuple(links))
+
+
+def _longest_still(ticks: pd.DataFrame, values: list[int], wait_ms: float, end_ms: float):
+    """Of the tsafe values a read saw while it waited, the one that stood still longest: the TimeTick that carried it,
+    the next TimeTick past it (``None``: none before the run ended) and how long, within the wait, it stood;
+    ``None`` when no TimeTick carried any of them."""
+    best = None
+    for value in dict.fromkeys(values):
+        carried = ticks[ticks["tick_ts"] <= value]
+        if not len(carried):
+            continue
+        later = ticks[ticks["tick_ts"] > value]
+        tick, nxt = carried.iloc[-1], (later.iloc[0] if len(later) else None)
+        stood = (min(float(nxt["t_ms"]), end_ms) if nxt is not None else end_ms) - max(wait_ms, float(tick["t_ms"]))
+        if best is None or stood > best[2]:
+            best = (tick, nxt, stood)
+    return best
 
 
 def _pchannel(events: pd.DataFrame, vchannel: str) -> str:
     """The pchannel a vchannel lives on, from the QueryNode's watch of it."""
     watch = events[(events["kind"] == "querynode.watch") & (events["vchannel"] == vchannel)]
     return str(watch["channel"].iloc[0]) if len(watch) else vchannel.rsplit("_", 1)[0]
-
-
-def _tick(events: pd.DataFrame, pchannel: str, tsafe: int, after: bool):
-    """The TimeTick written to ``pchannel`` that carried ``tsafe`` (the last one at or below it), or with ``after``
-    the first one past it; ``None`` when there is none."""
-    ticks = events[(events["kind"] == "mq.produce") & (events["msg_type"] == "TimeTick")
-                   & (events["channel"] == pchannel)]
-    picked = ticks[ticks["tick_ts"] > tsafe] if after else ticks[ticks["tick_ts"] <= tsafe]
-    if not len(picked):
-        return None
-    return picked.iloc[0] if after else picked.iloc[-1]
 
 
 def _ahead(proxy, guarantee: int):
