@@ -19,6 +19,9 @@ from ...tsoutil import parse_hybrid_ts
 #: A guarantee at most this far ahead of the true time is an ordinary wait for the next time tick
 #: (proxy.timeTickInterval, 200 ms by default), not a guarantee in the future.
 ORDINARY_AHEAD_MS = 200.0
+#: The levels whose guarantee is the one the client sent (parseGuaranteeTsFromConsistency keeps it); the others
+#: derive it from the proxy's begin timestamp.
+CLIENT_GUARANTEE_LEVELS = ("Customized", "Session")
 #: tsafe standing still longer than this many of its pchannel's usual tick intervals means the ticks stopped (the
 #: progress bound the query and TimeTick checkers use too).
 PROGRESS_INTERVALS = 5
@@ -177,7 +180,11 @@ def _ahead(proxy, guarantee: int):
     physical, _ = parse_hybrid_ts(guarantee)
     ahead = physical - true_ms
     name = str(proxy["node"])
-    if detail.get("from_tso") is False and pd.notna(proxy["clock_ms"]):
+    if str(proxy["level"]) in CLIENT_GUARANTEE_LEVELS:
+        text = (f"the client asked for guarantee {ts_text(guarantee)}, {ahead:,.0f} ms in the future of the true time "
+                f"({float(proxy['t_ms']) / 1000:.3f} s) when {name} took the read: at level {proxy['level']} the "
+                f"proxy keeps the guarantee the client sends")
+    elif detail.get("from_tso") is False and pd.notna(proxy["clock_ms"]):
         offset = float(proxy["clock_ms"]) - true_ms
         grace = detail.get("graceful_time_ms")
         minus = f" minus the graceful time ({grace:,} ms)" if grace is not None else ""
