@@ -60,7 +60,7 @@ def test_the_first_strong_read_that_timed_out_names_the_stopped_ticks_and_the_ex
     # The stopped ticks: the pchannel and the time its next tick came, as the log has them.
     later = stall[(stall["kind"] == "mq.produce") & (stall["msg_type"] == "TimeTick") & (stall["channel"] == pchannel)
                   & (stall["seq"] > chain.links[2].seq)].iloc[0]
-    assert f"stood still" in chain.links[2].text and pchannel in chain.links[2].text
+    assert "stood still" in chain.links[2].text and pchannel in chain.links[2].text
     assert f"{later['t_ms'] / 1000:.3f} s (event {int(later['seq']) + 1:,})" in chain.links[2].text
     assert "waiting for a report from proxy-2" in chain.links[3].text
     # proxy-2's session: the key etcd dropped, the time its lease expired, the kill that started it.
@@ -127,10 +127,23 @@ def test_bad_questions_are_one_line_errors(stall, read, needle):
     assert "\n" not in str(info.value)
 
 
-def test_a_read_that_did_not_wait_is_refused_naming_reads_that_did(stall):
+def test_a_stale_read_is_traced_to_the_stopped_ticks(stall):
+    kill = stall[stall["kind"] == "fault.kill"].iloc[0]
+    eventually = stall[(stall["kind"] == "querynode.read") & (stall["level"] == "Eventually")
+                       & (stall["t_ms"] > float(kill["t_ms"]) + 1000)].iloc[0]
+    chain = why(stall, read=int(eventually["request"]))
+    assert chain.question == f"Why did read {int(eventually['request'])} read stale data?"
+    assert_links_are_their_events(stall, chain)
+    assert kinds_of(stall, chain)[1:] == ["mq.produce", "rootcoord.timetick_update", "session.lost", "fault.kill"]
+    # The data was as old as the tsafe it read at: true time minus the tsafe's physical part.
+    behind = milvus_edu.events.SIM_EPOCH_MS + float(chain.links[0].t_ms) - (int(event(stall, chain.links[0].seq)["ts"]) >> 18)
+    assert f"{behind:,.0f} ms behind the true time" in chain.links[0].text
+
+
+def test_a_read_that_neither_waited_nor_was_stale_is_refused_naming_reads_that_waited(stall):
     waited = set(stall[stall["kind"] == "querynode.wait"]["request"].dropna().astype(int))
     quick = next(int(r) for r in stall[stall["kind"] == "client.read_start"]["request"] if int(r) not in waited)
-    with pytest.raises(WhyError, match=f"read {quick} did not wait") as info:
+    with pytest.raises(WhyError, match=f"read {quick} neither waited nor read stale data") as info:
         why(stall, read=quick)
     assert f"reads that waited in this run: {min(waited)}, " in str(info.value)
 
@@ -173,7 +186,7 @@ def test_the_cli_prints_the_chain_with_each_event(short_stall, capsys):
 
 @pytest.mark.parametrize("args,needle", [
     (["--read", "999"], "there is no read 999"),
-    (["--read", "1"], "did not wait"),
+    (["--read", "1"], "neither waited nor read stale data"),
     (["--read", "x"], "invalid int value"),
     ([], "--read"),
 ])

@@ -58,6 +58,8 @@ class Answer:
 
     links: tuple[Link, ...]
     follow: Question | None = None
+    title: str = ""
+    """The question as the answer found it (``Why did read 5 read stale data?``); empty keeps the asker's."""
 
 
 @dataclass(frozen=True)
@@ -114,6 +116,8 @@ def ask(events: pd.DataFrame, question: Question, title: str) -> Chain:
     asked = {(question.kind, tuple(sorted(question.subject.items())))}
     for _ in range(MAX_HOPS):
         result = answer(events, question.subject)
+        if not links and result.title:
+            title = result.title
         links.extend(result.links)
         question = result.follow
         if question is None:
@@ -127,12 +131,13 @@ def ask(events: pd.DataFrame, question: Question, title: str) -> Chain:
 
 
 def why(run, *, read: int | None = None) -> Chain:
-    """Why did read ``read`` wait (or time out)? The causal chain back to its root cause, each link an event.
+    """Why did read ``read`` wait (or time out, or read stale data)? The causal chain back to its root cause, each
+    link an event.
 
     ``run``: a run folder (or its ``events.parquet`` / ``events.jsonl``), a :class:`~milvus_edu.sim.run.RunResult`,
     or its events DataFrame. ``read`` is the read's ``request`` number as the run log and the timeline show it.
     Raises :class:`WhyError` (one line) for a folder that is not a run, a read that does not exist, or a read that
-    did not wait.
+    neither waited nor was stale.
     """
     if read is None:
         raise WhyError("say what to explain: read=N (the read's request number, as `milvus-edu timeline` shows it)")

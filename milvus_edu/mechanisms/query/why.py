@@ -67,7 +67,9 @@ def _shard(events: pd.DataFrame, request: int):
 
 def explain_read(events: pd.DataFrame, subject) -> Answer:
     """Answer "why did read ``subject['request']`` wait?": the read, the tsafe it waited for, and why tsafe did not
-    reach the guarantee sooner (ticks that stopped, as a follow-up question, or a guarantee in the future)."""
+    reach the guarantee sooner (ticks that stopped, as a follow-up question, or a guarantee in the future). A read
+    that did not wait but read stale data (at a tsafe whose ticks had stopped) is explained by the stopped ticks.
+    ``WhyError`` for a read not in the run, or one that neither waited nor was stale."""
     request = int(subject["request"])
     reads = _reads(events)
     if request not in reads:
@@ -75,27 +77,29 @@ def explain_read(events: pd.DataFrame, subject) -> Answer:
         raise WhyError(f"there is no read {request} in this run: {have} (`milvus-edu timeline RUN --all` lists them)")
     shard = _shard(events, request)
     if shard is None:
+        stale = _explain_stale(events, request)
+        if stale is not None:
+            return stale
         waited = waited_reads(events)
         where = (f"reads that waited in this run: {_listing(waited)}" if waited else "no read in this run waited")
-        raise WhyError(f"read {request} did not wait: every shard answered at once; `why` explains reads that waited "
-                       f"or timed out ({where})")
+        raise WhyError(f"read {request} neither waited nor read stale data: every shard answered at once from a "
+                       f"tsafe its time ticks kept moving; `why` explains reads that waited, timed out or were stale "
+                       f"({where})")
     wait, end, waited_ms = shard
     mine = events[events["request"] == request]
     proxy = mine[mine["kind"] == "proxy.read"]
     proxy = proxy.iloc[0] if len(proxy) else None
-    detail = detail_dict(proxy["detail"]) if proxy is not None else {}
     level = str(wait["level"]) if pd.notna(wait["level"]) else "default-level"
-    op = detail.get("op") or "read"
-    via = f" through {proxy['node']}" if proxy is not None else ""
+    what = _what(events, request, level)
     vchannel, node, guarantee = str(wait["vchannel"]), str(wait["node"]), int(wait["guarantee_ts"])
     tsafe = int(wait["tick_ts"])
 
     if end is None:
         outcome = f"was still waiting on {node} for vchannel {vchannel} when the run ended, {waited_ms:,.0f} ms later"
-        first = _link(events.iloc[-1], f"read {request} ({level} {op}{via}) {outcome}")
+        first = _link(events.iloc[-1], f"read {request} ({what}) {outcome}")
     else:
         failed = f" and failed with {end['error']}" if pd.notna(end["error"]) else ""
-        first = _link(end, f"read {request} ({level} {op}{via}) waited {waited_ms:,.0f} ms on {node} for vchannel "
+        first = _link(end, f"read {request} ({what}) waited {waited_ms:,.0f} ms on {node} for vchannel "
                            f"{vchannel}{failed}")
     links = [first, _link(wait, f"its guarantee {ts_text(guarantee)} was above the tsafe of {vchannel} on {node}, "
                                 f"{ts_text(tsafe)}: a delegator serves a read only once tsafe reaches its guarantee")]
@@ -104,9 +108,7 @@ def explain_read(events: pd.DataFrame, subject) -> Answer:
     moved = events[(events["kind"] == "querynode.tsafe") & (events["vchannel"] == vchannel)
                    & (events["seq"] > int(wait["seq"])) & (events["seq"] < stop)]
     pchannel = _pchannel(events, vchannel)
-    ticks = events[(events["kind"] == "mq.produce") & (events["msg_type"] == "TimeTick")
-                   & (events["channel"] == pchannel)]
-    every = float(ticks["t_ms"].diff().median()) if len(ticks) > 1 else float("nan")
+    ticks, every = _ticks(events, pchannel)
     end_ms = float(end["t_ms"]) if end is not None else float(events["t_ms"].iloc[-1])
     still = _longest_still(ticks, [tsafe] + [int(v) for v in moved["ts"]], float(wait["t_ms"]), end_ms)
     if still is not None and still[2] > PROGRESS_INTERVALS * every:
@@ -145,6 +147,54 @@ def explain_read(events: pd.DataFrame, subject) -> Answer:
                                  f"last at {ts_text(int(last['ts']))}: it follows the time tick of pchannel "
                                  f"{pchannel}, which lagged behind the guarantee"))
     return Answer(tuple(links))
+
+
+def _ticks(events: pd.DataFrame, pchannel: str) -> tuple[pd.DataFrame, float]:
+    """The TimeTicks written to ``pchannel`` and their usual spacing in ms (the median; NaN with fewer than two)."""
+    ticks = events[(events["kind"] == "mq.produce") & (events["msg_type"] == "TimeTick")
+                   & (events["channel"] == pchannel)]
+    return ticks, (float(ticks["t_ms"].diff().median()) if len(ticks) > 1 else float("nan"))
+
+
+def _explain_stale(events: pd.DataFrame, request: int) -> Answer | None:
+    """A read that did not wait but read at a tsafe that had stood still for longer than the progress bound: the
+    read, how old its data was, and the stopped tick (a follow-up question); ``None`` for a read with fresh data."""
+    shards = events[(events["request"] == request) & (events["kind"] == "querynode.read") & events["error"].isna()
+                    & events["ts"].notna()]
+    worst = None
+    for _, row in shards.iterrows():
+        pchannel = _pchannel(events, str(row["vchannel"]))
+        ticks, every = _ticks(events, pchannel)
+        still = _longest_still(ticks, [int(row["ts"])], float("-inf"), float(row["t_ms"]))
+        if still is None or not still[2] > PROGRESS_INTERVALS * every:
+            continue
+        if worst is None or still[2] > worst[1][2]:
+            worst = (row, still, pchannel, every)
+    if worst is None:
+        return None
+    row, (tick, nxt, stood), pchannel, every = worst
+    vchannel, tsafe = str(row["vchannel"]), int(row["ts"])
+    behind = SIM_EPOCH_MS + float(row["t_ms"]) - parse_hybrid_ts(tsafe)[0]
+    level = str(row["level"]) if pd.notna(row["level"]) else "default-level"
+    until = (f"the next came only at {nxt['t_ms'] / 1000:.3f} s (event {int(nxt['seq']) + 1:,})"
+             if nxt is not None else "no other came before the run ended")
+    links = (_link(row, f"read {request} ({_what(events, request, level)}) did not wait on {row['node']} for vchannel {vchannel} but read at "
+                        f"tsafe {ts_text(tsafe)}, {behind:,.0f} ms behind the true time: it saw no write made after "
+                        f"that"),
+             _link(tick, f"tsafe of {vchannel} stood still at {ts_text(int(tick['tick_ts']))} for {stood:,.0f} ms "
+                         f"before the read: it follows the time tick of pchannel {pchannel}, whose tick was written "
+                         f"here (its ticks usually came {every:,.0f} ms apart), and {until}"))
+    follow = Question("tick-stopped", {"pchannel": pchannel, "after_seq": int(tick["seq"]),
+                                       "until_seq": int(nxt["seq"]) if nxt is not None else None})
+    return Answer(links, follow, title=f"Why did read {request} read stale data?")
+
+
+def _what(events: pd.DataFrame, request: int, level: str) -> str:
+    """``Strong search through proxy-1``: a read's level, operation and proxy, from its ``proxy.read``."""
+    proxy = events[(events["request"] == request) & (events["kind"] == "proxy.read")]
+    if not len(proxy):
+        return level
+    return f"{level} {detail_dict(proxy.iloc[0]['detail']).get('op') or 'read'} through {proxy.iloc[0]['node']}"
 
 
 def _longest_still(ticks: pd.DataFrame, values: list[int], wait_ms: float, end_ms: float):
