@@ -69,15 +69,19 @@ def explain_tick_stopped(events: pd.DataFrame, subject) -> Answer:
 
 
 def explain_session_held(events: pd.DataFrame, subject) -> Answer:
-    """Answer "why did ``subject['session']`` not report from event ``from_seq`` on?": the fault injected on that
-    proxy and how long its session stayed registered (until its lease expired and rootcoord dropped it)."""
+    """Answer "why did ``subject['session']`` not report from event ``from_seq`` on (until ``until_seq``)?": the last
+    fault injected on that proxy before the ticks came back, and how long its session stayed registered (until its
+    lease expired and rootcoord dropped it)."""
     name, from_seq, until = str(subject["session"]), int(subject["from_seq"]), subject.get("until_seq")
+    # The fault may come after the first unsent round that waited for this session (a round waits for every
+    # session's report, so one opened just before the crash waits for it too): look up to the tick that came back.
     faults = events[events["kind"].astype(str).str.startswith("fault.") & (events["node"] == name)
-                    & (events["seq"] <= from_seq)]
-    faults = faults[faults["kind"] != "fault.restart"]
+                    & (events["kind"] != "fault.restart")]
+    if until is not None:
+        faults = faults[faults["seq"] < int(until)]
     if not len(faults):
         row = events[events["seq"] == from_seq].iloc[0]
-        return Answer((_link(row, f"no fault injected on {name} before this explains why its report was missing"),))
+        return Answer((_link(row, f"no fault injected on {name} explains why its report was missing"),))
     fault = faults.iloc[-1]
     detail = detail_dict(fault["detail"])
     if fault["kind"] != "fault.kill":
