@@ -217,3 +217,14 @@ def test_every_timed_out_strong_read_is_traced_to_the_stopped_ticks_and_the_kill
         kinds = kinds_of(events, chain)
         assert "mq.produce" in kinds and "stood still" in chain.links[kinds.index("mq.produce")].text
         assert chain.root.seq == int(kill["seq"]) and f"killed at {kill_at_s:.3f} s" in chain.root.text
+
+
+def test_a_read_failed_by_a_dropped_collection_is_traced_to_the_release():
+    events = milvus_edu.simulate("ddl-recreate-under-load", seed=1, duration_s=4.0).events
+    failed = events[(events["kind"] == "querynode.read") & events["error"].fillna("").str.contains("delegator closed")]
+    assert len(failed)
+    for read in sorted({int(r) for r in failed["request"]}):
+        chain = why(events, read=read)
+        assert_links_are_their_events(events, chain)
+        assert kinds_of(events, chain)[-1] == "querynode.release"
+        assert event(events, chain.root.seq)["vchannel"] == event(events, chain.links[1].seq)["vchannel"]

@@ -109,6 +109,14 @@ def explain_read(events: pd.DataFrame, subject) -> Answer:
                    & (events["seq"] > int(wait["seq"])) & (events["seq"] < stop)]
     pchannel = _pchannel(events, vchannel)
     ticks, every = _ticks(events, pchannel)
+    released = events[(events["kind"] == "querynode.release") & (events["vchannel"] == vchannel)
+                      & (events["seq"] > int(wait["seq"])) & (events["seq"] < stop)]
+    if len(released):
+        collection = detail_dict(released.iloc[0]["detail"]).get("collection_id")
+        links.append(_link(released.iloc[0], f"the QueryNode released {vchannel} while the read waited (collection "
+                                             f"{collection} was dropped): a read waiting on a delegator fails when "
+                                             f"the delegator closes"))
+        return Answer(tuple(links))
     end_ms = float(end["t_ms"]) if end is not None else float(events["t_ms"].iloc[-1])
     still = _longest_still(ticks, [tsafe] + [int(v) for v in moved["ts"]], float(wait["t_ms"]), end_ms)
     if still is not None and still[2] > PROGRESS_INTERVALS * every:
@@ -135,7 +143,8 @@ def explain_read(events: pd.DataFrame, subject) -> Answer:
         links.append(_link(proxy, ahead[1]))
         return Answer(tuple(links))
     if not len(moved):
-        links.append(_link(wait, f"tsafe of {vchannel} did not move during the wait"))
+        links.append(_link(wait, f"tsafe of {vchannel} did not move during the {end_ms - float(wait['t_ms']):,.0f} ms "
+                                 f"wait (ticks on {pchannel} usually come {every:,.0f} ms apart)"))
         return Answer(tuple(links))
     last = moved.iloc[-1]
     if int(last["ts"]) >= guarantee:
