@@ -4,7 +4,9 @@ A read waits on a shard delegator while its guarantee timestamp is above the del
 (``shardDelegator.waitTSafe``). Two things make that wait long: tsafe stood still (its vchannel's pchannel got no
 time tick: a question for the TimeTick lesson, asked as ``tick-stopped``), or the guarantee lay in the future (a
 Bounded read's begin timestamp comes from the proxy's own clock, so a clock that runs ahead asks for data not yet
-written). Every clause is read off the run log.
+written). A read that failed because its delegator was released ends at the release. A read that did not wait but
+read at a tsafe whose ticks had stopped read stale data, and is explained by the same stopped ticks. Every clause is
+read off the run log.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ def _reads(events: pd.DataFrame) -> list[int]:
 
 
 def waited_reads(events: pd.DataFrame) -> list[int]:
-    """The reads that waited on some delegator (a ``querynode.wait``), in order: the ones ``why`` explains."""
+    """The reads that waited on some delegator (a ``querynode.wait``), in order: named when ``why`` refuses a read."""
     waits = events[events["kind"] == "querynode.wait"]["request"].dropna()
     return sorted({int(r) for r in waits})
 
