@@ -83,6 +83,17 @@ def test_a_bounded_read_through_the_proxy_whose_clock_runs_ahead_names_its_clock
     assert f"proxy-2's clock runs {ahead:,.0f} ms ahead" in chain.root.text
 
 
+@pytest.mark.parametrize("ahead_ms", [6500.0, 9000.0])
+def test_the_clock_offset_named_is_the_runs_own(ahead_ms):
+    events = milvus_edu.simulate("clock-skew-bounded", seed=3, duration_s=8.0, options={"ahead_ms": ahead_ms}).events
+    waited = events[events["kind"] == "querynode.wait"]
+    assert len(waited)
+    for read in sorted({int(r) for r in waited["request"]}):
+        chain = why(events, read=read)
+        assert f"proxy-2's clock runs {ahead_ms:,.0f} ms ahead" in chain.root.text
+        assert f"set the guarantee {ahead_ms - 5000:,.0f} ms in the future" in chain.root.text
+
+
 def test_reads_through_proxies_with_true_clocks_are_not_blamed_on_a_clock(stall):
     waited = sorted({int(r) for r in stall[stall["kind"] == "querynode.wait"]["request"]})
     levels = set(stall[stall["kind"] == "querynode.wait"]["level"])
