@@ -13,5 +13,6 @@ from .sim.run import simulate  # noqa: E402
 from .token import replay  # noqa: E402
 from .export import export_perfetto  # noqa: E402
 from . import mechanisms  # noqa: E402,F401  (registers the built-in mechanisms)
+from .explain import why  # noqa: E402
 
-__all__ = ["__version__", "simulate", "load_run", "replay", "export_perfetto"]
+__all__ = ["__version__", "simulate", "load_run", "replay", "export_perfetto", "why"]

@@ -1,4 +1,4 @@
-"""The ``milvus-edu`` command: ``simulate``, ``scenarios``, ``timeline``, ``demo``, ``sweep``, ``compare``,
+"""The ``milvus-edu`` command: ``simulate``, ``scenarios``, ``timeline``, ``why``, ``demo``, ``sweep``, ``compare``,
 ``replay``, ``export``.
 
 User mistakes (unknown scenario, bad duration, an occupied or unwritable output folder) print one
@@ -82,6 +82,9 @@ def build_parser() -> argparse.ArgumentParser:
     tl = sub.add_parser("timeline", help="print the key events of a run folder in words")
     tl.add_argument("run", help="run folder (or events.parquet / events.jsonl)")
     tl.add_argument("--all", action="store_true", help="every event, not only the key ones")
+    wy = sub.add_parser("why", help="explain why a read waited: a causal chain back to its root cause, event by event")
+    wy.add_argument("run", help="run folder (or events.parquet / events.jsonl)")
+    wy.add_argument("--read", type=int, required=True, metavar="N", help="the read's request number (see `timeline`)")
     demo = sub.add_parser("demo", help="run the guided tour (a scenario and its timeline in words)")
     demo.add_argument("--out", default=None, help="run folder (default: a new ./milvus-edu-demo folder)")
     demo.add_argument("--force", action="store_true", help="replace the run files in an existing --out folder")
@@ -253,6 +256,17 @@ def _cmd_timeline(args) -> int:
     return 0
 
 
+def _cmd_why(args) -> int:
+    from .explain import WhyError, why
+
+    try:
+        chain = why(args.run, read=args.read)
+    except WhyError as exc:
+        raise UserError(str(exc)) from None
+    print("\n".join(chain.lines()))
+    return 0
+
+
 def _cmd_demo(args) -> int:
     from .registry import demo
     from .sim.run import RunFolderError, prepare_out_dir
@@ -384,6 +398,7 @@ def main(argv: list[str] | None = None) -> int:
             parser.print_help()
             return EXIT_USAGE
         handler = {"simulate": _cmd_simulate, "scenarios": _cmd_scenarios, "timeline": _cmd_timeline,
+                   "why": _cmd_why,
                    "demo": _cmd_demo, "sweep": _cmd_sweep, "compare": _cmd_compare,
                    "replay": _cmd_replay, "export": _cmd_export}[args.command]
         return handler(args)

@@ -103,6 +103,8 @@ class Mechanism:
     * ``trace``: kind -> ``f(row) -> list | None``, how its events show in a trace viewer: the trace items
       (:mod:`milvus_edu.export.perfetto`: slices from begin to end, watermark counters, instants) a row
       becomes, or ``None`` for a plain instant.
+    * ``explainers``: question kind -> ``f(events, subject) -> Answer``, the "why?" questions this lesson answers
+      (:mod:`milvus_edu.explain`); one mechanism per question kind.
     """
 
     name: str
@@ -121,19 +123,22 @@ class Mechanism:
     analyses: Callable[[], dict] | None = None
     demo: Demo | None = None
     trace: Mapping[str, Callable[[dict], list | None]] = field(default_factory=dict)
+    explainers: Mapping[str, Callable] = field(default_factory=dict)
 
 
 _MECHANISMS: dict[str, Mechanism] = {}
 _SCENARIOS: dict[str, Scenario] = {}
 _DESCRIBE: dict[str, Callable] = {}
 _MARKS: dict[str, Mark] = {}
+_EXPLAINERS: dict[str, Callable] = {}
 
 
 def register(mechanism: Mechanism) -> Mechanism:
     """Add ``mechanism`` (its kinds to the schema, its scenarios to the catalogue); returns it.
 
     Raises ``ValueError`` for a second mechanism of the same name, a scenario name already taken, a
-    narration or mark for a kind another mechanism already narrates, or a second demo.
+    narration or mark for a kind another mechanism already narrates, a "why?" question another mechanism
+    already answers, or a second demo.
     """
     if mechanism.name in _MECHANISMS:
         raise ValueError(f"mechanism {mechanism.name!r} is already registered")
@@ -144,6 +149,9 @@ def register(mechanism: Mechanism) -> Mechanism:
         clash = [k for k in what if k in table]
         if clash:
             raise ValueError(f"kind {clash[0]!r} is already narrated or marked by another mechanism")
+    clash = [q for q in mechanism.explainers if q in _EXPLAINERS]
+    if clash:
+        raise ValueError(f"question {clash[0]!r} is already answered by another mechanism")
     if mechanism.demo is not None and demo() is not None:
         raise ValueError(f"mechanism {mechanism.name!r} brings a demo, but another mechanism already does")
     register_kinds(mechanism.kinds)
@@ -152,6 +160,7 @@ def register(mechanism: Mechanism) -> Mechanism:
         _SCENARIOS[s.name] = s if s.mechanisms else Scenario(**{**s.__dict__, "mechanisms": (mechanism.name,)})
     _DESCRIBE.update(mechanism.describe)
     _MARKS.update(mechanism.marks)
+    _EXPLAINERS.update(mechanism.explainers)
     return mechanism
 
 
@@ -189,6 +198,11 @@ def scenario_mechanisms(scenario: Scenario) -> tuple[Mechanism, ...]:
 def describer(kind: str) -> Callable | None:
     """The registered narration of ``kind``, or ``None``."""
     return _DESCRIBE.get(kind)
+
+
+def explainer(question: str) -> Callable | None:
+    """The registered answer to a "why?" question of kind ``question`` (``f(events, subject)``), or ``None``."""
+    return _EXPLAINERS.get(question)
 
 
 def marks() -> Mapping[str, Mark]:

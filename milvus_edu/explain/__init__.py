@@ -1,0 +1,8 @@
+""""Why?" as a causal chain: :func:`why` answers why a read waited, link by link back to its root cause.
+
+See :mod:`milvus_edu.explain.chain` for the framework; each lesson registers the questions it answers.
+"""
+
+from .chain import Answer, Chain, Link, Question, WhyError, ask, why
+
+__all__ = ["Answer", "Chain", "Link", "Question", "WhyError", "ask", "why"]

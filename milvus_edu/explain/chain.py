@@ -1,0 +1,146 @@
+"""A causal chain: why a read waited, told as events linked by "because", each an event you can jump to.
+
+The framework names no mechanism. A lesson answers the "why?" questions it knows about through its
+:attr:`milvus_edu.registry.Mechanism.explainers`: a question *kind* (``"read"``, ``"tick-stopped"``, ...) maps to
+``f(events, subject) -> Answer``, where ``events`` is the run log as :func:`milvus_edu.load_run` returns it and
+``subject`` a small dict saying what is asked about (``{"request": 6}``). An answer gives links and, when its last
+link has a cause another lesson knows, a follow-up :class:`Question`; :func:`why` keeps asking until no follow-up
+is left or no lesson answers it.
+
+Links are kept effect first, root cause last, so the chain reads in order as a sentence: "read 6 waited ...,
+because ..., because ...".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from ..registry import explainer
+
+#: How many follow-up questions one chain may ask: a guard against two lessons handing a question back and forth.
+MAX_HOPS = 10
+
+
+class WhyError(ValueError):
+    """A question the run cannot answer (no such read, a read that did not wait, a folder that is not a run);
+    its message is one line saying what is wrong and how to fix it."""
+
+
+@dataclass(frozen=True)
+class Link:
+    """One step of a chain: the event (``seq``, 0-based as in the run log; users see ``seq + 1``), its simulated
+    time, the component it happened on, and one clause in Milvus words saying what it shows."""
+
+    seq: int
+    t_ms: float
+    node: str
+    text: str
+
+    def __str__(self) -> str:
+        return f"event {self.seq + 1:,} ({self.t_ms / 1000:.3f} s, {self.node}): {self.text}"
+
+
+@dataclass(frozen=True)
+class Question:
+    """A "why?" question: its kind (which lesson answers it) and its subject."""
+
+    kind: str
+    subject: Mapping[str, object] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Answer:
+    """An explainer's answer: its links (effect first) and, optionally, the question that explains the last one."""
+
+    links: tuple[Link, ...]
+    follow: Question | None = None
+    title: str = ""
+    """The question as the answer found it (``Why did read 5 read stale data?``); empty keeps the asker's."""
+
+
+@dataclass(frozen=True)
+class Chain:
+    """The whole answer to ``question``: links effect first, root cause last."""
+
+    question: str
+    links: tuple[Link, ...]
+
+    @property
+    def root(self) -> Link:
+        """The last link: the root cause the chain found."""
+        return self.links[-1]
+
+    def lines(self) -> list[str]:
+        """The chain as the terminal prints it: the question, then one line per link with its event and time."""
+        out = [self.question]
+        for i, link in enumerate(self.links):
+            lead = "  " if i == 0 else "  because "
+            out.append(f"{lead}{link}")
+        return out
+
+    def __str__(self) -> str:
+        text = ", because ".join(link.text for link in self.links)
+        return text[:1].upper() + text[1:] + "."
+
+
+def _events(run) -> pd.DataFrame:
+    """The run log of a :class:`~milvus_edu.sim.run.RunResult`, a DataFrame, or a run folder / events file."""
+    if isinstance(run, pd.DataFrame):
+        return run
+    if hasattr(run, "events") and hasattr(run, "summary"):
+        return run.events
+    if isinstance(run, (str, Path)):
+        from ..events import RunLogError, load_run
+
+        try:
+            return load_run(run)
+        except RunLogError as exc:
+            raise WhyError(str(exc)) from None
+    raise WhyError(f"expected a run folder, an events file, a run result or its events, got {type(run).__name__}")
+
+
+def ask(events: pd.DataFrame, question: Question, title: str) -> Chain:
+    """Answer ``question`` on ``events``, following every follow-up question a registered lesson answers.
+
+    ``WhyError`` when no lesson answers the first question, or (from the explainer) when the subject is not in the
+    run or has nothing to explain.
+    """
+    answer = explainer(question.kind)
+    if answer is None:
+        raise WhyError(f"no registered lesson explains questions of kind {question.kind!r}")
+    links: list[Link] = []
+    asked = {(question.kind, tuple(sorted(question.subject.items())))}
+    for _ in range(MAX_HOPS):
+        result = answer(events, question.subject)
+        if not links and result.title:
+            title = result.title
+        links.extend(result.links)
+        question = result.follow
+        if question is None:
+            break
+        key = (question.kind, tuple(sorted(question.subject.items())))
+        answer = explainer(question.kind)
+        if answer is None or key in asked:
+            break
+        asked.add(key)
+    return Chain(title, tuple(links))
+
+
+def why(run, *, read: int | None = None) -> Chain:
+    """Why did read ``read`` wait (or time out, or read stale data)? The causal chain back to its root cause, each
+    link an event.
+
+    ``run``: a run folder (or its ``events.parquet`` / ``events.jsonl``), a :class:`~milvus_edu.sim.run.RunResult`,
+    or its events DataFrame. ``read`` is the read's ``request`` number as the run log and the timeline show it.
+    Raises :class:`WhyError` (one line) for a folder that is not a run, a read that does not exist, or a read that
+    neither waited nor was stale.
+    """
+    if read is None:
+        raise WhyError("say what to explain: read=N (the read's request number, as `milvus-edu timeline` shows it)")
+    if isinstance(read, bool) or not isinstance(read, int):
+        raise WhyError(f"read takes a whole number (the read's request number), got {read!r}")
+    return ask(_events(run), Question("read", {"request": read}), f"Why did read {read} wait?")

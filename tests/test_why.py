@@ -1,0 +1,241 @@
+""""Why?" as a causal chain: each read that waited is explained back to its root cause, every link an event of the run.
+
+The reads asked about are found in the log (the first Strong read that timed out, the first read through the
+proxy whose clock runs ahead), and every number the chain states is checked against the events it points to.
+"""
+
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import milvus_edu
+from milvus_edu.cli import main
+from milvus_edu.explain import Chain, Link, WhyError, why
+from milvus_edu.registry import Mechanism, explainer, register
+
+
+@pytest.fixture(scope="module")
+def stall():
+    return milvus_edu.simulate("tsafe-stall-proxy-restart", seed=1).events
+
+
+@pytest.fixture(scope="module")
+def skew():
+    return milvus_edu.simulate("clock-skew-bounded", seed=1).events
+
+
+def timed_out_strong_reads(events):
+    """Every Strong read a shard refused with a timeout, in order."""
+    rows = events[(events["kind"] == "querynode.read") & (events["level"] == "Strong")
+                  & events["error"].fillna("").str.contains("deadline")]
+    return sorted({int(r) for r in rows["request"]})
+
+
+def event(events, seq):
+    return events[events["seq"] == seq].iloc[0]
+
+
+def kinds_of(events, chain):
+    return [str(event(events, link.seq)["kind"]) for link in chain.links]
+
+
+def assert_links_are_their_events(events, chain):
+    """Each link names the event it stands on: its seq exists, with the link's time and component."""
+    for link in chain.links:
+        row = event(events, link.seq)
+        assert link.t_ms == pytest.approx(float(row["t_ms"])) and link.node == str(row["node"])
+
+
+def test_the_first_strong_read_that_timed_out_names_the_stopped_ticks_and_the_expired_lease(stall):
+    read = timed_out_strong_reads(stall)[0]
+    chain = why(stall, read=read)
+    assert_links_are_their_events(stall, chain)
+    assert kinds_of(stall, chain) == ["querynode.read", "querynode.wait", "mq.produce", "rootcoord.timetick_update",
+                                      "session.lost", "fault.kill"]
+    wait = event(stall, chain.links[1].seq)
+    pchannel = str(event(stall, chain.links[2].seq)["channel"])
+    assert wait["request"] == read and str(wait["vchannel"]).startswith(pchannel)
+    # The stopped ticks: the pchannel and the time its next tick came, as the log has them.
+    later = stall[(stall["kind"] == "mq.produce") & (stall["msg_type"] == "TimeTick") & (stall["channel"] == pchannel)
+                  & (stall["seq"] > chain.links[2].seq)].iloc[0]
+    assert "stood still" in chain.links[2].text and pchannel in chain.links[2].text
+    assert f"{later['t_ms'] / 1000:.3f} s (event {int(later['seq']) + 1:,})" in chain.links[2].text
+    assert "waiting for a report from proxy-2" in chain.links[3].text
+    # proxy-2's session: the key etcd dropped, the time its lease expired, the kill that started it.
+    lost, kill = event(stall, chain.links[4].seq), event(stall, chain.links[5].seq)
+    key = json.loads(lost["detail"])["key"]
+    assert key in chain.links[4].text and f"lease expired at {lost['t_ms'] / 1000:.3f} s" in chain.links[4].text
+    assert str(json.loads(kill["detail"])["server_id"]) in key
+    assert kill["node"] == "proxy-2" and f"killed at {kill['t_ms'] / 1000:.3f} s" in chain.root.text
+    text = str(chain)
+    assert text.startswith(f"Read {read} (Strong") and text.count(", because ") == len(chain.links) - 1
+
+
+def test_a_bounded_read_through_the_proxy_whose_clock_runs_ahead_names_its_clock_offset(skew):
+    ahead = json.loads(skew[skew["kind"] == "run.start"].iloc[0]["detail"])["options"]["ahead_ms"]
+    through = skew[(skew["kind"] == "proxy.read") & (skew["node"] == "proxy-2")]["request"]
+    waited = skew[(skew["kind"] == "querynode.wait") & skew["request"].isin(through)]
+    chain = why(skew, read=int(waited.iloc[0]["request"]))
+    assert_links_are_their_events(skew, chain)
+    assert kinds_of(skew, chain)[-1] == "proxy.read" and chain.root.node == "proxy-2"
+    assert f"proxy-2's clock runs {ahead:,.0f} ms ahead" in chain.root.text
+
+
+@pytest.mark.parametrize("ahead_ms", [6500.0, 9000.0])
+def test_the_clock_offset_named_is_the_runs_own(ahead_ms):
+    events = milvus_edu.simulate("clock-skew-bounded", seed=3, duration_s=8.0, options={"ahead_ms": ahead_ms}).events
+    waited = events[events["kind"] == "querynode.wait"]
+    assert len(waited)
+    for read in sorted({int(r) for r in waited["request"]}):
+        chain = why(events, read=read)
+        assert f"proxy-2's clock runs {ahead_ms:,.0f} ms ahead" in chain.root.text
+        assert f"set the guarantee {ahead_ms - 5000:,.0f} ms in the future" in chain.root.text
+
+
+def test_reads_through_proxies_with_true_clocks_are_not_blamed_on_a_clock(stall):
+    waited = sorted({int(r) for r in stall[stall["kind"] == "querynode.wait"]["request"]})
+    levels = set(stall[stall["kind"] == "querynode.wait"]["level"])
+    assert len(waited) > 5 and {"Strong", "Bounded"} <= levels
+    for read in waited:
+        assert not any("clock runs" in link.text for link in why(stall, read=read).links)
+
+
+def test_a_customized_guarantee_in_the_future_is_the_clients_not_a_clock():
+    events = milvus_edu.simulate("lag-too-large", seed=1).events
+    read = int(events[(events["kind"] == "querynode.wait") & (events["level"] == "Customized")].iloc[0]["request"])
+    chain = why(events, read=read)
+    assert_links_are_their_events(events, chain)
+    assert "the client asked for guarantee" in chain.root.text and "clock runs" not in str(chain)
+
+
+def test_an_ordinary_strong_wait_ends_at_the_tick_that_released_it():
+    events = milvus_edu.simulate("seed-example", seed=1).events
+    waits = events[(events["kind"] == "querynode.wait") & (events["level"] == "Strong")]
+    read = int(waits.iloc[0]["request"])
+    chain = why(events, read=read)
+    assert_links_are_their_events(events, chain)
+    assert kinds_of(events, chain) == ["querynode.read", "querynode.wait", "querynode.tsafe"]
+    released = event(events, chain.root.seq)
+    assert int(released["ts"]) >= int(waits.iloc[0]["guarantee_ts"]) and "ordinary wait" in chain.root.text
+
+
+def test_a_chain_renders_effect_first_with_every_event_numbered_from_one():
+    chain = Chain("Why did read 1 wait?", (Link(4, 1500.0, "querynode-1", "read 1 waited"),
+                                          Link(0, 0.0, "proxy-2", "proxy-2's clock runs ahead")))
+    assert str(chain) == "Read 1 waited, because proxy-2's clock runs ahead."
+    assert chain.lines() == ["Why did read 1 wait?", "  event 5 (1.500 s, querynode-1): read 1 waited",
+                             "  because event 1 (0.000 s, proxy-2): proxy-2's clock runs ahead"]
+    assert chain.root.node == "proxy-2"
+
+
+@pytest.mark.parametrize("read,needle", [(999, "there is no read 999"), (None, "say what to explain"),
+                                         ("3", "whole number")])
+def test_bad_questions_are_one_line_errors(stall, read, needle):
+    with pytest.raises(WhyError, match=needle) as info:
+        why(stall, read=read)
+    assert "\n" not in str(info.value)
+
+
+def test_a_stale_read_is_traced_to_the_stopped_ticks(stall):
+    kill = stall[stall["kind"] == "fault.kill"].iloc[0]
+    eventually = stall[(stall["kind"] == "querynode.read") & (stall["level"] == "Eventually")
+                       & (stall["t_ms"] > float(kill["t_ms"]) + 1000)].iloc[0]
+    chain = why(stall, read=int(eventually["request"]))
+    assert chain.question == f"Why did read {int(eventually['request'])} read stale data?"
+    assert_links_are_their_events(stall, chain)
+    assert kinds_of(stall, chain)[1:] == ["mq.produce", "rootcoord.timetick_update", "session.lost", "fault.kill"]
+    # The data was as old as the tsafe it read at: true time minus the tsafe's physical part.
+    behind = milvus_edu.events.SIM_EPOCH_MS + float(chain.links[0].t_ms) - (int(event(stall, chain.links[0].seq)["ts"]) >> 18)
+    assert f"{behind:,.0f} ms behind the true time" in chain.links[0].text
+
+
+def test_a_read_that_neither_waited_nor_was_stale_is_refused_naming_reads_that_waited(stall):
+    waited = set(stall[stall["kind"] == "querynode.wait"]["request"].dropna().astype(int))
+    quick = next(int(r) for r in stall[stall["kind"] == "client.read_start"]["request"] if int(r) not in waited)
+    with pytest.raises(WhyError, match=f"read {quick} neither waited nor read stale data") as info:
+        why(stall, read=quick)
+    assert f"reads that waited in this run: {min(waited)}, " in str(info.value)
+
+
+def test_a_question_kind_has_one_answer():
+    assert explainer("read") is not None and explainer("tick-stopped") is not None
+    with pytest.raises(ValueError, match="already answered"):
+        register(Mechanism(name="why-clash", title="a second answer to the same question",
+                           explainers={"read": lambda events, subject: None}))
+
+
+@pytest.fixture(scope="module")
+def short_stall(tmp_path_factory):
+    """A 15 s run folder: the first Strong timeouts are in it, the lease's expiry (60 s) is not."""
+    out = tmp_path_factory.mktemp("why") / "run"
+    milvus_edu.simulate("tsafe-stall-proxy-restart", seed=1, duration_s=15.0, out_dir=out, keep_events=False)
+    return out
+
+
+def run_main(capsys, *args):
+    try:
+        code = main(list(args))
+    except SystemExit as exc:
+        code = exc.code
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_the_cli_prints_the_chain_with_each_event(short_stall, capsys):
+    events = milvus_edu.load_run(short_stall)
+    read = timed_out_strong_reads(events)[0]
+    code, out, err = run_main(capsys, "why", str(short_stall), "--read", str(read))
+    assert code == 0 and err == ""
+    lines = out.splitlines()
+    assert lines[0] == f"Why did read {read} wait?" and len(lines) == 7
+    assert all(line.lstrip().startswith(("event ", "because event ")) for line in lines[1:])
+    # The run ends before the dead session's lease expires: the chain says so instead of inventing an expiry.
+    assert "no other came before the run ended" in out and "still registered when the run ended at 15.000 s" in out
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--read", "999"], "there is no read 999"),
+    (["--read", "1"], "neither waited nor read stale data"),
+    (["--read", "x"], "invalid int value"),
+    ([], "--read"),
+])
+def test_cli_mistakes_are_one_line_exit_2_and_write_nothing(short_stall, capsys, args, needle):
+    before = sorted(p.name for p in short_stall.iterdir())
+    code, out, err = run_main(capsys, "why", str(short_stall), *args)
+    assert code == 2 and needle in err and out == ""
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert sorted(p.name for p in short_stall.iterdir()) == before
+
+
+def test_cli_on_a_folder_that_is_not_a_run_is_one_line_exit_2(tmp_path, capsys):
+    code, out, err = run_main(capsys, "why", str(tmp_path), "--read", "1")
+    assert code == 2 and "no events.parquet or events.jsonl" in err and len(err.strip().splitlines()) == 1
+    assert list(tmp_path.iterdir()) == []
+
+
+@settings(max_examples=4, deadline=None)
+@given(seed=st.integers(1, 10_000), kill_at_s=st.sampled_from([3.0, 4.5, 6.0]))
+def test_every_timed_out_strong_read_is_traced_to_the_stopped_ticks_and_the_kill(seed, kill_at_s):
+    events = milvus_edu.simulate("tsafe-stall-proxy-restart", seed=seed, duration_s=kill_at_s + 13.0,
+                                 options={"kill_at_s": kill_at_s}).events
+    kill = events[events["kind"] == "fault.kill"].iloc[0]
+    reads = timed_out_strong_reads(events)
+    assert reads
+    for read in reads:
+        chain = why(events, read=read)
+        kinds = kinds_of(events, chain)
+        assert "mq.produce" in kinds and "stood still" in chain.links[kinds.index("mq.produce")].text
+        assert chain.root.seq == int(kill["seq"]) and f"killed at {kill_at_s:.3f} s" in chain.root.text
+
+
+def test_a_read_failed_by_a_dropped_collection_is_traced_to_the_release():
+    events = milvus_edu.simulate("ddl-recreate-under-load", seed=1, duration_s=4.0).events
+    failed = events[(events["kind"] == "querynode.read") & events["error"].fillna("").str.contains("delegator closed")]
+    assert len(failed)
+    for read in sorted({int(r) for r in failed["request"]}):
+        chain = why(events, read=read)
+        assert_links_are_their_events(events, chain)
+        assert kinds_of(events, chain)[-1] == "querynode.release"
+        assert event(events, chain.root.seq)["vchannel"] == event(events, chain.links[1].seq)["vchannel"]
