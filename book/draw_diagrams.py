@@ -234,12 +234,12 @@ LAYERS: tuple[Layer, ...] = (
     Layer("components", "pure models of Milvus's Go packages: no SimPy, no widgets, no Spark",
           ("tso", "rootcoord", "sessionutil", "proxy", "mq", "datanode", "datacoord", "querynode", "storage",
            "client")),
-    Layer("kernel", "the SimPy simulation kernel (clocks, network, faults, runs) and live mode",
-          ("sim", "live")),
+    Layer("kernel", "the SimPy simulation kernel (clocks, network, faults, runs), run tokens and replay, live mode",
+          ("sim", "token", "live")),
     Layer("cluster", "simulated nodes, one per Milvus component, over one node base; one cluster builder",
           ("cluster",)),
-    Layer("readers", "read the run log only: checkers' base, narration, causal chains, views, Spark analyses, lab "
-          "feedback", ("check", "narrate", "explain", "viz", "analysis", "labs")),
+    Layer("readers", "read the run log only: checkers' base, narration, causal chains, views, trace export, Spark "
+          "analyses, lab feedback", ("check", "narrate", "explain", "viz", "export", "analysis", "labs")),
     Layer("lessons", "one folder per mechanism: scenarios, checkers, views, labs, analyses (registered)",
           ("mechanisms",)),
     Layer("front door", "the command line, Spark sweeps, a real Milvus beside the model, milvus_edu.simulate",
