@@ -230,7 +230,7 @@ class Layer:
 #: Bottom first: a layer may import its own and lower layers only.
 LAYERS: tuple[Layer, ...] = (
     Layer("contract", "the run log's schema and recorder, parameters and switches, hybrid timestamps, effects",
-          ("events", "registry", "config", "tsoutil", "proto", "merr", "effects", "clock")),
+          ("events", "registry", "config", "tsoutil", "proto", "merr", "effects", "clock", "version")),
     Layer("components", "pure models of Milvus's Go packages: no SimPy, no widgets, no Spark",
           ("tso", "rootcoord", "sessionutil", "proxy", "mq", "datanode", "datacoord", "querynode", "storage",
            "client")),

@@ -13,7 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-from . import __version__
+from .version import __version__
 
 EXIT_USAGE = 2
 
@@ -360,7 +360,8 @@ def _cmd_compare(args) -> int:
 def _cmd_replay(args) -> int:
     from .events.worker import SinkProcessError
     from .sim.run import RunFolderError
-    from .token import decode, replay
+    from .sim.run import replay
+    from .token import decode
 
     try:
         result = replay(args.token, args.out, force=args.force, keep_events=False, progress=_progress_printer())

@@ -74,13 +74,12 @@ class RunSpec:
         return out
 
     def simulate_kwargs(self) -> dict:
-        """Keyword arguments for :func:`milvus_edu.simulate` (without ``out_dir``) that make this run again."""
-        from .sim.kernel import NetworkParams
-
+        """Keyword arguments for :func:`milvus_edu.simulate` (without ``out_dir``) that make this run again;
+        ``network``, when the run changed it, is a dict of ``NetworkParams`` fields (the caller builds the object)."""
         kwargs = {"seed": self.seed, "duration_s": self.duration_s, "switches": list(self.switches),
                   "options": dict(self.options), "params": dict(self.params), "jsonl": self.jsonl}
         if self.network:
-            kwargs["network"] = NetworkParams(**self.network)
+            kwargs["network"] = dict(self.network)  # the NetworkParams fields that differ from their defaults
         if self.run_id is not None:
             kwargs["run_id"] = self.run_id
         return kwargs
@@ -100,7 +99,7 @@ def decode(token: str, *, check_version: bool = True) -> RunSpec:
     With ``check_version`` (the default) a token made by another milvus-edu version is refused, because another
     version's model may run the same scenario differently.
     """
-    from . import __version__
+    from .version import __version__
 
     if not isinstance(token, str):
         raise TokenError(f"a run token is a string starting with {PREFIX!r}, got {type(token).__name__}")
@@ -152,47 +151,24 @@ def decode(token: str, *, check_version: bool = True) -> RunSpec:
 
 
 def spec_of_run(scenario, seed, duration_s, switches, options, config, network, run_id, jsonl) -> RunSpec:
-    """The :class:`RunSpec` of a run :func:`milvus_edu.simulate` validated: defaults dropped, values typed.
+    """The :class:`RunSpec` of a run :func:`milvus_edu.simulate` validated: defaults dropped, values typed
+    (``network`` is the run's ``NetworkParams``, compared field by field with a default one).
 
     ``options`` are the scenario's options after defaults were applied, ``config`` the run's
     :class:`~milvus_edu.config.Config`, ``run_id`` the id the run uses (left out when it is the default one).
     """
-    from . import __version__
+    from .version import __version__
     from .config import Config
     from .registry import get_scenario
-    from .sim.kernel import NetworkParams
-
     spec = get_scenario(scenario)
     changed_options = {k: (list(v) if isinstance(v, tuple) else v) for k, v in options.items()
                        if spec.options.get(k) != v}
     now, default = config.to_dict(), Config().to_dict()
     params = {f"{group}.{name}": value for group, values in now.items() if group != "switches"
               for name, value in values.items() if default[group][name] != value}
-    net = network or NetworkParams()
-    changed_net = {f.name: getattr(net, f.name) for f in fields(net)
-                   if getattr(net, f.name) != getattr(NetworkParams(), f.name)}
+    changed_net = {f.name: getattr(network, f.name) for f in fields(network)
+                   if getattr(network, f.name) != getattr(type(network)(), f.name)}
     default_id = f"{scenario}-s{seed}" + "".join(f"+{n}" for n in switches)
     return RunSpec(version=__version__, scenario=scenario, seed=seed, duration_s=duration_s,
                    switches=tuple(sorted(switches)), options=changed_options, params=params, network=changed_net,
                    run_id=None if run_id == default_id else run_id, jsonl=jsonl)
-
-
-def replay(token: str, out_dir=None, force: bool = False, keep_events: bool = True, progress=None):
-    """Run again the run that made ``token``; with ``out_dir``, its run folder byte for byte.
-
-    The token is checked before anything is written: :class:`TokenError` for a damaged token, one of another format
-    or version, or one naming a scenario this milvus-edu does not have. ``out_dir`` and ``force`` behave as in
-    :func:`milvus_edu.simulate` (an existing non-empty folder is refused without ``force``). Returns the
-    :class:`~milvus_edu.sim.run.RunResult`.
-    """
-    from .registry import get_scenario
-    from .sim.run import simulate
-
-    spec = decode(token)
-    try:
-        get_scenario(spec.scenario)
-    except ValueError:
-        raise TokenError(f"this token names scenario {spec.scenario!r}, which this milvus-edu does not have; replay it "
-                         "with the milvus-edu version (and plug-ins) that made it") from None
-    return simulate(spec.scenario, out_dir=out_dir, force=force, keep_events=keep_events, progress=progress,
-                    **spec.simulate_kwargs())

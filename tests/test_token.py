@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 
 import milvus_edu
 from milvus_edu.cli import main
-from milvus_edu.token import PREFIX, RunSpec, TokenError, decode, encode, replay
+from milvus_edu.sim.run import replay
+from milvus_edu.token import PREFIX, RunSpec, TokenError, decode, encode
 
 
 def digests(folder: Path) -> dict[str, str]:

@@ -39,7 +39,7 @@ import simpy
 
 from ..config import MS, PHASE_DRAWN
 from ..mq import Broker, DeleteMsg, Dispatcher, SubscriptionPosition, TimeTickMsg, hash_pk_2_channels
-from ..mq.msg import new_insert_msg, new_msg_position
+from ..mq.fast import new_insert_msg, new_msg_position
 from ..mq.names import to_physical_channel
 from ..proto import ChannelTimeTickMsg, MsgType
 from ..proxy import ChannelsTimeTicker, DmlTask, DmTaskQueue, channels_time_tick_msg

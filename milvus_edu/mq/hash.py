@@ -21,7 +21,6 @@ import zlib
 from collections.abc import Sequence
 
 from . import fast
-from .fast import prehash_int64  # noqa: F401  (mechanisms/timetick/scenarios.py imports it from here)
 
 _MASK32 = 0xFFFFFFFF
 _C1 = 0xCC9E2D51

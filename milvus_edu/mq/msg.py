@@ -265,13 +265,3 @@ class MsgPack:
     msgs: tuple[TsMsg, ...] = field(default_factory=tuple)
     start_positions: tuple[MsgPosition, ...] = field(default_factory=tuple)
     end_positions: tuple[MsgPosition, ...] = field(default_factory=tuple)
-
-
-def __getattr__(name: str):
-    """``new_insert_msg`` and ``new_msg_position``, the DML path's fast constructors, live in :mod:`.fast`;
-    ``cluster/dml.py`` still imports them from here (looked up on use: ``fast`` imports this module)."""
-    if name in ("new_insert_msg", "new_msg_position"):
-        from . import fast
-
-        return getattr(fast, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

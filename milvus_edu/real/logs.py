@@ -800,7 +800,7 @@ def write_real_run(out_dir, events, summary_extra: dict | None = None, *, scenar
     holds the run id, the scenario, ``"source": "real"``, the schema version, the event counts and
     ``summary_extra`` (the server's version, its log level, the parser's unparsed count, ...).
     """
-    from .. import __version__
+    from ..version import __version__
 
     rows = _as_rows(events)
     if not rows:

@@ -38,7 +38,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .. import __version__
+from ..version import __version__
 from ..events import MemorySink, Recorder, rows_to_frame
 from ..client.workload import READ_OPS, SEED_STEPS, Step, parse_steps
 from ..proto import ConsistencyLevel

@@ -18,13 +18,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from .. import __version__
+from ..version import __version__
 from ..config import BugSwitches, Config
 from ..events import SCHEMA_VERSION, JsonlSink, MemorySink, ParquetSink, Recorder, load_run, rows_to_frame
 from ..events import worker
 from ..registry import get_scenario, scenario_mechanisms, scenario_options
 from ..storage.objectstore import RUN_OBJECTS_DIR, RUN_OBJECTS_MARKER
-from ..token import encode, spec_of_run
+from ..token import TokenError, decode, encode, spec_of_run
 from .collector import collector_paused
 from .kernel import NetworkParams, Simulation
 
@@ -223,8 +223,8 @@ def simulate(
         summary = _summary(spec, seed, duration_s, config, recorder, summaries, list(zip(named, checkers)), run_id)
         if opts:
             summary["options"] = opts
-        summary["token"] = encode(spec_of_run(scenario, seed, duration_s, sw.enabled(), opts, config, network,
-                                              run_id, jsonl))
+        summary["token"] = encode(spec_of_run(scenario, seed, duration_s, sw.enabled(), opts, config,
+                                              network or NetworkParams(), run_id, jsonl))
         if out is not None:
             with open(out / "summary.json", "w", encoding="utf-8") as fh:
                 json.dump(summary, fh, indent=2, sort_keys=True)
@@ -261,3 +261,23 @@ def _summary(spec, seed, duration_s, config, recorder, summaries, checkers, run_
         "stalls": [{"mechanism": name, **stall} for name, c in checkers for stall in c.stalls],
     }
     return out
+
+
+def replay(token: str, out_dir=None, force: bool = False, keep_events: bool = True, progress=None):
+    """Run again the run that made ``token``; with ``out_dir``, its run folder byte for byte.
+
+    The token is checked before anything is written: :class:`TokenError` for a damaged token, one of another format
+    or version, or one naming a scenario this milvus-edu does not have. ``out_dir`` and ``force`` behave as in
+    :func:`milvus_edu.simulate` (an existing non-empty folder is refused without ``force``). Returns the
+    :class:`~milvus_edu.sim.run.RunResult`.
+    """
+    spec = decode(token)
+    try:
+        get_scenario(spec.scenario)
+    except ValueError:
+        raise TokenError(f"this token names scenario {spec.scenario!r}, which this milvus-edu does not have; replay it "
+                         "with the milvus-edu version (and plug-ins) that made it") from None
+    kwargs = spec.simulate_kwargs()
+    if "network" in kwargs:
+        kwargs["network"] = NetworkParams(**kwargs["network"])
+    return simulate(spec.scenario, out_dir=out_dir, force=force, keep_events=keep_events, progress=progress, **kwargs)

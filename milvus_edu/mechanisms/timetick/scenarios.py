@@ -10,7 +10,7 @@ inserts of 1-8 rows at Poisson times; primary keys are hashed to shards with Mil
 from __future__ import annotations
 
 from ...cluster.builder import Cluster, ClusterSpec, CollectionSpec, ProxySpec, build
-from ...mq.hash import prehash_int64
+from ...mq.fast import prehash_int64
 from ...registry import Scenario
 from ...sim.kernel import Simulation
 
