@@ -362,9 +362,11 @@ def fork(run, at_ms: float, interventions, out_dir=None, force: bool = False) ->
     """
     token, original = _source(run)
     spec = decode(token)
-    if isinstance(at_ms, bool) or not isinstance(at_ms, (int, float)) or not 0 <= at_ms < spec.duration_s * 1000:
+    if isinstance(at_ms, bool) or not isinstance(at_ms, (int, float)):
+        raise ValueError(f"a fork's time is a number of milliseconds, got {at_ms!r}")
+    if not 0 <= at_ms < spec.duration_s * 1000:
         raise ValueError(f"a fork's time must be within the run (0 to {spec.duration_s:g} s, before its end), "
-                         f"got {at_ms / 1000 if isinstance(at_ms, (int, float)) else at_ms!r:g} s")
+                         f"got {at_ms / 1000:g} s")
     if not isinstance(interventions, (list, tuple)):
         interventions = [interventions]
     if not interventions:
