@@ -173,3 +173,15 @@ def test_the_cli_refuses_bad_input_in_one_line_and_writes_nothing(capsys, tmp_pa
     assert err.startswith("milvus-edu: error: ") and says in err and len(err.strip().splitlines()) == 1
     assert digests(tmp_path) == before  # nothing written, nothing replaced
     assert out_dir.exists() == occupied
+
+
+def test_each_kind_applies_at_its_exact_time_through_the_nodes_own_fault_api():
+    run = simulate("flush-basics", duration_s=3, interventions=[
+        Pause("rootcoord-1", 2000, duration_ms=100), Restart("datanode-1", 1500.3), Kill("datanode-1", 1000),
+        Restart("proxy-1", 1200.0)])  # proxy-1 is running then: a restart of a running node changes nothing
+    faults = [(r["t_ms"], r["node"], r["kind"]) for r in run.rows if r["kind"].startswith("fault.")]
+    assert faults == [(1000.0, "datanode-1", "fault.kill"), (1500.3, "datanode-1", "fault.restart"),
+                      (2000.0, "rootcoord-1", "fault.pause"), (2100.0, "rootcoord-1", "fault.resume")]
+    # kept sorted by time (equal times in the order given), as the token keeps them
+    assert [(i["kind"], i["t_ms"]) for i in run.summary["interventions"]] == [
+        ("kill", 1000.0), ("restart", 1200.0), ("restart", 1500.3), ("pause", 2000.0)]

@@ -192,15 +192,17 @@ def validate(sim, interventions: tuple, duration_ms: float) -> None:
 
 
 def schedule(sim, interventions: tuple) -> None:
-    """Apply ``interventions`` (sorted by time) at their times: one process, started only when there are some."""
+    """Apply ``interventions`` (sorted by time) at their times: one process, started only when there are some,
+    before the run starts (at simulated time 0)."""
     if not interventions:
         return
     env = sim.env
 
     def apply_all():
-        for item in interventions:
-            if item.t_ms > env.now:
-                yield env.timeout(item.t_ms - env.now)
+        # every timer set at time 0 for its own time: each fires at exactly its t_ms (no sum of rounded delays)
+        timers = [env.timeout(item.t_ms) for item in interventions]
+        for item, timer in zip(interventions, timers):
+            yield timer
             item.apply(sim.nodes[item.node])
 
     env.process(apply_all())
