@@ -435,8 +435,8 @@ def _cmd_fork(args) -> int:
     except SinkProcessError as exc:
         raise RunFailed(str(exc)) from None
     run, seq = result
-    print(f"wrote {run.out_dir} ({run.summary['events']:,} events) with {change.describe()}")
-    print(f"token (`milvus-edu replay TOKEN --out DIR` makes this run again): {run.token}")
+    print(f"forked {args.run} with {change.describe()}")
+    _report(run)
     if seq is None:
         print("the runs do not differ: the change had no effect on the run log")
     elif seq < len(run.rows):
@@ -444,7 +444,8 @@ def _cmd_fork(args) -> int:
         print(f"the runs first differ at event {seq + 1:,} ({row['t_ms'] / 1000:.3f} s): {describe(row)}")
     else:
         print(f"the runs first differ at event {seq + 1:,}: the forked run ends there, the original goes on")
-    return 0
+    # the fault given is a knob like --param: progress it stops is the fork's lesson, not a model bug
+    return _exit_status(run, knobs_given=True)
 
 
 def _cmd_export(args) -> int:

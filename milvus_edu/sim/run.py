@@ -26,6 +26,7 @@ from ..events.recorder import json_line
 from ..events import worker
 from ..registry import get_scenario, scenario_mechanisms, scenario_options
 from ..storage.objectstore import RUN_OBJECTS_DIR, RUN_OBJECTS_MARKER
+from ..token import PREFIX as TOKEN_PREFIX
 from ..token import TokenError, decode, encode, spec_of_run
 from .collector import collector_paused
 from .interventions import at as at_time, canonical
@@ -327,8 +328,10 @@ def _source(run) -> tuple[str, list | None]:
             raise ValueError("this run has no token (it was made before tokens existed); simulate it again")
         if run.kept:
             return run.token, _lines(run.rows)
+        if run.out_dir is None:
+            return run.token, None
         run = run.out_dir
-    if isinstance(run, str) and run.strip().startswith("me") and not Path(run).exists():
+    if isinstance(run, str) and run.strip().startswith(TOKEN_PREFIX) and not Path(run).exists():
         return run.strip(), None
     folder = Path(run)
     summary = folder / "summary.json"
