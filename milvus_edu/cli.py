@@ -1,5 +1,5 @@
 """The ``milvus-edu`` command: ``simulate``, ``scenarios``, ``timeline``, ``why``, ``demo``, ``sweep``, ``compare``,
-``replay``, ``export``.
+``replay``, ``fork``, ``export``.
 
 User mistakes (unknown scenario, bad duration, an occupied or unwritable output folder) print one
 line on stderr and exit with status 2; no traceback.
@@ -58,6 +58,27 @@ def _pair(text: str) -> tuple[str, str]:
     return name.strip(), value.strip()
 
 
+def _at_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a time in the run, in seconds from its start, got {text}")
+    return value
+
+
+def _node_ms(text: str) -> tuple[str, float]:
+    node, sep, ms = text.rpartition(":")
+    try:
+        value = float(ms)
+    except ValueError:
+        value = float("nan")
+    if not sep or not node or value != value or value in (float("inf"), float("-inf")):
+        raise argparse.ArgumentTypeError(f"expected NODE:MS such as proxy-1:500, got {text!r}")
+    return node, value
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (also used by the docs)."""
     from .config import BugSwitches
@@ -106,6 +127,18 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("token", help="the run token, me1-... (also in the run's summary.json)")
     rp.add_argument("--out", required=True, help="run folder to write (must be new or empty)")
     rp.add_argument("--force", action="store_true", help="replace the run files in an existing --out folder")
+    fk = sub.add_parser("fork", help="run a run folder again with a fault added at a time; the log before it stays "
+                                     "byte for byte the same")
+    fk.add_argument("run", help="run folder written by `milvus-edu simulate` (its summary.json holds the token)")
+    fk.add_argument("--at", type=_at_seconds, required=True, metavar="SECONDS", help="simulated time of the fault")
+    change = fk.add_mutually_exclusive_group(required=True)
+    change.add_argument("--kill", metavar="NODE", help="crash NODE (e.g. proxy-1, datanode-1)")
+    change.add_argument("--restart", metavar="NODE", help="start a killed proxy or DataNode again")
+    change.add_argument("--pause", type=_node_ms, metavar="NODE:MS", help="freeze NODE for MS milliseconds")
+    change.add_argument("--clock-jump", type=_node_ms, metavar="NODE:MS",
+                        help="step a rootcoord's wall clock by MS milliseconds (negative goes back)")
+    fk.add_argument("--out", required=True, help="run folder to write (must be new or empty)")
+    fk.add_argument("--force", action="store_true", help="replace the run files in an existing --out folder")
     ex = sub.add_parser("export", help="export a run folder to a trace viewer's format")
     ex.add_argument("run", help="run folder (or events.parquet / events.jsonl)")
     ex.add_argument("--perfetto", required=True, metavar="OUT.json",
@@ -376,6 +409,45 @@ def _cmd_replay(args) -> int:
     return _exit_status(result, bool(spec.params or spec.options))
 
 
+def _cmd_fork(args) -> int:
+    from .events.worker import SinkProcessError
+    from .narrate import describe
+    from .sim.interventions import ClockJump, Kill, Pause, Restart
+    from .sim.run import RunFolderError, fork
+
+    at_ms = args.at * 1000.0
+    try:
+        if args.kill:
+            change = Kill(args.kill, at_ms)
+        elif args.restart:
+            change = Restart(args.restart, at_ms)
+        elif args.pause:
+            change = Pause(args.pause[0], at_ms, duration_ms=args.pause[1])
+        else:
+            change = ClockJump(args.clock_jump[0], at_ms, delta_ms=args.clock_jump[1])
+        if not Path(args.run).is_dir():
+            raise ValueError(f"{args.run} is not a folder; give a run folder written by `milvus-edu simulate`")
+        result = fork(args.run, at_ms, change, out_dir=args.out, force=args.force)
+    except (ValueError, RunFolderError) as exc:  # TokenError is a ValueError
+        raise UserError(exc.args[0] if exc.args else str(exc)) from None
+    except OSError as exc:
+        raise RunFailed(f"could not write the run folder {args.out}: {exc.strerror or exc}") from None
+    except SinkProcessError as exc:
+        raise RunFailed(str(exc)) from None
+    run, seq = result
+    print(f"forked {args.run} with {change.describe()}")
+    _report(run)
+    if seq is None:
+        print("the runs do not differ: the change had no effect on the run log")
+    elif seq < len(run.rows):
+        row = run.rows[seq]
+        print(f"the runs first differ at event {seq + 1:,} ({row['t_ms'] / 1000:.3f} s): {describe(row)}")
+    else:
+        print(f"the runs first differ at event {seq + 1:,}: the forked run ends there, the original goes on")
+    # the fault given is a knob like --param: progress it stops is the fork's lesson, not a model bug
+    return _exit_status(run, knobs_given=True)
+
+
 def _cmd_export(args) -> int:
     from .events import RunLogError
     from .export import ExportError, export_perfetto
@@ -401,7 +473,7 @@ def main(argv: list[str] | None = None) -> int:
         handler = {"simulate": _cmd_simulate, "scenarios": _cmd_scenarios, "timeline": _cmd_timeline,
                    "why": _cmd_why,
                    "demo": _cmd_demo, "sweep": _cmd_sweep, "compare": _cmd_compare,
-                   "replay": _cmd_replay, "export": _cmd_export}[args.command]
+                   "replay": _cmd_replay, "fork": _cmd_fork, "export": _cmd_export}[args.command]
         return handler(args)
     except UserError as exc:
         print(f"milvus-edu: error: {exc}", file=sys.stderr)

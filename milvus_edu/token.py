@@ -17,9 +17,10 @@ does not (where the files are written, whether a second process writes them, pro
 * ``network``: the fields of the latency model that differ from its defaults (omitted when none do).
 * ``run_id``: only when it differs from the default ``<scenario>-s<seed>+<switch>...``.
 * ``jsonl``: only when ``False`` (the run folder then holds no ``events.jsonl``).
-* ``interventions``: reserved for runs that change something part-way (the explorer's "fork here"): a list of
-  ``{"t_ms": ..., "action": ...}`` applied in order. No run makes one yet; it is omitted when empty, and a token that
-  carries one is refused by :func:`decode` until this version can apply it.
+* ``interventions``: what the run changes part-way (the explorer's "fork here", :func:`milvus_edu.fork`): a list of
+  :mod:`milvus_edu.sim.interventions` in their dict form (``{"kind": "kill", "node": "proxy-1", "t_ms": 2000.0}``),
+  sorted by time, equal times in the order they are applied; omitted when empty. :func:`decode` refuses a kind
+  it does not know (the version check already refuses another version's token).
 """
 
 from __future__ import annotations
@@ -82,6 +83,8 @@ class RunSpec:
             kwargs["network"] = dict(self.network)  # the NetworkParams fields that differ from their defaults
         if self.run_id is not None:
             kwargs["run_id"] = self.run_id
+        if self.interventions:
+            kwargs["interventions"] = [dict(i) for i in self.interventions]  # simulate takes the dict forms too
         return kwargs
 
 
@@ -142,20 +145,31 @@ def decode(token: str, *, check_version: bool = True) -> RunSpec:
     if check_version and raw["version"] != __version__:
         raise TokenError(f"this token was made by milvus-edu {raw['version']}, this is {__version__}: another version "
                          f"may run it differently; replay it with `pip install milvus-edu=={raw['version']}`")
-    if raw.get("interventions"):
-        raise TokenError(f"this token changes its run part-way ({len(raw['interventions'])} intervention(s)), which "
-                         f"milvus-edu {__version__} cannot apply; replay it with the version that made it")
     raw["switches"] = tuple(raw.get("switches", ()))
-    raw["interventions"] = tuple(raw.get("interventions", ()))
+    raw["interventions"] = _interventions(raw.get("interventions", []), damaged)
     return RunSpec(**raw)
 
 
-def spec_of_run(scenario, seed, duration_s, switches, options, config, network, run_id, jsonl) -> RunSpec:
+def _interventions(items, damaged: str) -> tuple:
+    """A token's interventions, checked and in canonical form (dicts, sorted by time)."""
+    from .sim.interventions import canonical
+
+    if not isinstance(items, list):
+        raise TokenError(damaged.format("its interventions are not a list"))
+    try:
+        return tuple(i.to_dict() for i in canonical(items))
+    except (TypeError, ValueError):
+        raise TokenError(damaged.format("one of its interventions is not one this milvus-edu knows")) from None
+
+
+def spec_of_run(scenario, seed, duration_s, switches, options, config, network, run_id, jsonl,
+                interventions=()) -> RunSpec:
     """The :class:`RunSpec` of a run :func:`milvus_edu.simulate` validated: defaults dropped, values typed
     (``network`` is the run's ``NetworkParams``, compared field by field with a default one).
 
     ``options`` are the scenario's options after defaults were applied, ``config`` the run's
-    :class:`~milvus_edu.config.Config`, ``run_id`` the id the run uses (left out when it is the default one).
+    :class:`~milvus_edu.config.Config`, ``run_id`` the id the run uses (left out when it is the default one),
+    ``interventions`` the run's interventions, sorted by time (:func:`milvus_edu.sim.interventions.canonical`).
     """
     from .version import __version__
     from .config import Config
@@ -171,4 +185,5 @@ def spec_of_run(scenario, seed, duration_s, switches, options, config, network, 
     default_id = f"{scenario}-s{seed}" + "".join(f"+{n}" for n in switches)
     return RunSpec(version=__version__, scenario=scenario, seed=seed, duration_s=duration_s,
                    switches=tuple(sorted(switches)), options=changed_options, params=params, network=changed_net,
-                   run_id=None if run_id == default_id else run_id, jsonl=jsonl)
+                   run_id=None if run_id == default_id else run_id, jsonl=jsonl,
+                   interventions=tuple(i.to_dict() for i in interventions))

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 import milvus_edu
 from milvus_edu.cli import main
 from milvus_edu.sim.run import replay
+from milvus_edu.sim.interventions import ClockJump, Kill, Pause, Restart, canonical
 from milvus_edu.token import PREFIX, RunSpec, TokenError, decode, encode
 
 
@@ -41,6 +42,8 @@ def run_main(capsys, *args):
         {"at": 0.5, "client": "Client1", "op": "create_collection", "collection": "C0"},
         {"at": 0.9, "client": "Client1", "op": "insert", "collection": "C0", "data": [{"id": "A1"}]},
         {"at": 0.9, "client": "Client2", "op": "search", "collection": "C0", "consistency_level": "Bounded"}]}}),
+    ("timetick-basics", {"duration_s": 2, "interventions": [Restart("proxy-1", 1500), Kill("proxy-1", 800),
+                                                             Pause("rootcoord-1", 1200, duration_ms=150.0)]}),
 ])
 def test_replayed_token_gives_a_byte_identical_run_folder(tmp_path, scenario, kwargs):
     original = milvus_edu.simulate(scenario, out_dir=tmp_path / "a", **kwargs)
@@ -92,7 +95,9 @@ BODY = GOOD[len(PREFIX):]
 @pytest.mark.parametrize("token, says", [
     (_token(version="0.0.1"), "milvus-edu 0.0.1"),
     (_token(scenario="no-such-scenario"), "scenario 'no-such-scenario'"),
-    (_token(interventions=({"t_ms": 5.0, "action": "kill proxy-2"},)), "intervention"),
+    # an intervention of a kind (or form) this version does not know
+    (_token(interventions=({"t_ms": 5.0, "action": "kill proxy-2"},)), "interventions is not one"),
+    (_token(interventions=({"kind": "kill", "node": "proxy-2", "t_ms": 5.0, "why": "x"},)), "interventions is not one"),
     (PREFIX + BODY[:-6], "damaged"),  # truncated
     (PREFIX + "!!" + BODY[2:], "base64url"),
     (PREFIX + ("A" if BODY[0] != "A" else "B") + BODY[1:], "checksum"),  # the checksum's first byte changed
@@ -162,6 +167,12 @@ specs = st.builds(
     params=st.dictionaries(st.text(min_size=1, max_size=8), st.integers()),
     run_id=st.one_of(st.none(), st.text(min_size=1, max_size=20)),
     jsonl=st.booleans(),
+    interventions=st.lists(st.one_of(
+        st.builds(Kill, st.sampled_from(["proxy-1", "datanode-1"]), st.floats(0, 1e6)),
+        st.builds(Restart, st.sampled_from(["proxy-2", "datanode-1"]), st.integers(0, 10**6)),
+        st.builds(Pause, st.just("rootcoord-1"), st.floats(0, 1e6), st.floats(1e-3, 1e6)),
+        st.builds(ClockJump, st.just("rootcoord-1"), st.floats(0, 1e6), st.integers(-10**6, 10**6).filter(bool)),
+    ), max_size=4).map(lambda items: tuple(i.to_dict() for i in canonical(items))),
 )
 
 

@@ -15,17 +15,22 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
+from typing import NamedTuple
 
 import pandas as pd
 
 from ..version import __version__
 from ..config import BugSwitches, Config
 from ..events import SCHEMA_VERSION, JsonlSink, MemorySink, ParquetSink, Recorder, load_run, rows_to_frame
+from ..events.recorder import json_line
 from ..events import worker
 from ..registry import get_scenario, scenario_mechanisms, scenario_options
 from ..storage.objectstore import RUN_OBJECTS_DIR, RUN_OBJECTS_MARKER
+from ..token import PREFIX as TOKEN_PREFIX
 from ..token import TokenError, decode, encode, spec_of_run
 from .collector import collector_paused
+from .interventions import at as at_time, canonical
+from .interventions import schedule as schedule_interventions, validate as validate_interventions
 from .kernel import NetworkParams, Simulation
 
 RUN_FILES = ("events.parquet", "events.jsonl", "summary.json")
@@ -114,6 +119,7 @@ def simulate(
     sink_process: bool | None = None,
     run_id: str | None = None,
     jsonl: bool = True,
+    interventions=(),
 ) -> RunResult:
     """Simulate ``scenario`` with ``seed`` for ``duration_s`` simulated seconds (the scenario's default).
 
@@ -135,9 +141,12 @@ def simulate(
     * ``run_id``: the run's id in its events and summary; by default ``<scenario>-s<seed>`` followed by
       ``+<switch>`` for each switch on (a sweep gives ids that also name its options and parameters).
     * ``jsonl``: write ``events.jsonl`` beside ``events.parquet`` (18 times its size; a sweep leaves it out).
+    * ``interventions``: faults to apply at given times on top of the scenario's own
+      (:mod:`milvus_edu.sim.interventions`: ``Kill``, ``Restart``, ``Pause``, ``ClockJump``, or their dict forms);
+      kept in summary.json and the token. The run log before the first one's time is the run log without them.
 
     Raises ``ValueError`` for an unknown scenario, switch, parameter or option, a value out of range,
-    a bad seed or duration, and :class:`RunFolderError` for an unusable ``out_dir``. A failure while
+    a bad seed or duration, an intervention on a node the run lacks or at or after its end, and :class:`RunFolderError` for an unusable ``out_dir``. A failure while
     writing (a full disk: ``OSError``) is raised as it happened, from the sink process too;
     :class:`~milvus_edu.events.worker.SinkProcessError` says the sink process died.
     """
@@ -158,6 +167,7 @@ def simulate(
         run_id = f"{scenario}-s{seed}" + "".join(f"+{n}" for n in sw.enabled())
     elif not isinstance(run_id, str) or not run_id:
         raise ValueError(f"run_id must be a non-empty string, got {run_id!r}")
+    changes = canonical(interventions)
     memory = MemorySink()
     mechs = scenario_mechanisms(spec)
     checkers = [m.checker() for m in mechs if m.checker is not None]
@@ -178,6 +188,7 @@ def simulate(
         # Building emits nothing (processes start when the run does), so a bad option fails here,
         # before the run folder is even created.
         spec.build(sim, **opts)
+        validate_interventions(sim, changes, duration_s * 1000.0)
         out = prepare_out_dir(out_dir, force) if out_dir is not None else None
         remote = None
         if out is not None:
@@ -199,6 +210,7 @@ def simulate(
                  "version": __version__}
         if opts:
             start["options"] = opts
+        schedule_interventions(sim, changes)
         try:
             recorder.emit("run.start", "sim", detail=start)
             total_ms = duration_s * 1000.0
@@ -223,8 +235,10 @@ def simulate(
         summary = _summary(spec, seed, duration_s, config, recorder, summaries, list(zip(named, checkers)), run_id)
         if opts:
             summary["options"] = opts
+        if changes:
+            summary["interventions"] = [i.to_dict() for i in changes]
         summary["token"] = encode(spec_of_run(scenario, seed, duration_s, sw.enabled(), opts, config,
-                                              network or NetworkParams(), run_id, jsonl))
+                                              network or NetworkParams(), run_id, jsonl, changes))
         if out is not None:
             with open(out / "summary.json", "w", encoding="utf-8") as fh:
                 json.dump(summary, fh, indent=2, sort_keys=True)
@@ -281,3 +295,95 @@ def replay(token: str, out_dir=None, force: bool = False, keep_events: bool = Tr
     if "network" in kwargs:
         kwargs["network"] = NetworkParams(**kwargs["network"])
     return simulate(spec.scenario, out_dir=out_dir, force=force, keep_events=keep_events, progress=progress, **kwargs)
+
+
+class ForkResult(NamedTuple):
+    """What :func:`fork` returns: the forked run and the ``seq`` of the first event where its log differs from the
+    original's (``None`` when the two logs are the same)."""
+
+    run: RunResult
+    first_difference: int | None
+
+
+def _lines(events) -> list[str]:
+    """Run-log rows as their ``events.jsonl`` lines (the lines themselves are kept as they are)."""
+    return [e if isinstance(e, str) else json_line(e) for e in events]
+
+
+def first_difference(a_events, b_events) -> int | None:
+    """The ``seq`` of the first event where two run logs differ, compared row by row as ``events.jsonl`` lines;
+    ``None`` when they are the same. Each log is a list of row dicts (``RunResult.rows``) or of lines of
+    ``events.jsonl``; a log that is a prefix of the other differs at the first row it lacks."""
+    a, b = _lines(a_events), _lines(b_events)
+    for seq, (x, y) in enumerate(zip(a, b)):
+        if x.rstrip("\n") != y.rstrip("\n"):
+            return seq
+    return None if len(a) == len(b) else min(len(a), len(b))
+
+
+def _source(run) -> tuple[str, list | None]:
+    """The token of ``run`` (a RunResult, a run folder or a token) and its log's lines when they are at hand."""
+    if isinstance(run, RunResult):
+        if run.token is None:
+            raise ValueError("this run has no token (it was made before tokens existed); simulate it again")
+        if run.kept:
+            return run.token, _lines(run.rows)
+        if run.out_dir is None:
+            return run.token, None
+        run = run.out_dir
+    if isinstance(run, str) and run.strip().startswith(TOKEN_PREFIX) and not Path(run).exists():
+        return run.strip(), None
+    folder = Path(run)
+    summary = folder / "summary.json"
+    if not summary.is_file():
+        raise ValueError(f"{folder} is not a run folder (no summary.json); give the folder `milvus-edu simulate` "
+                         "wrote, or the run's token")
+    try:
+        token = json.loads(summary.read_text(encoding="utf-8")).get("token")
+    except (json.JSONDecodeError, UnicodeDecodeError, AttributeError):
+        raise ValueError(f"{summary} is not a run's summary; simulate the run again") from None
+    if not token:
+        raise ValueError(f"{folder} holds a run without a token (made before tokens existed); simulate it again "
+                         "with this milvus-edu and fork that folder")
+    jsonl = folder / "events.jsonl"
+    return token, (jsonl.read_text(encoding="ascii").splitlines() if jsonl.is_file() else None)
+
+
+def fork(run, at_ms: float, interventions, out_dir=None, force: bool = False) -> ForkResult:
+    """Run ``run`` (a :class:`RunResult`, a run folder or a run token) again with ``interventions`` added at or after
+    ``at_ms``; the run log before ``at_ms`` stays byte for byte the original's.
+
+    ``interventions`` is one intervention or a list (:mod:`milvus_edu.sim.interventions`); one without a time
+    (``Kill("proxy-1")``) happens at ``at_ms``. The original's own interventions are kept. ``out_dir`` and
+    ``force`` behave as in :func:`simulate`. Returns a :class:`ForkResult`: the forked run (its token replays it)
+    and the ``seq`` of the first event where the two logs differ. The original's log is read from the run or its
+    folder's ``events.jsonl``, or, when neither holds it, made again from the token in memory.
+
+    Raises :class:`~milvus_edu.token.TokenError` for a token that cannot be replayed here, ``ValueError`` for a
+    time outside the run, an intervention before ``at_ms`` or on a node the run lacks, and
+    :class:`RunFolderError` for an unusable ``out_dir`` — all before anything is written.
+    """
+    token, original = _source(run)
+    spec = decode(token)
+    if isinstance(at_ms, bool) or not isinstance(at_ms, (int, float)):
+        raise ValueError(f"a fork's time is a number of milliseconds, got {at_ms!r}")
+    if not 0 <= at_ms < spec.duration_s * 1000:
+        raise ValueError(f"a fork's time must be within the run (0 to {spec.duration_s:g} s, before its end), "
+                         f"got {at_ms / 1000:g} s")
+    if not isinstance(interventions, (list, tuple)):
+        interventions = [interventions]
+    if not interventions:
+        raise ValueError("a fork changes something: give at least one intervention (Kill, Restart, Pause, ClockJump)")
+    added = canonical(at_time(i, at_ms) if hasattr(i, "kind") else i for i in interventions)
+    early = [i for i in added if i.t_ms < at_ms]
+    if early:
+        raise ValueError(f"{early[0].describe()} is before the fork's time ({at_ms / 1000:g} s); a fork changes "
+                         "only what comes after it")
+    kwargs = spec.simulate_kwargs()
+    if "network" in kwargs:
+        kwargs["network"] = NetworkParams(**kwargs["network"])
+    kwargs["interventions"] = list(kwargs.get("interventions", [])) + list(added)
+    result = simulate(spec.scenario, out_dir=out_dir, force=force, keep_events=True, **kwargs)
+    if original is None:
+        original = _lines(replay(token).rows)
+    return ForkResult(result, first_difference(original, result.rows))

@@ -1,0 +1,211 @@
+"""Interventions: faults a run applies at given simulated times on top of its scenario's (the explorer's "fork here").
+
+Each kind is a small frozen dataclass naming a node and a time, applied through the node's own fault API, so it
+records the same ``fault.*`` events a scenario's fault does:
+
+* :class:`Kill` — ``Node.kill``: the node crashes (a node already dead stays as it is);
+* :class:`Restart` — the node's ``restart``: a killed proxy or DataNode starts again (a proxy with a new server id,
+  as Milvus gives one); a node that is running is left as it is;
+* :class:`Pause` — ``Node.pause``: a GC or VM pause of ``duration_ms``; a node dead or already paused then is left
+  as it is;
+* :class:`ClockJump` — a rootcoord's ``jump_clock``: its wall clock steps by ``delta_ms``.
+
+Bug switches are not interventions: several components copy them when they are built (the DataNode's buffer
+manager, the TSO allocator), and the checkers read them once, so flipping one part-way would not be faithful.
+
+:func:`schedule` starts ONE process for all of a run's interventions, and only when there are some. Its start
+and its timeouts take SimPy event ids, but ids only break ties between events at the same time and every other
+event keeps its relative order, so the run log before the first intervention's time is the run log without
+interventions, byte for byte (``tests/test_fork.py`` checks it).
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, fields, replace
+
+#: A restarted proxy's new server id is its old one plus this (the scenarios' convention: a new session).
+RESTART_SERVER_ID_STEP = 100
+
+
+def _time(value, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        raise ValueError(f"{what} must be a non-negative number of milliseconds, got {value!r}")
+    return float(value)
+
+
+@dataclass(frozen=True)
+class _Intervention:
+    node: str
+    t_ms: float | None = None  # None: "at the fork's time" (:func:`milvus_edu.fork` fills it in)
+
+    kind = ""
+
+    def __post_init__(self):
+        if not isinstance(self.node, str) or not self.node:
+            raise ValueError(f"an intervention names a node (e.g. 'proxy-1'), got {self.node!r}")
+        if self.t_ms is not None:  # 2000 and 2000.0 are one time: one token
+            object.__setattr__(self, "t_ms", _time(self.t_ms, "an intervention's t_ms"))
+
+    def to_dict(self) -> dict:
+        """The JSON form kept in the run token and summary.json: ``{"kind": ..., "node": ..., "t_ms": ..., ...}``."""
+        return {"kind": self.kind, **asdict(self)}
+
+    def check(self, node) -> None:
+        """Raise ``ValueError`` (one line) when ``node`` cannot take this intervention at all."""
+
+    def apply(self, node) -> None:
+        """Apply to ``node`` now."""
+        raise NotImplementedError
+
+    def describe(self) -> str:
+        """A few words for people: ``kill proxy-1 at 2.000 s``."""
+        return f"{self.kind} {self.node} at {self.t_ms / 1000:.3f} s"
+
+
+@dataclass(frozen=True)
+class Kill(_Intervention):
+    """Crash ``node`` at ``t_ms``."""
+
+    kind = "kill"
+
+    def apply(self, node) -> None:
+        node.kill()
+
+
+@dataclass(frozen=True)
+class Restart(_Intervention):
+    """Start ``node`` again at ``t_ms`` if it is dead then (a proxy gets a new server id, as in Milvus)."""
+
+    kind = "restart"
+
+    def check(self, node) -> None:
+        if not callable(getattr(node, "restart", None)):
+            raise ValueError(f"{self.node} cannot be restarted in this model (proxies and DataNodes can); "
+                             "kill it instead")
+
+    def apply(self, node) -> None:
+        if node.alive:
+            return
+        if inspect.signature(node.restart).parameters:  # a proxy: Milvus gives it a new ServerID
+            node.restart(node.server_id + RESTART_SERVER_ID_STEP)
+        else:
+            node.restart()
+
+
+@dataclass(frozen=True)
+class Pause(_Intervention):
+    """Freeze ``node`` for ``duration_ms`` from ``t_ms`` (a long GC or VM pause), if it is running then."""
+
+    duration_ms: float = 1000.0
+    kind = "pause"
+
+    def __post_init__(self):
+        super().__post_init__()
+        if not _time(self.duration_ms, "a pause's duration_ms") > 0:
+            raise ValueError(f"a pause's duration_ms must be positive, got {self.duration_ms!r}")
+        object.__setattr__(self, "duration_ms", float(self.duration_ms))
+
+    def check(self, node) -> None:
+        if not callable(getattr(node, "pause", None)):
+            raise ValueError(f"{self.node} cannot be paused in this model; choose a node the run's nodes list")
+
+    def apply(self, node) -> None:
+        if node.alive and not node.paused:
+            node.pause(self.duration_ms)
+
+    def describe(self) -> str:
+        return f"pause {self.node} for {self.duration_ms:g} ms at {self.t_ms / 1000:.3f} s"
+
+
+@dataclass(frozen=True)
+class ClockJump(_Intervention):
+    """Step ``node``'s wall clock by ``delta_ms`` at ``t_ms`` (negative goes back): an NTP step."""
+
+    delta_ms: float = 0.0
+    kind = "clock_jump"
+
+    def __post_init__(self):
+        super().__post_init__()
+        if isinstance(self.delta_ms, bool) or not isinstance(self.delta_ms, (int, float)) \
+                or not math.isfinite(self.delta_ms) or self.delta_ms == 0:
+            raise ValueError(f"a clock jump's delta_ms must be a non-zero number, got {self.delta_ms!r}")
+        object.__setattr__(self, "delta_ms", float(self.delta_ms))
+
+    def check(self, node) -> None:
+        if not callable(getattr(node, "jump_clock", None)):
+            raise ValueError(f"{self.node}'s clock cannot jump in this model (rootcoords' clocks can); "
+                             "choose a rootcoord")
+
+    def apply(self, node) -> None:
+        node.jump_clock(self.delta_ms)
+
+    def describe(self) -> str:
+        return f"jump {self.node}'s clock by {self.delta_ms:+g} ms at {self.t_ms / 1000:.3f} s"
+
+
+KINDS: dict[str, type[_Intervention]] = {k.kind: k for k in (Kill, Restart, Pause, ClockJump)}
+
+
+def from_dict(data: dict) -> _Intervention:
+    """The intervention of a :meth:`to_dict` form; ``ValueError`` for anything else."""
+    if not isinstance(data, dict) or data.get("kind") not in KINDS:
+        raise ValueError(f"not an intervention: {data!r} (kinds: {', '.join(KINDS)})")
+    cls = KINDS[data["kind"]]
+    names = {f.name for f in fields(cls)}
+    rest = {k: v for k, v in data.items() if k != "kind"}
+    if not set(rest) <= names or "t_ms" not in rest or rest["t_ms"] is None:
+        raise ValueError(f"not a {data['kind']} intervention: {data!r}")
+    return cls(**rest)
+
+
+def canonical(interventions: Iterable) -> tuple:
+    """``interventions`` (objects or their dict forms) as objects sorted by time; equal times keep their order,
+    which is the order they are applied in."""
+    items = [from_dict(i) if isinstance(i, dict) else i for i in interventions]
+    for item in items:
+        if not isinstance(item, _Intervention):
+            raise ValueError(f"not an intervention: {item!r}; use Kill, Restart, Pause or ClockJump")
+        if item.t_ms is None:
+            raise ValueError(f"{item!r} has no time: give t_ms")
+    return tuple(sorted(items, key=lambda i: i.t_ms))
+
+
+def at(intervention: _Intervention, t_ms: float) -> _Intervention:
+    """``intervention`` at ``t_ms`` when it has no time of its own."""
+    return intervention if intervention.t_ms is not None else replace(intervention, t_ms=t_ms)
+
+
+def validate(sim, interventions: tuple, duration_ms: float) -> None:
+    """Raise ``ValueError`` (one line) for an intervention on a node the run does not have, one the node cannot
+    take, or one at or after the run's end; run before anything is written."""
+    for item in interventions:
+        node = sim.nodes.get(item.node)
+        if node is None:
+            raise ValueError(f"this run has no node named {item.node!r}; its nodes are {', '.join(sim.nodes)}")
+        item.check(node)
+        if item.t_ms >= duration_ms:
+            raise ValueError(f"{item.describe()} is at or after the run's end ({duration_ms / 1000:g} s); "
+                             "choose an earlier time")
+
+
+def schedule(sim, interventions: tuple) -> None:
+    """Apply ``interventions`` (sorted by time) at their times: one process, started only when there are some,
+    before the run starts (at simulated time 0)."""
+    if not interventions:
+        return
+    env = sim.env
+
+    def apply_all():
+        # every timer set at time 0 for its own time: each fires at exactly its t_ms (no sum of rounded delays)
+        timers = [env.timeout(item.t_ms) for item in interventions]
+        for item, timer in zip(interventions, timers):
+            yield timer
+            item.apply(sim.nodes[item.node])
+
+    env.process(apply_all())
+
+
+__all__ = ["Kill", "Restart", "Pause", "ClockJump", "KINDS", "from_dict", "canonical", "at", "validate", "schedule"]
