@@ -234,8 +234,8 @@ LAYERS: tuple[Layer, ...] = (
     Layer("components", "pure models of Milvus's Go packages: no SimPy, no widgets, no Spark",
           ("tso", "rootcoord", "sessionutil", "proxy", "mq", "datanode", "datacoord", "querynode", "storage",
            "client")),
-    Layer("kernel", "the SimPy simulation kernel (clocks, network, faults, runs), run tokens and replay, live mode",
-          ("sim", "token", "live")),
+    Layer("kernel", "the SimPy simulation kernel (clocks, network, faults, runs, run tokens, replay and forks), live mode",
+          ("sim", "live")),
     Layer("cluster", "simulated nodes, one per Milvus component, over one node base; one cluster builder",
           ("cluster",)),
     Layer("readers", "read the run log only: checkers' base, narration, causal chains, views, trace export, Spark "

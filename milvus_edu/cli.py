@@ -394,7 +394,7 @@ def _cmd_replay(args) -> int:
     from .events.worker import SinkProcessError
     from .sim.run import RunFolderError
     from .sim.run import replay
-    from .token import decode
+    from .sim.token import decode
 
     try:
         result = replay(args.token, args.out, force=args.force, keep_events=False, progress=_progress_printer())

@@ -15,7 +15,7 @@ import milvus_edu
 from milvus_edu.cli import main
 from milvus_edu.sim.run import replay
 from milvus_edu.sim.interventions import ClockJump, Kill, Pause, Restart, canonical
-from milvus_edu.token import PREFIX, RunSpec, TokenError, decode, encode
+from milvus_edu.sim.token import PREFIX, RunSpec, TokenError, decode, encode
 
 
 def digests(folder: Path) -> dict[str, str]:

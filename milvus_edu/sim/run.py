@@ -2,7 +2,7 @@
 
 A run folder holds ``events.parquet`` (the run log), ``events.jsonl`` (the same rows, for reading
 by eye) and ``summary.json`` (what ran, event counts, checks, headline numbers, and the run token
-that :func:`milvus_edu.replay` runs again: :mod:`milvus_edu.token`). Nothing in it depends on the wall
+that :func:`milvus_edu.replay` runs again: :mod:`milvus_edu.sim.token`). Nothing in it depends on the wall
 clock, so the same scenario, seed and config give byte-identical files.
 """
 
@@ -26,8 +26,8 @@ from ..events.recorder import json_line
 from ..events import worker
 from ..registry import get_scenario, scenario_mechanisms, scenario_options
 from ..storage.objectstore import RUN_OBJECTS_DIR, RUN_OBJECTS_MARKER
-from ..token import PREFIX as TOKEN_PREFIX
-from ..token import TokenError, decode, encode, spec_of_run
+from .token import PREFIX as TOKEN_PREFIX
+from .token import TokenError, decode, encode, spec_of_run
 from .collector import collector_paused
 from .interventions import at as at_time, canonical
 from .interventions import schedule as schedule_interventions, validate as validate_interventions
@@ -359,7 +359,7 @@ def fork(run, at_ms: float, interventions, out_dir=None, force: bool = False) ->
     and the ``seq`` of the first event where the two logs differ. The original's log is read from the run or its
     folder's ``events.jsonl``, or, when neither holds it, made again from the token in memory.
 
-    Raises :class:`~milvus_edu.token.TokenError` for a token that cannot be replayed here, ``ValueError`` for a
+    Raises :class:`~milvus_edu.sim.token.TokenError` for a token that cannot be replayed here, ``ValueError`` for a
     time outside the run, an intervention before ``at_ms`` or on a node the run lacks, and
     :class:`RunFolderError` for an unusable ``out_dir`` — all before anything is written.
     """

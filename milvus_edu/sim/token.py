@@ -102,7 +102,7 @@ def decode(token: str, *, check_version: bool = True) -> RunSpec:
     With ``check_version`` (the default) a token made by another milvus-edu version is refused, because another
     version's model may run the same scenario differently.
     """
-    from .version import __version__
+    from ..version import __version__
 
     if not isinstance(token, str):
         raise TokenError(f"a run token is a string starting with {PREFIX!r}, got {type(token).__name__}")
@@ -152,7 +152,7 @@ def decode(token: str, *, check_version: bool = True) -> RunSpec:
 
 def _interventions(items, damaged: str) -> tuple:
     """A token's interventions, checked and in canonical form (dicts, sorted by time)."""
-    from .sim.interventions import canonical
+    from .interventions import canonical
 
     if not isinstance(items, list):
         raise TokenError(damaged.format("its interventions are not a list"))
@@ -171,9 +171,9 @@ def spec_of_run(scenario, seed, duration_s, switches, options, config, network, 
     :class:`~milvus_edu.config.Config`, ``run_id`` the id the run uses (left out when it is the default one),
     ``interventions`` the run's interventions, sorted by time (:func:`milvus_edu.sim.interventions.canonical`).
     """
-    from .version import __version__
-    from .config import Config
-    from .registry import get_scenario
+    from ..version import __version__
+    from ..config import Config
+    from ..registry import get_scenario
     spec = get_scenario(scenario)
     changed_options = {k: (list(v) if isinstance(v, tuple) else v) for k, v in options.items()
                        if spec.options.get(k) != v}
