@@ -162,8 +162,8 @@ def why(run, *, read: int | None = None, flush: int | None = None, violation: in
         from .violation import explain_violation, summary_of
 
         number = _number("violation=", violation, "the violation's place in summary.json, from 1")
-        summary = summary_of(run)
-        return explain_violation(_events(run), summary, number)
+        events = _events(run)
+        return explain_violation(events, summary_of(run), number)
     if flush is not None:
         number = _number("flush=", flush, "the flush's place among the run's client flushes, from 1")
         return ask(_events(run), Question(FLUSH_QUESTION, {"number": number}), f"Why did flush {number} take so long?")

@@ -48,7 +48,7 @@ def explain_violation(events: pd.DataFrame, summary: Mapping, number: int) -> Ch
     violations = list((summary.get("checks") or {}).get("violations") or ())
     if not violations:
         raise WhyError("this run has no violations: its checkers found every invariant held (run a scenario with a "
-                       "bug switch, e.g. `milvus-edu simulate SCENARIO --switch NAME`, to see one)")
+                       "bug switch, e.g. `milvus-edu simulate --scenario NAME --switch SWITCH`, to see one)")
     if not 1 <= number <= len(violations):
         raise WhyError(f"there is no violation {number} in this run: its violations are numbered 1 to "
                        f"{len(violations)} (summary.json lists them under checks.violations)")

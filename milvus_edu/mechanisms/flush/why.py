@@ -72,7 +72,8 @@ def explain_flush(events: pd.DataFrame, subject) -> Answer:
     number = int(subject["number"])
     starts = flush_starts(events)
     if not 1 <= number <= len(starts):
-        have = f"its flushes are numbered 1 to {len(starts)}" if len(starts) else "no client flushed in it"
+        have = ("no client flushed in it" if not len(starts) else "it holds one flush, number 1" if len(starts) == 1
+                else f"its flushes are numbered 1 to {len(starts)}")
         raise WhyError(f"there is no flush {number} in this run: {have} (flushes are counted from 1 in the order the "
                        f"clients issued them; `milvus-edu timeline RUN --all` shows them)")
     start = starts.iloc[number - 1]
