@@ -111,9 +111,9 @@ def explain_flush(events: pd.DataFrame, subject) -> Answer:
     causes: list[tuple[float, object, str]] = []
     if gate is not None:
         if gate["kind"] == "datacoord.channel_cp":
-            _channel_path(events, window, gate, flush_ts, len(held), path, causes)
+            _channel_path(window, gate, flush_ts, len(held), float(start["t_ms"]), path, causes)
         else:
-            _segment_path(events, window, gate, len(held), path, causes)
+            _segment_path(window, gate, len(held), float(start["t_ms"]), path, causes)
     links.extend(_link(row, text) for row, text in path)
     allocated = events[(events["kind"] == "datacoord.flush") & (events["ts"] == flush_ts)
                        & (events["seq"] < start_seq)]
@@ -121,7 +121,7 @@ def explain_flush(events: pd.DataFrame, subject) -> Answer:
         sealed = ", ".join(str(s) for s in detail_dict(allocated.iloc[-1]["detail"]).get("sealed") or ()) or "none"
         links.append(_link(allocated.iloc[-1], f"DataCoord's Flush allocated flushTs {ts_text(flush_ts)} here, sealed "
                                                f"segments {sealed} and handed flushTs to the DataNode (FlushChannels)"))
-    _crash_causes(events, window, start, causes)
+    _crash_causes(window, start, causes)
     if not causes:
         links.append(_link(start, f"nothing on the way failed or stood out: the flush waited the ordinary round of "
                                   f"the DataNode's time tick, syncs and checkpoint updates after {start['node']} "
@@ -149,7 +149,7 @@ def _conditions(events, window, flush_ts, start_seq, segments):
     return out
 
 
-def _channel_path(events, window, gate, flush_ts, count, path, causes):
+def _channel_path(window, gate, flush_ts, count, t0, path, causes):
     """The checkpoint that reached flushTs last: its RPC, the failed RPCs before it, the ttNode handing it over and
     the sync it had to wait for."""
     vchannel, ts = str(gate["vchannel"]), int(gate["ts"])
@@ -180,11 +180,11 @@ def _channel_path(events, window, gate, flush_ts, count, path, causes):
             last = syncs.iloc[-1]
             path.append((last, f"the checkpoint never passes data still being synced: the last sync on {vchannel} "
                                f"before it, of segment {int(last['segment'])}, finished here"))
-            _sync_cost(events, window, last, causes)
-        causes.append((TICK_WAIT, float(h["t_ms"]) - float(window["t_ms"].iloc[0]), h,
+            _sync_cost(window, last, causes)
+        causes.append((TICK_WAIT, float(h["t_ms"]) - t0, h,
                        f"the flush waited for the DataNode's flowgraph to carry {vchannel} past flushTs: its ttNode "
                        f"handed a checkpoint at or past flushTs to the updater only here, "
-                       f"{float(h['t_ms']) - float(window['t_ms'].iloc[0]):,.0f} ms into the flush, on the first "
+                       f"{float(h['t_ms']) - t0:,.0f} ms into the flush, on the first "
                        f"pack whose time tick passed flushTs with no older data left to sync"))
 
 
@@ -197,7 +197,7 @@ def _why_handed(row) -> str:
     return "on its periodic update"
 
 
-def _segment_path(events, window, gate, count, path, causes):
+def _segment_path(window, gate, count, t0, path, causes):
     """The segment that became Flushing or Flushed last: its SaveBinlogPaths, the sync task that wrote it and the
     request that sealed it."""
     segment = int(gate["segment"])
@@ -211,20 +211,20 @@ def _segment_path(events, window, gate, count, path, causes):
         sync = syncs.iloc[-1]
         path.append((sync, f"the DataNode cut segment {segment}'s last sync here (its write buffer's flush of the "
                            f"sealed segment)"))
-        _sync_cost(events, window, sync, causes, cut=sync)
+        _sync_cost(window, sync, causes, cut=sync)
         asked = before[(before["kind"] == "datacoord.flush_segments") & (before["seq"] < int(sync["seq"]))]
         asked = asked[[segment in (detail_dict(d).get("segments") or ()) for d in asked["detail"]]]
         if len(asked):
             a = asked.iloc[-1]
             path.append((a, f"DataCoord asked {a['peer']} to flush sealed segment {segment} here, on that DataNode's "
                             f"time tick (handleDataNodeTtMsg)"))
-            causes.append((TICK_WAIT, float(a["t_ms"]) - float(window["t_ms"].iloc[0]), a,
+            causes.append((TICK_WAIT, float(a["t_ms"]) - t0, a,
                            f"the flush waited for the DataNode's time tick: DataCoord asks a DataNode to flush sealed "
                            f"segments only on its time tick, which came here, "
-                           f"{float(a['t_ms']) - float(window['t_ms'].iloc[0]):,.0f} ms into the flush"))
+                           f"{float(a['t_ms']) - t0:,.0f} ms into the flush"))
 
 
-def _sync_cost(events, window, row, causes, cut=None):
+def _sync_cost(window, row, causes, cut=None):
     """The causes a sync task adds: slow object store writes (from the cut to its first SaveBinlogPaths) and
     failed SaveBinlogPaths calls it retried."""
     segment, vchannel = int(row["segment"]), str(row["vchannel"])
@@ -255,7 +255,7 @@ def _sync_cost(events, window, row, causes, cut=None):
                        f"recorded at {_s(o)}"))
 
 
-def _crash_causes(events, window, start, causes):
+def _crash_causes(window, start, causes):
     """A DataNode killed during the flush: everything in its memory is lost, and the flush waits for the channel's
     next owner (the node restarted, or another after the session expired) to seek to the checkpoint and replay."""
     kills = window[(window["kind"] == "fault.kill") & window["node"].astype(str).str.startswith("datanode")]
