@@ -259,7 +259,8 @@ def assert_flush_chain_walks_back_from_getflushstate(events, chain, start, done)
     assert_links_are_their_events(events, chain)
     kinds = kinds_of(events, chain)
     assert chain.links[0].seq == int(done["seq"]) and kinds[0] == "client.flush"
-    took = float(done["t_ms"]) - float(start["t_ms"])
+    alloc = allocation(events, start)
+    took = float(done["t_ms"]) - float(alloc["t_ms"])
     assert chain.question.endswith(f"take {took:,.0f} ms?") and f"took {took:,.0f} ms" in chain.links[0].text
     gate = event(events, chain.links[1].seq)
     assert gate["kind"] in ("datacoord.save_binlog_paths", "datacoord.segment_state", "datacoord.channel_cp")
@@ -269,9 +270,15 @@ def assert_flush_chain_walks_back_from_getflushstate(events, chain, start, done)
     else:
         assert json.loads(gate["detail"])["state"] in ("Flushing", "Flushed")
         assert int(gate["segment"]) in json.loads(start["detail"])["segments"]
-    allocated = [event(events, link.seq) for link in chain.links if "allocated flushTs" in link.text]
-    assert len(allocated) == 1 and allocated[0]["kind"] == "datacoord.flush"
-    assert int(allocated[0]["ts"]) == int(start["ts"])
+    allocated = [link.seq for link in chain.links if "allocated flushTs" in link.text]
+    assert allocated == [int(alloc["seq"])]
+    sealed = [event(events, link.seq) for link in chain.links if "DataCoord's Flush sealed segments" in link.text]
+    assert len(sealed) == 1 and sealed[0]["kind"] == "datacoord.flush" and int(sealed[0]["ts"]) == int(start["ts"])
+
+
+def allocation(events, start):
+    """The TSO allocation of a flush's flushTs: where the flush began (the client.flush row comes when Flush returns)."""
+    return events[(events["kind"] == "rootcoord.alloc_timestamp") & (events["ts"] == start["ts"])].iloc[0]
 
 
 @pytest.fixture(scope="module")
@@ -286,7 +293,7 @@ def test_a_flush_on_a_healthy_cluster_waits_for_the_datanodes_time_tick(basics):
     root = event(basics, chain.root.seq)
     # DataCoord asks the DataNode to flush the sealed segments on its time tick: that request is the wait.
     assert root["kind"] == "datacoord.flush_segments" and "waited for the DataNode's time tick" in chain.root.text
-    assert f"{float(root['t_ms']) - float(start['t_ms']):,.0f} ms into the flush" in chain.root.text
+    assert f"{float(root['t_ms']) - float(allocation(basics, start)['t_ms']):,.0f} ms into the flush" in chain.root.text
     assert not any(word in str(chain) for word in ("crashed", "failed", "slow"))
 
 
@@ -312,6 +319,32 @@ def test_a_flush_across_a_datanode_crash_names_the_crash_and_the_recovery():
     assert chain.root.seq == int(kill["seq"]) and "datanode-1 crashed here" in chain.root.text
     watch = events[(events["kind"] == "datanode.watch") & (events["seq"] > kill["seq"])].iloc[0]
     assert f"(event {int(watch['seq']) + 1:,})" in chain.root.text and str(watch["vchannel"]) in chain.root.text
+
+
+def test_a_flush_sent_to_a_dead_datanode_names_the_crash_before_it_and_the_handover():
+    events = milvus_edu.simulate("datanode-takeover", seed=1).events
+    start, done = client_flushes(events)[-1]
+    kill = events[(events["kind"] == "fault.kill") & (events["node"] == "datanode-1")].iloc[0]
+    reassign = events[events["kind"] == "datacoord.reassign"].iloc[0]
+    assert float(kill["t_ms"]) < float(allocation(events, start)["t_ms"]) < float(reassign["t_ms"])
+    chain = why(events, flush=len(client_flushes(events)))
+    assert_flush_chain_walks_back_from_getflushstate(events, chain, start, done)
+    assert chain.root.seq == int(kill["seq"]) and "before the flush began" in chain.root.text
+    assert f"handed its channels to {reassign['peer']} only at {reassign['t_ms'] / 1000:.3f} s" in chain.root.text
+
+
+def test_a_flush_that_never_finished_names_the_checkpoint_that_stayed_below_flush_ts():
+    events = milvus_edu.simulate("flush-stuck-memory-sync", seed=1).events
+    assert (events["kind"] == "client.flush").sum() == 1
+    start = events[events["kind"] == "client.flush"].iloc[0]
+    chain = why(events, flush=1)
+    assert_links_are_their_events(events, chain)
+    assert "had not finished when the run ended" in chain.links[0].text
+    last = event(events, chain.root.seq)
+    assert last["kind"] == "datanode.checkpoint" and int(last["ts"]) < int(start["ts"])
+    later = events[(events["kind"] == "datanode.checkpoint") & (events["vchannel"] == last["vchannel"])
+                   & (events["seq"] > last["seq"])]
+    assert not len(later) and f"checkpoint of {last['vchannel']} at flushTs never held" in chain.root.text
 
 
 def test_a_flush_whose_savebinlogpaths_failed_names_the_failed_rpc():

@@ -23,9 +23,10 @@ FLUSH_STATES = ("Flushing", "Flushed")
 #: A sync task's object store writes slower than this are a slow store: a healthy store writes a segment's binlogs
 #: in milliseconds (the model's default store_latency_ms is 5 ms per write), a time tick is 200 ms.
 SLOW_WRITE_MS = 500.0
-#: How the causes rank, most telling first: a crash explains more than a failed RPC, a failed RPC more than a slow
-#: store, and all of them more than the ordinary wait for the next time tick; within a rank the costliest wins.
-CRASH, FAILED_RPC, SLOW_STORE, TICK_WAIT = range(4)
+#: How the causes rank, most telling first: a crash explains more than a checkpoint that never reached flushTs, that
+#: more than a failed RPC, a failed RPC more than a slow store, and all of them more than the ordinary wait for the
+#: next time tick; within a rank the costliest wins.
+CRASH, STUCK, FAILED_RPC, SLOW_STORE, TICK_WAIT = range(5)
 
 
 def _link(row, text: str) -> Link:
@@ -77,17 +78,22 @@ def explain_flush(events: pd.DataFrame, subject) -> Answer:
         raise WhyError(f"there is no flush {number} in this run: {have} (flushes are counted from 1 in the order the "
                        f"clients issued them; `milvus-edu timeline RUN --all` shows them)")
     start = starts.iloc[number - 1]
+    if pd.notna(start["error"]):
+        return Answer((_link(start, f"flush {number} failed: {start['error']}"),), title=f"Why did flush {number} fail?")
     flush_ts, start_seq = int(start["ts"]), int(start["seq"])
+    # The client's flush began when DataCoord's Flush got flushTs from rootcoord; the client.flush row is written
+    # when Flush returns, which waits for FlushChannels on the channel's DataNode (long, when that node is dead).
+    allocs = events[(events["kind"] == "rootcoord.alloc_timestamp") & (events["ts"] == flush_ts)
+                    & (events["seq"] < start_seq)]
+    begin = allocs.iloc[0] if len(allocs) else start
+    begin_seq, t0 = int(begin["seq"]), float(begin["t_ms"])
     segments = [int(s) for s in detail_dict(start["detail"]).get("segments") or ()]
     done = _done(events, start)
     end_seq = int(done["seq"]) if done is not None else int(events["seq"].iloc[-1]) + 1
-    window = events[(events["seq"] > start_seq) & (events["seq"] < end_seq)]
-    if pd.notna(start["error"]):
-        return Answer((_link(start, f"flush {number} failed at once: {start['error']}"),),
-                      title=f"Why did flush {number} fail?")
+    window = events[(events["seq"] > begin_seq) & (events["seq"] < end_seq)]
 
-    conditions = _conditions(events, window, flush_ts, start_seq, segments)
-    took_ms = (float(done["t_ms"]) if done is not None else float(events["t_ms"].iloc[-1])) - float(start["t_ms"])
+    conditions = _conditions(events, window, flush_ts, begin_seq, segments)
+    took_ms = (float(done["t_ms"]) if done is not None else float(events["t_ms"].iloc[-1])) - t0
     seg_text = ", ".join(str(s) for s in segments) or "none"
     if done is not None:
         first = _link(done, f"flush {number} by {start['node']} (flushTs {ts_text(flush_ts)}, sealed segments "
@@ -99,37 +105,56 @@ def explain_flush(events: pd.DataFrame, subject) -> Answer:
                                        f"segments {seg_text}) had not finished when the run ended, {took_ms:,.0f} ms "
                                        f"after it began")
     links = [first]
-    missing = [name for name, row in conditions if row is None]
     held = [(name, row) for name, row in conditions if row is not None]
-    if missing:
-        links.append(_link(events.iloc[-1] if done is None else done,
-                           f"{', '.join(missing)} never held before the run ended"))
-        gate = None
-    else:
-        gate = max(held, key=lambda item: int(item[1]["seq"]))[1] if held else None
     path: list[tuple[object, str]] = []
-    causes: list[tuple[float, object, str]] = []
-    if gate is not None:
+    causes: list[tuple[int, float, object, str]] = []
+    missing = [name for name, row in conditions if row is None]
+    if missing:
+        _missing(window, missing, flush_ts, path, causes)
+    elif held:
+        gate = max(held, key=lambda item: int(item[1]["seq"]))[1]
         if gate["kind"] == "datacoord.channel_cp":
-            _channel_path(window, gate, flush_ts, len(held), float(start["t_ms"]), path, causes)
+            _channel_path(window, gate, flush_ts, len(held), t0, path, causes)
         else:
-            _segment_path(window, gate, len(held), float(start["t_ms"]), path, causes)
+            _segment_path(window, gate, len(held), t0, path, causes)
     links.extend(_link(row, text) for row, text in path)
-    allocated = events[(events["kind"] == "datacoord.flush") & (events["ts"] == flush_ts)
-                       & (events["seq"] < start_seq)]
-    if len(allocated):
-        sealed = ", ".join(str(s) for s in detail_dict(allocated.iloc[-1]["detail"]).get("sealed") or ()) or "none"
-        links.append(_link(allocated.iloc[-1], f"DataCoord's Flush allocated flushTs {ts_text(flush_ts)} here, sealed "
-                                               f"segments {sealed} and handed flushTs to the DataNode (FlushChannels)"))
-    _crash_causes(window, start, causes)
+    flushed = events[(events["kind"] == "datacoord.flush") & (events["ts"] == flush_ts) & (events["seq"] <= start_seq)]
+    if len(flushed):
+        row = flushed.iloc[-1]
+        sealed = ", ".join(str(s) for s in detail_dict(row["detail"]).get("sealed") or ()) or "none"
+        links.append(_link(row, f"DataCoord's Flush sealed segments {sealed}, handed flushTs to the DataNode "
+                                f"(FlushChannels) and returned here, {float(row['t_ms']) - t0:,.0f} ms after it "
+                                f"got flushTs"))
+    if begin is not start:
+        links.append(_link(begin, f"rootcoord allocated flushTs {ts_text(flush_ts)} here for DataCoord's Flush"))
+    _crash_causes(events, begin_seq, end_seq, t0, causes)
     if not causes:
-        links.append(_link(start, f"nothing on the way failed or stood out: the flush waited the ordinary round of "
-                                  f"the DataNode's time tick, syncs and checkpoint updates after {start['node']} "
-                                  f"called Flush here"))
+        links.append(_link(begin, "nothing on the way failed or stood out: the flush waited the ordinary round of "
+                                  "the DataNode's time tick, syncs and checkpoint updates after flushTs was "
+                                  "allocated here"))
         return Answer(tuple(links), title=f"Why did flush {number} take {took_ms:,.0f} ms?")
     _, _, row, text = min(causes, key=lambda c: (c[0], -c[1]))
     links = [link for link in links if link.seq != int(row["seq"])] + [_link(row, text)]
     return Answer(tuple(links), title=f"Why did flush {number} take {took_ms:,.0f} ms?")
+
+
+def _missing(window, missing, flush_ts, path, causes):
+    """A flush that never finished: for each channel whose checkpoint never reached flushTs, the last checkpoint
+    the ttNode handed over, which stays at the start of the oldest data still in memory or in a sync."""
+    for name in missing:
+        vchannel = name.removeprefix("the checkpoint of ").removesuffix(" at flushTs")
+        handed = window[(window["kind"] == "datanode.checkpoint") & (window["vchannel"] == vchannel)]
+        if name == vchannel or not len(handed):
+            continue
+        last = handed.iloc[-1]
+        causes.append((STUCK, float(last["t_ms"]), last,
+                       f"{name} never held: the DataNode's ttNode never handed the updater a checkpoint of {vchannel} "
+                       f"at or past flushTs; its last, here, was {ts_text(int(last['ts']))}, below flushTs "
+                       f"{ts_text(flush_ts)}: a channel checkpoint stays at the start of the oldest data still in "
+                       f"the DataNode's buffers or in a sync"))
+    if not causes:
+        row = window.iloc[-1]
+        path.append((row, f"{', '.join(missing)} never held before the run ended"))
 
 
 def _conditions(events, window, flush_ts, start_seq, segments):
@@ -255,26 +280,36 @@ def _sync_cost(window, row, causes, cut=None):
                        f"recorded at {_s(o)}"))
 
 
-def _crash_causes(window, start, causes):
-    """A DataNode killed during the flush: everything in its memory is lost, and the flush waits for the channel's
-    next owner (the node restarted, or another after the session expired) to seek to the checkpoint and replay."""
-    kills = window[(window["kind"] == "fault.kill") & window["node"].astype(str).str.startswith("datanode")]
+def _crash_causes(events, begin_seq, end_seq, t0, causes):
+    """A DataNode killed before the flush finished whose channels were consumed again only after the flush began:
+    everything in its memory was lost, and the flush waited for the channel's next owner (the node restarted, or
+    another once its session expired) to seek to the checkpoint and replay."""
+    kills = events[(events["kind"] == "fault.kill") & events["node"].astype(str).str.startswith("datanode")
+                   & (events["seq"] < end_seq)]
     for _, kill in kills.iterrows():
-        after = window[window["seq"] > int(kill["seq"])]
+        after = events[(events["seq"] > int(kill["seq"])) & (events["seq"] < end_seq)]
         watches = after[after["kind"] == "datanode.watch"]
-        restarts = after[(after["kind"] == "fault.restart") & (after["node"] == kill["node"])]
         back = watches.iloc[0] if len(watches) else None
-        end_ms = float(back["t_ms"]) if back is not None else float(window["t_ms"].iloc[-1])
+        if back is not None and int(back["seq"]) < begin_seq:
+            continue
+        end_ms = float(back["t_ms"]) if back is not None else float(after["t_ms"].iloc[-1])
+        restarts = after[(after["kind"] == "fault.restart") & (after["node"] == kill["node"])]
+        reassigned = after[after["kind"] == "datacoord.reassign"]
         how = ""
-        if len(restarts):
+        if len(restarts) and (back is None or int(restarts.iloc[0]["seq"]) < int(back["seq"])):
             how = f", restarted at {_s(restarts.iloc[0])}"
+        if len(reassigned) and (back is None or int(reassigned.iloc[0]["seq"]) < int(back["seq"])):
+            r = reassigned.iloc[0]
+            how += (f"; DataCoord handed its channels to {r['peer']} only at {_s(r)} (event {int(r['seq']) + 1:,}), "
+                    f"when its session expired")
         if back is not None:
-            how += (f", and {back['node']} watched {back['vchannel']} again at {_s(back)} from its channel checkpoint "
+            how += (f"; {back['node']} watched {back['vchannel']} again at {_s(back)} from its channel checkpoint "
                     f"{ts_text(int(back['ts']))} (event {int(back['seq']) + 1:,}), replaying what was lost")
+        when = (f"{float(kill['t_ms']) - t0:,.0f} ms into the flush" if float(kill["t_ms"]) >= t0
+                else f"{t0 - float(kill['t_ms']):,.0f} ms before the flush began")
         causes.append((CRASH, end_ms - float(kill["t_ms"]), kill,
-                       f"{kill['node']} crashed here, {float(kill['t_ms']) - float(start['t_ms']):,.0f} ms into the "
-                       f"flush: its buffers, syncs in flight and checkpoint tasks were lost{how}; it took "
-                       f"{end_ms - float(kill['t_ms']):,.0f} ms before the channel was consumed again"))
+                       f"{kill['node']} crashed here, {when}: its buffers, syncs in flight and checkpoint tasks were "
+                       f"lost{how}; its channels went unconsumed for {end_ms - float(kill['t_ms']):,.0f} ms"))
 
 
 EXPLAINERS = {"flush-wait": explain_flush}
