@@ -1,4 +1,5 @@
-"""A causal chain: why a read waited, told as events linked by "because", each an event you can jump to.
+"""A causal chain: why a read waited or a flush took long, told as events linked by "because", each an event
+you can jump to.
 
 The framework names no mechanism. A lesson answers the "why?" questions it knows about through its
 :attr:`milvus_edu.registry.Mechanism.explainers`: a question *kind* (``"read"``, ``"tick-stopped"``, ...) maps to

@@ -105,10 +105,10 @@ def explain_flush(events: pd.DataFrame, subject) -> Answer:
                                        f"segments {seg_text}) had not finished when the run ended, {took_ms:,.0f} ms "
                                        f"after it began")
     links = [first]
-    held = [(name, row) for name, row in conditions if row is not None]
+    held = [(name, row) for name, _, row in conditions if row is not None]
     path: list[tuple[object, str]] = []
     causes: list[tuple[int, float, object, str]] = []
-    missing = [name for name, row in conditions if row is None]
+    missing = [(name, vchannel) for name, vchannel, row in conditions if row is None]
     if missing:
         _missing(window, missing, flush_ts, path, causes)
     elif held:
@@ -141,10 +141,9 @@ def explain_flush(events: pd.DataFrame, subject) -> Answer:
 def _missing(window, missing, flush_ts, path, causes):
     """A flush that never finished: for each channel whose checkpoint never reached flushTs, the last checkpoint
     the ttNode handed over, which stays at the start of the oldest data still in memory or in a sync."""
-    for name in missing:
-        vchannel = name.removeprefix("the checkpoint of ").removesuffix(" at flushTs")
+    for name, vchannel in missing:
         handed = window[(window["kind"] == "datanode.checkpoint") & (window["vchannel"] == vchannel)]
-        if name == vchannel or not len(handed):
+        if vchannel is None or not len(handed):
             continue
         last = handed.iloc[-1]
         causes.append((STUCK, float(last["t_ms"]), last,
@@ -154,23 +153,23 @@ def _missing(window, missing, flush_ts, path, causes):
                        f"the DataNode's buffers or in a sync"))
     if not causes:
         row = window.iloc[-1]
-        path.append((row, f"{', '.join(missing)} never held before the run ended"))
+        path.append((row, f"{', '.join(name for name, _ in missing)} never held before the run ended"))
 
 
 def _conditions(events, window, flush_ts, start_seq, segments):
-    """GetFlushState's conditions as ``(name, event that made it hold)``; the event is ``None`` when it never held
-    during the flush. A segment already Flushing or Flushed before the flush is not a condition."""
+    """GetFlushState's conditions as ``(name, vchannel or None for a segment, event that made it hold)``; the event
+    is ``None`` when it never held during the flush. A segment already Flushing or Flushed before the flush is not a condition."""
     out = []
     for segment in segments:
         rows = window[(window["segment"] == segment) & window["error"].isna()
                       & window["kind"].isin(["datacoord.save_binlog_paths", "datacoord.segment_state"])]
         rows = rows[[detail_dict(d).get("state") in FLUSH_STATES for d in rows["detail"]]]
-        out.append((f"segment {segment} Flushing or Flushed", rows.iloc[0] if len(rows) else None))
+        out.append((f"segment {segment} Flushing or Flushed", None, rows.iloc[0] if len(rows) else None))
     for vchannel in _vchannels(events, flush_ts, start_seq):
         rows = window[(window["kind"] == "datacoord.channel_cp") & (window["vchannel"] == vchannel)
                       & window["error"].isna() & (window["ts"] >= flush_ts)]
         rows = rows[[detail_dict(d).get("saved") is True for d in rows["detail"]]]
-        out.append((f"the checkpoint of {vchannel} at flushTs", rows.iloc[0] if len(rows) else None))
+        out.append((f"the checkpoint of {vchannel} at flushTs", vchannel, rows.iloc[0] if len(rows) else None))
     return out
 
 
