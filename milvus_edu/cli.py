@@ -103,9 +103,14 @@ def build_parser() -> argparse.ArgumentParser:
     tl = sub.add_parser("timeline", help="print the key events of a run folder in words")
     tl.add_argument("run", help="run folder (or events.parquet / events.jsonl)")
     tl.add_argument("--all", action="store_true", help="every event, not only the key ones")
-    wy = sub.add_parser("why", help="explain why a read waited: a causal chain back to its root cause, event by event")
+    wy = sub.add_parser("why", help="explain why a read waited, a flush took long or a checker reported a violation: "
+                                     "a causal chain back to its root cause, event by event")
     wy.add_argument("run", help="run folder (or events.parquet / events.jsonl)")
-    wy.add_argument("--read", type=int, required=True, metavar="N", help="the read's request number (see `timeline`)")
+    asked = wy.add_mutually_exclusive_group(required=True)
+    asked.add_argument("--read", type=int, metavar="N", help="the read's request number (see `timeline`)")
+    asked.add_argument("--flush", type=int, metavar="N", help="the N-th client flush of the run, from 1")
+    asked.add_argument("--violation", type=int, metavar="N",
+                       help="the N-th violation in the run's summary.json, from 1 (needs the run folder)")
     demo = sub.add_parser("demo", help="run the guided tour (a scenario and its timeline in words)")
     demo.add_argument("--out", default=None, help="run folder (default: a new ./milvus-edu-demo folder)")
     demo.add_argument("--force", action="store_true", help="replace the run files in an existing --out folder")
@@ -293,7 +298,7 @@ def _cmd_why(args) -> int:
     from .explain import WhyError, why
 
     try:
-        chain = why(args.run, read=args.read)
+        chain = why(args.run, read=args.read, flush=args.flush, violation=args.violation)
     except WhyError as exc:
         raise UserError(str(exc)) from None
     print("\n".join(chain.lines()))

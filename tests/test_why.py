@@ -6,6 +6,7 @@ proxy whose clock runs ahead), and every number the chain states is checked agai
 
 import json
 
+import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -239,3 +240,207 @@ def test_a_read_failed_by_a_dropped_collection_is_traced_to_the_release():
         assert_links_are_their_events(events, chain)
         assert kinds_of(events, chain)[-1] == "querynode.release"
         assert event(events, chain.root.seq)["vchannel"] == event(events, chain.links[1].seq)["vchannel"]
+
+
+# --- why did a flush take as long as it did? why did a checker report a violation? -------------------------------
+
+def client_flushes(events):
+    """The clients' flushes in issue order, each with the client.flush that said it was flushed (same client, ts)."""
+    rows = events[events["kind"] == "client.flush"]
+    flushed = [json.loads(d).get("flushed") is True for d in rows["detail"]]
+    starts, dones = rows[[not f for f in flushed]], rows[flushed]
+    return [(s, dones[(dones["node"] == s["node"]) & (dones["ts"] == s["ts"]) & (dones["seq"] > s["seq"])].iloc[0])
+            for _, s in starts.iterrows()]
+
+
+def assert_flush_chain_walks_back_from_getflushstate(events, chain, start, done):
+    """The chain's first link is the client's "flushed", its last-held condition is a segment reaching Flushing or
+    Flushed or a checkpoint stored at flushTs, and the allocation of flushTs is the DataCoord Flush of that ts."""
+    assert_links_are_their_events(events, chain)
+    kinds = kinds_of(events, chain)
+    assert chain.links[0].seq == int(done["seq"]) and kinds[0] == "client.flush"
+    alloc = allocation(events, start)
+    took = float(done["t_ms"]) - float(alloc["t_ms"])
+    assert chain.question.endswith(f"take {took:,.0f} ms?") and f"took {took:,.0f} ms" in chain.links[0].text
+    gate = event(events, chain.links[1].seq)
+    assert gate["kind"] in ("datacoord.save_binlog_paths", "datacoord.segment_state", "datacoord.channel_cp")
+    assert int(start["seq"]) < int(gate["seq"]) < int(done["seq"])
+    if gate["kind"] == "datacoord.channel_cp":
+        assert int(gate["ts"]) >= int(start["ts"])
+    else:
+        assert json.loads(gate["detail"])["state"] in ("Flushing", "Flushed")
+        assert int(gate["segment"]) in json.loads(start["detail"])["segments"]
+    allocated = [link.seq for link in chain.links if "allocated flushTs" in link.text]
+    assert allocated == [int(alloc["seq"])]
+    sealed = [event(events, link.seq) for link in chain.links if "DataCoord's Flush sealed segments" in link.text]
+    assert len(sealed) == 1 and sealed[0]["kind"] == "datacoord.flush" and int(sealed[0]["ts"]) == int(start["ts"])
+
+
+def allocation(events, start):
+    """The TSO allocation of a flush's flushTs: where the flush began (the client.flush row comes when Flush returns)."""
+    return events[(events["kind"] == "rootcoord.alloc_timestamp") & (events["ts"] == start["ts"])].iloc[0]
+
+
+@pytest.fixture(scope="module")
+def basics():
+    return milvus_edu.simulate("flush-basics", seed=1).events
+
+
+def test_a_flush_on_a_healthy_cluster_waits_for_the_datanodes_time_tick(basics):
+    (start, done), = client_flushes(basics)
+    chain = why(basics, flush=1)
+    assert_flush_chain_walks_back_from_getflushstate(basics, chain, start, done)
+    root = event(basics, chain.root.seq)
+    # DataCoord asks the DataNode to flush the sealed segments on its time tick: that request is the wait.
+    assert root["kind"] == "datacoord.flush_segments" and "waited for the DataNode's time tick" in chain.root.text
+    assert f"{float(root['t_ms']) - float(allocation(basics, start)['t_ms']):,.0f} ms into the flush" in chain.root.text
+    assert not any(word in str(chain) for word in ("crashed", "failed", "slow"))
+
+
+def test_a_flush_on_a_slow_object_store_names_the_slow_writes():
+    events = milvus_edu.simulate("flush-ts-slow-store", seed=1).events
+    start, done = client_flushes(events)[0]
+    chain = why(events, flush=1)
+    assert_flush_chain_walks_back_from_getflushstate(events, chain, start, done)
+    cut = event(events, chain.root.seq)
+    assert cut["kind"] == "datanode.sync" and "the object store is slow" in chain.root.text
+    saved = events[(events["kind"] == "datacoord.save_binlog_paths") & (events["segment"] == cut["segment"])
+                   & (events["seq"] > cut["seq"])].iloc[0]
+    assert f"spent {float(saved['t_ms']) - float(cut['t_ms']):,.0f} ms writing its binlogs" in chain.root.text
+
+
+def test_a_flush_across_a_datanode_crash_names_the_crash_and_the_recovery():
+    events = milvus_edu.simulate("checkpoint-during-sync", seed=1).events
+    start, done = client_flushes(events)[0]
+    kill = events[(events["kind"] == "fault.kill") & (events["node"] == "datanode-1")].iloc[0]
+    assert int(start["seq"]) < int(kill["seq"]) < int(done["seq"])
+    chain = why(events, flush=1)
+    assert_flush_chain_walks_back_from_getflushstate(events, chain, start, done)
+    assert chain.root.seq == int(kill["seq"]) and "datanode-1 crashed here" in chain.root.text
+    watch = events[(events["kind"] == "datanode.watch") & (events["seq"] > kill["seq"])].iloc[0]
+    assert f"(event {int(watch['seq']) + 1:,})" in chain.root.text and str(watch["vchannel"]) in chain.root.text
+
+
+def test_a_flush_sent_to_a_dead_datanode_names_the_crash_before_it_and_the_handover():
+    events = milvus_edu.simulate("datanode-takeover", seed=1).events
+    start, done = client_flushes(events)[-1]
+    kill = events[(events["kind"] == "fault.kill") & (events["node"] == "datanode-1")].iloc[0]
+    reassign = events[events["kind"] == "datacoord.reassign"].iloc[0]
+    assert float(kill["t_ms"]) < float(allocation(events, start)["t_ms"]) < float(reassign["t_ms"])
+    chain = why(events, flush=len(client_flushes(events)))
+    assert_flush_chain_walks_back_from_getflushstate(events, chain, start, done)
+    assert chain.root.seq == int(kill["seq"]) and "before the flush began" in chain.root.text
+    assert f"handed its channels to {reassign['peer']} only at {reassign['t_ms'] / 1000:.3f} s" in chain.root.text
+
+
+def test_a_flush_that_never_finished_names_the_checkpoint_that_stayed_below_flush_ts():
+    events = milvus_edu.simulate("flush-stuck-memory-sync", seed=1).events
+    assert (events["kind"] == "client.flush").sum() == 1
+    start = events[events["kind"] == "client.flush"].iloc[0]
+    chain = why(events, flush=1)
+    assert_links_are_their_events(events, chain)
+    assert "had not finished when the run ended" in chain.links[0].text
+    last = event(events, chain.root.seq)
+    assert last["kind"] == "datanode.checkpoint" and int(last["ts"]) < int(start["ts"])
+    later = events[(events["kind"] == "datanode.checkpoint") & (events["vchannel"] == last["vchannel"])
+                   & (events["seq"] > last["seq"])]
+    assert not len(later) and f"checkpoint of {last['vchannel']} at flushTs never held" in chain.root.text
+
+
+def test_a_flush_whose_savebinlogpaths_failed_names_the_failed_rpc():
+    events = milvus_edu.simulate("checkpoint-rpc-failures", seed=1).events
+    start, done = client_flushes(events)[0]
+    chain = why(events, flush=1)
+    assert_flush_chain_walks_back_from_getflushstate(events, chain, start, done)
+    root = event(events, chain.root.seq)
+    assert root["kind"] in ("datacoord.save_binlog_paths", "datanode.cp_rpc") and pd.notna(root["error"])
+    assert str(root["error"]) in chain.root.text and int(start["seq"]) < int(root["seq"]) < int(done["seq"])
+
+
+@pytest.fixture(scope="module")
+def lost(tmp_path_factory):
+    """checkpoint-rpc-lost with the switch that drops failed checkpoint tasks: its checker reports violations."""
+    out = tmp_path_factory.mktemp("why-violation") / "run"
+    milvus_edu.simulate("checkpoint-rpc-lost", seed=1, switches=["drop_failed_checkpoint_tasks"], out_dir=out)
+    return out
+
+
+def test_a_violations_chain_is_its_evidence_then_the_checkers_explanation(lost):
+    summary = json.loads((lost / "summary.json").read_text())
+    violations = summary["checks"]["violations"]
+    assert violations
+    events = milvus_edu.load_run(lost)
+    for number, violation in enumerate(violations, 1):
+        chain = why(lost, violation=number)
+        assert_links_are_their_events(events, chain)
+        evidence = sorted(violation["seqs"])
+        assert [link.seq for link in chain.links[:len(evidence)]] == evidence
+        assert chain.links[len(evidence)].seq == evidence[-1]
+        assert violation["explanation"].rstrip(".") in chain.links[len(evidence)].text
+        assert violation["invariant"] in chain.question
+        for link in chain.links[:len(evidence)]:
+            assert link.text == milvus_edu.narrate.describe(event(events, link.seq)).rstrip(".")
+
+
+def test_a_stale_read_violation_follows_the_read_lessons_chain():
+    result = milvus_edu.simulate("tsafe-stall-proxy-restart", seed=1, duration_s=15.0,
+                                 switches=["skip_wait_tsafe"])
+    violations = result.summary["checks"]["violations"]
+    assert violations
+    followed = 0
+    for number, violation in enumerate(violations, 1):
+        chain = why(result, violation=number)
+        evidence = len(set(violation["seqs"]))
+        reads = {int(event(result.events, s)["request"]) for s in violation["seqs"]
+                 if pd.notna(event(result.events, s)["request"])}
+        if len(chain.links) > evidence + 1:
+            followed += 1
+            assert any(f"read {r} " in chain.links[evidence + 1].text for r in reads)
+    assert followed
+
+
+def test_violation_numbers_that_do_not_exist_and_runs_without_violations_are_refused(lost):
+    count = len(json.loads((lost / "summary.json").read_text())["checks"]["violations"])
+    with pytest.raises(WhyError, match=f"there is no violation {count + 1} in this run"):
+        why(lost, violation=count + 1)
+    clean = milvus_edu.simulate("flush-basics", seed=1, duration_s=3.0)
+    with pytest.raises(WhyError, match="this run has no violations"):
+        why(clean, violation=1)
+    with pytest.raises(WhyError, match="pass the run folder or the run result"):
+        why(clean.events, violation=1)
+    with pytest.raises(WhyError, match="there is no flush 1 in this run: no client flushed in it"):
+        why(clean, flush=1)
+    with pytest.raises(WhyError, match="ask one question at a time"):
+        why(clean, read=1, flush=1)
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--flush", "3"], "there is no flush 3 in this run"),
+    (["--flush", "0"], "there is no flush 0"),
+    (["--violation", "99"], "there is no violation 99 in this run"),
+    (["--violation", "1", "--flush", "1"], "not allowed with"),
+    (["--flush", "x"], "invalid int value"),
+])
+def test_cli_flush_and_violation_mistakes_are_one_line_exit_2_and_write_nothing(lost, capsys, args, needle):
+    before = sorted(p.name for p in lost.iterdir())
+    code, out, err = run_main(capsys, "why", str(lost), *args)
+    assert code == 2 and needle in err and out == ""
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert sorted(p.name for p in lost.iterdir()) == before
+
+
+def test_cli_violation_on_a_run_without_violations_is_one_line_exit_2(tmp_path, capsys):
+    out_dir = tmp_path / "clean"
+    milvus_edu.simulate("flush-basics", seed=1, duration_s=3.0, out_dir=out_dir)
+    before = sorted(p.name for p in out_dir.iterdir())
+    code, out, err = run_main(capsys, "why", str(out_dir), "--violation", "1")
+    assert code == 2 and "this run has no violations" in err and out == ""
+    assert len(err.strip().splitlines()) == 1 and sorted(p.name for p in out_dir.iterdir()) == before
+
+
+def test_cli_prints_the_flush_and_violation_chains(lost, capsys):
+    code, out, err = run_main(capsys, "why", str(lost), "--flush", "1")
+    assert code == 0 and err == "" and out.splitlines()[0].startswith("Why did flush 1 take ")
+    assert all(line.lstrip().startswith(("event ", "because event ")) for line in out.splitlines()[1:])
+    code, out, err = run_main(capsys, "why", str(lost), "--violation", "1")
+    assert code == 0 and err == "" and "Why was invariant checkpoint-retried violated (violation 1)?" in out

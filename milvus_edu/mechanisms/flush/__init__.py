@@ -17,6 +17,7 @@ from .kinds import KINDS
 from .narrate import DESCRIBE
 from .scenarios import SCENARIOS
 from .trace import TRACE
+from .why import EXPLAINERS
 
 
 def _lanes():
@@ -47,4 +48,5 @@ MECHANISM = register(Mechanism(
     marks=panel.MARKS,
     analyses=_analyses,
     trace=TRACE,
+    explainers=EXPLAINERS,
 ))

@@ -1,0 +1,314 @@
+"""Why did a flush take as long as it did? The flush lesson's part of the causal chain (:mod:`milvus_edu.explain`).
+
+A client's flush gets flushTs from DataCoord's ``Flush`` (which seals the growing segments and hands flushTs to the
+DataNode: ``FlushChannels``) and then polls ``GetFlushState``, which says flushed once two things hold
+(``Server.GetFlushState``): every sealed segment is Flushing or Flushed in DataCoord's meta (its last sync was
+recorded by ``SaveBinlogPaths``), and every channel checkpoint DataCoord stored (``UpdateChannelCheckpoint``) has
+reached flushTs. The condition that held last is what the flush waited for; the chain walks back from it along
+what had to happen first (the sync task's object store writes and ``SaveBinlogPaths``, the ttNode handing the
+checkpoint to the updater, the updater's RPC) and ends at the step that cost the most: a DataNode that crashed and
+had to recover, an RPC that failed and was sent again, a slow object store, or the wait for the next time tick.
+Every clause is read off the run log; nothing is tied to a scenario.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from ...explain import Answer, Link, WhyError
+from ...narrate import detail_dict, ts_text
+
+#: The segment states in which GetFlushState counts a segment as flushed (``isFlushState``).
+FLUSH_STATES = ("Flushing", "Flushed")
+#: A sync task's object store writes slower than this are a slow store: a healthy store writes a segment's binlogs
+#: in milliseconds (the model's default store_latency_ms is 5 ms per write), a time tick is 200 ms.
+SLOW_WRITE_MS = 500.0
+#: How the causes rank, most telling first: a crash explains more than a checkpoint that never reached flushTs, that
+#: more than a failed RPC, a failed RPC more than a slow store, and all of them more than the ordinary wait for the
+#: next time tick; within a rank the costliest wins.
+CRASH, STUCK, FAILED_RPC, SLOW_STORE, TICK_WAIT = range(5)
+
+
+def _link(row, text: str) -> Link:
+    return Link(int(row["seq"]), float(row["t_ms"]), str(row["node"]), text)
+
+
+def _s(row) -> str:
+    return f"{float(row['t_ms']) / 1000:.3f} s"
+
+
+def flush_starts(events: pd.DataFrame) -> pd.DataFrame:
+    """The client flushes in the order they were issued: each ``client.flush`` that is not the "flushed" report."""
+    rows = events[events["kind"] == "client.flush"]
+    return rows[[detail_dict(d).get("flushed") is not True for d in rows["detail"]]]
+
+
+def _done(events: pd.DataFrame, start) -> object | None:
+    """The ``client.flush`` saying ``start``'s flush is flushed (same client, same flushTs); ``None``: never."""
+    rows = events[(events["kind"] == "client.flush") & (events["seq"] > int(start["seq"]))
+                  & (events["node"] == start["node"]) & (events["ts"] == start["ts"])]
+    rows = rows[[detail_dict(d).get("flushed") is True for d in rows["detail"]]]
+    return rows.iloc[0] if len(rows) else None
+
+
+def _vchannels(events: pd.DataFrame, flush_ts: int, start_seq: int) -> list[str]:
+    """The vchannels the flush waits on: those FlushChannels set flushTs on (``datanode.flush_ts``), else those of
+    the channel checkpoints DataCoord held before the flush."""
+    set_rows = events[(events["kind"] == "datanode.flush_ts") & (events["ts"] == flush_ts)]
+    set_rows = set_rows[[detail_dict(d).get("set") is True for d in set_rows["detail"]]]
+    names = set_rows["vchannel"].dropna()
+    if not len(names):
+        names = events[(events["kind"] == "datacoord.channel_cp") & (events["seq"] < start_seq)]["vchannel"].dropna()
+    return sorted({str(v) for v in names})
+
+
+def _positions(row) -> dict:
+    return detail_dict(row["detail"]).get("positions") or {}
+
+
+def explain_flush(events: pd.DataFrame, subject) -> Answer:
+    """Answer "why did flush ``subject['number']`` (1-based, in the order the clients issued them) take as long as it
+    did?": the GetFlushState that said flushed, the condition that held last, what it waited for, and the costliest
+    step on that path. ``WhyError`` for a flush number not in the run."""
+    number = int(subject["number"])
+    starts = flush_starts(events)
+    if not 1 <= number <= len(starts):
+        have = ("no client flushed in it" if not len(starts) else "it holds one flush, number 1" if len(starts) == 1
+                else f"its flushes are numbered 1 to {len(starts)}")
+        raise WhyError(f"there is no flush {number} in this run: {have} (flushes are counted from 1 in the order the "
+                       f"clients issued them; `milvus-edu timeline RUN --all` shows them)")
+    start = starts.iloc[number - 1]
+    if pd.notna(start["error"]):
+        return Answer((_link(start, f"flush {number} failed: {start['error']}"),), title=f"Why did flush {number} fail?")
+    flush_ts, start_seq = int(start["ts"]), int(start["seq"])
+    # The client's flush began when DataCoord's Flush got flushTs from rootcoord; the client.flush row is written
+    # when Flush returns, which waits for FlushChannels on the channel's DataNode (long, when that node is dead).
+    allocs = events[(events["kind"] == "rootcoord.alloc_timestamp") & (events["ts"] == flush_ts)
+                    & (events["seq"] < start_seq)]
+    begin = allocs.iloc[0] if len(allocs) else start
+    begin_seq, t0 = int(begin["seq"]), float(begin["t_ms"])
+    segments = [int(s) for s in detail_dict(start["detail"]).get("segments") or ()]
+    done = _done(events, start)
+    end_seq = int(done["seq"]) if done is not None else int(events["seq"].iloc[-1]) + 1
+    window = events[(events["seq"] > begin_seq) & (events["seq"] < end_seq)]
+
+    conditions = _conditions(events, window, flush_ts, begin_seq, segments)
+    took_ms = (float(done["t_ms"]) if done is not None else float(events["t_ms"].iloc[-1])) - t0
+    seg_text = ", ".join(str(s) for s in segments) or "none"
+    if done is not None:
+        first = _link(done, f"flush {number} by {start['node']} (flushTs {ts_text(flush_ts)}, sealed segments "
+                            f"{seg_text}) took {took_ms:,.0f} ms: GetFlushState said flushed here, at the client's "
+                            f"first poll after every sealed segment was Flushing or Flushed and every channel "
+                            f"checkpoint had reached flushTs")
+    else:
+        first = _link(events.iloc[-1], f"flush {number} by {start['node']} (flushTs {ts_text(flush_ts)}, sealed "
+                                       f"segments {seg_text}) had not finished when the run ended, {took_ms:,.0f} ms "
+                                       f"after it began")
+    links = [first]
+    held = [(name, row) for name, _, row in conditions if row is not None]
+    path: list[tuple[object, str]] = []
+    causes: list[tuple[int, float, object, str]] = []
+    missing = [(name, vchannel) for name, vchannel, row in conditions if row is None]
+    if missing:
+        _missing(window, missing, flush_ts, path, causes)
+    elif held:
+        gate = max(held, key=lambda item: int(item[1]["seq"]))[1]
+        if gate["kind"] == "datacoord.channel_cp":
+            _channel_path(window, gate, flush_ts, len(held), t0, path, causes)
+        else:
+            _segment_path(window, gate, len(held), t0, path, causes)
+    links.extend(_link(row, text) for row, text in path)
+    flushed = events[(events["kind"] == "datacoord.flush") & (events["ts"] == flush_ts) & (events["seq"] <= start_seq)]
+    if len(flushed):
+        row = flushed.iloc[-1]
+        sealed = ", ".join(str(s) for s in detail_dict(row["detail"]).get("sealed") or ()) or "none"
+        links.append(_link(row, f"DataCoord's Flush sealed segments {sealed}, handed flushTs to the DataNode "
+                                f"(FlushChannels) and returned here, {float(row['t_ms']) - t0:,.0f} ms after it "
+                                f"got flushTs"))
+    if begin is not start:
+        links.append(_link(begin, f"rootcoord allocated flushTs {ts_text(flush_ts)} here for DataCoord's Flush"))
+    _crash_causes(events, begin_seq, end_seq, t0, causes)
+    if not causes:
+        links.append(_link(begin, "nothing on the way failed or stood out: the flush waited the ordinary round of "
+                                  "the DataNode's time tick, syncs and checkpoint updates after flushTs was "
+                                  "allocated here"))
+        return Answer(tuple(links), title=f"Why did flush {number} take {took_ms:,.0f} ms?")
+    _, _, row, text = min(causes, key=lambda c: (c[0], -c[1]))
+    links = [link for link in links if link.seq != int(row["seq"])] + [_link(row, text)]
+    return Answer(tuple(links), title=f"Why did flush {number} take {took_ms:,.0f} ms?")
+
+
+def _missing(window, missing, flush_ts, path, causes):
+    """A flush that never finished: for each channel whose checkpoint never reached flushTs, the last checkpoint
+    the ttNode handed over, which stays at the start of the oldest data still in memory or in a sync."""
+    for name, vchannel in missing:
+        handed = window[(window["kind"] == "datanode.checkpoint") & (window["vchannel"] == vchannel)]
+        if vchannel is None or not len(handed):
+            continue
+        last = handed.iloc[-1]
+        causes.append((STUCK, float(last["t_ms"]), last,
+                       f"{name} never held: the DataNode's ttNode never handed the updater a checkpoint of {vchannel} "
+                       f"at or past flushTs; its last, here, was {ts_text(int(last['ts']))}, below flushTs "
+                       f"{ts_text(flush_ts)}: a channel checkpoint stays at the start of the oldest data still in "
+                       f"the DataNode's buffers or in a sync"))
+    if not causes:
+        row = window.iloc[-1]
+        path.append((row, f"{', '.join(name for name, _ in missing)} never held before the run ended"))
+
+
+def _conditions(events, window, flush_ts, start_seq, segments):
+    """GetFlushState's conditions as ``(name, vchannel or None for a segment, event that made it hold)``; the event
+    is ``None`` when it never held during the flush. A segment already Flushing or Flushed before the flush is not a condition."""
+    out = []
+    for segment in segments:
+        rows = window[(window["segment"] == segment) & window["error"].isna()
+                      & window["kind"].isin(["datacoord.save_binlog_paths", "datacoord.segment_state"])]
+        rows = rows[[detail_dict(d).get("state") in FLUSH_STATES for d in rows["detail"]]]
+        out.append((f"segment {segment} Flushing or Flushed", None, rows.iloc[0] if len(rows) else None))
+    for vchannel in _vchannels(events, flush_ts, start_seq):
+        rows = window[(window["kind"] == "datacoord.channel_cp") & (window["vchannel"] == vchannel)
+                      & window["error"].isna() & (window["ts"] >= flush_ts)]
+        rows = rows[[detail_dict(d).get("saved") is True for d in rows["detail"]]]
+        out.append((f"the checkpoint of {vchannel} at flushTs", vchannel, rows.iloc[0] if len(rows) else None))
+    return out
+
+
+def _channel_path(window, gate, flush_ts, count, t0, path, causes):
+    """The checkpoint that reached flushTs last: its RPC, the failed RPCs before it, the ttNode handing it over and
+    the sync it had to wait for."""
+    vchannel, ts = str(gate["vchannel"]), int(gate["ts"])
+    path.append((gate, f"the last of the flush's {count} conditions to hold: DataCoord stored {vchannel}'s checkpoint "
+                       f"{ts_text(ts)}, at or past flushTs, here (UpdateChannelCheckpoint from {gate['peer']})"))
+    before = window[window["seq"] <= int(gate["seq"])]
+    rpcs = before[before["kind"] == "datanode.cp_rpc"]
+    carrying = rpcs[[vchannel in _positions(r) and int(_positions(r)[vchannel]) >= flush_ts
+                     for _, r in rpcs.iterrows()]]
+    failed = carrying[carrying["error"].notna()]
+    handed = before[(before["kind"] == "datanode.checkpoint") & (before["vchannel"] == vchannel)
+                    & (before["ts"] >= flush_ts)]
+    if len(failed):
+        f = failed.iloc[0]
+        causes.append((FAILED_RPC, float(gate["t_ms"]) - float(f["t_ms"]), f,
+                       f"the first UpdateChannelCheckpoint that carried {vchannel} past flushTs failed here "
+                       f"({f['error']}); the checkpoint updater keeps a failed task and sends it again "
+                       f"(ChannelCheckpointUpdater.updateCheckpoints), so the checkpoint reached DataCoord only "
+                       f"{float(gate['t_ms']) - float(f['t_ms']):,.0f} ms later, at {_s(gate)}, after "
+                       f"{len(failed):,} failed RPC{'s' if len(failed) > 1 else ''}"))
+    if len(handed):
+        h = handed.iloc[0]
+        path.append((h, f"the DataNode's ttNode handed {vchannel}'s checkpoint {ts_text(int(h['ts']))} to the "
+                        f"checkpoint updater here ({_why_handed(h)})"))
+        syncs = before[(before["kind"] == "datanode.sync_done") & (before["vchannel"] == vchannel)
+                       & (before["seq"] < int(h["seq"]))]
+        if len(syncs):
+            last = syncs.iloc[-1]
+            path.append((last, f"the checkpoint never passes data still being synced: the last sync on {vchannel} "
+                               f"before it, of segment {int(last['segment'])}, finished here"))
+            _sync_cost(window, last, causes)
+        causes.append((TICK_WAIT, float(h["t_ms"]) - t0, h,
+                       f"the flush waited for the DataNode's flowgraph to carry {vchannel} past flushTs: its ttNode "
+                       f"handed a checkpoint at or past flushTs to the updater only here, "
+                       f"{float(h['t_ms']) - t0:,.0f} ms into the flush, on the first "
+                       f"pack whose time tick passed flushTs with no older data left to sync"))
+
+
+def _why_handed(row) -> str:
+    detail = detail_dict(row["detail"])
+    if detail.get("flush"):
+        return "because a flush waits on it"
+    if detail.get("closing"):
+        return "because its flowgraph was closing"
+    return "on its periodic update"
+
+
+def _segment_path(window, gate, count, t0, path, causes):
+    """The segment that became Flushing or Flushed last: its SaveBinlogPaths, the sync task that wrote it and the
+    request that sealed it."""
+    segment = int(gate["segment"])
+    state = detail_dict(gate["detail"]).get("state")
+    path.append((gate, f"the last of the flush's {count} conditions to hold: segment {segment} became {state} here "
+                       f"(SaveBinlogPaths recorded its last sync)"))
+    before = window[window["seq"] <= int(gate["seq"])]
+    syncs = before[(before["kind"] == "datanode.sync") & (before["segment"] == segment)]
+    syncs = syncs[[detail_dict(d).get("flush") is True for d in syncs["detail"]]]
+    if len(syncs):
+        sync = syncs.iloc[-1]
+        path.append((sync, f"the DataNode cut segment {segment}'s last sync here (its write buffer's flush of the "
+                           f"sealed segment)"))
+        _sync_cost(window, sync, causes, cut=sync)
+        asked = before[(before["kind"] == "datacoord.flush_segments") & (before["seq"] < int(sync["seq"]))]
+        asked = asked[[segment in (detail_dict(d).get("segments") or ()) for d in asked["detail"]]]
+        if len(asked):
+            a = asked.iloc[-1]
+            path.append((a, f"DataCoord asked {a['peer']} to flush sealed segment {segment} here, on that DataNode's "
+                            f"time tick (handleDataNodeTtMsg)"))
+            causes.append((TICK_WAIT, float(a["t_ms"]) - t0, a,
+                           f"the flush waited for the DataNode's time tick: DataCoord asks a DataNode to flush sealed "
+                           f"segments only on its time tick, which came here, "
+                           f"{float(a['t_ms']) - t0:,.0f} ms into the flush"))
+
+
+def _sync_cost(window, row, causes, cut=None):
+    """The causes a sync task adds: slow object store writes (from the cut to its first SaveBinlogPaths) and
+    failed SaveBinlogPaths calls it retried."""
+    segment, vchannel = int(row["segment"]), str(row["vchannel"])
+    if cut is None:
+        cuts = window[(window["kind"] == "datanode.sync") & (window["segment"] == segment)
+                      & (window["seq"] < int(row["seq"]))]
+        if not len(cuts):
+            return
+        cut = cuts.iloc[-1]
+    saves = window[(window["kind"] == "datacoord.save_binlog_paths") & (window["segment"] == segment)
+                   & (window["vchannel"] == vchannel) & (window["seq"] > int(cut["seq"]))]
+    if not len(saves):
+        return
+    first = saves.iloc[0]
+    write_ms = float(first["t_ms"]) - float(cut["t_ms"])
+    if write_ms > SLOW_WRITE_MS:
+        causes.append((SLOW_STORE, write_ms, cut,
+                       f"the sync task of segment {segment} spent {write_ms:,.0f} ms writing its binlogs to the object "
+                       f"store (from the cut at {_s(cut)} to its SaveBinlogPaths at {_s(first)}): the object store "
+                       f"is slow"))
+    failed = saves[saves["error"].notna()]
+    ok = saves[saves["error"].isna()]
+    if len(failed) and len(ok):
+        f, o = failed.iloc[0], ok.iloc[0]
+        causes.append((FAILED_RPC, float(o["t_ms"]) - float(f["t_ms"]), f,
+                       f"SaveBinlogPaths for segment {segment} failed here ({f['error']}); the sync task retries it "
+                       f"with back-off, {len(failed):,} failed call{'s' if len(failed) > 1 else ''} until it was "
+                       f"recorded at {_s(o)}"))
+
+
+def _crash_causes(events, begin_seq, end_seq, t0, causes):
+    """A DataNode killed before the flush finished whose channels were consumed again only after the flush began:
+    everything in its memory was lost, and the flush waited for the channel's next owner (the node restarted, or
+    another once its session expired) to seek to the checkpoint and replay."""
+    kills = events[(events["kind"] == "fault.kill") & events["node"].astype(str).str.startswith("datanode")
+                   & (events["seq"] < end_seq)]
+    for _, kill in kills.iterrows():
+        after = events[(events["seq"] > int(kill["seq"])) & (events["seq"] < end_seq)]
+        watches = after[after["kind"] == "datanode.watch"]
+        back = watches.iloc[0] if len(watches) else None
+        if back is not None and int(back["seq"]) < begin_seq:
+            continue
+        end_ms = float(back["t_ms"]) if back is not None else float(after["t_ms"].iloc[-1])
+        restarts = after[(after["kind"] == "fault.restart") & (after["node"] == kill["node"])]
+        reassigned = after[after["kind"] == "datacoord.reassign"]
+        how = ""
+        if len(restarts) and (back is None or int(restarts.iloc[0]["seq"]) < int(back["seq"])):
+            how = f", restarted at {_s(restarts.iloc[0])}"
+        if len(reassigned) and (back is None or int(reassigned.iloc[0]["seq"]) < int(back["seq"])):
+            r = reassigned.iloc[0]
+            how += (f"; DataCoord handed its channels to {r['peer']} only at {_s(r)} (event {int(r['seq']) + 1:,}), "
+                    f"when its session expired")
+        if back is not None:
+            how += (f"; {back['node']} watched {back['vchannel']} again at {_s(back)} from its channel checkpoint "
+                    f"{ts_text(int(back['ts']))} (event {int(back['seq']) + 1:,}), replaying what was lost")
+        when = (f"{float(kill['t_ms']) - t0:,.0f} ms into the flush" if float(kill["t_ms"]) >= t0
+                else f"{t0 - float(kill['t_ms']):,.0f} ms before the flush began")
+        causes.append((CRASH, end_ms - float(kill["t_ms"]), kill,
+                       f"{kill['node']} crashed here, {when}: its buffers, syncs in flight and checkpoint tasks were "
+                       f"lost{how}; its channels went unconsumed for {end_ms - float(kill['t_ms']):,.0f} ms"))
+
+
+EXPLAINERS = {"flush-wait": explain_flush}
