@@ -5,6 +5,7 @@ See :mod:`milvus_edu.explain.chain` for the framework (each lesson registers the
 :mod:`milvus_edu.explain.violation` for violations.
 """
 
-from .chain import Answer, Chain, Link, Question, WhyError, ask, why
+from .chain import Answer, Chain, Link, Question, WhyError, ask
+from .questions import why
 
 __all__ = ["Answer", "Chain", "Link", "Question", "WhyError", "ask", "why"]
