@@ -11,6 +11,7 @@ import argparse
 import os
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 from .version import __version__
@@ -395,33 +396,41 @@ def _cmd_compare(args) -> int:
     return 0 if result.ok else 1
 
 
-def _cmd_replay(args) -> int:
+@contextmanager
+def _run_errors(out):
+    """A run's failures as the CLI reports them: a bad token, run folder or argument is the user's (exit 2), a
+    folder that cannot be written or a sink process that died is the run's (exit 1)."""
     from .events.worker import SinkProcessError
     from .sim.run import RunFolderError
-    from .sim.run import replay
-    from .sim.token import decode
 
     try:
-        result = replay(args.token, args.out, force=args.force, keep_events=False, progress=_progress_printer())
+        yield
     except (ValueError, RunFolderError) as exc:  # TokenError is a ValueError
         raise UserError(exc.args[0] if exc.args else str(exc)) from None
     except OSError as exc:
-        raise RunFailed(f"could not write the run folder {args.out}: {exc.strerror or exc}") from None
+        raise RunFailed(f"could not write the run folder {out}: {exc.strerror or exc}") from None
     except SinkProcessError as exc:
         raise RunFailed(str(exc)) from None
+
+
+def _cmd_replay(args) -> int:
+    from .sim.run import replay
+    from .sim.token import decode
+
+    with _run_errors(args.out):
+        result = replay(args.token, args.out, force=args.force, keep_events=False, progress=_progress_printer())
     _report(result)
     spec = decode(args.token)
     return _exit_status(result, bool(spec.params or spec.options))
 
 
 def _cmd_fork(args) -> int:
-    from .events.worker import SinkProcessError
     from .narrate import describe
     from .sim.interventions import ClockJump, Kill, Pause, Restart
-    from .sim.run import RunFolderError, fork
+    from .sim.run import fork
 
     at_ms = args.at * 1000.0
-    try:
+    with _run_errors(args.out):
         if args.kill:
             change = Kill(args.kill, at_ms)
         elif args.restart:
@@ -433,12 +442,6 @@ def _cmd_fork(args) -> int:
         if not Path(args.run).is_dir():
             raise ValueError(f"{args.run} is not a folder; give a run folder written by `milvus-edu simulate`")
         result = fork(args.run, at_ms, change, out_dir=args.out, force=args.force)
-    except (ValueError, RunFolderError) as exc:  # TokenError is a ValueError
-        raise UserError(exc.args[0] if exc.args else str(exc)) from None
-    except OSError as exc:
-        raise RunFailed(f"could not write the run folder {args.out}: {exc.strerror or exc}") from None
-    except SinkProcessError as exc:
-        raise RunFailed(str(exc)) from None
     run, seq = result
     print(f"forked {args.run} with {change.describe()}")
     _report(run)

@@ -1,7 +1,6 @@
 """Fork here: interventions applied part-way, the forked run's prefix byte-identical to the original's, its token
 replaying it, and the CLI's refusals."""
 
-import hashlib
 import json
 from pathlib import Path
 
@@ -11,9 +10,9 @@ from hypothesis import strategies as st
 
 import milvus_edu
 from milvus_edu import ClockJump, Kill, Pause, Restart, fork, replay, simulate
-from milvus_edu.cli import main
 from milvus_edu.events.recorder import json_line
 from milvus_edu.sim.run import first_difference
+from run_support import digests, run_main
 
 
 def lines_before(lines: list[str], at_ms: float) -> list[str]:
@@ -26,20 +25,6 @@ def lines_before(lines: list[str], at_ms: float) -> list[str]:
 
 def jsonl(folder: Path) -> list[str]:
     return (folder / "events.jsonl").read_text(encoding="ascii").splitlines()
-
-
-def digests(folder: Path) -> dict[str, str]:
-    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(folder.rglob("*")) if p.is_file()}
-
-
-def run_main(capsys, *args):
-    try:
-        code = main(list(args))
-    except SystemExit as exc:
-        code = exc.code
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 @pytest.mark.parametrize("scenario, at_ms, change, kind", [

@@ -2,35 +2,18 @@
 line, exit status 2, with nothing written."""
 
 import base64
-import hashlib
 import json
 import zlib
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import milvus_edu
-from milvus_edu.cli import main
 from milvus_edu.sim.run import replay
 from milvus_edu.sim.interventions import ClockJump, Kill, Pause, Restart, canonical
 from milvus_edu.sim.token import PREFIX, RunSpec, TokenError, decode, encode
-
-
-def digests(folder: Path) -> dict[str, str]:
-    """sha256 of every file under ``folder`` (the run files and the object store), by relative path."""
-    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(folder.rglob("*")) if p.is_file()}
-
-
-def run_main(capsys, *args):
-    try:
-        code = main(list(args))
-    except SystemExit as exc:
-        code = exc.code
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
+from run_support import digests, run_main
 
 
 @pytest.mark.parametrize("scenario, kwargs", [

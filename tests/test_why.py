@@ -12,9 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import milvus_edu
-from milvus_edu.cli import main
 from milvus_edu.explain import Chain, Link, WhyError, why
 from milvus_edu.registry import Mechanism, explainer, register
+from run_support import run_main
 
 
 @pytest.fixture(scope="module")
@@ -173,15 +173,6 @@ def short_stall(tmp_path_factory):
     out = tmp_path_factory.mktemp("why") / "run"
     milvus_edu.simulate("tsafe-stall-proxy-restart", seed=1, duration_s=15.0, out_dir=out, keep_events=False)
     return out
-
-
-def run_main(capsys, *args):
-    try:
-        code = main(list(args))
-    except SystemExit as exc:
-        code = exc.code
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 def test_the_cli_prints_the_chain_with_each_event(short_stall, capsys):
