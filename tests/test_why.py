@@ -5,6 +5,7 @@ proxy whose clock runs ahead), and every number the chain states is checked agai
 """
 
 import json
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -435,3 +436,15 @@ def test_cli_prints_the_flush_and_violation_chains(lost, capsys):
     assert all(line.lstrip().startswith(("event ", "because event ")) for line in out.splitlines()[1:])
     code, out, err = run_main(capsys, "why", str(lost), "--violation", "1")
     assert code == 0 and err == "" and "Why was invariant checkpoint-retried violated (violation 1)?" in out
+
+
+def test_the_books_page_shows_the_chain_the_command_prints(tmp_path, capsys):
+    # book/explain.md shows `milvus-edu why runs/stall --read 6` on tsafe-stall-proxy-restart, seed 1: its text must
+    # be what the command prints today
+    page = (Path(__file__).resolve().parents[1] / "book" / "explain.md").read_text(encoding="utf-8")
+    block = page.split("$ milvus-edu why runs/stall --read 6\n", 1)[1].split("\n```", 1)[0]
+    code, _, _ = run_main(capsys, "simulate", "--scenario", "tsafe-stall-proxy-restart", "--out", str(tmp_path / "stall"))
+    assert code == 0
+    code, out, err = run_main(capsys, "why", str(tmp_path / "stall"), "--read", "6")
+    assert code == 0, err
+    assert out.rstrip("\n") == block
