@@ -22,6 +22,7 @@ interventions, byte for byte (``tests/test_fork.py`` checks it).
 from __future__ import annotations
 
 import inspect
+from abc import ABC, abstractmethod
 import math
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, fields, replace
@@ -37,7 +38,7 @@ def _time(value, what: str) -> float:
 
 
 @dataclass(frozen=True)
-class _Intervention:
+class _Intervention(ABC):
     node: str
     t_ms: float | None = None  # None: "at the fork's time" (:func:`milvus_edu.fork` fills it in)
 
@@ -56,9 +57,9 @@ class _Intervention:
     def check(self, node) -> None:
         """Raise ``ValueError`` (one line) when ``node`` cannot take this intervention at all."""
 
+    @abstractmethod
     def apply(self, node) -> None:
         """Apply to ``node`` now."""
-        raise NotImplementedError
 
     def describe(self) -> str:
         """A few words for people: ``kill proxy-1 at 2.000 s``."""
