@@ -22,8 +22,8 @@ interventions, byte for byte (``tests/test_fork.py`` checks it).
 from __future__ import annotations
 
 import inspect
-from abc import ABC, abstractmethod
 import math
+from abc import ABC, abstractmethod
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, fields, replace
 
