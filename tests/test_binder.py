@@ -14,7 +14,7 @@ from packaging.utils import canonicalize_name
 
 ROOT = Path(__file__).resolve().parents[1]
 BINDER = ROOT / "binder"
-BINDER_EXTRAS = ("spark", "lab")  # extras a Binder lab needs on top of [project] dependencies
+BINDER_EXTRAS = ("spark", "lab", "real")  # extras the labs need on top of [project] dependencies (lab 6: `real`)
 
 
 def _pyproject() -> dict:
