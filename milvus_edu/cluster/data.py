@@ -33,7 +33,6 @@ from __future__ import annotations
 
 from functools import partial
 
-import simpy
 
 from ..config import MS, DataNodeParams
 from ..datacoord import Catalog, Server
@@ -48,11 +47,12 @@ from ..effects import (AllocIDs, AllocTimestamp, Call, FlushChannels, Parallel, 
                        UpdateChannelCheckpoints, WriteObjects)
 from ..datanode.writebuffer import BufferManager, WriteBuffer
 from ..merr import MilvusError
-from ..mq import Broker, Dispatcher, SubscriptionPosition
+from ..mq import Broker
 from ..mq.names import to_physical_channel
 from ..proto import MsgType, SegmentLevel
 from ..sim.kernel import NodeClock, RPCError, Simulation
 from ..storage.binlog import get_log_id_from_binlog_path
+from .consumer import STOP, PackConsumer
 from .node import Node
 
 DATACOORD = "datacoord-1"
@@ -246,13 +246,15 @@ class DataCoordNode(Node):
         return vinfo, tuple(flushed), tuple(unflushed)
 
 
-class DataNodeNode(Node):
+class DataNodeNode(PackConsumer, Node):
     """One DataNode: watched vchannels, their flowgraphs, write buffers, syncs and checkpoints.
 
     ``crash_at_step``: kill the node just before its n-th step boundary (1-based; see the module
     docstring); ``None`` never. ``incarnation`` counts restarts; every process of an older incarnation
     stops at its next step.
     """
+
+    wake_on_start = True  # a restarted DataNode seeks behind the pchannel's end: read what is there at once
 
     PERFORMERS = {**Node.PERFORMERS, AllocIDs: "_perform_alloc_ids", WriteObjects: "_perform_write_objects",
                   SaveBinlogPaths: "_perform_save_binlog_paths",
@@ -296,8 +298,7 @@ class DataNodeNode(Node):
         self.sync_manager = SyncManager(params.max_parallel_sync_mgr_tasks)
         self.services: dict[str, DataSyncService] = {}
         self.metacaches: dict[str, MetaCache] = {}
-        self.dispatchers: dict[str, Dispatcher] = {}
-        self.wake: dict[str, simpy.Event] = {}
+        self.reset_consumer()
         self.latest_ts: dict[str, int] = {}
         self.sent_ts: dict[str, int] = {}
         self.notify = self.sim.env.event()
@@ -406,38 +407,13 @@ class DataNodeNode(Node):
             ts=seek.timestamp if seek is not None else None, msg_id=seek.msg_id if seek is not None else None,
             detail={"flushed": [s.id for s in flushed], "unflushed": [s.id for s in unflushed],
                     "dropped": list(vinfo.dropped_segment_ids)})
-        dispatcher = self.dispatchers.get(pchannel)
-        if dispatcher is None:
-            dispatcher = Dispatcher(self.broker, pchannel, position=seek, sub_pos=SubscriptionPosition.EARLIEST,
-                                    now_ns=self.clock.now_ns, params=self.sim.config.mq)
-            self.dispatchers[pchannel] = dispatcher
-            self.wake[pchannel] = self.sim.env.event()
-            self.broker.watch(pchannel, self.callback(self._kick))
-            self.process(self._consume(pchannel))
-        dispatcher.add_target(vchannel, seek)
+        self.subscribe(pchannel, vchannel, seek)
 
-    def _kick(self, pchannel: str, _msg_id: int | None = None) -> None:
-        event = self.wake.get(pchannel)
-        if event is not None and not event.triggered:
-            event.succeed()
-
-    def _consume(self, pchannel: str):
-        """The dispatcher's loop: every complete pack goes through its vchannel's flowgraph."""
-        env = self.sim.env
-        self._kick(pchannel)
-        while True:
-            yield self.wake[pchannel]
-            self.wake[pchannel] = env.event()
-            yield env.timeout(self.sim.one_way("mq"))
-            dispatcher = self.dispatchers[pchannel]
-            while True:
-                packs = dispatcher.poll()
-                if packs is None:
-                    break
-                for vchannel in sorted(packs):
-                    if self._crashed_at_step("pack"):
-                        return
-                    self._operate(vchannel, packs[vchannel])
+    def on_pack(self, vchannel: str, pack):
+        """The dispatcher hands a pack to the vchannel's flowgraph (unless the DataNode crashes at this step)."""
+        if self._crashed_at_step("pack"):
+            return STOP
+        self._operate(vchannel, pack)
 
     def _operate(self, vchannel: str, pack) -> None:
         rec = self.sim.recorder

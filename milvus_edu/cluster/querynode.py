@@ -41,19 +41,20 @@ from __future__ import annotations
 import simpy
 
 from ..merr import MilvusError, wrap_err_channel_not_found
-from ..mq import Broker, Dispatcher, SubscriptionPosition
+from ..mq import Broker
 from ..mq.names import to_physical_channel
 from ..proto import MsgType
 from ..proxy.guarantee_ts import ReadRequest, can_skip_alloc_timestamp, read_timestamps
 from ..proxy.meta_cache import CollectionInfo, MetaCache, check_schema_timestamp
 from ..querynode import DeadlineExceeded, Pipeline, Row, ShardDelegator, TSafeChanged
 from ..sim.kernel import NodeClock, RPCError, Simulation
+from .consumer import PackConsumer
 from .node import Node
 
 SWITCH_WINDOW_MS = 0.2  # with update_tsafe_before_delete: how long deletes lag the published tsafe
 
 
-class QueryNodeNode(Node):
+class QueryNodeNode(PackConsumer, Node):
     """One QueryNode: a delegator and a pipeline per watched vchannel, reads served by RPC."""
 
     def __init__(self, sim: Simulation, name: str, server_id: int, broker: Broker):
@@ -63,8 +64,7 @@ class QueryNodeNode(Node):
         self.clock = NodeClock(sim.env)
         self.delegators: dict[str, ShardDelegator] = {}
         self.pipelines: dict[str, Pipeline] = {}
-        self.dispatchers: dict[str, Dispatcher] = {}
-        self.wake: dict[str, simpy.Event] = {}
+        self.reset_consumer()
         self.tsafe_moved: dict[str, simpy.Event] = {}
 
     # ------------------------------------------------------------------------------ watch and consume
@@ -86,36 +86,12 @@ class QueryNodeNode(Node):
         pchannel = to_physical_channel(vchannel)
         self.sim.recorder.emit("querynode.watch", self.name, ts=start_ts, channel=pchannel, vchannel=vchannel,
                                detail={"collection_id": collection_id, "start_msg_id": start.msg_id})
-        dispatcher = self.dispatchers.get(pchannel)
-        if dispatcher is None:
-            dispatcher = Dispatcher(self.broker, pchannel, position=start, sub_pos=SubscriptionPosition.EARLIEST,
-                                    now_ns=self.clock.now_ns, params=self.sim.config.mq)
-            self.dispatchers[pchannel] = dispatcher
-            self.wake[pchannel] = self.sim.env.event()
-            self.broker.watch(pchannel, self.callback(self._kick))
-            self.process(self._consume(pchannel))
-        dispatcher.add_target(vchannel, start)
-        self._kick(pchannel)
+        self.subscribe(pchannel, vchannel, start)
+        self.kick(pchannel)
 
-    def _kick(self, pchannel: str, _msg_id: int | None = None) -> None:
-        event = self.wake.get(pchannel)
-        if event is not None and not event.triggered:
-            event.succeed()
-
-    def _consume(self, pchannel: str):
-        env = self.sim.env
-        while True:
-            yield self.wake[pchannel]
-            self.wake[pchannel] = env.event()
-            yield env.timeout(self.sim.one_way("mq"))
-            dispatcher = self.dispatchers[pchannel]
-            while True:
-                packs = dispatcher.poll()
-                if packs is None:
-                    break
-                for vchannel in sorted(packs):
-                    if vchannel in self.pipelines:
-                        yield from self._operate(vchannel, packs[vchannel])
+    def on_pack(self, vchannel: str, pack):
+        """A vchannel's pack goes through its pipeline, if the vchannel is still watched (not released)."""
+        return self._operate(vchannel, pack) if vchannel in self.pipelines else None
 
     def _operate(self, vchannel: str, pack):
         pipeline = self.pipelines[vchannel]

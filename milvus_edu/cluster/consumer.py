@@ -1,0 +1,74 @@
+"""Reading pchannels through msgdispatcher, as a DataNode's flowgraphs and a QueryNode's pipelines both do.
+
+Go's ``msgdispatcher.Client`` (pkg/mq/msgdispatcher/client.go) keeps one dispatcher per pchannel and a target
+per vchannel; here :class:`PackConsumer` keeps them for a node, with one SimPy process per pchannel that the
+broker wakes when a message lands. After one network leg the process drains every complete pack the
+dispatcher has and hands each vchannel's pack to the node's :meth:`PackConsumer.on_pack`.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+
+import simpy
+
+from ..mq import Dispatcher, SubscriptionPosition
+
+#: What :meth:`PackConsumer.on_pack` returns to end the pchannel's process (the node stopped mid-pack).
+STOP = object()
+
+
+class PackConsumer(ABC):
+    """A mixin for a :class:`~milvus_edu.cluster.node.Node` with ``broker`` and ``clock`` that consumes pchannels.
+
+    ``wake_on_start``: whether a pchannel's process looks for packs as soon as it starts (a DataNode, which may
+    subscribe at a position with messages already behind it) or only when a message lands or the node kicks it.
+    """
+
+    wake_on_start = False
+
+    def reset_consumer(self) -> None:
+        """No dispatcher yet (a fresh node, or one restarted: a new life subscribes again)."""
+        self.dispatchers: dict[str, Dispatcher] = {}
+        self.wake: dict[str, simpy.Event] = {}
+
+    def subscribe(self, pchannel: str, vchannel: str, position) -> None:
+        """Add ``vchannel`` as a target of ``pchannel``'s dispatcher from ``position``, starting the dispatcher
+        and its process on the pchannel's first vchannel."""
+        dispatcher = self.dispatchers.get(pchannel)
+        if dispatcher is None:
+            dispatcher = Dispatcher(self.broker, pchannel, position=position, sub_pos=SubscriptionPosition.EARLIEST,
+                                    now_ns=self.clock.now_ns, params=self.sim.config.mq)
+            self.dispatchers[pchannel] = dispatcher
+            self.wake[pchannel] = self.sim.env.event()
+            self.broker.watch(pchannel, self.callback(self.kick))
+            self.process(self._consume(pchannel))
+        dispatcher.add_target(vchannel, position)
+
+    def kick(self, pchannel: str, _msg_id: int | None = None) -> None:
+        """Wake ``pchannel``'s process (the broker calls this when a message lands)."""
+        event = self.wake.get(pchannel)
+        if event is not None and not event.triggered:
+            event.succeed()
+
+    @abstractmethod
+    def on_pack(self, vchannel: str, pack):
+        """Handle one vchannel's pack: ``None`` when done at once, steps to drive (it takes simulated time), or
+        :data:`STOP` to end the pchannel's process."""
+
+    def _consume(self, pchannel: str):
+        env = self.sim.env
+        if self.wake_on_start:
+            self.kick(pchannel)
+        while True:
+            yield self.wake[pchannel]
+            self.wake[pchannel] = env.event()
+            yield env.timeout(self.sim.one_way("mq"))
+            dispatcher = self.dispatchers[pchannel]
+            while (packs := dispatcher.poll()) is not None:
+                for vchannel in sorted(packs):
+                    steps = self.on_pack(vchannel, packs[vchannel])
+                    if steps is STOP:
+                        return
+                    if steps is not None:
+                        yield from steps
