@@ -2,8 +2,9 @@
 
 A violation in a run's ``summary.json`` (``checks.violations``) names its invariant, the events it rests on
 (``seqs``) and the checker's explanation ("Let … Then … because …"). The chain lists those events in the order
-they happened, each with what it means (:func:`milvus_edu.narrate.describe`), ends with the explanation, and then,
-when one of the events is a request some lesson explains (a read that waited or read stale data), follows that
+they happened, each with what it means (:func:`milvus_edu.narrate.describe`), ends with the explanation, then
+follows the lesson that answers :data:`VIOLATION_QUESTION` for the invariant, if one does, and, when one of the
+events is a request some lesson explains (a read that waited or read stale data), follows that
 lesson's chain back to its root cause.
 """
 
@@ -19,6 +20,10 @@ from ..narrate import describe
 from ..registry import explainer
 from .chain import Chain, Link, Question, WhyError, ask
 
+#: The question asked about a violation of an invariant, when a lesson answers it: the subject is
+#: ``{"seqs": [...]}``, the events the violation rests on (the TSO lesson explains where a timestamp that went
+#: back came from).
+VIOLATION_QUESTION = "violation:{invariant}"
 #: The question asked about a request found among a violation's evidence (answered by whichever lesson registered
 #: it); a request it cannot explain (not a read, or one that did not wait) adds nothing.
 REQUEST_QUESTION = "read"
@@ -65,6 +70,9 @@ def explain_violation(events: pd.DataFrame, summary: Mapping, number: int) -> Ch
         links.append(Link(last.seq, last.t_ms, last.node,
                           f"the checker's invariant {invariant} broke: {violation.get('explanation', '')}".rstrip(".")))
     title = f"Why was invariant {invariant} violated (violation {number})?"
+    question = Question(VIOLATION_QUESTION.format(invariant=invariant), {"seqs": tuple(seqs)})
+    if explainer(question.kind) is not None:
+        links.extend(link for link in ask(events, question, "").links if link not in links)
     requests = [int(r) for r in rows["request"].dropna()] if "request" in rows else []
     if explainer(REQUEST_QUESTION) is not None:
         for request in dict.fromkeys(requests):

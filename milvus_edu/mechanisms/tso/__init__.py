@@ -16,6 +16,7 @@ from .kinds import KINDS
 from .narrate import DESCRIBE
 from .scenarios import SCENARIOS
 from .trace import TRACE
+from .why import EXPLAINERS
 
 
 def _lanes():
@@ -50,4 +51,5 @@ MECHANISM = register(Mechanism(
     marks=panel.MARKS,
     analyses=_analyses,
     trace=TRACE,
+    explainers=EXPLAINERS,
 ))
