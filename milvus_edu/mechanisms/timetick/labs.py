@@ -13,6 +13,7 @@ import json
 import pandas as pd
 
 from ...narrate import ts_text
+from .panel import dml_messages
 from ...labs.feedback import Feedback, judge_integer, name_answer, right, wrong
 
 INVARIANT_NAMES = ("tick-monotonic", "watermark", "pack-exact")
@@ -27,16 +28,14 @@ def _dml(events: pd.DataFrame) -> pd.DataFrame:
 def out_of_order_count(events: pd.DataFrame, channel: str) -> tuple[int, int]:
     """``(out of order, adjacent swaps)`` among the DML messages written to ``channel``, in log order.
 
-    A message is out of order when its ``end_ts`` is below the largest ``end_ts`` written to the channel
-    before it; an adjacent swap only compares it with the message just before.
+    Out of order is :func:`.panel.dml_messages`'s one definition (``end_ts`` below the largest ``end_ts`` written
+    to the channel before it); an adjacent swap, the typical wrong answer, only compares a message with the one
+    just before it.
     """
-    ts = [int(t) for t in _dml(events).loc[lambda f: f["channel"] == channel, "end_ts"]]
-    high, late, swaps = 0, 0, 0
-    for i, t in enumerate(ts):
-        late += t < high
-        swaps += i > 0 and t < ts[i - 1]
-        high = max(high, t)
-    return late, swaps
+    msgs = dml_messages(events)
+    on = msgs[msgs["channel"] == channel]
+    end_ts = on["end_ts"].to_numpy()
+    return int(on["out_of_order"].sum()), int((end_ts[1:] < end_ts[:-1]).sum())
 
 
 def check_out_of_order(answer, events: pd.DataFrame, channel: str) -> Feedback:
@@ -45,7 +44,7 @@ def check_out_of_order(answer, events: pd.DataFrame, channel: str) -> Feedback:
     total = len(_dml(events).loc[lambda f: f["channel"] == channel])
     as_float = _dml(events).loc[lambda f: f["channel"] == channel, "end_ts"].astype("int64").astype("float64")
     rounded = int((as_float < as_float.cummax().shift(1)).sum())
-    everywhere = sum(out_of_order_count(events, ch)[0] for ch in _dml(events)["channel"].dropna().unique())
+    everywhere = int(dml_messages(events)["out_of_order"].sum())
 
     def judge(value: int) -> Feedback:
         if value == want:
