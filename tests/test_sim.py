@@ -7,7 +7,6 @@ import pytest
 import milvus_edu
 from milvus_edu.mechanisms.tso.check import check_tso
 from milvus_edu.config import BugSwitches
-from milvus_edu.registry import scenarios
 
 
 @pytest.fixture(scope="module")
@@ -100,13 +99,6 @@ def test_checkers_catch_every_bug_switch(scenario, switch, invariant):
 def test_every_switch_is_exercised_by_some_test():
     named = {s for _, switch, _ in SWITCH_CASES for s in (switch if isinstance(switch, tuple) else (switch,))}
     assert set(BugSwitches.names()) == named
-
-
-@pytest.mark.slow
-def test_every_scenario_runs_clean_with_default_rules():
-    for name in scenarios():
-        run = milvus_edu.simulate(name, seed=2, duration_s=12)
-        assert run.summary["checks"]["ok"], (name, run.violations[:1])
 
 
 def test_lossy_network_still_gives_increasing_timestamps():
