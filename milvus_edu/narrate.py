@@ -16,8 +16,9 @@ from .tsoutil import parse_hybrid_ts
 
 
 def value(row, name):
-    """Column ``name`` of a row (dict or pandas row), ``None`` for missing and null values."""
-    v = row.get(name) if isinstance(row, dict) else getattr(row, name, None)
+    """Column ``name`` of a row (a dict, a pandas Series or an ``itertuples`` row), ``None`` for missing and null
+    values. A Series is read by key: as an attribute, ``count`` would be its method, not the column."""
+    v = row.get(name) if hasattr(row, "get") else getattr(row, name, None)
     if v is None:
         return None
     try:

@@ -2,11 +2,13 @@
 
 import json
 
+import pandas as pd
 import pytest
 
 import milvus_edu
 from milvus_edu.mechanisms.tso.check import check_tso
 from milvus_edu.config import BugSwitches
+from milvus_edu.narrate import describe
 
 
 @pytest.fixture(scope="module")
@@ -290,3 +292,16 @@ def test_timeline_shows_the_first_overflow_and_counts_the_rest(overflow):
     assert len(retries) == 1
     refused = int((overflow.events.kind == "tso.alloc_retry").sum())
     assert f"({refused} GenerateTSO retries in all: logical part outside of max logical interval)" in keys.notes()
+
+
+@pytest.mark.parametrize("scenario", ["flush-manual", "tsafe-stall-proxy-restart", "tso-failover"])
+def test_an_event_reads_the_same_in_words_from_a_dict_a_series_or_a_tuple(scenario):
+    """``describe`` is called on dicts (the CLI's timeline), pandas Series (``iterrows``: the why chains) and
+    ``itertuples`` rows (the stepper): the words must not depend on the form. A Series' ``count`` attribute is
+    its method, so a describer that read it as an attribute printed the method for a client flush."""
+    events = milvus_edu.simulate(scenario, seed=1, duration_s=14).events
+    for kind, rows in events.groupby(events["kind"].astype(str)):
+        for (_, series), row in zip(rows.head(3).iterrows(), rows.head(3).itertuples(index=False)):
+            as_dict = {k: (None if pd.isna(v) else v) for k, v in series.items()}
+            assert describe(series) == describe(as_dict) == describe(row), kind
+            assert "bound method" not in describe(series), kind
