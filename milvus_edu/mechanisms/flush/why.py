@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ...explain import Answer, Link, WhyError
+from ...explain import Answer, Link, Question, WhyError
+from ...explain.violation import VIOLATION_QUESTION
 from ...narrate import detail_dict, ts_text
 
 #: The segment states in which GetFlushState counts a segment as flushed (``isFlushState``).
@@ -311,4 +312,16 @@ def _crash_causes(events, begin_seq, end_seq, t0, causes):
                        f"lost{how}; its channels went unconsumed for {end_ms - float(kill['t_ms']):,.0f} ms"))
 
 
-EXPLAINERS = {"flush-wait": explain_flush}
+def explain_flush_never_completed(events: pd.DataFrame, subject) -> Answer:
+    """Answer "why did the checker report a flush that never completed?" (``flush-completes``): the flush is the
+    client flush among the violation's events, asked about as ``flush-wait``."""
+    seqs = {int(s) for s in subject["seqs"]}
+    starts = flush_starts(events)
+    numbers = [n for n, seq in enumerate(starts["seq"], 1) if int(seq) in seqs]
+    if not numbers:
+        raise WhyError("the violation names no client flush of this run")
+    return Answer((), Question("flush-wait", {"number": numbers[0]}))
+
+
+EXPLAINERS = {"flush-wait": explain_flush,
+              VIOLATION_QUESTION.format(invariant="flush-completes"): explain_flush_never_completed}

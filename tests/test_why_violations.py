@@ -1,5 +1,6 @@
-"""Why did a timestamp go back? The TSO lesson's chains for its three invariants, checked against the events they
-point to: the InitTimestamp that started too low, the window its predecessor never re-saved, and the failover."""
+"""Why did a checker report a violation? The lessons' own chains after the checker's explanation: the TSO lesson's
+for its three invariants (the InitTimestamp that started too low, the window its predecessor never re-saved, the
+failover), and the flush lesson's for a flush that never completed, each checked against the events it points to."""
 
 import pytest
 
@@ -73,3 +74,16 @@ def test_an_allocation_past_the_window_is_traced_to_updates_that_did_not_save(un
 def test_without_a_switch_the_failover_keeps_timestamps_increasing():
     """The same failover, faithful: the checkers find nothing to explain (so the chains above come from the switch)."""
     assert milvus_edu.simulate("tso-failover", seed=1).summary["checks"]["violations"] == []
+
+
+def test_a_flush_that_never_completed_follows_the_flush_lessons_chain():
+    """``flush-completes`` rests on the client's flush: the chain goes on as ``why(run, flush=N)`` for that flush, to the
+    channel checkpoint that never reached flushTs (a gap of Milvus itself, quirk P24)."""
+    run = milvus_edu.simulate("flush-stuck-memory-sync", seed=1, duration_s=66)
+    (number,) = numbered(run, "flush-completes")
+    chain = why(run, violation=number)
+    flush = why(run, flush=1)
+    added = after_explanation(chain)
+    assert [link.text for link in added] == [link.text for link in flush.links]
+    assert "had not finished when the run ended" in added[0].text
+    assert "never handed the updater a checkpoint" in chain.root.text
