@@ -33,7 +33,7 @@ from ..config import BugSwitches
 from ..registry import Mechanism, get_mechanism, get_scenario, mechanisms
 from .feedback import Feedback, name_answer, pending, right, wrong
 
-#: The reliability sweep's switch grids: one per scenario that breaks a switch (benchmarks/reliability.py).
+# The reliability sweep's switch grids: one per scenario that breaks a switch (benchmarks/reliability.py).
 GRID = Path(__file__).resolve().parents[2] / "benchmarks" / "grids" / "reliability-switches.json"
 #: The Milvus 2.5 commit the line numbers of :data:`RULES` refer to (the branch head the reference read).
 MILVUS_COMMIT = "9d8edf9"
