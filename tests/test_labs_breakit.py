@@ -183,3 +183,22 @@ def test_table_and_matrix_come_from_the_runs(monkeypatch):
     assert table["rule in Milvus 2.5"][1] == "delete_node.go: deleteNode.Operate"
     matrix = violation_matrix()
     assert list(matrix.columns) == ["window", "mvcc-exact"] and matrix.loc[cheap[0].label, "window"] == window
+
+
+# ---- what the lab's chains read: the narration says what Milvus does, not what a switch made happen ------------
+def test_clearing_flush_ts_says_whether_the_checkpoint_passed_or_equalled_it():
+    from milvus_edu.narrate import describe
+
+    row = {"kind": "datanode.flush_ts", "node": "datanode-1", "vchannel": "v0", "ts": 100, "tick_ts": 100,
+           "detail": '{"checkpoint": 100, "set": false}'}
+    assert describe(row).endswith("stored the checkpoint " + milvus_edu.narrate.ts_text(100) + ", equal to it.")
+    passed = {**row, "tick_ts": 120, "detail": '{"checkpoint": 120, "set": false}'}
+    assert describe(passed).endswith(", past it.")
+
+
+def test_a_failed_checkpoint_rpc_is_narrated_as_milvus_rule():
+    from milvus_edu.narrate import describe
+
+    row = {"kind": "datanode.cp_rpc", "node": "datanode-1", "error": "etcdserver: request timed out",
+           "detail": '{"positions": {"v0": 100}}'}
+    assert "Milvus's updater keeps a failed task for its next tick" in describe(row)
