@@ -57,6 +57,19 @@ SOLUTIONS: dict[str, dict[str, str]] = {
         "answer_3": "int(session.real_events[(session.real_events.kind == 'client.insert')"
                     " & (session.real_events.node == 'Client1')].ts.iloc[0])",
     },
+    "08_break_it.ipynb": {  # a checker that fails in the switch's run (or 'none'), then the letter of Milvus's line
+        "answer_1": "'global-monotonic'", "answer_2": "'c'",
+        "answer_3": "'window'", "answer_4": "'b'",
+        "answer_5": "'watermark'", "answer_6": "'b'",
+        "answer_7": "'none'", "answer_8": "'b'",
+        "answer_9": "'checkpoint-safe'", "answer_10": "'c'",
+        "answer_11": "'durable'", "answer_12": "'c'",
+        "answer_13": "'checkpoint-retried'", "answer_14": "'a'",
+        "answer_15": "'read-after-guarantee'", "answer_16": "'a'",
+        "answer_17": "'mvcc-exact'", "answer_18": "'b'",
+        "answer_19": "'mvcc-exact'", "answer_20": "'b'",
+        "answer_21": "'session-sees-own'", "answer_22": "'c'",
+    },
 }
 
 _SHIPPED = r"^(?P<name>answer_\d+) = None\b.*$"

@@ -371,7 +371,17 @@ def test_a_violations_chain_is_its_evidence_then_the_checkers_explanation(lost):
         assert violation["explanation"].rstrip(".") in chain.links[len(evidence)].text
         assert violation["invariant"] in chain.question
         for link in chain.links[:len(evidence)]:
-            assert link.text == milvus_edu.narrate.describe(event(events, link.seq)).rstrip(".")
+            assert link.text == milvus_edu.narrate.describe(event(events, link.seq).to_dict()).rstrip(".")
+
+
+def test_a_violations_evidence_is_narrated_from_the_rows_fields():
+    # a pandas row hands over its `count` method for the column of that name: the narration must get the column
+    result = milvus_edu.simulate("tso-failover", seed=1, switches=["tso_skip_load_on_init"])
+    chain = why(result, violation=1)
+    first = chain.links[0]
+    count = int(event(result.events, first.seq)["count"])
+    assert f"answers client-1: {count} timestamp(s) starting at" in first.text
+    assert all("bound method" not in link.text for link in chain.links)
 
 
 def test_a_stale_read_violation_follows_the_read_lessons_chain():

@@ -55,7 +55,9 @@ def _cp_rpc(row) -> str:
     listed = ", ".join(f"{ch} {ts_text(ts)}" for ch, ts in sorted(positions.items()))
     err = value(row, "error")
     if err:
-        return f"{value(row, 'node')}'s checkpoint update ({listed}) fails: {err}; it stays for the next tick."
+        # Milvus's rule, not what this run did: with drop_failed_checkpoint_tasks the task is deleted (the checker says so)
+        return (f"{value(row, 'node')}'s checkpoint update ({listed}) fails: {err}; Milvus's updater keeps "
+                f"a failed task for its next tick.")
     return f"{value(row, 'node')} sends checkpoints to DataCoord: {listed}."
 
 
@@ -63,8 +65,10 @@ def _flush_ts(row) -> str:
     d = detail_of(row)
     if d.get("set"):
         return f"{value(row, 'node')} sets {value(row, 'vchannel')}'s flushTs to {ts_text(value(row, 'ts'))}."
+    # equal only with reset_flush_ts_inclusive (Milvus clears on a checkpoint past flushTs)
+    where = "equal to it" if d.get("checkpoint") is not None and int(d["checkpoint"]) == value(row, "ts") else "past it"
     return (f"{value(row, 'node')} clears {value(row, 'vchannel')}'s flushTs {ts_text(value(row, 'ts'))}: DataCoord "
-            f"stored the checkpoint {ts_text(value(row, 'tick_ts'))}, past it.")
+            f"stored the checkpoint {ts_text(value(row, 'tick_ts'))}, {where}.")
 
 
 def _save(row) -> str:

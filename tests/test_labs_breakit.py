@@ -1,0 +1,204 @@
+"""Lab 8 (break it): every bug switch has its section, its grid, its Go rule; the self-checks pass the right answer,
+fail a wrong one with a hint, and wait for an answer while it is None. The runs judged here are the short ones
+(the TSO and QueryNode scenarios, under a second each); the lab's own run (tests/test_notebooks.py) judges the rest.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import nbformat
+import pytest
+
+import milvus_edu
+from milvus_edu.config import BugSwitches
+from milvus_edu.labs import breakit
+from milvus_edu.labs.breakit import (RULES, Break, breaks, breaks_of, check_go_rule, check_prediction, lesson_of,
+                                     run_break, summary_table, tour, violation_matrix, wrong_rule)
+from milvus_edu.registry import get_scenario, mechanisms
+from lab_solutions import SOLUTIONS
+
+LAB = Path(__file__).resolve().parents[1] / "notebooks" / "08_break_it.ipynb"
+
+
+@pytest.fixture(scope="module")
+def lab():
+    return nbformat.read(LAB, as_version=4)
+
+
+def _sections(nb) -> dict[str, str]:
+    """Switch -> the text of its section (from its ``### n.m `switch``` heading to the next heading of that level)."""
+    text = "\n".join(c.source for c in nb.cells)
+    parts = re.split(r"^(?=#{2,3} )", text, flags=re.M)
+    out = {}
+    for part in parts:
+        m = re.match(r"### \d+\.\d+ `(\w+)`", part)
+        if m:
+            out[m.group(1)] = part
+    return out
+
+
+# ---- coverage: a new switch must get a section, a grid and a rule ----------------------------------------------
+def test_every_switch_has_a_section_with_both_self_checks_and_its_rule_named(lab):
+    sections = _sections(lab)
+    assert set(sections) == set(BugSwitches.names()), "every bug switch needs a `### n.m `switch`` section in lab 8"
+    for switch, text in sections.items():
+        assert f'check_prediction(answer_' in text and f', "{switch}")' in text, switch
+        assert re.search(rf'check_go_rule\(answer_\d+, "{switch}"\)', text), switch
+        rule = RULES[switch]
+        assert rule.file.split(" ")[0] in text and rule.function.split(" ")[0] in text, \
+            f"the section of {switch} must name {rule.file} and {rule.function}"
+
+
+def test_sections_follow_the_tour_lesson_by_lesson(lab):
+    order = list(_sections(lab))
+    assert order == [s for _, switches in tour() for s in switches]
+    text = "\n".join(c.source for c in lab.cells)
+    titles = [m.title for m, _ in tour()]
+    assert [t for t in re.findall(r"^## \d+\. (.+)$", text, flags=re.M) if t in titles] == titles
+
+
+def test_every_switch_has_a_grid_a_docstring_and_a_rule():
+    for switch in BugSwitches.names():
+        alone = breaks_of(switch)[0]
+        assert alone.switches == (switch,) and alone.seed == 1
+        assert len(wrong_rule(switch)) > 40
+        assert switch in RULES
+    assert set(RULES) == set(BugSwitches.names())
+    with pytest.raises(ValueError, match="unknown bug switch"):
+        breaks_of("no_such_switch")
+    with pytest.raises(ValueError, match="has no docstring"):
+        wrong_rule("enabled")
+
+
+def test_breaks_are_the_reliability_sweeps_switch_grids():
+    grids = [(b.scenario, b.switches) for b in breaks()]
+    assert ("flush-ts-boundary", ("reset_flush_ts_inclusive",)) in grids
+    assert ("flush-ts-slow-store", ("checkpoint_ignores_syncing_segments", "reset_flush_ts_inclusive")) in grids
+    assert [b.switches for b in breaks_of("reset_flush_ts_inclusive")][0] == ("reset_flush_ts_inclusive",)
+
+
+def test_a_missing_grid_file_says_where_to_get_it(monkeypatch, tmp_path):
+    monkeypatch.setattr(breakit, "GRID", tmp_path / "none.json")
+    with pytest.raises(FileNotFoundError, match="clone of the repository"):
+        breaks()
+
+
+def test_tour_groups_each_switch_once_under_its_scenarios_first_mechanism():
+    groups = tour()
+    names = [m.name for m, _ in groups]
+    assert names == [m.name for m in mechanisms() if m.name in names]
+    seen = [s for _, switches in groups for s in switches]
+    assert sorted(seen) == sorted(BugSwitches.names()) and len(seen) == len(set(seen))
+    for m, switches in groups:
+        for switch in switches:
+            assert lesson_of(switch) is m
+            assert get_scenario(breaks_of(switch)[0].scenario).mechanisms[0] == m.name
+
+
+# ---- the Go rules ----------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("switch", BugSwitches.names())
+def test_go_rule_check_right_wrong_and_pending(switch):
+    rule = RULES[switch]
+    assert rule.faithful != rule.switch and {rule.faithful, rule.switch} <= set(rule.choices)
+    assert set(rule.hints) == set(rule.choices) - {rule.faithful, rule.switch}
+    assert check_go_rule(rule.faithful, switch)
+    assert check_go_rule(f" ({rule.faithful.upper()}) ", switch)
+    said = check_go_rule(rule.switch, switch)
+    assert not said and "wrong rule the switch puts in" in str(said)
+    for letter, hint in rule.hints.items():
+        said = check_go_rule(letter, switch)
+        assert not said and str(said).endswith(hint)
+    assert "Not answered yet" in str(check_go_rule(None, switch))
+    assert "not one of the choices" in str(check_go_rule("z", switch))
+    assert "type int" in str(check_go_rule(3, switch))
+
+
+def test_reference_answers_pick_milvus_line_and_name_a_checker():
+    solutions = SOLUTIONS[LAB.name]
+    nb = nbformat.read(LAB, as_version=4)
+    for cell in nb.cells:
+        for name, switch in re.findall(r'check_go_rule\((answer_\d+), "(\w+)"\)', cell.source):
+            assert ast.literal_eval(solutions[name]) == RULES[switch].faithful, switch
+        for name, switch in re.findall(r'check_prediction\((answer_\d+), "(\w+)"\)', cell.source):
+            assert isinstance(ast.literal_eval(solutions[name]), str), switch
+
+
+# ---- predictions, judged on the run ----------------------------------------------------------------------------
+def test_prediction_right_when_the_checker_failed_and_says_who_else_did():
+    said = check_prediction("Global Monotonic", "tso_skip_load_on_init")
+    assert said and "global-monotonic failed" in str(said) and "client-monotonic" in str(said)
+    assert check_prediction("window", "tso_no_window_save")
+
+
+def test_prediction_wrong_gets_a_hint_not_the_answer():
+    said = check_prediction("global-monotonic", "tso_no_window_save")
+    assert not said and "held in this run" in str(said) and "Timestamp oracle" in str(said)
+    assert "window" not in str(said).replace("the wrong", "")
+    said = check_prediction("none", "session_uses_zero_ts")
+    assert not said and "does fail" in str(said)
+    assert "is a bug switch" in str(check_prediction("session_uses_zero_ts", "session_uses_zero_ts"))
+    assert "not a checker of this run" in str(check_prediction("durable", "session_uses_zero_ts"))
+    assert "Not answered yet" in str(check_prediction(None, "session_uses_zero_ts"))
+    assert not check_prediction(7, "session_uses_zero_ts")
+
+
+def test_reset_flush_ts_inclusive_alone_breaks_no_checker():
+    """Quirk P23: alone, the switch changes no answer a client gets, so 'none' is the right prediction."""
+    assert check_prediction("none", "reset_flush_ts_inclusive")
+    said = check_prediction("flush-durable", "reset_flush_ts_inclusive")
+    assert not said and "every other checker" in str(said)
+
+
+def test_runs_are_shared_and_only_the_last_two_kept():
+    first = run_break("tso_no_window_save")
+    assert run_break("tso_no_window_save") is first
+    run_break("delete_ignores_timestamps")
+    run_break("session_uses_zero_ts")
+    assert len(breakit._RUNS) <= 2 and breaks_of("tso_no_window_save")[0] not in breakit._RUNS
+    assert breakit.counts_of(breaks_of("tso_no_window_save")[0])["window"] > 0  # the counts outlive the run
+
+
+def test_report_and_chain_print_the_run(capsys):
+    run = run_break("update_tsafe_before_delete")
+    breakit.report(run)
+    breakit.show_chain(milvus_edu.why(run, violation=1))
+    out = capsys.readouterr().out
+    assert "delete-then-read, seed 1, switches: update_tsafe_before_delete" in out
+    assert "mvcc-exact" in out and "Let event" in out and "because event" in out
+    assert all(len(line) <= breakit.WIDTH for line in out.splitlines() if not line.startswith("delete-then-read"))
+    breakit.report(milvus_edu.simulate("delete-then-read", seed=1))
+    assert "every checker held" in capsys.readouterr().out
+
+
+def test_table_and_matrix_come_from_the_runs(monkeypatch):
+    cheap = (Break("tso-basics", ("tso_no_window_save",), 1), Break("delete-then-read", ("update_tsafe_before_delete",), 1))
+    monkeypatch.setattr(breakit, "breaks", lambda: cheap)
+    table = summary_table()
+    assert list(table.switches) == ["tso_no_window_save", "update_tsafe_before_delete"]
+    window = breakit.counts_of(cheap[0])["window"]
+    assert table["checkers that failed (violations)"][0] == f"window ({window:,})"
+    assert table["rule in Milvus 2.5"][1] == "delete_node.go: deleteNode.Operate"
+    matrix = violation_matrix()
+    assert list(matrix.columns) == ["window", "mvcc-exact"] and matrix.loc[cheap[0].label, "window"] == window
+
+
+# ---- what the lab's chains read: the narration says what Milvus does, not what a switch made happen ------------
+def test_clearing_flush_ts_says_whether_the_checkpoint_passed_or_equalled_it():
+    from milvus_edu.narrate import describe
+
+    row = {"kind": "datanode.flush_ts", "node": "datanode-1", "vchannel": "v0", "ts": 100, "tick_ts": 100,
+           "detail": '{"checkpoint": 100, "set": false}'}
+    assert describe(row).endswith("stored the checkpoint " + milvus_edu.narrate.ts_text(100) + ", equal to it.")
+    passed = {**row, "tick_ts": 120, "detail": '{"checkpoint": 120, "set": false}'}
+    assert describe(passed).endswith(", past it.")
+
+
+def test_a_failed_checkpoint_rpc_is_narrated_as_milvus_rule():
+    from milvus_edu.narrate import describe
+
+    row = {"kind": "datanode.cp_rpc", "node": "datanode-1", "error": "etcdserver: request timed out",
+           "detail": '{"positions": {"v0": 100}}'}
+    assert "Milvus's updater keeps a failed task for its next tick" in describe(row)
