@@ -1,7 +1,8 @@
 """Reliability at scale: every scenario with the faithful rules, and every bug switch in the scenario that teaches it.
 
-The sweep is data, in ``benchmarks/grids/`` (beside the benchmarks, not in ``sweeps/``, which the README and the
-book use as the place a sweep writes its output):
+The sweep is data, in ``milvus_edu/sweep/grids/`` (in the package, because the break-it lab reads which scenario
+teaches which switch from it; not in ``sweeps/``, which the README and the book use as the place a sweep writes its
+output):
 
 * ``reliability-scenarios.json``: one grid, every scenario but ``workload`` (which runs only the steps it is
   given) x seeds 1-1000, no switch; ``milvus-edu sweep`` takes it as it is.
@@ -29,7 +30,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-GRIDS = Path(__file__).resolve().parent / "grids"
+GRIDS = Path(__file__).resolve().parents[1] / "milvus_edu" / "sweep" / "grids"
 SCENARIOS_GRID = GRIDS / "reliability-scenarios.json"
 SWITCHES_GRIDS = GRIDS / "reliability-switches.json"
 #: Switches that no checker may catch in their scenario, and why: the switch changes no answer a client gets.

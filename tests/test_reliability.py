@@ -1,4 +1,4 @@
-"""Reliability at scale, small: the documented sweep's grids (benchmarks/grids/) at 1 seed per scenario and per
+"""Reliability at scale, small: the documented sweep's grids (milvus_edu/sweep/grids/) at 1 seed per scenario and per
 switch, as CI runs them, and the book's page of the full tables.
 
 The slow tests sweep seed 1 of every grid on the shared local[2] Spark session (43 runs, each scenario at its

@@ -10,7 +10,7 @@ Why the checks live here, in one shared module, and not in each lesson's ``labs.
 every lesson, and its questions have the same shape for every switch (which checker fires, which line is
 faithful), so one set of checks serves all of them; split per lesson they would be the same code four times.
 The module keeps to the plug-in contract (``tests/test_plugin_contract.py``): it names no mechanism. Which
-scenario breaks which switch is the reliability sweep's grid file (``benchmarks/grids/reliability-switches.json``,
+scenario breaks which switch is the reliability sweep's grid file (``milvus_edu/sweep/grids/reliability-switches.json``,
 the scenario each lesson's "break it" section runs), read as it is; the lesson a switch belongs to is its
 scenario's first mechanism and the checkers are those of the run, both from :mod:`milvus_edu.registry` and the
 run's summary. What is keyed here is keyed by switch: the Go rule each one breaks.
@@ -33,8 +33,8 @@ from ..config import BugSwitches
 from ..registry import Mechanism, get_mechanism, get_scenario, mechanisms
 from .feedback import Feedback, name_answer, pending, right, wrong
 
-# The reliability sweep's switch grids: one per scenario that breaks a switch (benchmarks/reliability.py).
-GRID = Path(__file__).resolve().parents[2] / "benchmarks" / "grids" / "reliability-switches.json"
+# The reliability sweep's switch grids: one per scenario that breaks a switch (benchmarks/reliability.py sweeps them).
+GRID = Path(__file__).resolve().parents[1] / "sweep" / "grids" / "reliability-switches.json"
 #: The Milvus 2.5 commit the line numbers of :data:`RULES` refer to (the branch head the reference read).
 MILVUS_COMMIT = "9d8edf9"
 #: Answers that say "no checker fires", once normalised by :func:`~milvus_edu.labs.feedback.name_answer`.
@@ -60,15 +60,11 @@ def breaks() -> tuple[Break, ...]:
     """Every switch grid of the reliability sweep, in the file's order, each at its first seed.
 
     The grids sweep seeds 1-200; the first seed catches every switch that can be caught (book/reliability.md),
-    and the lab runs only that one. ``FileNotFoundError`` (one line) outside a clone of the repository.
+    and the lab runs only that one.
     """
     from ..sweep.grid import normalise_grid
 
-    try:
-        grids = json.loads(GRID.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise FileNotFoundError(f"{GRID} is missing: the break-it lab reads the reliability sweep's grids from a "
-                                "clone of the repository (install it with `pip install -e .` there)") from None
+    grids = json.loads(GRID.read_text(encoding="utf-8"))
     out = []
     for grid in grids:
         normal = normalise_grid(grid)
