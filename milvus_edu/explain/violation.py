@@ -64,7 +64,6 @@ def explain_violation(events: pd.DataFrame, summary: Mapping, number: int) -> Ch
     if len(rows) != len(seqs):
         raise WhyError(f"violation {number} rests on events this run log does not hold; pass the run folder whose "
                        f"summary.json reported it")
-    # As dicts: the narration reads a pandas row's fields as attributes, and a Series's ``count`` is its method.
     links = [Link(int(r["seq"]), float(r["t_ms"]), str(r["node"]), describe(r).rstrip("."))
              for r in rows.to_dict("records")]
     if links:
