@@ -102,7 +102,7 @@ def ts_ms(ts) -> int | None:
     return (int(ts) >> _LOGICAL_BITS) - SIM_EPOCH_MS
 
 
-def _rows(frame):
+def rows(frame):
     """The run log's rows as dicts without their empty columns, numbers as plain Python numbers."""
     table = frame.astype(object).where(frame.notna(), None)  # pd.NA and NaN become None, once per column
     names = list(table.columns)
@@ -169,7 +169,7 @@ def flow_pairs(frame) -> list[tuple[int, int, str]]:
     mapped = frame[frame["kind"].isin(list(mapping))]
     matcher = FlowMatcher()
     out = []
-    for row in _rows(mapped):
+    for row in rows(mapped):
         seq = int(row["seq"])
         out += [(send, seq, str(key[0])) for send, key in matcher.feed(seq, row_items(row, mapping))]
     return out
@@ -188,7 +188,7 @@ def perfetto_trace(events) -> dict:
     open_slices: dict[tuple, deque] = {}
     end_us = 0.0
     run_id = None
-    for row in _rows(frame):
+    for row in rows(frame):
         run_id = run_id or row.get("run_id")
         t = _us(row["t_ms"])
         end_us = max(end_us, t)
