@@ -9,7 +9,7 @@ const NUM = new Intl.NumberFormat("en-US");
 const TYPES = { f8: Float64Array, u4: Uint32Array, i4: Int32Array, u2: Uint16Array, u1: Uint8Array };
 const SPEEDS = [["5 events/s", 5], ["25 events/s", 25], ["100 events/s", 100], ["500 events/s", 500],
                 ["2,000 events/s", 2000], ["10,000 events/s", 10000]];
-const LABEL_W = 118;   // px of lane labels on the left
+const LABEL_W = 132;   // px of lane labels on the left
 const AXIS_H = 16;     // px of the time axis on top
 const LANE_H = 17;     // px per component or pchannel lane
 const TRACK_H = 22;    // px per watermark track
@@ -367,26 +367,26 @@ function render({ model, el: root }) {
     const i = cursor, t = A.t[i];
     const head = `<div class='mex-head'><b>event ${NUM.format(i + 1)}</b> of ${NUM.format(n)} &middot; `
       + `<code>${escapeHtml(meta.kinds[A.kind[i]])}</code> &middot; ${escapeHtml(meta.nodes[A.node[i]])} &middot; ${(t / 1000).toFixed(3)} s</div>`;
-    let rows = "<tr><th colspan='3'>components: last event</th></tr>";
+    let marks = "<tr><th colspan='3'>watermarks: value, lag behind now</th></tr>";
+    meta.tracks.forEach((track, k) => {
+      const lo = meta.track_starts[k], hi = meta.track_starts[k + 1];
+      const j = lastAtMost((m) => A.cseq[m], lo, hi, i);
+      const label = `<span title='on ${escapeHtml(track.process)}'>${escapeHtml(track.name)}</span>`;
+      if (j < lo) { marks += `<tr><td class='mex-key'>${label}</td><td>–</td><td></td></tr>`; return; }
+      const lag = t - A.cval[j];
+      marks += `<tr><td class='mex-key'>${label}</td><td class='mex-num'>${(A.cval[j] / 1000).toFixed(3)} s</td>`
+        + `<td class='mex-num${lag > 1000 ? " mex-late" : ""}'>${NUM.format(Math.round(lag))} ms</td></tr>`;
+    });
+    let comps = "<tr><th colspan='3'>components: last event, how long ago</th></tr>";
     meta.lanes.forEach((name, k) => {
       const a = run.laneStart[k], b = run.laneStart[k + 1];
       const j = lastAtMost((m) => run.laneEvents[m], a, b, i);
       if (j < a) return;
       const e = run.laneEvents[j];
-      rows += `<tr><td class='mex-key'>${escapeHtml(name)}</td><td>${escapeHtml(meta.kinds[A.kind[e]])}</td>`
-        + `<td class='mex-num'>${NUM.format(Math.round(t - A.t[e]))} ms ago</td></tr>`;
+      comps += `<tr><td class='mex-key'>${escapeHtml(name)}</td><td class='mex-kindcell'>${escapeHtml(meta.kinds[A.kind[e]])}</td>`
+        + `<td class='mex-num'>${NUM.format(Math.round(t - A.t[e]))} ms</td></tr>`;
     });
-    rows += "<tr><th colspan='3'>watermarks: value, lag</th></tr>";
-    meta.tracks.forEach((track, k) => {
-      const lo = meta.track_starts[k], hi = meta.track_starts[k + 1];
-      const j = lastAtMost((m) => A.cseq[m], lo, hi, i);
-      const label = `${escapeHtml(track.name)} <span class='mex-dim'>${escapeHtml(track.process)}</span>`;
-      if (j < lo) { rows += `<tr><td class='mex-key'>${label}</td><td>–</td><td></td></tr>`; return; }
-      const lag = t - A.cval[j];
-      rows += `<tr><td class='mex-key'>${label}</td><td class='mex-num'>${(A.cval[j] / 1000).toFixed(3)} s</td>`
-        + `<td class='mex-num${lag > 1000 ? " mex-late" : ""}'>${NUM.format(Math.round(lag))} ms</td></tr>`;
-    });
-    state.innerHTML = `${head}<table>${rows}</table>`;
+    state.innerHTML = `${head}<table>${marks}</table><table>${comps}</table>`;
   }
 
   function show(i, { sync = true } = {}) {
