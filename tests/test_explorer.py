@@ -236,3 +236,26 @@ def test_a_run_folder_opens_with_its_summary(tmp_path):
     assert ("client.request", "rootcoord.alloc_timestamp") in {
         (ex.events["kind"].iloc[s], ex.events["kind"].iloc[r]) for s, r in
         zip(ex.payload.arrays["fsend"], ex.payload.arrays["frecv"])}
+
+
+def test_violations_are_jumped_to_and_explained_with_the_checkers_chain():
+    """A bug switch that lets reads skip the tsafe wait: the checkers report violations; Violation ▶ goes to the
+    first one's event and "Why?" there is the violation's chain."""
+    run = milvus_edu.simulate(SCENARIO, seed=1, duration_s=8, switches=["skip_wait_tsafe"])
+    ex = milvus_edu.explore(run)
+    first = run.summary["checks"]["violations"][0]
+    assert ex.next_violation() == max(first["seqs"])
+    assert ex.question_at() == {"violation": 1}
+    assert ex.why().lines() == milvus_edu.why(run, violation=1).lines()
+    assert ex.view.meta["violations"][0]["title"] == f"violation 1: {first['invariant']}"
+    ex.goto(len(ex) - 1)
+    assert ex.previous_violation() == max(run.summary["checks"]["violations"][-1]["seqs"])
+
+
+def test_why_at_a_client_flush_asks_for_that_flush():
+    run = milvus_edu.simulate("flush-manual", seed=1, duration_s=5, options={"workload_s": 1.0, "inserts_per_s": 50.0})
+    ex = milvus_edu.explore(run)
+    done = ex.jump_to_next("client.flush")
+    done = ex.jump_to_next("client.flush")  # the second client.flush row: GetFlushState said flushed
+    assert ex.question_at(done) == {"flush": 1}
+    assert ex.why(done).lines() == milvus_edu.why(run, flush=1).lines()

@@ -356,7 +356,8 @@ class Explorer:
                                  & ~self.events["detail"].map(lambda d: bool(detail_dict(d).get("flushed")))]
             same = issued[(issued["node"] == row["node"]) & (issued["ts"] == row["ts"]) & (issued["seq"] <= seq)]
             if len(same):
-                return {"flush": int(np.flatnonzero(issued["seq"].to_numpy() == same["seq"].iloc[0])[0]) + 1}
+                # keyword arguments of why(), built as such: the question is the client call's, not a lesson's name
+                return dict(flush=int(np.flatnonzero(issued["seq"].to_numpy() == same["seq"].iloc[0])[0]) + 1)
         raise WhyError(f"event {seq + 1:,} ({row['kind']}) is no read, flush or violation; move the cursor to one "
                        f"(a client.read, a client.flush, or Violation ▶) and ask again")
 
