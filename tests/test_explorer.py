@@ -255,7 +255,7 @@ def test_violations_are_jumped_to_and_explained_with_the_checkers_chain():
 def test_why_at_a_client_flush_asks_for_that_flush():
     run = milvus_edu.simulate("flush-manual", seed=1, duration_s=5, options={"workload_s": 1.0, "inserts_per_s": 50.0})
     ex = milvus_edu.explore(run)
-    done = ex.jump_to_next("client.flush")
-    done = ex.jump_to_next("client.flush")  # the second client.flush row: GetFlushState said flushed
+    ex.jump_to_next("client.flush")  # the flush call
+    done = ex.jump_to_next("client.flush")  # GetFlushState said flushed
     assert ex.question_at(done) == {"flush": 1}
     assert ex.why(done).lines() == milvus_edu.why(run, flush=1).lines()

@@ -356,6 +356,8 @@ function render({ model, el: root }) {
     ctx.strokeStyle = "#222"; ctx.lineWidth = 1.25;
     ctx.beginPath(); ctx.moveTo(x, AXIS_H); ctx.lineTo(x, canvas.height); ctx.stroke();
     const y = laneY[A.lane[cursor]];
+    // where the cursor's event is drawn, in canvas pixels (tests click there)
+    canvas.dataset.cursorX = String(x); canvas.dataset.cursorY = String(y);
     if (!Number.isNaN(y)) {
       ctx.strokeStyle = "#000"; ctx.lineWidth = 2;
       ctx.beginPath(); ctx.arc(x, y, 6, 0, 2 * Math.PI); ctx.stroke();
