@@ -194,6 +194,7 @@ function render({ model, el: root }) {
       canvas.width = w; canvas.height = h; bg.width = w; bg.height = h;
       canvas.style.height = `${h}px`;
     }
+    side.style.height = `${Math.max(h, 380)}px`; // the panels as tall as the picture, each scrolling inside
   }
   const x0 = () => LABEL_W;
   const x1 = () => canvas.width - 6;
@@ -413,6 +414,7 @@ function render({ model, el: root }) {
     forkAction.replaceChildren(...(meta.fork_actions || []).map((a) => el("option", { value: a, text: a })));
     const forkable = meta.lanes.filter((_, k) => !meta.lane_is_channel[k] && meta.lane_node[k] >= 0 && !/^(sim|etcd)$/.test(meta.lanes[k]));
     forkNode.replaceChildren(...forkable.map((l) => el("option", { value: l, text: l })));
+    forkNode.value = forkable.find((l) => l.startsWith("proxy")) || forkable[0] || "";
     for (const c of [forkAction, forkNode, forkBtn]) c.disabled = !meta.can_fork;
     showBtn.style.display = meta.has_fork ? "" : "none";
     showBtn.textContent = meta.which === "fork" ? "Show original" : "Show fork";

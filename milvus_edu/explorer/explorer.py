@@ -100,6 +100,7 @@ class Explorer:
         self.payload = build_payload(self.events)
         self.violations = self._marks(self.summary, "violations")
         self.stalls = self._marks(self.summary, "stalls")
+        self._fork_marks = {"violations": [], "stalls": []}
         self.forked = None  # the ForkResult of the last fork
         self._fork_payload: Payload | None = None
         self._showing = "original"
@@ -138,8 +139,8 @@ class Explorer:
         return {"which": which, "has_fork": fork is not None,
                 "first_difference": None if fork is None else fork.first_difference,
                 "fork_label": "" if fork is None else self._fork_label,
-                "violations": self.violations if which == "original" else [],
-                "stalls": self.stalls if which == "original" else [],
+                "violations": self.violations if which == "original" else self._fork_marks["violations"],
+                "stalls": self.stalls if which == "original" else self._fork_marks["stalls"],
                 "fork_actions": list(FORK_ACTIONS), "can_fork": self._source is not None,
                 "title": f"{payload.meta['run_id'] or 'run'} · {len(events):,} events"
                          + (f" · fork: {self._fork_label}" if which == "fork" else "")}
@@ -207,6 +208,10 @@ class Explorer:
         self.goto(int(pick[0]))
         return self.cursor
 
+    def _shown_marks(self, what: str) -> list[dict]:
+        """The violations or stalls of the run shown (the original's, or the fork's own checkers')."""
+        return self._fork_marks[what] if self._showing == "fork" else getattr(self, what)
+
     def jump_to_next(self, kind: str) -> int | None:
         """Move to the next event of ``kind`` after the cursor; ``None`` (cursor kept, message set) if none."""
         kinds = self._shown()[1]["kind"].to_numpy()
@@ -219,19 +224,19 @@ class Explorer:
 
     def next_violation(self) -> int | None:
         """Move to the next violation's event (the last event its checker cites); ``None`` if none is left."""
-        return self._jump([v["seq"] for v in self.violations], True, "violation")
+        return self._jump([v["seq"] for v in self._shown_marks("violations")], True, "violation")
 
     def previous_violation(self) -> int | None:
         """Move to the previous violation's event; ``None`` if none."""
-        return self._jump([v["seq"] for v in self.violations], False, "violation")
+        return self._jump([v["seq"] for v in self._shown_marks("violations")], False, "violation")
 
     def next_stall(self) -> int | None:
         """Move to where the next liveness stall began (the last event that moved the stalled watermark)."""
-        return self._jump([s["seq"] for s in self.stalls], True, "stall")
+        return self._jump([s["seq"] for s in self._shown_marks("stalls")], True, "stall")
 
     def previous_stall(self) -> int | None:
         """Move to where the previous liveness stall began; ``None`` if none."""
-        return self._jump([s["seq"] for s in self.stalls], False, "stall")
+        return self._jump([s["seq"] for s in self._shown_marks("stalls")], False, "stall")
 
     # ------------------------------------------------------------------------------------ filters
 
@@ -392,6 +397,7 @@ class Explorer:
         self.forked = result
         self._fork_label = f"{action} {node} at {at_ms / 1000:.3f} s"
         self._fork_payload = build_payload(as_frame(result.run.events).reset_index(drop=True))
+        self._fork_marks = {what: self._marks(result.run.summary, what) for what in ("violations", "stalls")}
         self.show("fork")
         if result.first_difference is not None:
             self.goto(result.first_difference)
