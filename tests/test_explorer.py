@@ -259,3 +259,15 @@ def test_why_at_a_client_flush_asks_for_that_flush():
     done = ex.jump_to_next("client.flush")  # GetFlushState said flushed
     assert ex.question_at(done) == {"flush": 1}
     assert ex.why(done).lines() == milvus_edu.why(run, flush=1).lines()
+
+
+def test_the_books_explorer_example_prints_what_the_page_shows(capsys):
+    """book/explain.md's explorer section: its Python block, run, prints its text block."""
+    from pathlib import Path
+
+    page = (Path(__file__).resolve().parents[1] / "book" / "explain.md").read_text(encoding="utf-8")
+    section = page.split("(explain-explorer)=\n", 1)[1]
+    code = section.split("```python\n", 1)[1].split("\n```", 1)[0]
+    shown = section.split("```text\n", 1)[1].split("\n```", 1)[0]
+    exec(compile(code, "book/explain.md", "exec"), {})
+    assert capsys.readouterr().out.rstrip("\n") == shown
