@@ -588,6 +588,7 @@ function render({ model, el: root }) {
   const onRun = () => {
     run = loadRun(model.get("meta"), model.get("arrays"));
     cursor = Math.min(cursor, run.n - 1);
+    details.replaceChildren(); // its words were about the other run
     setupRun();
   };
   const onCursor = () => { const c = model.get("cursor"); if (c !== cursor) show(c, { sync: false }); };
