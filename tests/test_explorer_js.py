@@ -102,3 +102,21 @@ def test_a_click_on_an_event_selects_it_and_asks_for_its_details(page, explorer)
     assert ask["type"] == "detail" and ask["seq"] == 745
     page.evaluate("(a) => window.__deliver(a)", explorer.answer(ask))
     assert "event 746" in page.inner_text(".mex-details") and "proxy-2" in page.inner_text(".mex-details")
+
+
+def test_filters_hide_a_lane_and_play_moves_the_cursor(page):
+    page.click(".mex-filter-btn")
+    height = page.evaluate("() => document.querySelector('.mex-canvas').height")
+    page.locator(".mex-filters label", has_text="sim").first.locator("input").uncheck()
+    assert page.evaluate("() => window.__model.get('hidden_lanes')") == ["sim"]
+    assert page.evaluate("() => document.querySelector('.mex-canvas').height") < height  # its lane is gone
+    page.locator(".mex-filters label", has_text="sim").first.locator("input").check()
+    assert page.evaluate("() => document.querySelector('.mex-canvas').height") == height
+    page.click(".mex-filter-btn")
+    page.evaluate("(c) => window.__set('cursor', c)", 0)
+    page.click(".mex-play")
+    page.wait_for_function("() => window.__model.get('cursor') >= 20", timeout=10_000)
+    page.click(".mex-play")
+    stopped = page.evaluate("() => window.__model.get('cursor')")
+    page.wait_for_timeout(300)
+    assert page.evaluate("() => window.__model.get('cursor')") == stopped and _head(page).startswith(f"event {stopped + 1:,} ")
