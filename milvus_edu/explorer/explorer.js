@@ -323,19 +323,24 @@ function render({ model, el: root }) {
       bctx.strokeStyle = "#c8c8c8"; bctx.setLineDash([3, 3]); bctx.lineWidth = 1;
       bctx.beginPath(); bctx.moveTo(x0(), bottom); bctx.lineTo(x1(), top + 2); bctx.stroke(); bctx.setLineDash([]);
       const yOf = (v) => Math.min(Math.max(bottom - ((v - ta) / span) * (bottom - top - 2), top + 2), bottom);
-      const lo = starts[k], hi = starts[k + 1];
-      let j = Math.max(lastAtMost((m) => A.t[A.cseq[m]], lo, hi, ta), lo);
-      if (j >= hi) return;
+      const first = starts[k], end = starts[k + 1];
+      let j = Math.max(lastAtMost((m) => A.t[A.cseq[m]], first, end, ta), first);
+      if (j >= end) return;
       bctx.strokeStyle = "#1864ab"; bctx.lineWidth = 1.5;
       bctx.beginPath();
-      let x = Math.max(xOf(A.t[A.cseq[j]]), x0()), y = yOf(A.cval[j]);
-      bctx.moveTo(x, y);
-      for (j += 1; j < hi && A.t[A.cseq[j]] <= tb; j++) {
-        x = xOf(A.t[A.cseq[j]]);
+      // a step line, at most a few segments per pixel column: values that fall in one column draw its range
+      let px = Math.round(Math.max(xOf(A.t[A.cseq[j]]), x0())), y = yOf(A.cval[j]);
+      let low = y, high = y;
+      bctx.moveTo(px, y);
+      for (j += 1; j < end && A.t[A.cseq[j]] <= tb; j++) {
+        const x = Math.round(xOf(A.t[A.cseq[j]])), v = yOf(A.cval[j]);
+        if (x === px) { low = Math.min(low, v); high = Math.max(high, v); y = v; continue; }
+        if (low !== high) { bctx.lineTo(px, low); bctx.lineTo(px, high); bctx.lineTo(px, y); }
         bctx.lineTo(x, y);
-        y = yOf(A.cval[j]);
-        bctx.lineTo(x, y);
+        bctx.lineTo(x, v);
+        px = x; y = v; low = v; high = v;
       }
+      if (low !== high) { bctx.lineTo(px, low); bctx.lineTo(px, high); bctx.lineTo(px, y); }
       bctx.lineTo(x1(), y);
       bctx.stroke();
     });
