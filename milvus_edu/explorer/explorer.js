@@ -588,6 +588,9 @@ function render({ model, el: root }) {
     } else if (content.type === "fork") {
       message.textContent = content.first_difference === null ? "the fork's run log is the same as the original's"
         : `the fork differs from event ${NUM.format(content.first_difference + 1)} on`;
+      details.innerHTML = `<div class='mex-head'>${escapeHtml(run.meta.title)}</div><div class='mex-words'>`
+        + `${escapeHtml(message.textContent)}: every event before it is the original's, byte for byte. The dashed line `
+        + `marks it; <b>Show original</b> switches back, with the cursor on the same event number.</div>`;
     }
   }
   const onRun = () => {
