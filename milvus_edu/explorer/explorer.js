@@ -417,7 +417,7 @@ function render({ model, el: root }) {
     kindSel.replaceChildren(...meta.kinds.map((k) => el("option", { value: k, text: k })));
     kindSel.value = meta.kinds.find((k) => k.startsWith("fault.")) || meta.kinds[0];
     forkAction.replaceChildren(...(meta.fork_actions || []).map((a) => el("option", { value: a, text: a })));
-    const forkable = meta.lanes.filter((_, k) => !meta.lane_is_channel[k] && meta.lane_node[k] >= 0 && !/^(sim|etcd)$/.test(meta.lanes[k]));
+    const forkable = meta.lanes.filter((_, k) => !meta.lane_is_channel[k] && meta.lane_node[k] >= 0 && !/^(sim|etcd)$|^client/i.test(meta.lanes[k])); // the workload's clients are no node of the cluster
     forkNode.replaceChildren(...forkable.map((l) => el("option", { value: l, text: l })));
     forkNode.value = forkable.find((l) => l.startsWith("proxy")) || forkable[0] || "";
     for (const c of [forkAction, forkNode, forkBtn]) c.disabled = !meta.can_fork;
