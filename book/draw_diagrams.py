@@ -238,8 +238,9 @@ LAYERS: tuple[Layer, ...] = (
           ("sim", "live")),
     Layer("cluster", "simulated nodes, one per Milvus component, over one node base; one cluster builder",
           ("cluster",)),
-    Layer("readers", "read the run log only: checkers' base, narration, causal chains, views, trace export, Spark "
-          "analyses, lab feedback", ("check", "narrate", "explain", "viz", "export", "analysis", "labs")),
+    Layer("readers", "read the run log only: checkers' base, narration, causal chains, views, the explorer, trace "
+          "export, Spark analyses, lab feedback", ("check", "narrate", "explain", "viz", "explorer", "export", "analysis",
+                                                  "labs")),
     Layer("lessons", "one folder per mechanism: scenarios, checkers, views, labs, analyses (registered)",
           ("mechanisms",)),
     Layer("front door", "the command line, Spark sweeps, a real Milvus beside the model, milvus_edu.simulate",

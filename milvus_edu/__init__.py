@@ -16,5 +16,16 @@ from .export import export_perfetto  # noqa: E402
 from . import mechanisms  # noqa: E402,F401  (registers the built-in mechanisms)
 from .explain import why  # noqa: E402
 
+
+def explore(run_or_path_or_frame, **opts):
+    """Open the explorer (:class:`milvus_edu.explorer.Explorer`) on a run result, a run folder or a run-log
+    DataFrame: the whole cluster on one cursor, as a JupyterLab widget or headless. ``opts``: ``span_s`` (the
+    visible time window), ``cursor`` (the first event shown, 0-based). Imported on first use: it needs the
+    widget libraries, which ``import milvus_edu`` does not load."""
+    from .explorer import explore as _explore
+
+    return _explore(run_or_path_or_frame, **opts)
+
+
 __all__ = ["__version__", "simulate", "load_run", "replay", "fork", "Kill", "Restart", "Pause", "ClockJump",
-           "export_perfetto", "why"]
+           "export_perfetto", "why", "explore"]

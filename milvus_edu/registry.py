@@ -100,9 +100,9 @@ class Mechanism:
     * ``marks``: kind -> :class:`Mark` for the events lane.
     * ``analyses()``: name -> ``(spark_function, pandas_function)``, its Spark analyses and their twins.
     * ``demo``: at most one registered mechanism provides the demo.
-    * ``trace``: kind -> ``f(row) -> list | None``, how its events show in a trace viewer: the trace items
-      (:mod:`milvus_edu.export.perfetto`: slices from begin to end, watermark counters, instants) a row
-      becomes, or ``None`` for a plain instant.
+    * ``trace``: kind -> ``f(row) -> list | None``, how its events show in a trace viewer and in the explorer: the
+      trace items (:mod:`milvus_edu.export.perfetto`: slices from begin to end, watermark counters, instants, and
+      the messages the event sends or receives as flows) a row becomes, or ``None`` for a plain instant.
     * ``explainers``: question kind -> ``f(events, subject) -> Answer``, the "why?" questions this lesson answers
       (:mod:`milvus_edu.explain`); one mechanism per question kind.
     """

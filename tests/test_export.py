@@ -10,7 +10,7 @@ import pytest
 import milvus_edu
 from milvus_edu.cli import main
 from milvus_edu.events.schema import EVENT_KINDS
-from milvus_edu.export import export_perfetto
+from milvus_edu.export import Flow, export_perfetto, flow_pairs
 from milvus_edu.registry import mechanisms
 
 #: One short run per mechanism, long enough to hold the requests and watermarks its trace declares.
@@ -59,10 +59,12 @@ def check_trace_event_format(trace: dict) -> None:
             assert key not in names, f"{key} named twice"
             names[key] = e["args"]["name"]
             continue
-        assert e["ph"] in ("X", "i", "C"), e
+        assert e["ph"] in ("X", "i", "C", "s", "f"), e
         assert isinstance(e["ts"], Number) and e["ts"] >= 0 and isinstance(e["cat"], str)
         assert isinstance(e["args"], dict)
-        if e["ph"] == "X":
+        if e["ph"] in ("s", "f"):
+            assert isinstance(e["id"], int) and (e["ph"] == "s" or e["bp"] == "e")
+        elif e["ph"] == "X":
             assert isinstance(e["dur"], Number) and e["dur"] >= 0
         elif e["ph"] == "i":
             assert e["s"] == "t"
@@ -74,6 +76,11 @@ def check_trace_event_format(trace: dict) -> None:
     assert {pid for pid, _ in thread_names} <= set(process_names)
     assert [e["ts"] for e in used] == sorted(e["ts"] for e in used)
     assert len(set(process_names.values())) == len(process_names)  # one process per component
+    starts = {e["id"]: e for e in used if e["ph"] == "s"}
+    finishes = {e["id"]: e for e in used if e["ph"] == "f"}
+    assert len(starts) == len([e for e in used if e["ph"] == "s"]), "a flow id starts twice"
+    assert set(starts) == set(finishes), "every flow arrow has its start and its finish"
+    assert all(starts[i]["ts"] <= finishes[i]["ts"] and starts[i]["name"] == finishes[i]["name"] for i in starts)
 
 
 @pytest.mark.parametrize("mech", list(RUNS))
@@ -118,6 +125,37 @@ def test_tsafe_counter_follows_the_run_log(exported):
     counted = [e for e in trace["traceEvents"] if e["ph"] == "C" and e["name"].startswith("tsafe ")]
     assert len(counted) == len(tsafe)
     assert max(e["args"]["value"] for e in counted) == max((int(ts) >> 18) - 1767225600000 for ts in tsafe["ts"])
+
+
+#: Per mechanism: messages (flow names) its run must show, as (sender kind, receiver kind) pairs of the run log.
+FLOWS = {
+    "tso": {("client.request", "rootcoord.alloc_timestamp"), ("rootcoord.alloc_timestamp", "client.recv")},
+    "timetick": {("proxy.report", "rootcoord.timetick_update"), ("rootcoord.alloc_timestamp", "proxy.tick")},
+    "flush": {("mq.produce", "datanode.buffer")},
+    "query": {("client.read_start", "proxy.read"), ("proxy.read", "querynode.wait"),
+              ("querynode.read", "client.read"), ("mq.produce", "querynode.pack")},
+}
+
+
+@pytest.mark.parametrize("mech", list(RUNS))
+def test_flows_join_each_receive_to_a_send_before_it(exported, mech):
+    """The messages the mechanisms declare (Flow items): each pair's send comes before its receive in the run log,
+    the pair is one the lessons name, it is drawn as one flow arrow, and a receive that names a request (a read's
+    number) is joined to a send of the same request."""
+    events, trace = exported[mech]
+    pairs = flow_pairs(events)
+    kinds = events["kind"].to_numpy()
+    found = {(kinds[s], kinds[r]) for s, r, _ in pairs}
+    assert FLOWS[mech] <= found, FLOWS[mech] - found
+    assert all(s < r for s, r, _ in pairs)
+    request = events["request"].to_numpy(dtype=object, na_value=None)
+    assert all(request[s] == request[r] for s, r, n in pairs if n in ("read", "search", "result"))
+    assert len([e for e in trace["traceEvents"] if e["ph"] == "s"]) == len(pairs)
+
+
+def test_a_flow_direction_is_send_or_recv():
+    with pytest.raises(ValueError, match="'send' or 'recv'"):
+        Flow(("x",), "out")
 
 
 def test_every_traced_kind_is_a_registered_kind():

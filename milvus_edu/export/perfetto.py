@@ -13,6 +13,12 @@ function of the row returning trace items, or ``None`` for the default. The item
   ended runs to the end of the run (``args.unfinished``); an end with no begin becomes an instant.
 * :class:`Counter`: a watermark's value after the event (``ph`` ``C``), e.g. a pchannel's time tick.
 * :class:`Instant`: a point event (``ph`` ``i``, thread scope).
+* :class:`Flow`: a message this event sends or receives, named by ``key``. A receive is joined to the latest
+  earlier send of its key (a message some components all receive, such as a pchannel's time tick, has one send and
+  several receives); the pair becomes a flow arrow (``ph`` ``s`` at the sender, ``f`` at the receiver, one ``id``
+  per pair) on the row's node and channel thread. Flow items ride on the row: a mapping that returns only flows
+  keeps the row's default instant. A receive with no send before it draws nothing. :func:`flow_pairs` gives the
+  pairs to other views (the explorer draws them as arrows too).
 
 A kind no mechanism maps, or a mapping that returns ``None``, becomes an instant named by its kind on its node's
 channel thread, with the row's non-empty columns as ``args``. The output is deterministic: processes and threads
@@ -76,6 +82,19 @@ class Instant:
     args: dict = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class Flow:
+    """A message the event sends (``direction="send"``) or receives (``"recv"``); sends and receives of one message
+    share ``key`` (a tuple whose first item names the message, e.g. ``("time tick", pchannel, tick_ts)``)."""
+
+    key: tuple
+    direction: str
+
+    def __post_init__(self):
+        if self.direction not in ("send", "recv"):
+            raise ValueError(f"a flow's direction is 'send' or 'recv', got {self.direction!r}")
+
+
 def ts_ms(ts) -> int | None:
     """A hybrid timestamp's physical part in ms since the run's time zero (what counters plot), ``None`` for none."""
     if ts is None or ts == 0:
@@ -83,7 +102,7 @@ def ts_ms(ts) -> int | None:
     return (int(ts) >> _LOGICAL_BITS) - SIM_EPOCH_MS
 
 
-def _rows(frame):
+def rows(frame):
     """The run log's rows as dicts without their empty columns, numbers as plain Python numbers."""
     table = frame.astype(object).where(frame.notna(), None)  # pd.NA and NaN become None, once per column
     names = list(table.columns)
@@ -102,28 +121,92 @@ def _us(t_ms: float) -> float:
     return round(float(t_ms) * 1000.0, 3)
 
 
-def perfetto_trace(events) -> dict:
-    """The trace-event JSON object of a run: ``events`` is a run folder, a run-log file or its DataFrame."""
-    from ..events import load_run
+def trace_mapping() -> dict:
+    """kind -> trace function, from every registered mechanism's :attr:`~milvus_edu.registry.Mechanism.trace`."""
     from ..registry import mechanisms
 
-    frame = events if hasattr(events, "to_dict") else load_run(events)
     mapping = {}
     for mech in mechanisms():
         mapping.update(mech.trace)
+    return mapping
+
+
+def row_items(row: dict, mapping: dict) -> list:
+    """The trace items of one row: what its kind's mapping returns, the row's default instant for none, and the
+    default instant beside flows when the mapping returned flows alone."""
+    make = mapping.get(row["kind"])
+    items = make(row) if make is not None else None
+    if items is None:
+        return [default_instant(row)]
+    if items and all(isinstance(i, Flow) for i in items):
+        return [default_instant(row), *items]
+    return list(items)
+
+
+class FlowMatcher:
+    """Joins each receive to the latest earlier send of its key, fed rows in run-log order."""
+
+    def __init__(self):
+        self._sent: dict[tuple, int] = {}
+
+    def feed(self, seq: int, items) -> list[tuple[int, tuple]]:
+        """The row ``seq``'s flows: ``(send_seq, key)`` for each receive that has a send (receives first, so an
+        event that passes a message on never receives its own)."""
+        out = []
+        for item in items:
+            if isinstance(item, Flow) and item.direction == "recv" and item.key in self._sent:
+                out.append((self._sent[item.key], item.key))
+        for item in items:
+            if isinstance(item, Flow) and item.direction == "send":
+                self._sent[item.key] = seq
+        return out
+
+
+def flow_pairs(frame) -> list[tuple[int, int, str]]:
+    """Every message of a run log as ``(send_seq, recv_seq, name)`` in receive order (``name``: the key's first
+    item), read from the mechanisms' :class:`Flow` items. Only the rows of kinds that some mechanism maps are read."""
+    mapping = trace_mapping()
+    mapped = frame[frame["kind"].isin(list(mapping))]
+    matcher = FlowMatcher()
+    out = []
+    for row in rows(mapped):
+        seq = int(row["seq"])
+        out += [(send, seq, str(key[0])) for send, key in matcher.feed(seq, row_items(row, mapping))]
+    return out
+
+
+def perfetto_trace(events) -> dict:
+    """The trace-event JSON object of a run: ``events`` is a run folder, a run-log file or its DataFrame."""
+    from ..events import load_run
+
+    frame = events if hasattr(events, "to_dict") else load_run(events)
+    mapping = trace_mapping()
+    matcher = FlowMatcher()
+    sends: dict[int, tuple[float, str, str]] = {}  # seq -> (ts, process, thread) of each event that sends
+    flows = 0
     records = []  # (ts_us, seq, process, thread, event-without-pid/tid)
     open_slices: dict[tuple, deque] = {}
     end_us = 0.0
     run_id = None
-    for row in _rows(frame):
+    for row in rows(frame):
         run_id = run_id or row.get("run_id")
         t = _us(row["t_ms"])
         end_us = max(end_us, t)
         seq = int(row["seq"])
         cat = str(row["kind"]).split(".", 1)[0]
-        make = mapping.get(row["kind"])
-        items = make(row) if make is not None else None
-        for item in (items if items is not None else [default_instant(row)]):
+        items = row_items(row, mapping)
+        here = default_instant(row)
+        for send_seq, key in matcher.feed(seq, items):
+            send_t, send_process, send_thread = sends[send_seq]
+            flows += 1
+            records.append((send_t, send_seq, send_process, send_thread,
+                            {"ph": "s", "id": flows, "name": str(key[0]), "cat": "flow", "ts": send_t, "args": {}}))
+            records.append((t, seq, here.process, here.thread,
+                            {"ph": "f", "bp": "e", "id": flows, "name": str(key[0]), "cat": "flow", "ts": t,
+                             "args": {}}))
+        if any(isinstance(i, Flow) and i.direction == "send" for i in items):
+            sends[seq] = (t, here.process, here.thread)
+        for item in items:
             if isinstance(item, Begin):
                 open_slices.setdefault(item.key, deque()).append((t, seq, cat, item))
             elif isinstance(item, End):

@@ -1,12 +1,17 @@
 """How the flush lesson's events show in a trace viewer (:mod:`milvus_edu.export.perfetto`): a segment's sync as a
 slice on its vchannel from cut to done, a client's flush from its call to GetFlushState's yes, and each vchannel's
-checkpoint as DataCoord stored it as a counter."""
+checkpoint as DataCoord stored it as a counter.
+
+Its messages (flows): the pchannel's TimeTick that closes each pack a DataNode buffers (``("time tick", pchannel,
+tick_ts)``). A checkpoint update is not one: ``datanode.cp_rpc`` is logged when the answer comes, after DataCoord's
+``datacoord.channel_cp``."""
 
 from __future__ import annotations
 
 import json
 
-from ...export.perfetto import MAIN, Begin, Counter, End, default_instant, ts_ms
+from ...export.perfetto import MAIN, Begin, Counter, End, Flow, default_instant, ts_ms
+from ...mq.names import to_physical_channel
 
 
 def _detail(row) -> dict:
@@ -37,5 +42,11 @@ def _channel_cp(row):
     return [Counter(row["node"], f"checkpoint {row['vchannel']} (ms)", ts_ms(row["ts"])), default_instant(row)]
 
 
+def _buffer(row):
+    if not row.get("vchannel") or not row.get("end_ts"):
+        return None
+    return [Flow(("time tick", to_physical_channel(row["vchannel"]), row["end_ts"]), "recv")]
+
+
 TRACE = {"datanode.sync": _sync, "datanode.sync_done": _sync_done, "client.flush": _flush,
-         "datacoord.channel_cp": _channel_cp}
+         "datacoord.channel_cp": _channel_cp, "datanode.buffer": _buffer}
