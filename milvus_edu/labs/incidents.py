@@ -13,6 +13,8 @@ against a number written into this file, so it stays right for any seed or optio
 
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 
 from ..config import QueryParams
@@ -87,10 +89,11 @@ def check_tick_behind_insert(answer, events: pd.DataFrame, request: int) -> Feed
 # ---- Incident 2: Milvus issue #16841 ------------------------------------------------------------
 def bounded_future_ms(events: pd.DataFrame, proxy: str) -> list[int]:
     """For each Bounded read ``proxy`` took, how far (ms) its guarantee's physical part was ahead of the true time at
-    which the proxy took it (negative: behind)."""
+    which the proxy took it (negative: behind), to the millisecond: a clock is read in whole milliseconds, so the true
+    time is taken in whole milliseconds too (rounded down)."""
     rows = _rows(events, "proxy.read")
     rows = rows[(rows["node"] == proxy) & (rows["level"] == "Bounded") & rows["guarantee_ts"].notna()]
-    return [physical_time(int(g)) - (SIM_EPOCH_MS + int(round(t))) for g, t in zip(rows["guarantee_ts"], rows["t_ms"])]
+    return [physical_time(int(g)) - (SIM_EPOCH_MS + math.floor(t)) for g, t in zip(rows["guarantee_ts"], rows["t_ms"])]
 
 
 def check_future_guarantee(answer, ahead_ms: float, seed: int = 1) -> Feedback:
@@ -128,6 +131,20 @@ def check_future_guarantee(answer, ahead_ms: float, seed: int = 1) -> Feedback:
                      f"reads the true time plus {ahead_ms:,.0f} ms.")
 
     return judge_integer(answer, "an int: milliseconds", judge, timestamp=False)
+
+
+def clock_behind_steps(reads: int = 10) -> list[dict]:
+    """The workload of the lab's "clock behind" run: Client1 inserts a key every second and, half a second later,
+    reads at Bounded together with Client2. Clients take the proxies in turn, so Client1 reads through proxy-1 and
+    Client2 through proxy-2 (the run puts proxy-2's clock behind and pauses a third proxy to stop the ticks)."""
+    steps = [{"at": 0.5, "client": "Client1", "op": "create_collection", "collection": "C0"}]
+    for i in range(reads):
+        steps += [
+            {"at": 1.0 + i, "client": "Client1", "op": "insert", "collection": "C0", "data": [{"id": f"K{i}"}]},
+            {"at": 1.5 + i, "client": "Client1", "op": "search", "collection": "C0", "consistency_level": "Bounded"},
+            {"at": 1.5 + i, "client": "Client2", "op": "search", "collection": "C0", "consistency_level": "Bounded"},
+        ]
+    return steps
 
 
 # ---- Incident 3: Milvus issue #34392 ------------------------------------------------------------
@@ -193,9 +210,9 @@ def check_largest_waited_guarantee(answer, events: pd.DataFrame,
                          f"{max_ms:,} ms, not more than maxTimestampLag, so it waits; any logical part passes, so the "
                          f"largest is {MAX_LOGICAL:,}. One millisecond more and it is refused at once, whatever the "
                          f"logical part.")
-        if value < (1 << 18):
-            return wrong("That is too small to be a hybrid timestamp: shift the physical part (ms) left by 18 bits "
-                         "and add the logical part: `(physical << 18) + logical`.")
+        if value < compose_ts(physical_time(tsafe) // 2, 0):
+            return wrong("That is too small to be a hybrid timestamp of this run (a time in ms, perhaps): shift the "
+                         "physical part (ms) left by 18 bits and add the logical part: `(physical << 18) + logical`.")
         phys = physical_time(value)
         if phys == limit:
             return wrong(f"The physical part is right ({ts_text(compose_ts(limit, 0))}): that read would wait. But it is not the largest: "
