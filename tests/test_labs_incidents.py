@@ -161,7 +161,7 @@ def test_the_stall_stops_ticks_for_almost_a_minute_and_fails_strong_reads(stall)
 
 
 def test_a_silent_session_stops_the_ticks_while_it_is_silent():
-    silent = milvus_edu.simulate("timetick-proxy-stall", seed=1, duration_s=7)
+    silent = milvus_edu.simulate("timetick-proxy-stall", seed=1, duration_s=6.5)
     assert 3.0 <= silent.summary["timetick"]["longest_tick_gap_ms"] / 1000 < 3.5
 
 
