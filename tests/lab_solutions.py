@@ -57,6 +57,14 @@ SOLUTIONS: dict[str, dict[str, str]] = {
         "answer_3": "int(session.real_events[(session.real_events.kind == 'client.insert')"
                     " & (session.real_events.node == 'Client1')].ts.iloc[0])",
     },
+    "07_incidents.ipynb": {
+        "answer_1": "(int(iev[(iev.kind == 'client.insert') & (iev.node == 'Client1')"
+                    " & (iev.seq < start_event(iev, MISSED) - 1)].ts.iloc[-1]) >> 18)"
+                    " - (int(iev[(iev.kind == 'client.read') & (iev.request == MISSED)].ts.iloc[0]) >> 18)",
+        "answer_2": "6500 - 5000",
+        "answer_3": "json.loads(tev[tev.kind == 'fault.kill'].detail.iloc[0])['server_id']",
+        "answer_4": "(((int(refused.tick_ts) >> 18) + 86_400_000) << 18) + 2**18 - 1",
+    },
     "08_break_it.ipynb": {  # a checker that fails in the switch's run (or 'none'), then the letter of Milvus's line
         "answer_1": "'global-monotonic'", "answer_2": "'c'",
         "answer_3": "'window'", "answer_4": "'b'",
