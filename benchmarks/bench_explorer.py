@@ -8,7 +8,12 @@ stand-in model holding the same traits a JupyterLab kernel sends), so the figure
 (the payload's size is printed) and JupyterLab's own work. Times in the page are ``performance.now()`` around the
 widget's handlers, then to the next animation frame (the paint the learner sees). Prints figures only.
 
-    python benchmarks/bench_explorer.py [--sizes 100000 1000000] [--steps 200]
+``--jupyterlab`` measures the same in a real JupyterLab instead (tests/browser_support.py's server, Debian's
+chromium at 1280 x 800): each log is written as a run folder, a notebook cell runs ``milvus_edu.explore(folder)``,
+and the first draw is the time from Run All to the widget's panel showing event 1, so it holds the kernel's
+loading and payload, the websocket transfer and the widget's render, all that a learner waits for.
+
+    python benchmarks/bench_explorer.py [--sizes 100000 1000000] [--steps 200] [--jupyterlab]
 """
 
 from __future__ import annotations
@@ -97,11 +102,74 @@ def line(name, pair):
             f"to next frame median {statistics.median(frame):6.2f} ms p95 {pct(frame, 0.95):6.2f} ms")
 
 
+def in_jupyterlab(frames: dict[int, pd.DataFrame], steps: int) -> None:
+    """First draw and step latency of the explorer in a real JupyterLab, one notebook per log size."""
+    import json
+    import tempfile
+
+    import nbformat
+    from nbformat.v4 import new_code_cell, new_notebook
+    from playwright.sync_api import sync_playwright
+
+    from browser_support import (JupyterLabServer, _kill_own_descendants_matching, _run_all_cells, _wait_for,
+                                 _wait_kernel_idle, launch_chromium)
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from milvus_edu.events.schema import arrow_schema
+
+    work = Path(tempfile.mkdtemp(prefix="bench-explorer-"))
+    root = work / "lab"
+    root.mkdir()
+    for size, frame in frames.items():
+        folder = root / f"run-{size}"
+        folder.mkdir()
+        schema = arrow_schema()
+        pq.write_table(pa.Table.from_pandas(frame[schema.names], schema=schema, preserve_index=False),
+                       folder / "events.parquet")
+        (folder / "summary.json").write_text(json.dumps({"checks": {}}), encoding="utf-8")
+        nb = new_notebook(cells=[new_code_cell(f"import milvus_edu\nex = milvus_edu.explore({folder.name!r})\nex")],
+                          metadata={"kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python",
+                                                   "name": "python3"}})
+        nbformat.write(nb, str(root / f"explore-{size}.ipynb"))
+    with JupyterLabServer(root_dir=root, work_dir=work / "state") as server, sync_playwright() as pw:
+        context = launch_chromium(pw, (work / "profile").resolve())
+        try:
+            for size, frame in frames.items():
+                page = context.new_page()
+                page.set_default_timeout(120_000)
+                page.goto(server.lab_url(f"explore-{size}.ipynb"), wait_until="domcontentloaded", timeout=60_000)
+                page.locator(".jp-NotebookPanel .jp-Notebook .jp-Cell").first.wait_for(timeout=60_000)
+                _wait_kernel_idle(page, 60)
+                t = time.perf_counter()
+                _run_all_cells(page)
+                head = page.locator(".jp-OutputArea-output .mex-root .mex-state .mex-head").first
+                _wait_for(lambda: head.count() and head.inner_text().startswith("event 1 of "), 600,
+                          "the explorer's first draw")
+                first_s = time.perf_counter() - t
+                print(f"{len(frame):,} events in JupyterLab: first draw {first_s:.2f} s after Run All (the kernel "
+                      f"loads the folder and builds the payload, the websocket carries it, the widget renders)")
+                print(line("step forward", page.evaluate(_CLICKS_JS, [".mex-fwd", steps])))
+                print(line("step back", page.evaluate(_CLICKS_JS, [".mex-back", steps])))
+                print(line("scrub (random event)", page.evaluate(_SCRUB_JS, [max(steps // 4, 10), len(frame)])))
+                page.close()
+        finally:
+            context.close()
+            _kill_own_descendants_matching(str((work / "profile").resolve()))
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_000_000])
     ap.add_argument("--steps", type=int, default=200)
+    ap.add_argument("--jupyterlab", action="store_true", help="measure in a real JupyterLab instead of a bare page")
     args = ap.parse_args(argv)
+    if args.jupyterlab:
+        t = time.perf_counter()
+        frames = logs(args.sizes)
+        print(f"simulated and joined the logs in {time.perf_counter() - t:.1f} s")
+        in_jupyterlab(frames, args.steps)
+        return 0
 
     from playwright.sync_api import sync_playwright
 
