@@ -1,9 +1,10 @@
 """Live mode: the real TSO on the wall clock, with ``tsLoop`` as a background thread.
 
 The same components as the simulator (``Core``, ``GlobalTSOAllocator``, ``TimestampOracle``), driven
-by ``time.time_ns`` and real sleeps. Allocation is thread-safe: every step of ``GenerateTSO`` and
-every ``UpdateTSO`` runs under one lock (Go uses atomics on the window object); retry sleeps happen
-outside the lock, so ``tsLoop`` can move the window on while an allocation waits, as in Milvus.
+by ``time.time_ns`` and real sleeps, through the one effect interpreter (:func:`milvus_edu.effects.drive`, sleeps
+answered with ``time.sleep``). Allocation is thread-safe: every step of ``GenerateTSO`` and every ``UpdateTSO``
+runs under one lock (Go uses atomics on the window object); retry sleeps happen outside the lock, so ``tsLoop`` can
+move the window on while an allocation waits, as in Milvus.
 
 Use it to feel the speed of the real algorithm, or to keep a durable TSO in a SQLite file::
 
@@ -18,6 +19,7 @@ import time
 from pathlib import Path
 
 from .config import MS, BugSwitches, TSOParams
+from .effects import drive, sleeping
 from .events import NULL_RECORDER, Recorder
 from .rootcoord import Core
 from .storage.kv import MemoryKV, SQLiteKV
@@ -78,16 +80,8 @@ class LiveTSO:
         """``AllocTimestamp``: reserve ``count`` timestamps and return the FIRST of the batch."""
         if self._thread is None:
             raise RuntimeError("call start() (or use `with LiveTSO(...)`) before allocating")
-        steps = self.core.alloc_timestamp_steps(count, peer=peer)
-        try:
-            with self._lock:
-                wait = next(steps)
-            while True:
-                time.sleep(wait.duration_ns / 1e9)
-                with self._lock:
-                    wait = steps.send(None)
-        except StopIteration as stop:
-            return stop.value[0]
+        steps = _each_step_under(self._lock, self.core.alloc_timestamp_steps(count, peer=peer))
+        return drive(steps, sleeping(time.sleep))[0]
 
     def alloc_one(self) -> int:
         """One timestamp."""
@@ -96,3 +90,17 @@ class LiveTSO:
     def last_saved_time_ms(self) -> int:
         """The saved window end, in Unix milliseconds."""
         return self.core.tso_allocator.get_last_saved_time() // MS
+
+
+def _each_step_under(lock: threading.Lock, steps):
+    """``steps`` with every step between two effects run while holding ``lock``, and the effects (GenerateTSO's
+    retry sleeps) answered outside it, so ``tsLoop`` can move the window on while an allocation waits."""
+    try:
+        with lock:
+            effect = next(steps)
+        while True:
+            result = yield effect
+            with lock:
+                effect = steps.send(result)
+    except StopIteration as stop:
+        return stop.value

@@ -60,3 +60,18 @@ def test_ts_loop_thread_moves_the_window_on():
         assert ticks.acquire(timeout=60) and ticks.acquire(timeout=60), "tsLoop did not tick"
         second = tso.alloc_one()
     assert (second >> 18) > (first >> 18)
+
+
+def test_an_allocation_past_the_logical_counter_sleeps_outside_the_lock_until_tsloop_moves_the_window():
+    """Two batches of 200,000 overflow the 2^18 logical counter: GenerateTSO sleeps and retries, and succeeds only if
+    tsLoop can take the lock while it sleeps (each step runs under the lock, the sleeps outside it)."""
+    from milvus_edu.tsoutil import parse_hybrid_ts
+
+    with LiveTSO() as tso:
+        first = tso.alloc(200_000)
+        done = {}
+        worker = threading.Thread(target=lambda: done.setdefault("ts", tso.alloc(200_000)))
+        worker.start()
+        worker.join(timeout=60)  # bounds a failure only: a lock held across the sleeps would never return
+        assert not worker.is_alive(), "the second batch never got a window: the lock was held while it slept"
+    assert parse_hybrid_ts(done["ts"])[0] > parse_hybrid_ts(first)[0]
