@@ -104,6 +104,24 @@ def test_a_stalled_report_loop_explains_the_stall_when_ticks_resume_within_the_b
     assert late.invariant == "tick-progress"
 
 
+def test_a_paused_proxy_explains_the_stall_until_the_pause_ends_or_its_expired_session_is_dropped():
+    pause = (1000.0, "fault.pause", "proxy-2", {"detail": {"duration_ms": 1500.0}})
+    checker = _check(TimeTickChecker, _ticks_stop([pause], resume_ms=2600.0))
+    assert checker.result() == [] and checker.counts["tick-progress"] == 0
+    (explained,) = checker.stalls
+    assert explained["held_by"] == "proxy-2" and "was paused" in explained["explanation"]
+    assert "until 2.500 s" in explained["explanation"]
+    # a pause longer than the lease: rootcoord drops the expired session before the pause ends, and the ticks
+    # come back then, not at the pause's end
+    long = (1000.0, "fault.pause", "proxy-2", {"detail": {"duration_ms": 60_000.0}})
+    dropped = (2500.0, "rootcoord.session_del", "rootcoord-1", {"peer": "proxy-2"})
+    checker = _check(TimeTickChecker, _ticks_stop([long, dropped], resume_ms=2501.0))
+    assert checker.result() == [] and "dropped its expired session" in checker.stalls[0]["explanation"]
+    # ticks that come back more than the bound after the pause ended are not explained by it
+    (late,) = _check(TimeTickChecker, _ticks_stop([pause], resume_ms=3600.0)).result()
+    assert late.invariant == "tick-progress"
+
+
 def test_a_crashed_proxys_session_explains_the_stall_until_its_lease_expires():
     kill = (1000.0, "fault.kill", "proxy-2", {"detail": {"server_id": 12}})
     dropped = (2500.0, "rootcoord.session_del", "rootcoord-1", {"peer": "proxy-2"})

@@ -14,9 +14,10 @@
    ``5 x proxy.timeTickInterval`` (1 s by default): every session reports once per interval and rootcoord
    writes a round as soon as all have, so five intervals leave room for slow RPCs without hiding a
    stall. A pchannel is watched from its first message or tick on. A gap caused by a fault the scenario
-   injected on the session rootcoord waited for (a stalled report loop, a crashed proxy whose session
-   lease is still alive) is not a violation when the ticks resume within the bound after the fault
-   heals (the loop's stall ends; the lease expires, at most ``common.session.ttl`` after the crash): it
+   injected on the session rootcoord waited for (a stalled report loop, a paused proxy, a crashed proxy
+   whose session lease is still alive) is not a violation when the ticks resume within the bound after the fault
+   heals (the loop's stall or the pause ends; the lease expires, at most ``common.session.ttl`` after the
+   crash or into the pause): it
    is reported in :attr:`~milvus_edu.check.violation.StreamingChecker.stalls` with its cause. So is a
    tick that is written on time but whose value stands still longer than the bound: a session's
    reported minimum held it, which is how Milvus waits for that proxy's oldest unfinished task (the
@@ -213,10 +214,15 @@ class TimeTickChecker(StreamingChecker):
     def _killed(self, seq: int, t_ms: float, node, detail) -> None:
         self._fault(seq, t_ms, node, "fault.kill", detail_dict(detail))
 
+    @on("fault.pause", columns=("t_ms", "node", "detail"))
+    def _paused(self, seq: int, t_ms: float, node, detail) -> None:
+        self._fault(seq, t_ms, node, "fault.pause", detail_dict(detail))
+
     def _fault(self, seq: int, t_ms: float, node, kind: str, detail: dict) -> None:
-        """An injected fault on a proxy: a report loop stalled for ``duration_ms`` heals when it ends; a crashed
-        proxy's session heals when rootcoord drops it (:meth:`_session_del`)."""
-        if kind == "fault.stall":
+        """An injected fault on a proxy: a report loop stalled, or a whole proxy paused (a GC or VM pause), for
+        ``duration_ms`` heals when it ends; a crashed proxy's session heals when rootcoord drops it
+        (:meth:`_session_del`), and so does a paused one's whose lease ran out first."""
+        if kind in ("fault.stall", "fault.pause"):
             healed = t_ms + float(detail.get("duration_ms") or 0.0)
             self._faults.append([node, t_ms, seq, kind, healed, None])
         else:
@@ -225,7 +231,11 @@ class TimeTickChecker(StreamingChecker):
     @on("rootcoord.session_del", columns=("t_ms", "peer"))
     def _session_del(self, seq: int, t_ms: float, peer) -> None:
         for fault in self._faults:
-            if fault[0] == peer and fault[3] == "fault.kill" and fault[4] is None:
+            if fault[0] != peer or fault[5] is not None:
+                continue
+            if fault[3] == "fault.kill" and fault[4] is None:
+                fault[4], fault[5] = t_ms, seq
+            elif fault[3] == "fault.pause" and fault[1] <= t_ms < fault[4]:
                 fault[4], fault[5] = t_ms, seq
 
     @on("run.end", columns=("t_ms",))
@@ -271,6 +281,11 @@ class TimeTickChecker(StreamingChecker):
                 if kind == "fault.stall":
                     cause = (f"{name}'s report loop was stalled from event {f_seq + 1:,} ({f_ms / 1000:.3f} s) until "
                              f"{healed / 1000:.3f} s")
+                elif kind == "fault.pause":
+                    cause = (f"{name} was paused (a GC or VM pause) from event {f_seq + 1:,} ({f_ms / 1000:.3f} s) "
+                             + (f"until rootcoord dropped its expired session at event {heal_seq + 1:,} "
+                                f"({healed / 1000:.3f} s)" if heal_seq is not None else
+                                f"until {healed / 1000:.3f} s") + ", and sent no report while it lasted")
                 elif heal_seq is not None:
                     cause = (f"{name} crashed at event {f_seq + 1:,} ({f_ms / 1000:.3f} s) and its session stayed "
                              f"registered until its lease expired and rootcoord dropped it at event {heal_seq + 1:,} "
