@@ -1,6 +1,7 @@
 """Why did a checker report a violation? The lessons' own chains after the checker's explanation: the TSO lesson's
 for its three invariants (the InitTimestamp that started too low, the window its predecessor never re-saved, the
-failover), and the flush lesson's for a flush that never completed, each checked against the events it points to."""
+failover), the flush lesson's for a flush that never completed, and the TimeTick lesson's for ticks a paused proxy
+held; each checked against the events it points to."""
 
 import pytest
 
@@ -87,3 +88,20 @@ def test_a_flush_that_never_completed_follows_the_flush_lessons_chain():
     assert [link.text for link in added] == [link.text for link in flush.links]
     assert "had not finished when the run ended" in added[0].text
     assert "never handed the updater a checkpoint" in chain.root.text
+
+
+def test_a_read_held_up_by_a_paused_proxy_is_traced_to_the_pause():
+    """A proxy paused for 11 s (a GC or VM pause) sends no report: rootcoord's ticks stop, tsafe stands still, a
+    Bounded read waits; the chain ends at the pause, not at the resume that ended it."""
+    run = milvus_edu.simulate("timetick-basics", seed=1, duration_s=6, options={"inserts_per_s": 100},
+                              interventions=[milvus_edu.Pause("proxy-2", 1000, duration_ms=3000)])
+    assert run.summary["checks"]["ok"]
+    stall = run.summary["checks"]["stalls"][0]
+    assert stall["held_by"] == "proxy-2" and "was paused" in stall["explanation"]
+    events = run.events
+    pause = events[events["kind"] == "fault.pause"].iloc[0]
+    from milvus_edu.explain.chain import Question, ask
+
+    chain = ask(events, Question("tick-stopped", {"pchannel": str(events[events["kind"] == "mq.produce"].iloc[0]["channel"]),
+                                                  "after_seq": int(pause["seq"]) - 1}), "")
+    assert chain.root.seq == int(pause["seq"]) and "paused" in chain.root.text and "3.000 s" in chain.root.text

@@ -76,7 +76,7 @@ def explain_session_held(events: pd.DataFrame, subject) -> Answer:
     # The fault may come after the first unsent round that waited for this session (a round waits for every
     # session's report, so one opened just before the crash waits for it too): look up to the tick that came back.
     faults = events[events["kind"].astype(str).str.startswith("fault.") & (events["node"] == name)
-                    & (events["kind"] != "fault.restart")]
+                    & ~events["kind"].isin(["fault.restart", "fault.resume"])]
     if until is not None:
         faults = faults[faults["seq"] < int(until)]
     if not len(faults):
@@ -84,6 +84,10 @@ def explain_session_held(events: pd.DataFrame, subject) -> Answer:
         return Answer((_link(row, f"no fault injected on {name} explains why its report was missing"),))
     fault = faults.iloc[-1]
     detail = detail_dict(fault["detail"])
+    if fault["kind"] == "fault.pause":
+        return Answer((_link(fault, f"{name} was paused (a GC or VM pause) at {fault['t_ms'] / 1000:.3f} s for "
+                                    f"{float(detail.get('duration_ms') or 0) / 1000:.3f} s, and sent no report while it "
+                                    f"lasted"),))
     if fault["kind"] != "fault.kill":
         return Answer((_link(fault, f"{name} was hit by {fault['kind']} here ({detail or 'no details'}), and sent no "
                                     f"report while it lasted"),))
