@@ -187,8 +187,9 @@ def test_blocking_session_check(stall):
 def test_the_far_guarantee_is_refused_and_without_the_limit_it_would_wait(lag):
     refused = refused_read(lag)
     request = int(refused["request"])
-    with pytest.raises(milvus_edu.explain.WhyError):
-        milvus_edu.why(lag, read=request)
+    chain = milvus_edu.why(lag, read=request)   # the lab shows it: the refusal, then who sent the guarantee
+    assert chain.question == f"Why was read {request} refused?" and "maxTimestampLag" in chain.links[0].text
+    assert "the client sent that guarantee itself" in chain.root.text
     patient = milvus_edu.simulate("lag-too-large", seed=1,
                                   params={"query.max_timestamp_lag_ns": 2 * 86_400 * 10**9}).events
     mine = patient[patient.request == request]

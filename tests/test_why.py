@@ -458,3 +458,16 @@ def test_the_books_page_shows_the_chain_the_command_prints(tmp_path, capsys):
     code, out, err = run_main(capsys, "why", str(tmp_path / "stall"), "--read", "6")
     assert code == 0, err
     assert out.rstrip("\n") == block
+
+
+def test_a_read_refused_for_a_guarantee_past_max_timestamp_lag_is_explained_not_refused():
+    """lag-too-large: a Customized guarantee a day ahead is refused at once ('Timestamp lag too large'); why names the
+    refusal, the lag and that the client sent the guarantee, each link an event of the read."""
+    run = milvus_edu.simulate("lag-too-large", seed=1)
+    events = run.events
+    refused = events[(events["kind"] == "querynode.read") & events["error"].fillna("").str.startswith("Timestamp lag")]
+    request = int(refused.iloc[0]["request"])
+    chain = why(run, read=request)
+    assert chain.question == f"Why was read {request} refused?"
+    assert chain.links[0].seq == int(refused.iloc[0]["seq"]) and "maxTimestampLag" in chain.links[0].text
+    assert event(events, chain.root.seq)["kind"] == "client.read_start" and "the client sent" in chain.root.text

@@ -67,6 +67,32 @@ def _shard(events: pd.DataFrame, request: int):
     return best
 
 
+#: The delegator's answer to a guarantee too far past tsafe (``merr.ErrTsLagTooLarge``'s text).
+LAG_TOO_LARGE = "Timestamp lag too large"
+
+
+def _explain_refused(events: pd.DataFrame, request: int) -> Answer | None:
+    """A read a delegator refused at once because its guarantee lay more than ``maxTimestampLag`` past tsafe
+    (``shardDelegator.waitTSafe``): the refusal, and where the guarantee came from. ``None`` for any other read."""
+    mine = events[events["request"] == request]
+    refusals = mine[(mine["kind"] == "querynode.read") & mine["error"].fillna("").str.startswith(LAG_TOO_LARGE)]
+    if not len(refusals):
+        return None
+    row = refusals.iloc[0]
+    guarantee, tsafe = int(row["guarantee_ts"]), int(row["tick_ts"])
+    lag_ms = parse_hybrid_ts(guarantee)[0] - parse_hybrid_ts(tsafe)[0]
+    level = str(row["level"]) if pd.notna(row["level"]) else "default-level"
+    links = [_link(row, f"read {request} ({_what(events, request, level)}) was refused at once by {row['node']} on "
+                        f"vchannel {row['vchannel']}: its guarantee {ts_text(guarantee)} lay {lag_ms / 3_600_000:,.1f} h "
+                        f"past tsafe {ts_text(tsafe)}, more than queryNode.scheduler.maxTimestampLag allows, so the "
+                        f"delegator answers {LAG_TOO_LARGE!r} instead of waiting (shardDelegator.waitTSafe)")]
+    start = mine[mine["kind"] == "client.read_start"]
+    if level in CLIENT_GUARANTEE_LEVELS and len(start):
+        links.append(_link(start.iloc[0], f"the client sent that guarantee itself: at {level} the proxy keeps the "
+                                          f"client's guarantee timestamp (parseGuaranteeTsFromConsistency)"))
+    return Answer(tuple(links), title=f"Why was read {request} refused?")
+
+
 def explain_read(events: pd.DataFrame, subject) -> Answer:
     """Answer "why did read ``subject['request']`` wait?": the read, the tsafe it waited for, and why tsafe did not
     reach the guarantee sooner (ticks that stopped, as a follow-up question, or a guarantee in the future). A read
@@ -79,6 +105,9 @@ def explain_read(events: pd.DataFrame, subject) -> Answer:
         raise WhyError(f"there is no read {request} in this run: {have} (`milvus-edu timeline RUN --all` lists them)")
     shard = _shard(events, request)
     if shard is None:
+        refused = _explain_refused(events, request)
+        if refused is not None:
+            return refused
         stale = _explain_stale(events, request)
         if stale is not None:
             return stale
