@@ -15,7 +15,7 @@ def _number(name: str, value, meaning: str) -> int:
 
 
 def why(run, *, read: int | None = None, flush: int | None = None, violation: int | None = None) -> Chain:
-    """Why did read ``read`` wait (or time out, or read stale data)? Why did flush ``flush`` take as long as it did?
+    """Why did read ``read`` wait (or time out, read stale data, or get refused)? Why did flush ``flush`` take as long as it did?
     Why did the checkers report violation ``violation``? The causal chain back to its root cause, each link an
     event. Ask exactly one.
 
@@ -24,7 +24,7 @@ def why(run, *, read: int | None = None, flush: int | None = None, violation: in
     ``request`` number as the run log and the timeline show it; ``flush`` counts the clients' flushes from 1 in the
     order they were issued; ``violation`` counts from 1 in the order ``summary.json`` lists them.
     Raises :class:`WhyError` (one line) for a folder that is not a run, a read, flush or violation that does not
-    exist, a read that neither waited nor was stale, or a run without violations.
+    exist, a read that neither waited, nor was stale, nor was refused, or a run without violations.
     """
     asked = [name for name, value in (("read=", read), ("flush=", flush), ("violation=", violation)) if value is not None]
     if not asked:
