@@ -17,6 +17,8 @@ const GAP = 10;        // px between the diagram and the tracks
 const MAX_ARROWS = 6000; // messages drawn in one window at most (zoom in for the rest)
 const HIT_PX = 6;      // how near a click must be to an event or an arrow
 
+// el and asBytes are also in viz/stepper.js: anywidget loads each widget as one self-contained ES module (no bundler,
+// no sibling imports), so the two widgets cannot share a file.
 function el(tag, attrs = {}, children = []) {
   const e = document.createElement(tag);
   for (const [k, v] of Object.entries(attrs)) {
