@@ -112,6 +112,14 @@ def test_a_customized_guarantee_in_the_future_is_the_clients_not_a_clock():
     assert "the client asked for guarantee" in chain.root.text and "clock runs" not in str(chain)
 
 
+def test_a_read_refused_at_once_is_not_said_to_be_answered():
+    events = milvus_edu.simulate("lag-too-large", seed=1).events
+    refused = events[(events["kind"] == "querynode.read") & events["error"].notna()].iloc[0]
+    with pytest.raises(WhyError, match="neither waited nor read stale data: a shard refused it at once") as info:
+        why(events, read=int(refused["request"]))
+    assert "Timestamp lag too large" in str(info.value) and "answered at once" not in str(info.value)
+
+
 def test_an_ordinary_strong_wait_ends_at_the_tick_that_released_it():
     events = milvus_edu.simulate("seed-example", seed=1).events
     waits = events[(events["kind"] == "querynode.wait") & (events["level"] == "Strong")]
