@@ -240,7 +240,7 @@ function render({ model, el: root }) {
     drawn = { arrows: [], slices: [] };
     const sEnd = lastAtMost((j) => A.t[A.sbegin[j]], 0, A.sbegin.length, tb);
     for (let j = 0; j <= sEnd; j++) {
-      const lane = run.sliceLane[j];
+      const lane = run.sliceLane[A.sproc[j]];   // sliceLane is per process, not per request
       if (lane < 0 || Number.isNaN(laneY[lane])) continue;
       const b = A.sbegin[j], e = A.send[j];
       const te = e < n ? A.t[e] : A.t[n - 1];
