@@ -189,6 +189,13 @@ def test_briefs_and_rules_fit_the_page(capsys):
     assert all(len(line) <= breakit.WIDTH for line in out.splitlines())
 
 
+def test_the_window_violation_reads_its_times_as_the_chain_does():
+    run = run_break("tso_no_window_save")
+    first = run.violations[0]
+    assert first["invariant"] == "window"
+    assert "allocating on physical 00:00:03.000. " in first["explanation"] and " ms" not in first["explanation"]
+
+
 def test_table_and_matrix_come_from_the_runs(monkeypatch):
     cheap = (Break("tso-basics", ("tso_no_window_save",), 1), Break("delete-then-read", ("update_tsafe_before_delete",), 1))
     monkeypatch.setattr(breakit, "breaks", lambda: cheap)
