@@ -120,6 +120,19 @@ def test_a_read_refused_at_once_is_not_said_to_be_answered():
     assert "Timestamp lag too large" in str(info.value) and "answered at once" not in str(info.value)
 
 
+def test_a_paused_proxy_is_blamed_at_its_pause_not_its_resume():
+    from milvus_edu.labs.incidents import clock_behind_steps
+
+    run = milvus_edu.simulate("workload", seed=1, duration_s=16, options={"steps": clock_behind_steps(), "proxies": 3},
+                              interventions=[milvus_edu.Pause("proxy-3", 2500, duration_ms=11000)])
+    events = run.events
+    stale = int(events[(events["kind"] == "client.read") & (events["t_ms"] > 9000)]["request"].iloc[0])
+    chain = why(events, read=stale)
+    assert_links_are_their_events(events, chain)
+    assert kinds_of(events, chain)[-1] == "fault.pause"
+    assert "proxy-3 froze here for 11 s" in chain.root.text and "fault.resume" not in str(chain)
+
+
 def test_an_ordinary_strong_wait_ends_at_the_tick_that_released_it():
     events = milvus_edu.simulate("seed-example", seed=1).events
     waits = events[(events["kind"] == "querynode.wait") & (events["level"] == "Strong")]

@@ -14,7 +14,7 @@ from collections import Counter
 import pandas as pd
 
 from ...explain import Answer, Link, Question
-from ...narrate import detail_dict
+from ...narrate import describe, detail_dict
 
 
 def _link(row, text: str) -> Link:
@@ -84,9 +84,16 @@ def explain_session_held(events: pd.DataFrame, subject) -> Answer:
         return Answer((_link(row, f"no fault injected on {name} explains why its report was missing"),))
     fault = faults.iloc[-1]
     detail = detail_dict(fault["detail"])
+    if fault["kind"] == "fault.resume":
+        # the pause, not its end, is what kept the reports back: link the freeze and say when it ended
+        pauses = events[(events["kind"] == "fault.pause") & (events["node"] == name) & (events["seq"] < fault["seq"])]
+        if len(pauses):
+            pause = pauses.iloc[-1]
+            return Answer((_link(pause, f"{name} froze here for {(fault['t_ms'] - pause['t_ms']) / 1000:g} s (a pause: "
+                                        f"it ran again at {fault['t_ms'] / 1000:.3f} s, event {int(fault['seq']) + 1:,}), "
+                                        f"and sent no report while it was frozen"),))
     if fault["kind"] != "fault.kill":
-        return Answer((_link(fault, f"{name} was hit by {fault['kind']} here ({detail or 'no details'}), and sent no "
-                                    f"report while it lasted"),))
+        return Answer((_link(fault, f"{describe(fault)} {name} sent no report while it lasted"),))
     server = detail.get("server_id")
     later = events[events["seq"] > int(fault["seq"])]
     lost = later[(later["kind"] == "session.lost")
