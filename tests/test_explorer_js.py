@@ -69,6 +69,31 @@ def test_stepping_and_jumps_stay_in_the_browser(page, explorer):
     assert page.evaluate("() => window.__sent.length") == sent  # no kernel round trip for any of it
 
 
+def test_a_request_bar_lies_on_its_own_lane(page, explorer):
+    """The longest request of a client is drawn on that client's lane: a click on the lane's top edge in the middle of
+    the request asks the kernel about that request (the bars once took the lane of the slice's number)."""
+    import re
+
+    a, meta = explorer.payload.arrays, explorer.payload.meta
+    t = a["t"]
+    procs = [meta["slice_procs"][p] for p in a["sproc"]]
+    ends = [t[min(int(e), len(t) - 1)] for e in a["send"]]
+    j = max((k for k in range(len(procs)) if procs[k].startswith("Client")), key=lambda k: ends[k] - t[a["sbegin"][k]])
+    begin = int(a["sbegin"][j])
+    page.evaluate("(c) => window.__set('cursor', c)", begin)
+    span = explorer.view.span_ms
+    t0 = t[begin] - 0.25 * span
+    mid = t[begin] + min((ends[j] - t[begin]) / 2, 0.5 * span)
+    js = Path(__file__).resolve().parents[1].joinpath("milvus_edu", "explorer", "explorer.js").read_text()
+    label_w, axis_h, lane_h = (int(re.search(rf"const {n} = (\d+);", js).group(1)) for n in ("LABEL_W", "AXIS_H", "LANE_H"))
+    box = page.locator(".mex-canvas").bounding_box()
+    x = label_w + (mid - t0) / span * (box["width"] - 6 - label_w)
+    y = axis_h + lane_h * meta["lanes"].index(procs[j]) + 4   # the bar: 4 px from 2 px below the lane's top
+    page.mouse.click(box["x"] + x, box["y"] + y)
+    sent = page.evaluate("() => window.__sent[window.__sent.length - 1]")
+    assert (sent["type"], sent["index"]) == ("slice", j), (sent, procs[j])
+
+
 def test_why_asks_the_kernel_and_its_links_move_the_cursor(page, explorer):
     events = explorer.events
     end = int(events[(events["kind"] == "client.read") & (events["request"] == 6)]["seq"].iloc[0])

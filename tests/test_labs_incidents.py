@@ -203,6 +203,7 @@ def test_largest_waited_guarantee_check(lag):
     want = compose_ts(limit, MAX_LOGICAL)
     assert check_largest_waited_guarantee(want, lag).ok
     assert "not the largest" in check_largest_waited_guarantee(compose_ts(limit, 0), lag).message
+    assert "(24:00:01.300+7)" in check_largest_waited_guarantee(compose_ts(limit, 7), lag).message   # the answer's own
     assert "One millisecond too far" in check_largest_waited_guarantee(want + 1, lag).message
     assert "milliseconds" in check_largest_waited_guarantee(compose_ts(physical_time(tsafe) + 86_400_000_000, 0),
                                                               lag).message

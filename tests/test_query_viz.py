@@ -124,6 +124,15 @@ def test_after_the_second_strong_read_its_shard_shows_a1_and_the_wait(seed):
     assert "1 row (A1)" in html and f"waited {waited_ms:,.1f} ms" in html
 
 
+def test_a_read_at_the_collections_default_level_says_so_while_in_flight():
+    run = milvus_edu.simulate("insert-then-search", seed=1, duration_s=2.0)
+    ev = run.events
+    st = TimelineStepper(ev)
+    start = ev[(ev.kind == "client.read_start") & ev.level.isna()].iloc[0]
+    st.goto(int(start.seq))
+    assert f"reading #{int(start.request)} default level for" in st.panel_html and " ? " not in st.panel_html
+
+
 def test_tsafe_and_sealed_segments_follow_the_querynode_rows(seed):
     run, st = seed
     ev = run.events

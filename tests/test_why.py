@@ -112,6 +112,20 @@ def test_a_customized_guarantee_in_the_future_is_the_clients_not_a_clock():
     assert "the client asked for guarantee" in chain.root.text and "clock runs" not in str(chain)
 
 
+def test_a_paused_proxy_is_blamed_at_its_pause_not_its_resume():
+    from milvus_edu.labs.incidents import clock_behind_steps
+
+    run = milvus_edu.simulate("workload", seed=1, duration_s=16, options={"steps": clock_behind_steps(), "proxies": 3},
+                              interventions=[milvus_edu.Pause("proxy-3", 2500, duration_ms=11000)])
+    events = run.events
+    stale = int(events[(events["kind"] == "client.read") & (events["t_ms"] > 9000)]["request"].iloc[0])
+    chain = why(events, read=stale)
+    assert_links_are_their_events(events, chain)
+    assert kinds_of(events, chain)[-1] == "fault.pause"
+    assert "proxy-3 was paused" in chain.root.text and "for 11.000 s" in chain.root.text
+    assert "fault.resume" not in str(chain)
+
+
 def test_an_ordinary_strong_wait_ends_at_the_tick_that_released_it():
     events = milvus_edu.simulate("seed-example", seed=1).events
     waits = events[(events["kind"] == "querynode.wait") & (events["level"] == "Strong")]

@@ -9,7 +9,7 @@ const NUM = new Intl.NumberFormat("en-US");
 const TYPES = { f8: Float64Array, u4: Uint32Array, i4: Int32Array, u2: Uint16Array, u1: Uint8Array };
 const SPEEDS = [["5 events/s", 5], ["25 events/s", 25], ["100 events/s", 100], ["500 events/s", 500],
                 ["2,000 events/s", 2000], ["10,000 events/s", 10000]];
-const LABEL_W = 132;   // px of lane labels on the left
+const LABEL_W = 146;   // px of lane labels on the left: "checkpoint dml_0_100v0" and "TSO saved window end" whole
 const AXIS_H = 16;     // px of the time axis on top
 const LANE_H = 17;     // px per component or pchannel lane
 const TRACK_H = 22;    // px per watermark track
@@ -168,7 +168,7 @@ function render({ model, el: root }) {
   const details = el("div", { class: "mex-details" });
   const side = el("div", { class: "mex-side" }, [state, details]);
   const row1 = el("div", { class: "mex-row" }, [toStart, back, fwd, play, speed, slider, number]);
-  const row2 = el("div", { class: "mex-row" }, [kindSel, kindPrev, kindNext, el("span", { class: "mex-sep" }), violPrev, violNext,
+  const row2 = el("div", { class: "mex-row" }, [el("span", { class: "mex-label", text: "jump:" }), kindSel, kindPrev, kindNext, el("span", { class: "mex-sep" }), violPrev, violNext,
                                                 stallPrev, stallNext, el("span", { class: "mex-sep" }), zoomOut, zoomIn, zoomAll, filterBtn]);
   const row3 = el("div", { class: "mex-row" }, [influencedLabel, whyBtn, el("span", { class: "mex-sep" }),
                                                 el("span", { class: "mex-label", text: "fork:" }), forkAction, forkNode, forkBtn, showBtn, message]);
@@ -242,7 +242,7 @@ function render({ model, el: root }) {
     drawn = { arrows: [], slices: [] };
     const sEnd = lastAtMost((j) => A.t[A.sbegin[j]], 0, A.sbegin.length, tb);
     for (let j = 0; j <= sEnd; j++) {
-      const lane = run.sliceLane[j];
+      const lane = run.sliceLane[A.sproc[j]];   // sliceLane is per process, not per request
       if (lane < 0 || Number.isNaN(laneY[lane])) continue;
       const b = A.sbegin[j], e = A.send[j];
       const te = e < n ? A.t[e] : A.t[n - 1];
@@ -417,7 +417,9 @@ function render({ model, el: root }) {
     title.textContent = meta.title || "";
     slider.max = String(run.n);
     kindSel.replaceChildren(...meta.kinds.map((k) => el("option", { value: k, text: k })));
-    kindSel.value = meta.kinds.find((k) => k.startsWith("fault.")) || meta.kinds[0];
+    // a fault if the run has one, else the kind of the event the explorer opens on (not the alphabet's first kind)
+    kindSel.value = meta.kinds.find((k) => k.startsWith("fault.")) || meta.kinds[run.A.kind[Math.min(cursor, run.n - 1)]]
+      || meta.kinds[0];
     forkAction.replaceChildren(...(meta.fork_actions || []).map((a) => el("option", { value: a, text: a })));
     const forkable = meta.lanes.filter((_, k) => !meta.lane_is_channel[k] && meta.lane_node[k] >= 0 && !/^(sim|etcd)$|^client/i.test(meta.lanes[k])); // the workload's clients are no node of the cluster
     forkNode.replaceChildren(...forkable.map((l) => el("option", { value: l, text: l })));
@@ -470,7 +472,12 @@ function render({ model, el: root }) {
   function jumpTo(targets, forward, what) {
     const list = [...targets].sort((a, b) => a - b);
     const pick = forward ? list.find((s) => s > cursor) : [...list].reverse().find((s) => s < cursor);
-    if (pick === undefined) { message.textContent = `no ${what} ${forward ? "after" : "before"} event ${NUM.format(cursor + 1)}`; return null; }
+    if (pick === undefined) {
+      // say where the others are: a stall that began just before the cursor is the usual reason for "none after"
+      const other = list.length ? (forward ? "; ◀ goes back to the one before" : "; ▶ goes on to the next") : "";
+      message.textContent = `no ${what} ${forward ? "after" : "before"} event ${NUM.format(cursor + 1)}${other}`;
+      return null;
+    }
     message.textContent = "";
     show(pick);
     return pick;
@@ -576,7 +583,12 @@ function render({ model, el: root }) {
   // -- the kernel's answers and changes
   function onAnswer(content) {
     if (!content || typeof content !== "object") return;
-    if (content.error) { message.textContent = content.error; if (content.type === "why") details.innerHTML = `<div class='mex-words'>${escapeHtml(content.error)}</div>`; return; }
+    if (content.error) {
+      // a refused Why? is said once, in the details panel (in the message row too, it pushed the picture down)
+      if (content.type === "why") details.innerHTML = `<div class='mex-words'>${escapeHtml(content.error)}</div>`;
+      else message.textContent = content.error;
+      return;
+    }
     if (content.type === "detail") details.innerHTML = content.html;
     else if (content.type === "why") {
       const list = el("ol", { class: "mex-chain" });

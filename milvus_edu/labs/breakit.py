@@ -39,7 +39,7 @@ GRID = Path(__file__).resolve().parents[1] / "sweep" / "grids" / "reliability-sw
 MILVUS_COMMIT = "9d8edf9"
 #: Answers that say "no checker fires", once normalised by :func:`~milvus_edu.labs.feedback.name_answer`.
 NONE_ANSWERS = ("none", "nothing", "no-checker", "no-checkers", "no-check", "no-one", "no")
-WIDTH = 110  # characters per printed line: the book's code cells show about this many
+WIDTH = 100  # characters per printed line: JupyterLab at 1280 px with the file browser open shows 107 (the book 110)
 
 
 @dataclass(frozen=True)
@@ -150,8 +150,8 @@ def report(run) -> None:
     s = run.summary
     counts = s["checks"]["violation_counts"]
     switches = " + ".join(s["switches"]) or "none"
-    print(f"{s['scenario']}, seed {s['seed']}, switches: {switches}; {s['events']:,} events, {s['duration_s']:g} s "
-          "simulated")
+    print(_wrap(f"{s['scenario']}, seed {s['seed']}, switches: {switches}; {s['events']:,} events, "
+                f"{s['duration_s']:g} s simulated"))
     print(_wrap(f"checkers that failed (violations): {_listing(counts)}"))
     if run.violations:
         first = run.violations[0]
@@ -163,7 +163,7 @@ def report(run) -> None:
 def show_chain(chain) -> None:
     """Print a :func:`milvus_edu.why` chain one link a paragraph, wrapped to the page."""
     lines = chain.lines()
-    print(lines[0])
+    print(_wrap(lines[0]))
     for line in lines[1:]:
         print(_wrap(line.strip(), indent="      ", first="  "))
 
@@ -380,8 +380,8 @@ RULES: dict[str, GoRule] = {
 def show_rule(switch: str) -> None:
     """Print where Milvus states the rule ``switch`` breaks, and the lines to choose the faithful one from."""
     rule = RULES[switch]
-    print(f"{rule.file}, {rule.function}, lines {rule.lines} (Milvus 2.5 @{MILVUS_COMMIT})"
-          if rule.lines[0].isdigit() else f"{rule.file}, {rule.function} {rule.lines}")
+    print(_wrap(f"{rule.file}, {rule.function}, lines {rule.lines} (Milvus 2.5 @{MILVUS_COMMIT})"
+                if rule.lines[0].isdigit() else f"{rule.file}, {rule.function} {rule.lines}"))
     if rule.where:
         print(_wrap(f"and {rule.where}"))
     for letter, line in sorted(rule.choices.items()):

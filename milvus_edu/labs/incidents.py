@@ -215,7 +215,7 @@ def check_largest_waited_guarantee(answer, events: pd.DataFrame,
                          "physical part (ms) left by 18 bits and add the logical part: `(physical << 18) + logical`.")
         phys = physical_time(value)
         if phys == limit:
-            return wrong(f"The physical part is right ({ts_text(compose_ts(limit, 0))}): that read would wait. But it is not the largest: "
+            return wrong(f"The physical part is right ({ts_text(value)}): that read would wait. But it is not the largest: "
                          "waitTSafe does not compare logical parts, so the logical part can be as large as 18 bits "
                          "allow.")
         if phys == limit + 1:

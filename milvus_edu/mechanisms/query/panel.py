@@ -51,6 +51,10 @@ def _client(state: dict, name: str) -> dict:
     return state["clients"].setdefault(name, {"writes": [], "in_flight": None, "last_read": None})
 
 
+#: A read sent without a level (the collection's default) until the proxy settles it: said in words, not "?".
+DEFAULT_LEVEL = "default level"
+
+
 class QueryPanel:
     """Per-event query state of one run log (see the module docstring); lookups by position are cheap."""
 
@@ -148,7 +152,7 @@ class QueryPanel:
     @staticmethod
     def _who(r: dict) -> str:
         client = f" {html.escape(str(r['client']))}" if r.get("client") else ""
-        return f"#{r['request']}{client} {html.escape(str(r.get('level') or '?'))}"
+        return f"#{r['request']}{client} {html.escape(str(r.get('level') or DEFAULT_LEVEL))}"
 
     def _tsafe_line(self, v: dict) -> str:
         text = f"<b>{html.escape(short_channel(v['vchannel']))}</b> tsafe {self._ts(v['tsafe'])}"
@@ -184,7 +188,7 @@ class QueryPanel:
                 for w in c["writes"]))
         f = c["in_flight"]
         if f is not None:
-            parts.append(f"<span style='color:#b35900'>reading #{f['request']} {html.escape(str(f['level'] or '?'))}"
+            parts.append(f"<span style='color:#b35900'>reading #{f['request']} {html.escape(str(f['level'] or DEFAULT_LEVEL))}"
                          f" for {max(now_ms - f['since_ms'], 0.0):,.0f} ms</span>")
         r = c["last_read"]
         if r is not None:
@@ -192,7 +196,7 @@ class QueryPanel:
                 parts.append(f"<span style='color:#b3261e'>read #{r['request']} failed: "
                              f"{html.escape(str(r['error']))}</span>")
             else:
-                parts.append(f"read #{r['request']} {html.escape(str(r['level'] or '?'))} got "
+                parts.append(f"read #{r['request']} {html.escape(str(r['level'] or DEFAULT_LEVEL))} got "
                              f"{self._keys(r['pks'], r['count'])}")
         return f"<b>{html.escape(str(c['client']))}</b> " + ("; ".join(parts) or "<i>nothing yet</i>")
 

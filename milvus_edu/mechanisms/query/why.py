@@ -113,9 +113,13 @@ def explain_read(events: pd.DataFrame, subject) -> Answer:
             return stale
         waited = waited_reads(events)
         where = (f"reads that waited in this run: {_listing(waited)}" if waited else "no read in this run waited")
-        raise WhyError(f"read {request} neither waited nor read stale data: every shard answered at once from a "
-                       f"tsafe its time ticks kept moving; `why` explains reads that waited, timed out or were stale "
-                       f"({where})")
+        mine = events[(events["request"] == request) & (events["kind"] == "querynode.read")]
+        refused = mine[mine["error"].notna()]
+        # a read refused at once (its guarantee too far ahead) got no answer: "every shard answered" would be false
+        how = (f"a shard refused it at once ({refused['error'].iloc[0]})" if len(refused) else
+               "every shard answered at once from a tsafe its time ticks kept moving")
+        raise WhyError(f"read {request} neither waited nor read stale data: {how}; `why` explains reads that waited, "
+                       f"timed out, were stale or were refused for a guarantee too far ahead ({where})")
     wait, end, waited_ms = shard
     mine = events[events["request"] == request]
     proxy = mine[mine["kind"] == "proxy.read"]

@@ -14,7 +14,7 @@ from collections import Counter
 import pandas as pd
 
 from ...explain import Answer, Link, Question
-from ...narrate import detail_dict
+from ...narrate import describe, detail_dict
 
 
 def _link(row, text: str) -> Link:
@@ -89,8 +89,7 @@ def explain_session_held(events: pd.DataFrame, subject) -> Answer:
                                     f"{float(detail.get('duration_ms') or 0) / 1000:.3f} s, and sent no report while it "
                                     f"lasted"),))
     if fault["kind"] != "fault.kill":
-        return Answer((_link(fault, f"{name} was hit by {fault['kind']} here ({detail or 'no details'}), and sent no "
-                                    f"report while it lasted"),))
+        return Answer((_link(fault, f"{describe(fault)} {name} sent no report while it lasted"),))
     server = detail.get("server_id")
     later = events[events["seq"] > int(fault["seq"])]
     lost = later[(later["kind"] == "session.lost")

@@ -18,7 +18,7 @@ import pandas as pd
 
 from ...check.violation import StreamingChecker, Violation
 from ...events.dispatch import on
-from ...narrate import ts_text
+from ...narrate import ts_text, wall_text
 
 
 INVARIANTS = ("global-monotonic", "client-monotonic", "window")
@@ -89,8 +89,8 @@ class TSOChecker(StreamingChecker):
 
     def _window_passed(self, seq: int, node: str, physical: int, end: int) -> None:
         self._add("window", (seq,),
-                  f"Let event {seq + 1:,} be {node} allocating on physical {physical} ms. Then it "
-                  f"allocated at or past the saved window end {end} ms, because the "
+                  f"Let event {seq + 1:,} be {node} allocating on physical {wall_text(physical)}. Then it "
+                  f"allocated at or past the saved window end {wall_text(end)}, because the "
                   f"window was not re-saved before the physical part reached it; a failover now could resume "
                   f"below these timestamps.")
 
