@@ -249,7 +249,7 @@ function render({ model, el: root }) {
       if (te < ta) continue;
       const xa = Math.max(xOf(A.t[b]), x0()), xb = Math.min(Math.max(xOf(te), xa + 2), x1());
       const y = laneY[lane] - LANE_H / 2 + 2;
-      bctx.fillStyle = dim(b) ? "rgba(120,120,120,0.12)" : (e < n ? "rgba(31,119,180,0.35)" : "rgba(214,39,40,0.35)");
+      bctx.fillStyle = dim(b) ? "rgba(120,120,120,0.12)" : (e < n ? "rgba(31,119,180,0.6)" : "rgba(214,39,40,0.6)");
       bctx.fillRect(xa, y, xb - xa, 4);
       drawn.slices.push([j, xa, y - 2, xb, y + 6]);
     }
@@ -384,8 +384,10 @@ function render({ model, el: root }) {
       const label = `<span title='on ${escapeHtml(track.process)}'>${escapeHtml(track.name)}</span>`;
       if (j < lo) { marks += `<tr><td class='mex-key'>${label}</td><td>–</td><td></td></tr>`; return; }
       const lag = t - A.cval[j];
+      // a watermark may run ahead of now by design (the TSO's saved window end is a promise about the future)
+      const gap = lag >= 0 ? `${NUM.format(Math.round(lag))} ms` : `${NUM.format(Math.round(-lag))} ms ahead`;
       marks += `<tr><td class='mex-key'>${label}</td><td class='mex-num'>${(A.cval[j] / 1000).toFixed(3)} s</td>`
-        + `<td class='mex-num${lag > 1000 ? " mex-late" : ""}'>${NUM.format(Math.round(lag))} ms</td></tr>`;
+        + `<td class='mex-num${lag > 1000 ? " mex-late" : ""}'>${gap}</td></tr>`;
     });
     let comps = "<tr><th colspan='3'>components: last event, how long ago</th></tr>";
     meta.lanes.forEach((name, k) => {

@@ -400,7 +400,7 @@ class QueryChecker(StreamingChecker):
                     continue
                 why = (f"its guarantee {ts_text(r['guarantee'])} was below the write" if r["guarantee"] < w["ts"]
                        else f"the delegator read below its guarantee {ts_text(r['guarantee'])}")
-                who = "its own" if level == "Session" else f"{w['client']}'s"
+                who = f"{w['client']}'s own" if level == "Session" else f"{w['client']}'s"
                 self._add(inv, (w["seq"], start["seq"], r["seq"]),
                           f"Let event {_n(w['seq'])} be {who} acknowledged {w['what']} of {_keys(w['pks'])} at "
                           f"{ts_text(w['ts'])}, and event {_n(start['seq'])} {r['client']}'s {level} read "

@@ -59,7 +59,8 @@ def _produce(row) -> str:
     node, ch, mtype = value(row, "node"), value(row, "channel"), value(row, "msg_type")
     if mtype == "TimeTick":
         who = detail_of(row).get("min_from")
-        why = f" (the minimum came from {who})" if who else ""
+        source = "ddl, rootcoord's own session for DDL" if who == "ddl" else who
+        why = f" (the minimum came from {source})" if who else ""
         return (f"{node} writes time tick {ts_text(value(row, 'tick_ts'))} to {ch} as message "
                 f"{value(row, 'msg_id')}{why}: nothing at or below it may follow.")
     return (f"{node} writes {mtype} message {value(row, 'msg_id')} ({value(row, 'count')} row(s), ts "
