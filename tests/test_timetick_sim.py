@@ -279,3 +279,18 @@ def test_an_unknown_pchan_stats_implementation_is_refused_naming_both():
     from milvus_edu.proxy.task_scheduler import STATS_IMPLEMENTATIONS
 
     assert tuple(STATS_IMPLEMENTATIONS) == PCHAN_STATS
+
+
+def test_a_proxy_paused_past_its_lease_exits_when_it_wakes_and_the_ticks_come_back_when_its_session_is_dropped():
+    """Proxy.Register's LivenessCheck: a proxy whose session lease ran out while it was paused exits (os.Exit(1)) at
+    its next keep-alive instead of carrying on; rootcoord stops waiting for it once its session is dropped."""
+    run = milvus_edu.simulate("timetick-basics", seed=1, duration_s=20, options={"inserts_per_s": 100},
+                              params={"tso.session_ttl_ns": 5 * 10**9},
+                              interventions=[milvus_edu.Pause("proxy-2", 1000, duration_ms=15000)])
+    events = run.events
+    dropped = events[(events["kind"] == "rootcoord.session_del") & (events["peer"] == "proxy-2")].iloc[0]
+    resumed = events[events["kind"] == "fault.resume"].iloc[0]
+    (exit_,) = events[(events["kind"] == "session.exit") & (events["node"] == "proxy-2")].itertuples()
+    assert dropped.t_ms < resumed.t_ms <= exit_.t_ms
+    assert not ((events["node"] == "proxy-2") & (events["seq"] > exit_.seq)).any(), "an exited proxy did something"
+    assert run.summary["checks"]["ok"] and "dropped its expired session" in run.summary["checks"]["stalls"][0]["explanation"]

@@ -45,6 +45,7 @@ from ..proto import ChannelTimeTickMsg, MsgType
 from ..proxy import ChannelsTimeTicker, DmlTask, DmTaskQueue, channels_time_tick_msg
 from ..rootcoord import DdlTsLockManager, Scheduler, TimetickSync, send_min_ddl_ts_as_tt, update_channel_time_tick
 from ..sim.kernel import NodeClock, RPCError, Simulation
+from ..storage.kv import LeaseNotFoundError
 from ..effects import Call
 from ..tso import TSOError
 from .node import Node
@@ -204,7 +205,16 @@ class ProxyNode(Node):
         env, ttl = self.sim.env, self.sim.config.tso.session_ttl_ns
         while True:
             yield env.timeout(ttl / 3 / MS)
-            self.sim.kv.keep_alive(lease, ttl)
+            try:
+                self.sim.kv.keep_alive(lease, ttl)
+            except LeaseNotFoundError:
+                # The lease ran out while the proxy was paused: its session is gone, and Proxy.Register's
+                # LivenessCheck callback exits the process ("Proxy disconnected from etcd, process will exit").
+                self._end_life()
+                self.sim.recorder.emit("session.exit", self.name, detail={
+                    "reason": "Proxy disconnected from etcd, process will exit", "how": "os.Exit(1)",
+                    "server_id": self.server_id})
+                return
 
     def kill_detail(self, why: str) -> dict:
         """A proxy's ``fault.kill`` names its server id: in-flight tasks are lost, the session lease runs out

@@ -33,7 +33,8 @@ KINDS = (
          "detail", "etcd clientv3 KeepAlive / Session.processKeepAliveResponse"),
     kind("session.keepalive_failed", "A keep-alive request failed (etcd unreachable or the lease is gone).",
          "error detail", "Session.processKeepAliveResponse"),
-    kind("session.exit", "A coordinator process exits: it lost its session or its ACTIVE key, or activation failed.",
+    kind("session.exit", "A process exits: a coordinator that lost its session or its ACTIVE key, or whose "
+         "activation failed; a proxy whose session lease ran out.",
          "active detail", "Session.LivenessCheck / ProcessActiveStandBy (os.Exit, panic)"),
     kind("client.request", "A client sent a request.", "count peer", "-"),
     kind("client.recv", "A client received a timestamp answer.", "ts count peer", "-"),
