@@ -1,4 +1,4 @@
 """The package's version, in a module of its own so that any layer can name it (a run token and a run's
-summary record it) without importing the package's front door. Keep it equal to ``pyproject.toml``'s."""
+summary record it) without importing the package's front door. ``pyproject.toml`` reads it from here."""
 
 __version__ = "0.1.0"
