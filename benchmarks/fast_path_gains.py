@@ -20,7 +20,9 @@ the TSO answering AllocTimestamp without its step generator (``GenerateTSO`` wri
 +0.6%, -3.8%; the control line moved up to 3.3%), both measured with ``--repeat 2`` on 2026-11-25;
 detached client processes (``DetachedProcess``, -3.6%, -0.3%, -3.7%), the run loop with SimPy's step written
 in (-0.2%, +4.0%, +1.5%), ``detail`` dicts encoded with their batch (-0.1%, +4.1%, -4.4%; the sink process
-paid up to 7% for it) and the broker's hand-built position stamp (-5.0%, +3.4%, +0.7%).
+paid up to 7% for it) and the broker's hand-built position stamp (-5.0%, +3.4%, +0.7%); murmur3 written out for
+an int64 key (``fast.hash32_int64``: -1.4%, -2.4%, +0.7% with ``--repeat 3`` on 2026-11-26, once the flush
+clients hashed their keys ahead too).
 """
 
 from __future__ import annotations
@@ -38,10 +40,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's 
 import milvus_edu  # noqa: E402
 from milvus_edu.events import dispatch, recorder  # noqa: E402
 from milvus_edu.cluster import dml as cluster_dml  # noqa: E402
-from milvus_edu.mechanisms.timetick import scenarios as timetick_scenarios  # noqa: E402
 from milvus_edu.mq import InsertMsg  # noqa: E402
 from milvus_edu.mq import fast as mq_fast  # noqa: E402
-from milvus_edu.mq import hash as mq_hash  # noqa: E402
 from milvus_edu.proto import MsgPosition  # noqa: E402
 from milvus_edu.sim.kernel import Simulation  # noqa: E402
 
@@ -95,10 +95,8 @@ PATHS = {
                          [(recorder.ParquetSink, "write_batch", _parquet_rows)]),
     "insert-msg": ("new_insert_msg and new_msg_position (mq/fast.py)", "all",
                    [(cluster_dml, "new_insert_msg", _insert_msg), (cluster_dml, "new_msg_position", MsgPosition)]),
-    "murmur3-unrolled": ("hash32_int64 and its _HIGH_BLOCKS (mq/fast.py)", "all",
-                         [(mq_fast, "hash32_int64", mq_hash.hash32_int64)]),
     "murmur3-prehash": ("prehash_int64, numpy's murmur3 of a client's next keys (mq/fast.py)", "all",
-                        [(timetick_scenarios, "prehash_int64", lambda pks: None)]),
+                        [(mq_fast, "prehash_int64", lambda pks: None)]),
 }
 
 

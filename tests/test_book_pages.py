@@ -222,7 +222,7 @@ def test_timetick_numbers_tt2_tt6_tt7_tt8():
     ev = milvus_edu.simulate("timetick-basics", seed=1).events
     ticks = ev[(ev.kind == "mq.produce") & (ev.msg_type == "TimeTick")]
     from_ddl = ticks.detail.str.contains('"min_from":"ddl"').groupby(ticks.t_ms // 200).all()
-    assert (len(from_ddl), int(from_ddl.sum())) == (24, 23)  # TT-2: "with `seed=1` ... 23 of the 24 rounds"
+    assert (len(from_ddl), int(from_ddl.sum())) == (24, 24)  # TT-2: "with `seed=1` ... in all 24 rounds"
     sync = json.loads(ev[ev.kind == "rootcoord.ticker_start"].detail.iloc[0])["sync_ts_phase_ms"]
     assert round(sync, -1) == 100  # "sent about 100 ms old"
     seconds = 4.0  # the proxies start their loops at 0.2 s; the run is 5 s long

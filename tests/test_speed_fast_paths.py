@@ -3,7 +3,7 @@
 Each shortcut taken for speed (issue 6, simulator speed) sits beside the readable code it replaces;
 these tests run both and compare: the recorder's batches (rows, and checkers and summaries fed by
 batch), the MQ's fast paths (``milvus_edu/mq/fast.py``: messages built with their position, which the
-broker stores as they are, and int64 keys hashed by murmur3 written out or ahead with numpy), the
+broker stores as they are, and a client's int64 keys hashed ahead with numpy), the
 TimeTick collection's cached channel lookups, and AllocTimestamp answered without its step generators.
 (The recorder's batch encoding is pinned in ``tests/test_recorder_fast.py``.)
 ``benchmarks/fast_path_gains.py`` measures what each is worth.
@@ -311,10 +311,25 @@ def test_the_broker_keeps_a_message_built_with_its_position_and_stamps_any_other
 # murmur3 of int64 keys written out, and hashed ahead with numpy (mq/fast.py).
 
 @given(st.integers(min_value=-(1 << 63), max_value=(1 << 63) - 1))
-def test_unrolled_int64_hash_equals_the_readable_one(pk):
-    """The fast path ``HashPK2Channels`` takes for int keys gives ``Hash32Int64`` exactly."""
-    assert fast.hash32_int64(pk) == hash32_int64(pk)
+def test_an_int64_key_not_hashed_ahead_goes_to_the_shard_of_its_hash(pk):
+    """A key missing from the table of keys hashed ahead is hashed by ``Hash32Int64`` itself."""
+    fast.PREHASHED.clear()
     assert hash_pk_2_channels([pk], ["a", "b", "c"]) == [hash32_int64(pk) % 3]
+
+
+@given(st.lists(st.tuples(st.integers(0, 3), st.integers(1, 9)), max_size=60), st.integers(1, 64))
+def test_a_clients_keys_hashed_ahead_are_its_next_keys_with_their_own_hashes(inserts, block):
+    """``KeysHashedAhead.keys`` gives the keys a client asks for, as a list, and every one of them is in the
+    table with its own ``Hash32Int64`` when it is given back (a block hashed ahead of it, or again after the
+    client's key range moved)."""
+    fast.PREHASHED.clear()
+    ahead, start = fast.KeysHashedAhead(block), 0
+    for server, rows in inserts:
+        base = server * 10**9
+        keys = ahead.keys(base, start, rows)
+        assert keys == list(range(base + start, base + start + rows))
+        assert all(fast.PREHASHED.get(pk) == hash32_int64(pk) for pk in keys)
+        start += rows
 
 
 @given(st.lists(st.one_of(st.integers(min_value=-(1 << 63), max_value=(1 << 63) - 1),

@@ -2,8 +2,12 @@
 
 Go's ``msgdispatcher.Client`` (pkg/mq/msgdispatcher/client.go) keeps one dispatcher per pchannel and a target
 per vchannel; here :class:`PackConsumer` keeps them for a node, with one SimPy process per pchannel that the
-broker wakes when a message lands. After one network leg the process drains every complete pack the
+broker wakes when a time tick lands. After one network leg the process drains every complete pack the
 dispatcher has and hands each vchannel's pack to the node's :meth:`PackConsumer.on_pack`.
+
+Woken by time ticks only, as Go's ``MqTtMsgStream.bufMsgPackToChannel`` hands the dispatcher a pack only once
+its consumers reached a time tick: a DML message alone completes no pack, so waking for it would find nothing
+(it waits in the pchannel and is read with the tick that closes its pack).
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from abc import ABC, abstractmethod
 import simpy
 
 from ..mq import Dispatcher, SubscriptionPosition
+from ..proto import MsgType
 
 #: What :meth:`PackConsumer.on_pack` returns to end the pchannel's process (the node stopped mid-pack).
 STOP = object()
@@ -41,12 +46,12 @@ class PackConsumer(ABC):
                                     now_ns=self.clock.now_ns, params=self.sim.config.mq)
             self.dispatchers[pchannel] = dispatcher
             self.wake[pchannel] = self.sim.env.event()
-            self.broker.watch(pchannel, self.callback(self.kick))
+            self.broker.watch(pchannel, self.callback(self.kick), msg_types=(MsgType.TIME_TICK,))
             self.process(self._consume(pchannel))
         dispatcher.add_target(vchannel, position)
 
     def kick(self, pchannel: str, _msg_id: int | None = None) -> None:
-        """Wake ``pchannel``'s process (the broker calls this when a message lands)."""
+        """Wake ``pchannel``'s process (the broker calls this when a time tick lands)."""
         event = self.wake.get(pchannel)
         if event is not None and not event.triggered:
             event.succeed()

@@ -23,7 +23,9 @@ read waits for it too, as ``getPChanStatsInfo`` takes ``statsLock`` in Go. The b
 ``allocate_outside_enqueue_lock`` allocates before taking it.
 
 Simplification: proxies discover rootcoord once, at start; the TimeTick scenarios have no rootcoord failover.
-Simplification: a DML task's execution is one random delay, then one produce per vchannel it writes to.
+Simplification: a DML task's execution is one random delay, then one produce per vchannel it writes to; its
+sends, like those of a round of time ticks, are scheduled when it starts, so a pause of the node does not hold
+back what it has started to send.
 Simplification: the DDL source's allocations never wait for a logical overflow; one that would is an error, and the DDL minimum keeps its last value.
 Simplification: each loop's phase is drawn uniformly over its period (or set), not derived from how the process
 started: in 2.5 ``startInternal`` creates syncTsLoop's ticker just before startTimeTickLoop's, and ``Proxy.Start``
@@ -331,9 +333,10 @@ class ProxyNode(Node):
         queue.add_active_task(task)
         if task_ms is None:
             task_ms = self.rng.expovariate(1.0 / self.task_ms) if self.task_ms > 0 else 0.0
-        yield env.timeout(task_ms)
-        # msgstream.Produce sends every channel's pack at once and waits for all the broker's answers:
-        # each send lands after its own one-way delay, and the task goes on when the slowest answer is back.
+        # The task executes for task_ms; then msgstream.Produce sends every channel's pack at once and waits for
+        # all the broker's answers: each send lands after its own one-way delay, and the task goes on when the
+        # slowest answer is back. Nothing happens at the end of the execution but the sends, so the task waits
+        # once, until that answer.
         answered = 0.0
         one_way, produce = sim.one_way, self._produce
         for vch in sorted(rows):
@@ -342,11 +345,11 @@ class ProxyNode(Node):
                 call = partial(produce, collection, vch, rows[vch], ts, msg_type, fields_v=fields_on[vch])
             else:
                 call = partial(produce, collection, vch, rows[vch], ts, msg_type)
-            env.timeout(sent).callbacks.append(self.callback(call))
+            env.timeout(task_ms + sent).callbacks.append(self.callback(call))
             back = sent + one_way("mq")
             if back > answered:  # max() written out
                 answered = back
-        yield env.timeout(answered)
+        yield env.timeout(task_ms + answered)
         wait = lock.acquire(WRITER)  # PopActiveTask takes statsLock
         if wait is not None:
             yield wait
@@ -610,27 +613,35 @@ class RootCoordTimeTick:
         return status
 
     def _watch(self):
-        """``startWatch``: whenever a snapshot is pending, write one time tick into every pchannel."""
-        env = self.sim.env
+        """``startWatch``: whenever a snapshot is pending, write one time tick into every pchannel.
+
+        Go sends each pchannel's tick from a goroutine of its own and waits for all of them; here, as
+        ``msgstream.Produce`` on the DML path, every tick lands after its own network leg and the round goes on
+        once the slowest produce has been answered."""
+        sim = self.sim
+        env, one_way, rc = sim.env, sim.one_way, self.rc
         while True:
             yield self._wake
             self._wake = env.event()
             while self.sync.pending is not None:
                 snapshot = self.sync.pending
-                round_ = self.sync.watch_round() or []
-                # one goroutine per pchannel, and the round waits for all of them
-                yield env.all_of([self.rc.process(self._send_tick(snapshot, ch, ts)) for ch, ts in round_])
+                answered = 0.0
+                for ch, ts in self.sync.watch_round() or []:
+                    sent = one_way(rc.name)
+                    env.timeout(sent).callbacks.append(rc.callback(self._send_tick, snapshot, ch, ts))
+                    back = sent + one_way("mq")
+                    if back > answered:
+                        answered = back
+                yield env.timeout(answered)
 
-    def _send_tick(self, snapshot, ch: str, ts: int):
-        """``sendTimeTickToChannel`` for one pchannel, then ``syncedTtHistogram.update``."""
-        env = self.sim.env
+    def _send_tick(self, snapshot, ch: str, ts: int, _sent: simpy.Event) -> None:
+        """``sendTimeTickToChannel`` for one pchannel, then ``syncedTtHistogram.update`` (a callback of the send's
+        delay, bound to rootcoord's life: a tick of a dead rootcoord never lands)."""
         source = _min_source(snapshot, ch, ts)
-        yield env.timeout(self.sim.one_way(self.rc.name))
         msg_id = self.broker.produce(ch, TimeTickMsg(timestamp=ts, source_id=self.sync.source_id))
         self.sim.recorder.emit("mq.produce", self.rc.name, ts=ts, channel=ch, msg_id=msg_id, msg_type="TimeTick",
                                begin_ts=ts, end_ts=ts, tick_ts=ts, detail={"min_from": self.names.get(source, str(source))})
         self.sync.on_time_tick_sent(ch, ts)
-        yield env.timeout(self.sim.one_way("mq"))
 
 
 def _min_source(snapshot, ch: str, ts: int):

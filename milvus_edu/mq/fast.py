@@ -7,16 +7,17 @@ what it does. ``benchmarks/fast_path_gains.py`` measures what each saves by putt
 for one run (the simulating process's CPU time; issue 25 keeps a fast path only when it saves at least 5%
 of some family's run):
 
-* :func:`hash32_int64`, murmur3 written out for the 8 bytes of an int64, with :data:`_HIGH_BLOCKS`, the
-  mixed upper half of recent keys; readable form :func:`milvus_edu.mq.hash.hash32_int64` (``murmur3-unrolled``).
 * :func:`prehash_int64`, numpy's murmur3 of many keys at once into :data:`PREHASHED`, which
-  :func:`~milvus_edu.mq.hash.hash_pk_2_channels` looks up first; readable form: no table (``murmur3-prehash``).
+  :func:`~milvus_edu.mq.hash.hash_pk_2_channels` looks up first, fed by a client's :class:`KeysHashedAhead`;
+  readable form: no table (``murmur3-prehash``).
 * :func:`new_insert_msg` and :func:`new_msg_position`, the DML path's messages built without the frozen
   dataclasses' per-field ``object.__setattr__``; readable form: the ``InsertMsg`` and ``MsgPosition``
   constructors (``insert-msg``).
 
-The gains measured (``fast_path_gains.py --repeat 2``, 2026-11-25, TimeTick / flush / query runs) are
-written beside each function.
+The gains measured (``fast_path_gains.py``, TimeTick / flush / query runs) are written beside each function.
+Removed after measuring: murmur3 written out for the 8 bytes of an int64 (``fast.hash32_int64``), worth 18%
+of a flush run until its clients hashed their keys ahead too, then -2.4% (flush), -1.4% (TimeTick), +0.7%
+(query) with ``--repeat 3`` on 2026-11-26.
 """
 
 from __future__ import annotations
@@ -35,44 +36,6 @@ _C2 = 0x1B873593
 _INT64_MIN = -(1 << 63)
 _INT64_MAX = (1 << 63) - 1
 
-#: The mixed second block of recent keys, by the key's upper 32 bits: keys that are close together
-#: share them, so each is mixed once. Bounded, so random 64-bit keys cannot grow it without end.
-_HIGH_BLOCKS: dict[int, int] = {}
-_HIGH_BLOCKS_MAX = 4096
-
-
-def _high_block(high: int) -> int:
-    k = (high * _C1) & _MASK32
-    k = (((k << 15) | (k >> 17)) & _MASK32) * _C2 & _MASK32
-    if len(_HIGH_BLOCKS) < _HIGH_BLOCKS_MAX:
-        _HIGH_BLOCKS[high] = k
-    return k
-
-
-def hash32_int64(v: int) -> int:
-    """``Hash32Int64`` of an int64 ``v`` (readable form: :func:`milvus_edu.mq.hash.hash32_int64`), with
-    murmur3's two blocks and finalisation written out, and the upper block looked up.
-
-    Speed: the readable form instead costs a flush run's simulating process 18% more CPU (``murmur3-unrolled``;
-    the TimeTick clients hash ahead, and the query runs insert little)."""
-    u = v & 0xFFFFFFFFFFFFFFFF
-    k = ((u & _MASK32) * _C1) & _MASK32
-    k = (((k << 15) | (k >> 17)) & _MASK32) * _C2 & _MASK32
-    h = ((k << 13) | (k >> 19)) & _MASK32  # seed 0: h ^= k leaves k
-    h = (h * 5 + 0xE6546B64) & _MASK32
-    high = u >> 32
-    k = _HIGH_BLOCKS.get(high)
-    h ^= _high_block(high) if k is None else k
-    h = ((h << 13) | (h >> 19)) & _MASK32
-    h = (h * 5 + 0xE6546B64) & _MASK32
-    h ^= 8  # the length
-    h ^= h >> 16
-    h = (h * 0x85EBCA6B) & _MASK32
-    h ^= h >> 13
-    h = (h * 0xC2B2AE35) & _MASK32
-    h ^= h >> 16
-    return h & 0x7FFFFFFF
-
 
 #: ``Hash32Int64`` of keys hashed ahead by :func:`prehash_int64` (key -> hash); bounded, cleared when full.
 PREHASHED: dict[int, int] = {}
@@ -84,12 +47,13 @@ def prehash_int64(pks: Sequence[int]) -> None:
 
     A simulated client that knows its next keys (they are sequential) hashes a few thousand with
     numpy in the time pure Python takes for a handful; an insert then finds its keys' hashes in a
-    dict. The same murmur3 as :func:`hash32_int64`, on uint32 arrays. At most :data:`PREHASHED_MAX`
-    keys are kept: the table is cleared when it would overflow. Keys outside int64 are ignored (they
-    are refused when hashed).
+    dict. The same murmur3 as :func:`milvus_edu.mq.hash.hash32_int64`, on uint32 arrays. At most
+    :data:`PREHASHED_MAX` keys are kept: the table is cleared when it would overflow. Keys outside int64
+    are ignored (they are refused when hashed).
 
-    Speed: without it a TimeTick run's simulating process takes 7% more CPU (``murmur3-prehash``; only the
-    TimeTick clients hash ahead).
+    Speed: without it a flush run's simulating process takes 13% more CPU and a TimeTick run's 5% more
+    (``murmur3-prehash``, ``--repeat 3``, 2026-11-26; the TimeTick and flush clients hash ahead through
+    :class:`KeysHashedAhead`, the query lesson's clients insert little).
     """
     if isinstance(pks, range) and (not pks or _INT64_MIN <= min(pks[0], pks[-1])
                                    and max(pks[0], pks[-1]) <= _INT64_MAX):
@@ -123,6 +87,26 @@ def prehash_int64(pks: Sequence[int]) -> None:
         h ^= h >> np.uint32(16)
         h &= np.uint32(0x7FFFFFFF)
     PREHASHED.update(zip(keys, h.tolist()))
+
+
+class KeysHashedAhead:
+    """A simulated client's sequential int64 keys, hashed ahead in blocks by :func:`prehash_int64` (the
+    ``murmur3-prehash`` fast path): the proxy hashes every key of every insert, and the client knows its next
+    ones. Readable form: the keys alone, ``list(range(base + start, base + start + rows))``."""
+
+    def __init__(self, block: int = 4096):
+        self.block = block
+        self._hashed: tuple[int | None, int] = (None, 0)  # (base, end): the keys up to base + end - 1 are hashed
+
+    def keys(self, base: int, start: int, rows: int) -> list[int]:
+        """The keys ``base + start`` .. ``base + start + rows - 1``, hashing the next block first when they are
+        not hashed yet (``base`` is the client's key range, which a proxy's new server id moves)."""
+        hashed_base, end = self._hashed
+        if hashed_base != base or start + rows > end:
+            end = start + max(self.block, rows)
+            prehash_int64(range(base + start, base + end))
+            self._hashed = (base, end)
+        return list(range(base + start, base + start + rows))
 
 
 def new_msg_position(channel: str, msg_id: int | None, timestamp: int) -> MsgPosition:

@@ -9,10 +9,9 @@ the same IEEE checksum.
 Simplification: ``HashPK2Channels`` takes Python ints and strs instead of ``schemapb.IDs``; each key is
 hashed by its own type, so a mixed list (impossible in Milvus) is accepted.
 
-Every insert of a simulation hashes its keys, so ``HashPK2Channels`` takes two fast paths, kept with
-their measured gains in :mod:`milvus_edu.mq.fast`: keys hashed ahead by a client (``fast.prehash_int64``)
-are looked up, and the others hashed by murmur3 written out for an int64 (``fast.hash32_int64``); the
-readable :func:`hash32_int64` here is what both compute.
+Every insert of a simulation hashes its keys, so ``HashPK2Channels`` takes one fast path, kept with its
+measured gain in :mod:`milvus_edu.mq.fast`: keys hashed ahead by a client (``fast.prehash_int64``) are
+looked up; the others are hashed here by :func:`hash32_int64`, which is what the table holds.
 """
 
 from __future__ import annotations
@@ -104,12 +103,12 @@ def hash_pk_2_channels(pks: Sequence[int | str], shard_names: Sequence[str]) -> 
     if num_shard == 0:
         raise ValueError("no shard names given; pass the collection's vchannels (at least one)")
     out = []
-    prehashed, hash_int64 = fast.PREHASHED, fast.hash32_int64
+    prehashed = fast.PREHASHED
     for pk in pks:
         if type(pk) is int and _INT64_MIN <= pk <= _INT64_MAX:
             value = prehashed.get(pk)
             if value is None:
-                value = hash_int64(pk)
+                value = hash32_int64(pk)
         elif isinstance(pk, bool) or not isinstance(pk, (int, str)):
             raise ValueError(f"primary key {pk!r} is neither int nor str; Milvus keys are Int64 or VarChar")
         else:

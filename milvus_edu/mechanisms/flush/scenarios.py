@@ -14,6 +14,7 @@ run writes no folder).
 from __future__ import annotations
 
 from ...cluster.builder import Cluster, ClusterSpec, CollectionSpec, DataNodeSpec, ProxySpec, build
+from ...mq.fast import KeysHashedAhead
 from ...proto import SegmentState
 from ...registry import Scenario
 from ...sim.kernel import Simulation
@@ -111,12 +112,13 @@ class FlushWorkload:
             return
         yield env.timeout(WORKLOAD_START_MS)
         next_pk = 0
+        ahead = KeysHashedAhead()
         while env.now < self.workload_ms:
             yield env.timeout(rng.expovariate(rate))
             if env.now >= self.workload_ms or not proxy.alive:
                 continue
             rows = rng.randint(1, 8)
-            pks = [proxy.server_id * 10**9 + next_pk + k for k in range(rows)]
+            pks = ahead.keys(proxy.server_id * 10**9, next_pk, rows)
             next_pk += rows
             self.sim.spawn(self.insert(proxy, pks))  # nothing waits for a request's end
 

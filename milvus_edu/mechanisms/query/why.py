@@ -11,6 +11,8 @@ read off the run log.
 
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 
 from ...events.schema import SIM_EPOCH_MS
@@ -270,7 +272,9 @@ def _ahead(proxy, guarantee: int):
     if proxy is None or guarantee < 1 << 18:
         return None
     detail = detail_dict(proxy["detail"])
-    true_ms = SIM_EPOCH_MS + float(proxy["t_ms"])
+    # in whole ms, as the node clock and the guarantee's physical part are read: a fraction of the true time
+    # would otherwise turn a 9,000 ms offset into 8,999
+    true_ms = SIM_EPOCH_MS + math.floor(float(proxy["t_ms"]))
     physical, _ = parse_hybrid_ts(guarantee)
     ahead = physical - true_ms
     name = str(proxy["node"])

@@ -10,12 +10,11 @@ inserts of 1-8 rows at Poisson times; primary keys are hashed to shards with Mil
 from __future__ import annotations
 
 from ...cluster.builder import Cluster, ClusterSpec, CollectionSpec, ProxySpec, build
-from ...mq.fast import prehash_int64
+from ...mq.fast import KeysHashedAhead
 from ...registry import Scenario
 from ...sim.kernel import Simulation
 
 PCHANNELS = 4
-_PREHASH_BLOCK = 4096  # client keys hashed ahead at once
 # Rows per insert, drawn with rng.choice: the same draw as rng.randint(1, 8), minus randrange's
 # argument checks (both are 1 + _randbelow(8)).
 _ROWS_PER_INSERT = range(1, 9)
@@ -44,18 +43,14 @@ def _inserts(cluster: Cluster, proxy, rate: float):
         return
     yield env.timeout(WORKLOAD_START_MS)
     next_pk = 0
-    hashed = (None, 0)  # (base, n): keys base + next_pk .. base + n - 1 are hashed ahead (prehash_int64)
+    ahead = KeysHashedAhead()
     while True:
         yield env.timeout(rng.expovariate(rate))
         if not proxy.alive:
             continue
         collection = cluster.collections[0] if rng.random() < 0.75 else cluster.collections[1]
         rows = rng.choice(_ROWS_PER_INSERT)
-        base = proxy.server_id * 10**9  # a restarted proxy has a new server id
-        if hashed[0] != base or next_pk + rows > hashed[1]:  # the proxy hashes every key: do the next ones in bulk
-            prehash_int64(range(base + next_pk, base + next_pk + _PREHASH_BLOCK))
-            hashed = (base, next_pk + _PREHASH_BLOCK)
-        pks = list(range(base + next_pk, base + next_pk + rows))
+        pks = ahead.keys(proxy.server_id * 10**9, next_pk, rows)  # a restarted proxy has a new server id
         next_pk += rows
         sim.spawn(proxy.insert(collection, pks))  # nothing waits for a request's end
 
