@@ -1,5 +1,6 @@
 """Property: whatever the clocks, kills and network do, timestamps handed out never go back."""
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -37,6 +38,7 @@ def _run(seed, offsets, drifts, kill_at, jump_list, drop, counts):
     return rows_to_frame(sink.rows)
 
 
+@pytest.mark.slow
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     seed=st.integers(0, 10_000),

@@ -187,6 +187,7 @@ def test_checker_flags_a_tick_that_goes_back_and_a_lost_message():
     assert counts == {"tick-monotonic": 1, "watermark": 1, "pack-exact": 1, "tick-progress": 0}
 
 
+@pytest.mark.slow
 def test_check_timetick_on_a_frame_equals_the_streaming_result(basics):
     assert check_timetick(basics.events) == []
     run = milvus_edu.simulate("timetick-unlocked-enqueue", seed=1, duration_s=2.0,

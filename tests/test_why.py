@@ -327,6 +327,7 @@ def test_a_flush_across_a_datanode_crash_names_the_crash_and_the_recovery():
     assert f"(event {int(watch['seq']) + 1:,})" in chain.root.text and str(watch["vchannel"]) in chain.root.text
 
 
+@pytest.mark.slow
 def test_a_flush_sent_to_a_dead_datanode_names_the_crash_before_it_and_the_handover():
     events = milvus_edu.simulate("datanode-takeover", seed=1).events
     start, done = client_flushes(events)[-1]
@@ -339,6 +340,7 @@ def test_a_flush_sent_to_a_dead_datanode_names_the_crash_before_it_and_the_hando
     assert f"handed its channels to {reassign['peer']} only at {reassign['t_ms'] / 1000:.3f} s" in chain.root.text
 
 
+@pytest.mark.slow
 def test_a_flush_that_never_finished_names_the_checkpoint_that_stayed_below_flush_ts():
     events = milvus_edu.simulate("flush-stuck-memory-sync", seed=1).events
     assert (events["kind"] == "client.flush").sum() == 1

@@ -77,6 +77,7 @@ def test_without_a_switch_the_failover_keeps_timestamps_increasing():
     assert milvus_edu.simulate("tso-failover", seed=1).summary["checks"]["violations"] == []
 
 
+@pytest.mark.slow
 def test_a_flush_that_never_completed_follows_the_flush_lessons_chain():
     """``flush-completes`` rests on the client's flush: the chain goes on as ``why(run, flush=N)`` for that flush, to the
     channel checkpoint that never reached flushTs (a gap of Milvus itself, quirk P24)."""
