@@ -308,3 +308,20 @@ def test_no_component_keeps_a_stale_copy_of_a_flipped_switch(scenario):
     assert now == BugSwitches.from_names(BugSwitches.names())
     for path, value in _copies(list(sim.nodes.values()), names, set()):
         assert value is True or value == now, f"{path} kept {value!r} after the flip"
+
+
+def test_the_books_page_shows_what_a_fork_with_a_switch_prints(tmp_path, capsys):
+    # book/explain.md shows `milvus-edu fork runs/seed --at 0.5 --switch skip_wait_tsafe`: each line it shows must be
+    # printed today, in that order ("..." stands for lines left out)
+    page = (Path(__file__).resolve().parents[1] / "book" / "explain.md").read_text(encoding="utf-8")
+    command = "$ milvus-edu fork runs/seed --at 0.5 --switch skip_wait_tsafe --out runs/seed-flip\n"
+    shown = [line for line in page.split(command, 1)[1].split("\n```", 1)[0].splitlines() if line != "..."]
+    assert len(shown) >= 4
+    code, _, _ = run_main(capsys, "simulate", "--scenario", "seed-example", "--out", str(tmp_path / "seed"))
+    assert code == 0
+    code, out, err = run_main(capsys, "fork", str(tmp_path / "seed"), "--at", "0.5", "--switch", "skip_wait_tsafe",
+                              "--out", str(tmp_path / "seed-flip"))
+    assert code == 0, err
+    printed = out.replace(str(tmp_path) + "/", "runs/").splitlines()
+    positions = [printed.index(line) for line in shown]  # ValueError: a line the page shows is not printed
+    assert positions == sorted(positions)

@@ -19,6 +19,10 @@ the switch where they use it. The checkers read no switch at all, only events, s
 same checker that catches it on from the start. A switch already so at that time is left as it is (nothing is
 recorded).
 
+Simplification: a flip changes the rule in every component at one simulated instant, between two steps, and what
+the old rule already did stays done (rows a delete hid stay hidden, a TSO window already initialised keeps its
+start); Milvus has no such switch, so the flip stands for a binary swapped between two steps.
+
 :func:`schedule` starts ONE process for all of a run's interventions, and only when there are some. Its start
 and its timeouts take SimPy event ids, but ids only break ties between events at the same time and every other
 event keeps its relative order, so the run log before the first intervention's time is the run log without
