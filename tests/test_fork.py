@@ -200,6 +200,9 @@ FLIPS = [
     ("timetick-unlocked-enqueue", 5, "allocate_outside_enqueue_lock", 1000.0),
     ("checkpoint-rpc-lost", 40, "drop_failed_checkpoint_tasks", 5000.0),
     ("seed-example", None, "skip_wait_tsafe", 500.0),
+    # copied when built: the standby's InitTimestamp and the QueryNode's deleteNode take the flip through the hook
+    ("tso-failover", None, "tso_skip_load_on_init", 1000.0),
+    ("delete-then-read", None, "update_tsafe_before_delete", 1000.0),  # after the watch (501 ms)
 ]
 
 
