@@ -144,6 +144,22 @@ def test_the_cli_flips_a_switch_part_way_and_the_flip_accounts_for_its_violation
             "on for every component from now on.") in out
 
 
+def test_the_cli_turns_a_switch_off_part_way(capsys, tmp_path):
+    simulate("timetick-unlocked-enqueue", duration_s=3, switches=["allocate_outside_enqueue_lock"],
+             out_dir=tmp_path / "a")
+    code, out, err = run_main(capsys, "fork", str(tmp_path / "a"), "--at", "1", "--switch-off",
+                              "allocate_outside_enqueue_lock", "--out", str(tmp_path / "b"))
+    assert code == 0, err
+    assert "with switch allocate_outside_enqueue_lock off at 1.000 s" in out
+    assert "Bug switch allocate_outside_enqueue_lock is turned off for every component from now on." in out
+    summary = json.loads((tmp_path / "b" / "summary.json").read_text())
+    assert summary["switches_flipped"] == [{"switch": "allocate_outside_enqueue_lock", "on": False, "t_ms": 1000.0}]
+    # a switch that is off already: nothing to turn off, and the two runs are the same
+    code, out, _ = run_main(capsys, "fork", str(tmp_path / "b"), "--at", "2", "--switch-off",
+                            "allocate_outside_enqueue_lock", "--out", str(tmp_path / "c"))
+    assert code == 0 and "the runs do not differ" in out
+
+
 @pytest.mark.parametrize("args, says", [
     (["--at", "1", "--kill", "proxy-9"], "no node named 'proxy-9'"),
     (["--at", "9", "--kill", "proxy-1"], "within the run"),
