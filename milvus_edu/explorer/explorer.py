@@ -31,9 +31,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..config import BugSwitches
 from ..explain import Chain, WhyError, why as ask_why
 from ..explain.violation import explain_violation
-from ..config import BugSwitches
 from ..export.perfetto import Begin, row_items, rows, trace_mapping
 from ..narrate import describe, detail_dict
 from ..registry import mechanisms_in

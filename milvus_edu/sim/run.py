@@ -141,7 +141,7 @@ def simulate(
     * ``run_id``: the run's id in its events and summary; by default ``<scenario>-s<seed>`` followed by
       ``+<switch>`` for each switch on (a sweep gives ids that also name its options and parameters).
     * ``jsonl``: write ``events.jsonl`` beside ``events.parquet`` (18 times its size; a sweep leaves it out).
-    * ``interventions``: faults to apply at given times on top of the scenario's own
+    * ``interventions``: faults to apply, and bug switches to flip, at given times on top of the scenario's own
       (:mod:`milvus_edu.sim.interventions`: ``Kill``, ``Restart``, ``Pause``, ``ClockJump``, ``SetSwitch``, or
       their dict forms); kept in summary.json and the token. The run log before the first one's time is the run log
       without them. The switches a ``SetSwitch`` flipped are listed in summary.json's ``switches_flipped``
