@@ -11,7 +11,7 @@ from .events import load_run  # noqa: E402
 from .sim.run import simulate  # noqa: E402
 from .sim.run import replay  # noqa: E402
 from .sim.run import fork  # noqa: E402
-from .sim.interventions import ClockJump, Kill, Pause, Restart  # noqa: E402
+from .sim.interventions import ClockJump, Kill, Pause, Restart, SetSwitch  # noqa: E402
 from .export import export_perfetto  # noqa: E402
 from . import mechanisms  # noqa: E402,F401  (registers the built-in mechanisms)
 from .explain import why  # noqa: E402
@@ -28,4 +28,4 @@ def explore(run_or_path_or_frame, **opts):
 
 
 __all__ = ["__version__", "simulate", "load_run", "replay", "fork", "Kill", "Restart", "Pause", "ClockJump",
-           "export_perfetto", "why", "explore"]
+           "SetSwitch", "export_perfetto", "why", "explore"]

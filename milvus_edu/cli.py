@@ -133,16 +133,20 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("token", help="the run token, me1-... (also in the run's summary.json)")
     rp.add_argument("--out", required=True, help="run folder to write (must be new or empty)")
     rp.add_argument("--force", action="store_true", help="replace the run files in an existing --out folder")
-    fk = sub.add_parser("fork", help="run a run folder again with a fault added at a time; the log before it stays "
-                                     "byte for byte the same")
+    fk = sub.add_parser("fork", help="run a run folder again with a fault or a bug switch flipped at a time; the log "
+                                     "before it stays byte for byte the same")
     fk.add_argument("run", help="run folder written by `milvus-edu simulate` (its summary.json holds the token)")
-    fk.add_argument("--at", type=_at_seconds, required=True, metavar="SECONDS", help="simulated time of the fault")
+    fk.add_argument("--at", type=_at_seconds, required=True, metavar="SECONDS",
+                    help="simulated time of the fault or the switch's flip")
     change = fk.add_mutually_exclusive_group(required=True)
     change.add_argument("--kill", metavar="NODE", help="crash NODE (e.g. proxy-1, datanode-1)")
     change.add_argument("--restart", metavar="NODE", help="start a killed proxy or DataNode again")
     change.add_argument("--pause", type=_node_ms, metavar="NODE:MS", help="freeze NODE for MS milliseconds")
     change.add_argument("--clock-jump", type=_node_ms, metavar="NODE:MS",
                         help="step a rootcoord's wall clock by MS milliseconds (negative goes back)")
+    change.add_argument("--switch", metavar="NAME",
+                        help=f"turn a bug switch on for every component from then on: {', '.join(BugSwitches.names())}")
+    change.add_argument("--switch-off", metavar="NAME", help="turn a bug switch that is on off from then on")
     fk.add_argument("--out", required=True, help="run folder to write (must be new or empty)")
     fk.add_argument("--force", action="store_true", help="replace the run files in an existing --out folder")
     ex = sub.add_parser("export", help="export a run folder to a trace viewer's format")
@@ -264,16 +268,17 @@ def _cmd_simulate(args) -> int:
 
 
 def _exit_status(result, knobs_given: bool) -> int:
-    """0, or 1 for a violation that neither a bug switch, the scenario's documented gap nor the ``--param`` /
-    ``--option`` values the user gave (``knobs_given``) account for."""
+    """0, or 1 for a violation that neither a bug switch (on from the start or flipped part-way), the scenario's
+    documented gap nor the ``--param`` / ``--option`` values the user gave (``knobs_given``) account for."""
     from .registry import get_scenario, scenario_mechanisms
 
-    if not result.summary["checks"]["ok"] and not result.summary["switches"]:
-        spec = get_scenario(result.summary["scenario"])
+    summary = result.summary
+    if not summary["checks"]["ok"] and not summary["switches"] and not summary.get("switches_flipped"):
+        spec = get_scenario(summary["scenario"])
         if spec.gap:
             print(f"(expected: this scenario shows a gap in Milvus itself: {spec.gap})")
             return 0
-        broken = {name for name, n in result.summary["checks"]["violation_counts"].items() if n}
+        broken = {name for name, n in summary["checks"]["violation_counts"].items() if n}
         progress = {name for m in scenario_mechanisms(spec) if m.checker is not None
                     for name in m.checker.progress}
         if knobs_given and broken <= progress:
@@ -426,7 +431,7 @@ def _cmd_replay(args) -> int:
 
 def _cmd_fork(args) -> int:
     from .narrate import describe
-    from .sim.interventions import ClockJump, Kill, Pause, Restart
+    from .sim.interventions import ClockJump, Kill, Pause, Restart, SetSwitch
     from .sim.run import fork
 
     at_ms = args.at * 1000.0
@@ -437,8 +442,12 @@ def _cmd_fork(args) -> int:
             change = Restart(args.restart, at_ms)
         elif args.pause:
             change = Pause(args.pause[0], at_ms, duration_ms=args.pause[1])
-        else:
+        elif args.clock_jump:
             change = ClockJump(args.clock_jump[0], at_ms, delta_ms=args.clock_jump[1])
+        elif args.switch:
+            change = SetSwitch(args.switch, True, at_ms)
+        else:
+            change = SetSwitch(args.switch_off, False, at_ms)
         if not Path(args.run).is_dir():
             raise ValueError(f"{args.run} is not a folder; give a run folder written by `milvus-edu simulate`")
         result = fork(args.run, at_ms, change, out_dir=args.out, force=args.force)
@@ -452,7 +461,8 @@ def _cmd_fork(args) -> int:
         print(f"the runs first differ at event {seq + 1:,} ({row['t_ms'] / 1000:.3f} s): {describe(row)}")
     else:
         print(f"the runs first differ at event {seq + 1:,}: the forked run ends there, the original goes on")
-    # the fault given is a knob like --param: progress it stops is the fork's lesson, not a model bug
+    # the fault given is a knob like --param: progress it stops is the fork's lesson, not a model bug (a switch
+    # flipped on is listed in the summary's switches_flipped, which accounts for its violations)
     return _exit_status(run, knobs_given=True)
 
 

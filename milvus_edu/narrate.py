@@ -105,6 +105,9 @@ def _describe(row) -> str:
         return f"{node} starts again as server {detail.get('server_id')}, with fresh state."
     if kind == "fault.clock_jump":
         return f"{node}'s clock jumps by {detail.get('delta_ms'):+,.0f} ms."
+    if kind == "fault.switch":
+        return (f"Bug switch {detail.get('switch')} is turned {'on' if detail.get('on') else 'off'} "
+                "for every component from now on.")
     if kind == "rpc.drop":
         return f"The network loses a message from {node} to {value(row, 'peer')}."
     narrate = describer(kind)

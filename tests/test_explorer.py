@@ -220,6 +220,27 @@ def test_fork_at_the_cursor_shows_the_forked_run_and_its_first_difference(run, e
         explorer.fork("kill", "proxy-1", at=10**7)
 
 
+def test_fork_here_can_turn_a_bug_switch_on_at_the_cursor(run, explorer):
+    assert explorer.view.meta["fork_actions"][-1] == "switch"
+    assert explorer.view.meta["fork_switches"] == milvus_edu.config.BugSwitches.names()  # none is on from the start
+    at = int(run.events[run.events["t_ms"] >= 2000]["seq"].iloc[0])
+    answer = explorer.answer({"type": "fork", "action": "switch", "switch": "skip_wait_tsafe", "node": "proxy-1",
+                              "seq": at})
+    assert "error" not in answer, answer
+    forked = explorer.forked.run
+    t_ms = float(run.events["t_ms"].iloc[at])
+    flips = forked.events[forked.events["kind"] == "fault.switch"]
+    assert list(flips["t_ms"]) == [t_ms] and forked.summary["switches_flipped"][0]["switch"] == "skip_wait_tsafe"
+    assert explorer.view.meta["which"] == "fork" and "fork: switch skip_wait_tsafe on at" in explorer.view.meta["title"]
+    # the run before the flip is the original's; the reads after it no longer wait
+    assert answer["first_difference"] >= at
+    counts = forked.summary["checks"]["violation_counts"]
+    assert sum(counts.values()) > sum(run.summary["checks"]["violation_counts"].values())
+    bad = explorer.answer({"type": "fork", "action": "switch", "switch": "no_such_switch", "node": "", "seq": at})
+    assert bad["error"].startswith("unknown bug switch 'no_such_switch'")
+    explorer.show("original")
+
+
 def test_a_frame_alone_gets_its_checks_from_the_checkers_but_cannot_fork(run):
     ex = Explorer(run.events)
     assert [s["seq"] for s in ex.stalls] == [s["seq"] for s in milvus_edu.explore(run).stalls]

@@ -129,6 +129,22 @@ def test_a_click_on_an_event_selects_it_and_asks_for_its_details(page, explorer)
     assert "event 746" in page.inner_text(".mex-details") and "proxy-2" in page.inner_text(".mex-details")
 
 
+def test_fork_here_offers_a_switch_selector_for_the_switch_action(page, explorer):
+    page.evaluate("(c) => window.__set('cursor', c)", 500)
+    assert page.is_visible(".mex-fork-node") and not page.is_visible(".mex-fork-switch")
+    page.select_option(".mex-fork-action", "switch")  # the switch selector takes the node selector's place
+    assert page.is_visible(".mex-fork-switch") and not page.is_visible(".mex-fork-node")
+    names = page.eval_on_selector_all(".mex-fork-switch option", "(os) => os.map((o) => o.value)")
+    assert names == explorer.view.meta["fork_switches"] and "skip_wait_tsafe" in names
+    page.select_option(".mex-fork-switch", "skip_wait_tsafe")
+    page.click(".mex-fork")
+    ask = page.evaluate("() => window.__sent[window.__sent.length - 1]")
+    assert (ask["type"], ask["action"], ask["switch"], ask["seq"]) == ("fork", "switch", "skip_wait_tsafe", 500)
+    assert "forking: switch skip_wait_tsafe on at " in page.inner_text(".mex-message")
+    page.select_option(".mex-fork-action", "kill")
+    assert page.is_visible(".mex-fork-node") and not page.is_visible(".mex-fork-switch")
+
+
 def test_filters_hide_a_lane_and_play_moves_the_cursor(page):
     page.click(".mex-filter-btn")
     height = page.evaluate("() => document.querySelector('.mex-canvas').height")

@@ -1,5 +1,6 @@
-"""Fork here: interventions applied part-way, the forked run's prefix byte-identical to the original's, its token
-replaying it, and the CLI's refusals."""
+"""Fork here: interventions applied part-way (faults, and bug switches flipped), the forked run's prefix
+byte-identical to the original's, its token replaying it, the flip caught by the checker that catches the switch on
+from the start, and the CLI's refusals."""
 
 import json
 from pathlib import Path
@@ -9,7 +10,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import milvus_edu
-from milvus_edu import ClockJump, Kill, Pause, Restart, fork, replay, simulate
+from milvus_edu import ClockJump, Kill, Pause, Restart, SetSwitch, fork, replay, simulate
+from milvus_edu.config import BugSwitches, Config
+from milvus_edu.events import NULL_RECORDER
+from milvus_edu.registry import get_scenario, scenario_options
+from milvus_edu.sim.kernel import Simulation
 from milvus_edu.events.recorder import json_line
 from milvus_edu.sim.run import first_difference
 from run_support import digests, run_main
@@ -126,12 +131,43 @@ def test_the_cli_forks_a_run_folder_and_names_the_first_difference(capsys, tmp_p
     assert f"the runs first differ at event {seq + 1:,} (2.000 s): datanode-1 is killed" in out
 
 
+def test_the_cli_flips_a_switch_part_way_and_the_flip_accounts_for_its_violations(capsys, tmp_path):
+    simulate("timetick-unlocked-enqueue", duration_s=5, out_dir=tmp_path / "a")
+    code, out, err = run_main(capsys, "fork", str(tmp_path / "a"), "--at", "1", "--switch",
+                              "allocate_outside_enqueue_lock", "--out", str(tmp_path / "b"))
+    assert code == 0, err  # the violations are the switch's, as with --switch from the start
+    summary = json.loads((tmp_path / "b" / "summary.json").read_text())
+    assert not summary["checks"]["ok"] and summary["switches_flipped"][0]["switch"] == "allocate_outside_enqueue_lock"
+    assert "forked " in out and "with switch allocate_outside_enqueue_lock on at 1.000 s" in out
+    seq = first_difference(jsonl(tmp_path / "a"), jsonl(tmp_path / "b"))
+    assert (f"the runs first differ at event {seq + 1:,} (1.000 s): Bug switch allocate_outside_enqueue_lock is turned "
+            "on for every component from now on.") in out
+
+
+def test_the_cli_turns_a_switch_off_part_way(capsys, tmp_path):
+    simulate("timetick-unlocked-enqueue", duration_s=3, switches=["allocate_outside_enqueue_lock"],
+             out_dir=tmp_path / "a")
+    code, out, err = run_main(capsys, "fork", str(tmp_path / "a"), "--at", "1", "--switch-off",
+                              "allocate_outside_enqueue_lock", "--out", str(tmp_path / "b"))
+    assert code == 0, err
+    assert "with switch allocate_outside_enqueue_lock off at 1.000 s" in out
+    assert "Bug switch allocate_outside_enqueue_lock is turned off for every component from now on." in out
+    summary = json.loads((tmp_path / "b" / "summary.json").read_text())
+    assert summary["switches_flipped"] == [{"switch": "allocate_outside_enqueue_lock", "on": False, "t_ms": 1000.0}]
+    # a switch that is off already: nothing to turn off, and the two runs are the same
+    code, out, _ = run_main(capsys, "fork", str(tmp_path / "b"), "--at", "2", "--switch-off",
+                            "allocate_outside_enqueue_lock", "--out", str(tmp_path / "c"))
+    assert code == 0 and "the runs do not differ" in out
+
+
 @pytest.mark.parametrize("args, says", [
     (["--at", "1", "--kill", "proxy-9"], "no node named 'proxy-9'"),
     (["--at", "9", "--kill", "proxy-1"], "within the run"),
     (["--at", "1", "--pause", "proxy-1"], "expected NODE:MS"),
     (["--at", "1", "--clock-jump", "proxy-1:50"], "clock cannot jump"),
     (["--at", "1", "--kill", "proxy-1", "--restart", "proxy-1"], "not allowed with"),
+    (["--at", "1", "--switch", "no_such_switch"], "unknown bug switch 'no_such_switch'; choose from"),
+    (["--at", "1", "--switch", "skip_wait_tsafe", "--kill", "proxy-1"], "not allowed with"),
     (["--at", "1", "--kill", "proxy-1", "OCCUPIED"], "exists and is not empty"),
     (["--at", "1", "--kill", "proxy-1", "NOTOKEN"], "without a token"),
     (["--at", "1", "--kill", "proxy-1", "NORUN"], "not a run folder"),
@@ -170,3 +206,141 @@ def test_each_kind_applies_at_its_exact_time_through_the_nodes_own_fault_api():
     # kept sorted by time (equal times in the order given), as the token keeps them
     assert [(i["kind"], i["t_ms"]) for i in run.summary["interventions"]] == [
         ("kill", 1000.0), ("restart", 1200.0), ("restart", 1500.3), ("pause", 2000.0)]
+
+
+# ---- bug switches flipped part-way
+
+# one switch per lesson, in the scenario that shows it, flipped before the damage it does
+FLIPS = [
+    ("tso-basics", 6, "tso_no_window_save", 1000.0),
+    ("timetick-unlocked-enqueue", 5, "allocate_outside_enqueue_lock", 1000.0),
+    ("checkpoint-rpc-lost", 40, "drop_failed_checkpoint_tasks", 5000.0),
+    ("seed-example", None, "skip_wait_tsafe", 500.0),
+    # copied when built: the standby's InitTimestamp and the QueryNode's deleteNode take the flip through the hook
+    ("tso-failover", None, "tso_skip_load_on_init", 1000.0),
+    ("delete-then-read", None, "update_tsafe_before_delete", 1000.0),  # after the watch (501 ms)
+]
+
+
+def broken(summary) -> set[str]:
+    return {name for name, n in summary["checks"]["violation_counts"].items() if n}
+
+
+@pytest.mark.parametrize("scenario, duration_s, switch, at_ms", FLIPS)
+def test_a_switch_flipped_part_way_is_caught_by_the_checker_that_catches_it_from_the_start(scenario, duration_s,
+                                                                                             switch, at_ms):
+    faithful = simulate(scenario, duration_s=duration_s)
+    from_start = simulate(scenario, duration_s=duration_s, switches=[switch])
+    run, seq = fork(faithful, at_ms, SetSwitch(switch))
+    assert faithful.summary["checks"]["ok"] and broken(from_start.summary)
+    assert broken(run.summary) & broken(from_start.summary)
+    # every violation's evidence ends after the flip: the run before it is the faithful one
+    assert all(max(faithful_t(run, v)) >= at_ms for v in run.violations)
+    flips = [r for r in run.rows if r["kind"] == "fault.switch"]
+    assert [(r["t_ms"], r["node"], json.loads(r["detail"])) for r in flips] == [(at_ms, "sim", {"switch": switch,
+                                                                                               "on": True})]
+    assert run.rows[seq]["t_ms"] >= at_ms
+    assert lines_before([json_line(r) for r in run.rows], at_ms) == \
+        lines_before([json_line(r) for r in faithful.rows], at_ms)
+    # "switches" keeps naming those on from the start; the flip is listed on its own
+    assert run.summary["switches"] == [] and run.summary["switches_flipped"] == [
+        {"switch": switch, "on": True, "t_ms": at_ms}]
+    assert run.summary["interventions"] == [{"kind": "switch", "name": switch, "on": True, "t_ms": at_ms}]
+    assert "switches_flipped" not in faithful.summary and "switches_flipped" not in from_start.summary
+
+
+def faithful_t(run, violation) -> list[float]:
+    """The times of a violation's evidence events."""
+    return [run.rows[int(s)]["t_ms"] for s in violation["seqs"]]
+
+
+def test_a_switch_flipped_part_way_replays_byte_for_byte_and_can_be_turned_off_again(tmp_path):
+    simulate("timetick-unlocked-enqueue", duration_s=3, out_dir=tmp_path / "a")
+    run, _ = fork(tmp_path / "a", 800.0, [SetSwitch("allocate_outside_enqueue_lock"),
+                                          SetSwitch("allocate_outside_enqueue_lock", False, 2000.0)],
+                  out_dir=tmp_path / "b")
+    again = replay(run.token, tmp_path / "c")
+    assert again.token == run.token and digests(tmp_path / "b") == digests(tmp_path / "c")
+    assert [(f["on"], f["t_ms"]) for f in run.summary["switches_flipped"]] == [(True, 800.0), (False, 2000.0)]
+    # a run with the switch on from the start turns it off part-way: the summary says both
+    off, _ = fork(simulate("timetick-unlocked-enqueue", duration_s=2, switches=["allocate_outside_enqueue_lock"]),
+                  1000.0, SetSwitch("allocate_outside_enqueue_lock", on=False))
+    assert off.summary["switches"] == ["allocate_outside_enqueue_lock"]
+    assert off.summary["switches_flipped"] == [{"switch": "allocate_outside_enqueue_lock", "on": False, "t_ms": 1000.0}]
+
+
+def test_a_switch_already_so_is_left_as_it_is():
+    original = simulate("tso-basics", duration_s=1, switches=["tso_no_window_save"])
+    run, seq = fork(original, 500.0, SetSwitch("tso_no_window_save"))
+    assert seq is None and "switches_flipped" not in run.summary
+    assert not any(r["kind"] == "fault.switch" for r in run.rows)
+
+
+@settings(max_examples=6, deadline=None)
+@given(switch=st.sampled_from(BugSwitches.names()), at_ms=st.floats(min_value=0.0, max_value=1499.0))
+def test_any_switch_flipped_at_any_time_keeps_the_originals_prefix(switch, at_ms):
+    original = [json_line(r) for r in simulate("flush-basics", duration_s=1.5).rows]
+    run, seq = fork(simulate("flush-basics", duration_s=1.5), at_ms, SetSwitch(switch))
+    forked = [json_line(r) for r in run.rows]
+    prefix = lines_before(original, at_ms)
+    assert lines_before(forked, at_ms) == prefix
+    # the flip is recorded at its time, so the logs differ there at the latest
+    assert seq is not None and seq >= len(prefix) and run.rows[seq]["t_ms"] == at_ms
+
+
+def _copies(root, names: set[str], seen: set[int], path: str = ""):
+    """Every (path, value) of an attribute named after a bug switch, or holding all of them, reachable from
+    ``root`` through attributes, lists and dicts (not through the Simulation, which holds the current ones)."""
+    if id(root) in seen or isinstance(root, (Simulation, str, bytes, int, float, type(None))) or callable(root):
+        return
+    seen.add(id(root))
+    if isinstance(root, BugSwitches):
+        yield path, root
+        return
+    if isinstance(root, dict):
+        items = root.items()
+    elif isinstance(root, (list, tuple, set, frozenset)):
+        items = enumerate(root)
+    elif hasattr(root, "__dict__") and type(root).__module__.startswith("milvus_edu"):
+        items = vars(root).items()
+    else:
+        return
+    for key, value in items:
+        if key in names and isinstance(value, bool):
+            yield f"{path}.{key}", value
+        else:
+            yield from _copies(value, names, seen, f"{path}.{key}")
+
+
+@pytest.mark.parametrize("scenario", ["datanode-crash-recovery", "delete-then-read", "tso-failover"])
+def test_no_component_keeps_a_stale_copy_of_a_flipped_switch(scenario):
+    spec = get_scenario(scenario)
+    sim = Simulation(1, NULL_RECORDER, Config())
+    spec.build(sim, **scenario_options(spec, None))
+    sim.run(3000.0)  # every component built: channels watched, allocators up, segments growing
+    names = set(BugSwitches.names())
+    copies = list(_copies(list(sim.nodes.values()), names, set()))
+    assert copies  # the walk finds the copies there are
+    for name in BugSwitches.names():
+        assert sim.set_switch(name, True) and not sim.set_switch(name, True)
+    now = sim.config.switches
+    assert now == BugSwitches.from_names(BugSwitches.names())
+    for path, value in _copies(list(sim.nodes.values()), names, set()):
+        assert value is True or value == now, f"{path} kept {value!r} after the flip"
+
+
+def test_the_books_page_shows_what_a_fork_with_a_switch_prints(tmp_path, capsys):
+    # book/explain.md shows `milvus-edu fork runs/seed --at 0.5 --switch skip_wait_tsafe`: each line it shows must be
+    # printed today, in that order ("..." stands for lines left out)
+    page = (Path(__file__).resolve().parents[1] / "book" / "explain.md").read_text(encoding="utf-8")
+    command = "$ milvus-edu fork runs/seed --at 0.5 --switch skip_wait_tsafe --out runs/seed-flip\n"
+    shown = [line for line in page.split(command, 1)[1].split("\n```", 1)[0].splitlines() if line != "..."]
+    assert len(shown) >= 4
+    code, _, _ = run_main(capsys, "simulate", "--scenario", "seed-example", "--out", str(tmp_path / "seed"))
+    assert code == 0
+    code, out, err = run_main(capsys, "fork", str(tmp_path / "seed"), "--at", "0.5", "--switch", "skip_wait_tsafe",
+                              "--out", str(tmp_path / "seed-flip"))
+    assert code == 0, err
+    printed = out.replace(str(tmp_path) + "/", "runs/").splitlines()
+    positions = [printed.index(line) for line in shown]  # ValueError: a line the page shows is not printed
+    assert positions == sorted(positions)

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 import milvus_edu
 from milvus_edu.sim.run import replay
-from milvus_edu.sim.interventions import ClockJump, Kill, Pause, Restart, canonical
+from milvus_edu.sim.interventions import ClockJump, Kill, Pause, Restart, SetSwitch, canonical
 from milvus_edu.sim.token import PREFIX, RunSpec, TokenError, decode, encode
 from run_support import digests, run_main
 
@@ -27,6 +27,8 @@ from run_support import digests, run_main
         {"at": 0.9, "client": "Client2", "op": "search", "collection": "C0", "consistency_level": "Bounded"}]}}),
     ("timetick-basics", {"duration_s": 2, "interventions": [Restart("proxy-1", 1500), Kill("proxy-1", 800),
                                                              Pause("rootcoord-1", 1200, duration_ms=150.0)]}),
+    ("timetick-unlocked-enqueue", {"duration_s": 2, "interventions": [SetSwitch("allocate_outside_enqueue_lock",
+                                                                                 t_ms=700)]}),
 ])
 def test_replayed_token_gives_a_byte_identical_run_folder(tmp_path, scenario, kwargs):
     original = milvus_edu.simulate(scenario, out_dir=tmp_path / "a", **kwargs)
@@ -81,6 +83,9 @@ BODY = GOOD[len(PREFIX):]
     # an intervention of a kind (or form) this version does not know
     (_token(interventions=({"t_ms": 5.0, "action": "kill proxy-2"},)), "interventions is not one"),
     (_token(interventions=({"kind": "kill", "node": "proxy-2", "t_ms": 5.0, "why": "x"},)), "interventions is not one"),
+    (_token(interventions=({"kind": "switch", "name": "no_such_switch", "on": True, "t_ms": 5.0},)),
+     "interventions is not one"),
+    (_token(interventions=({"kind": "switch", "on": True, "t_ms": 5.0},)), "interventions is not one"),
     (PREFIX + BODY[:-6], "damaged"),  # truncated
     (PREFIX + "!!" + BODY[2:], "base64url"),
     (PREFIX + ("A" if BODY[0] != "A" else "B") + BODY[1:], "checksum"),  # the checksum's first byte changed
@@ -155,6 +160,7 @@ specs = st.builds(
         st.builds(Restart, st.sampled_from(["proxy-2", "datanode-1"]), st.integers(0, 10**6)),
         st.builds(Pause, st.just("rootcoord-1"), st.floats(0, 1e6), st.floats(1e-3, 1e6)),
         st.builds(ClockJump, st.just("rootcoord-1"), st.floats(0, 1e6), st.integers(-10**6, 10**6).filter(bool)),
+        st.builds(SetSwitch, st.sampled_from(milvus_edu.config.BugSwitches.names()), st.booleans(), st.floats(0, 1e6)),
     ), max_size=4).map(lambda items: tuple(i.to_dict() for i in canonical(items))),
 )
 

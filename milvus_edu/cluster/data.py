@@ -303,6 +303,18 @@ class DataNodeNode(PackConsumer, Node):
         self.sent_ts: dict[str, int] = {}
         self.notify = self.sim.env.event()
 
+    def switches_changed(self) -> None:
+        """Hand the run's current switches to the components that copied one when they were built: the buffer
+        manager, the checkpoint updater, each flowgraph's ddNode and each channel's write buffer."""
+        switches = self.sim.config.switches
+        self.manager.reset_flush_ts_inclusive = switches.reset_flush_ts_inclusive
+        self.updater.drop_failed_checkpoint_tasks = switches.drop_failed_checkpoint_tasks
+        for service in self.services.values():
+            service.dd_node.skip_recovery_filter = switches.skip_recovery_filter
+        for vchannel in self.manager.channels:
+            self.manager.get_buffer(vchannel).checkpoint_ignores_syncing_segments = \
+                switches.checkpoint_ignores_syncing_segments
+
     # ------------------------------------------------------------------------------ lifecycle
 
     def _crashed_at_step(self, what: str) -> bool:

@@ -104,6 +104,11 @@ class Node:
 
         env.process(resume_later())
 
+    def switches_changed(self) -> None:
+        """A bug switch was flipped part-way (:meth:`~milvus_edu.sim.kernel.Simulation.set_switch`). A node that
+        reads ``self.sim.config.switches`` where it uses a switch needs nothing; one whose components copied a
+        switch when they were built hands them the new value here."""
+
     def until_resumed(self):
         """Wait while the node is paused (``yield from``); :class:`RPCError` if it died meanwhile (a request
         that reached a paused node is answered when it resumes)."""

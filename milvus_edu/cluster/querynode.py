@@ -89,14 +89,25 @@ class QueryNodeNode(PackConsumer, Node):
         self.subscribe(pchannel, vchannel, start)
         self.kick(pchannel)
 
+    def switches_changed(self) -> None:
+        """Hand the run's current switches to what copied one when a vchannel was watched: each delegator (and its
+        segments' delete records) and each pipeline's deleteNode."""
+        switches = self.sim.config.switches
+        for delegator in self.delegators.values():
+            delegator.set_delete_ignores_timestamps(switches.delete_ignores_timestamps)
+        for pipeline in self.pipelines.values():
+            pipeline.delete_node.update_tsafe_before_delete = switches.update_tsafe_before_delete
+
     def on_pack(self, vchannel: str, pack):
         """A vchannel's pack goes through its pipeline, if the vchannel is still watched (not released)."""
         return self._operate(vchannel, pack) if vchannel in self.pipelines else None
 
     def _operate(self, vchannel: str, pack):
         pipeline = self.pipelines[vchannel]
+        published = False  # in the switch's window (the switch itself may be flipped during it)
         for _window in pipeline.operate_steps(pack):
             self._publish(vchannel)  # the switch: tsafe is out before the deletes are in
+            published = True
             yield self.sim.env.timeout(SWITCH_WINDOW_MS)
         res = pipeline.last_result
         dropped = [{"segment": m.segment_id, "ts": m.end_ts(), "reason": why} for m, why in res.dropped]
@@ -105,7 +116,7 @@ class QueryNodeNode(PackConsumer, Node):
             end_ts=res.time_range.timestamp_max, tick_ts=res.tsafe, count=sum(res.inserted.values()),
             detail={"segments": {str(k): v for k, v in sorted(res.inserted.items())}, "deletes": res.deletes,
                     "hidden": res.hidden, "dropped": dropped, "cleaned": list(res.cleaned)})
-        if res.tsafe > res.tsafe_before and not pipeline.delete_node.update_tsafe_before_delete:
+        if res.tsafe > res.tsafe_before and not published:
             self._publish(vchannel)
 
     def _publish(self, vchannel: str) -> None:

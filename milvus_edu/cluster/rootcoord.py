@@ -73,6 +73,10 @@ class RootCoordNode(Node):
                                now_ns=self._monotonic_ns)
         self._cancel_watch = None
 
+    def switches_changed(self) -> None:
+        """The TSO's switches were copied into the Core when it was built: hand it the run's current ones."""
+        self.core.set_switches(self.sim.config.switches)
+
     def _monotonic_ns(self) -> int:
         # Go's lease timers read the monotonic clock: wall-clock jumps do not move it.
         return int(round(self.sim.env.now * MS))

@@ -126,6 +126,8 @@ EVENT_KINDS: dict[str, Kind] = {
              "deadlock); the node itself stays up.", "detail", "-"),
         kind("fault.restart", "A killed node starts again with a new server id and fresh state.", "detail", "-"),
         kind("fault.clock_jump", "A node's wall clock jumped by `detail.delta_ms`.", "clock_ms detail", "-"),
+        kind("fault.switch", "A bug switch was flipped part-way (a `SetSwitch` intervention): `detail.switch` names "
+             "it, `detail.on` says whether it is on from now on, for every component.", "detail", "-"),
         kind("rpc.drop", "The network lost an RPC message.", "peer detail", "-"),
     )
 }

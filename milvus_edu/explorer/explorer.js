@@ -149,9 +149,10 @@ function render({ model, el: root }) {
   const influencedLabel = el("label", { class: "mex-check", title: "dim every event that could not have influenced the cursor's event" },
                              [influenced, el("span", { text: " only what influenced this" })]);
   const whyBtn = btn("mex-why", "Why?", "the causal chain of the read, flush or violation at the cursor");
-  const forkAction = el("select", { class: "mex-fork-action", title: "fault to inject at the cursor" });
+  const forkAction = el("select", { class: "mex-fork-action", title: "fault to inject, or a bug switch to turn on, at the cursor" });
   const forkNode = el("select", { class: "mex-fork-node", title: "component to inject it on" });
-  const forkBtn = btn("mex-fork", "Fork here", "re-run with this fault at the cursor's time");
+  const forkSwitch = el("select", { class: "mex-fork-switch", title: "bug switch to turn on for every component" });
+  const forkBtn = btn("mex-fork", "Fork here", "re-run with this change at the cursor's time");
   const showBtn = btn("mex-show", "", "switch between the original run and the fork");
   const message = el("span", { class: "mex-message" });
   const laneBox = el("div", { class: "mex-filter-group" });
@@ -171,7 +172,7 @@ function render({ model, el: root }) {
   const row2 = el("div", { class: "mex-row" }, [el("span", { class: "mex-label", text: "jump:" }), kindSel, kindPrev, kindNext, el("span", { class: "mex-sep" }), violPrev, violNext,
                                                 stallPrev, stallNext, el("span", { class: "mex-sep" }), zoomOut, zoomIn, zoomAll, filterBtn]);
   const row3 = el("div", { class: "mex-row" }, [influencedLabel, whyBtn, el("span", { class: "mex-sep" }),
-                                                el("span", { class: "mex-label", text: "fork:" }), forkAction, forkNode, forkBtn, showBtn, message]);
+                                                el("span", { class: "mex-label", text: "fork:" }), forkAction, forkNode, forkSwitch, forkBtn, showBtn, message]);
   const box = el("div", { class: "mex-root" }, [title, row1, row2, row3, filters, el("div", { class: "mex-body" }, [plot, side])]);
   root.appendChild(box);
   const ctx = canvas.getContext("2d");
@@ -426,7 +427,9 @@ function render({ model, el: root }) {
     const forkable = meta.lanes.filter((_, k) => !meta.lane_is_channel[k] && meta.lane_node[k] >= 0 && !/^(sim|etcd)$|^client/i.test(meta.lanes[k])); // the workload's clients are no node of the cluster
     forkNode.replaceChildren(...forkable.map((l) => el("option", { value: l, text: l })));
     forkNode.value = forkable.find((l) => l.startsWith("proxy")) || forkable[0] || "";
-    for (const c of [forkAction, forkNode, forkBtn]) c.disabled = !meta.can_fork;
+    forkSwitch.replaceChildren(...(meta.fork_switches || []).map((n) => el("option", { value: n, text: n })));
+    showForkTarget();
+    for (const c of [forkAction, forkNode, forkSwitch, forkBtn]) c.disabled = !meta.can_fork;
     showBtn.style.display = meta.has_fork ? "" : "none";
     showBtn.textContent = meta.which === "fork" ? "Show original" : "Show fork";
     const none = !(meta.violations || []).length;
@@ -576,9 +579,17 @@ function render({ model, el: root }) {
     details.innerHTML = "<div class='mex-words'>asking the kernel why…</div>";
     ask({ type: "why", seq: cursor });
   });
+  // the action "switch" takes a bug switch, the faults a component: one selector shows at a time
+  function showForkTarget() {
+    const isSwitch = forkAction.value === "switch";
+    forkNode.style.display = isSwitch ? "none" : "";
+    forkSwitch.style.display = isSwitch ? "" : "none";
+  }
+  forkAction.addEventListener("change", showForkTarget);
   forkBtn.addEventListener("click", () => {
-    message.textContent = `forking: ${forkAction.value} ${forkNode.value} at ${(run.A.t[cursor] / 1000).toFixed(3)} s…`;
-    ask({ type: "fork", action: forkAction.value, node: forkNode.value, seq: cursor });
+    const target = forkAction.value === "switch" ? `${forkSwitch.value} on` : forkNode.value;
+    message.textContent = `forking: ${forkAction.value} ${target} at ${(run.A.t[cursor] / 1000).toFixed(3)} s…`;
+    ask({ type: "fork", action: forkAction.value, node: forkNode.value, switch: forkSwitch.value, seq: cursor });
   });
   showBtn.addEventListener("click", () => ask({ type: "show", which: run.meta.which === "fork" ? "original" : "fork" }));
 

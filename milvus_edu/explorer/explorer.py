@@ -8,6 +8,7 @@
     ex.next_stall(); ex.state()      # headless: the same moves as the buttons
     ex.why()                         # the causal chain of the read, flush or violation at the cursor
     ex.fork("kill", "proxy-1")       # the same run with one more fault at the cursor; ex.show("original")
+    ex.fork("switch", "skip_wait_tsafe")  # ... or with a bug switch turned on at the cursor
 
 One cursor (an event) drives a space-time diagram (a lane per component and per pchannel, events as dots,
 messages as arrows, faults as red crosses), the watermark lanes of every mechanism on the same time axis (each
@@ -30,6 +31,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..config import BugSwitches
 from ..explain import Chain, WhyError, why as ask_why
 from ..explain.violation import explain_violation
 from ..export.perfetto import Begin, row_items, rows, trace_mapping
@@ -40,8 +42,8 @@ from .payload import Payload, build_payload, causal_past
 
 __all__ = ["Explorer", "explore", "FORK_ACTIONS"]
 
-#: The faults the fork button injects at the cursor: label -> how to make the intervention for a node.
-FORK_ACTIONS = ("kill", "restart", "pause")
+#: What the fork button changes at the cursor: a fault on a node, or ``"switch"``: a bug switch turned on.
+FORK_ACTIONS = ("kill", "restart", "pause", "switch")
 #: A fork's pause lasts this long (ms): long enough for a proxy's time tick to stop being reported.
 FORK_PAUSE_MS = 2000.0
 #: The visible time window a new explorer opens with (ms): a few time-tick rounds, so single messages show.
@@ -142,6 +144,7 @@ class Explorer:
                 "violations": self.violations if which == "original" else self._fork_marks["violations"],
                 "stalls": self.stalls if which == "original" else self._fork_marks["stalls"],
                 "fork_actions": list(FORK_ACTIONS), "can_fork": self._source is not None,
+                "fork_switches": [n for n in BugSwitches.names() if n not in (self.summary.get("switches") or ())],
                 "title": f"{payload.meta['run_id'] or 'run'} · {len(events):,} events"
                          + (f" · fork: {self._fork_label}" if which == "fork" else "")}
 
@@ -374,28 +377,31 @@ class Explorer:
             return explain_violation(self.events, self.summary, question["violation"])
         return ask_why(self.events, **question)
 
-    def fork(self, action: str, node: str, at: int | None = None):
-        """Re-run this run with one more fault at event ``at`` (default: the cursor): ``action`` is ``"kill"``,
-        ``"restart"`` or ``"pause"`` (for :data:`FORK_PAUSE_MS`) on component ``node``. Shows the forked run and
-        returns the :class:`~milvus_edu.sim.run.ForkResult`; its ``first_difference`` is the first event where the
-        two logs differ (marked in the diagram). ``ValueError`` (one line) for an action, node or time the run
-        cannot take; the explorer keeps showing what it showed."""
-        from ..sim.interventions import Kill, Pause, Restart
+    def fork(self, action: str, target: str, at: int | None = None):
+        """Re-run this run with one more change at event ``at`` (default: the cursor): ``action`` is ``"kill"``,
+        ``"restart"`` or ``"pause"`` (for :data:`FORK_PAUSE_MS`) on component ``target``, or ``"switch"``: bug
+        switch ``target`` turned on for every component from then on. Shows the forked run and returns the
+        :class:`~milvus_edu.sim.run.ForkResult`; its ``first_difference`` is the first event where the two logs
+        differ (marked in the diagram). ``ValueError`` (one line) for an action, node, switch or time the run cannot
+        take; the explorer keeps showing what it showed."""
+        from ..sim.interventions import Kill, Pause, Restart, SetSwitch
         from ..sim.run import fork as fork_run
 
         if self._source is None:
             raise ValueError("a fork re-runs the run: open the explorer on a run result or a run folder, not on "
                              "its events alone")
-        makers = {"kill": Kill, "restart": Restart, "pause": lambda n: Pause(n, duration_ms=FORK_PAUSE_MS)}
+        makers = {"kill": Kill, "restart": Restart, "pause": lambda n: Pause(n, duration_ms=FORK_PAUSE_MS),
+                  "switch": SetSwitch}
         if action not in makers:
             raise ValueError(f"a fork's action is one of {', '.join(FORK_ACTIONS)}, got {action!r}")
+        change = makers[action](target)
         at = self.cursor if at is None else int(at)
         if not 0 <= at < len(self.events):
             raise ValueError(f"there is no event {at + 1:,} in this run of {len(self.events):,} events")
         at_ms = float(self.events["t_ms"].iloc[at])
-        result = fork_run(self._source, at_ms, makers[action](node))
+        result = fork_run(self._source, at_ms, change)
         self.forked = result
-        self._fork_label = f"{action} {node} at {at_ms / 1000:.3f} s"
+        self._fork_label = f"{action} {target}{' on' if action == 'switch' else ''} at {at_ms / 1000:.3f} s"
         self._fork_payload = build_payload(as_frame(result.run.events).reset_index(drop=True))
         self._fork_marks = {what: self._marks(result.run.summary, what) for what in ("violations", "stalls")}
         self.show("fork")
@@ -409,7 +415,7 @@ class Explorer:
         if which not in ("original", "fork"):
             raise ValueError(f"show 'original' or 'fork', got {which!r}")
         if which == "fork" and self.forked is None:
-            raise ValueError("there is no fork yet: call fork(action, node) first")
+            raise ValueError("there is no fork yet: call fork(action, target) first")
         cursor = self.cursor
         self._showing = which
         with self.view.hold_sync():
@@ -426,7 +432,8 @@ class Explorer:
     def answer(self, ask: dict) -> dict:
         """Answer one message of the browser (returned, and sent back by the widget): ``{"type": "detail", "seq"}``
         or ``{"type": "slice", "index"}`` (HTML of the details), ``{"type": "why", "seq"}`` (the chain's title and
-        links, or ``error``), ``{"type": "fork", "action", "node", "seq"}`` (the first difference, or ``error``),
+        links, or ``error``), ``{"type": "fork", "action", "node", "seq"}`` (``"switch"`` instead of ``"node"`` for the
+        action ``"switch"``; the first difference, or ``error``),
         ``{"type": "show", "which"}``."""
         kind = ask.get("type")
         try:
@@ -442,7 +449,9 @@ class Explorer:
                         "links": [{"seq": link.seq, "t_ms": link.t_ms, "node": link.node, "text": link.text}
                                   for link in chain.links]}
             if kind == "fork":
-                result = self.fork(str(ask["action"]), str(ask["node"]), int(ask["seq"]))
+                action = str(ask["action"])
+                target = ask["switch"] if action == "switch" else ask["node"]
+                result = self.fork(action, str(target), int(ask["seq"]))
                 return {"type": "fork", "req": ask.get("req"), "first_difference": result.first_difference}
             if kind == "show":
                 self.show(str(ask["which"]))

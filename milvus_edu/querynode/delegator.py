@@ -104,6 +104,13 @@ class ShardDelegator:
         #: ``deleteBuffer``: every ``(pk, ts)`` delete consumed, in order, for segments loaded later.
         self.delete_buffer: list[tuple[object, int]] = []
 
+    def set_delete_ignores_timestamps(self, on: bool) -> None:
+        """The ``delete_ignores_timestamps`` switch flipped: segments made from now on and the deletes every
+        segment records from now on follow ``on`` (rows already hidden stay hidden)."""
+        self.delete_ignores_timestamps = on
+        for segment in (*self.sealed.values(), *self.growing.values()):
+            segment.deleted.delete_ignores_timestamps = on
+
     # ------------------------------------------------------------------------------ tsafe
 
     def update_tsafe(self, tsafe: int) -> bool:

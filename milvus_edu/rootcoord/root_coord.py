@@ -55,6 +55,13 @@ class Core:
         allocator.initialize()  # an error propagates and leaves the previous allocator in place, as in Go
         self.tso_allocator = allocator
 
+    def set_switches(self, switches: BugSwitches) -> None:
+        """Use ``switches`` from now on (a switch flipped part-way): for the next ``InitTimestamp`` and in the
+        running allocator's ``UpdateTimestamp``."""
+        self.switches = switches
+        if self.tso_allocator is not None:
+            self.tso_allocator.tso.switches = switches
+
     def ts_loop_tick(self) -> bool:
         """One tick of ``tsLoop``: ``UpdateTSO``; an error is logged (as an event) and the loop goes on."""
         try:

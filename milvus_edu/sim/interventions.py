@@ -1,7 +1,7 @@
-"""Interventions: faults a run applies at given simulated times on top of its scenario's (the explorer's "fork here").
+"""Interventions: what a run changes at given simulated times on top of its scenario (the explorer's "fork here").
 
-Each kind is a small frozen dataclass naming a node and a time, applied through the node's own fault API, so it
-records the same ``fault.*`` events a scenario's fault does:
+Four kinds are faults: a small frozen dataclass naming a node and a time, applied through the node's own fault API,
+so they record the same ``fault.*`` events a scenario's fault does:
 
 * :class:`Kill` — ``Node.kill``: the node crashes (a node already dead stays as it is);
 * :class:`Restart` — the node's ``restart``: a killed proxy or DataNode starts again (a proxy with a new server id,
@@ -10,8 +10,18 @@ records the same ``fault.*`` events a scenario's fault does:
   as it is;
 * :class:`ClockJump` — a rootcoord's ``jump_clock``: its wall clock steps by ``delta_ms``.
 
-Bug switches are not interventions: several components copy them when they are built (the DataNode's buffer
-manager, the TSO allocator), and the checkers read them once, so flipping one part-way would not be faithful.
+The fifth, :class:`SetSwitch`, turns a bug switch on (or off) for the whole cluster from its time on
+(:meth:`~milvus_edu.sim.kernel.Simulation.set_switch`): the run's config is replaced, a ``fault.switch`` event
+names the switch, and every node whose components copied a switch when they were built (the rootcoords' TSO
+allocator, each DataNode's buffer manager, checkpoint updater, ddNodes and write buffers, the QueryNode's
+delegators and pipelines) hands them the new value through its ``switches_changed`` hook; the other components read
+the switch where they use it. The checkers read no switch at all, only events, so a flipped switch is caught by the
+same checker that catches it on from the start. A switch already so at that time is left as it is (nothing is
+recorded).
+
+Simplification: a flip changes the rule in every component at one simulated instant, between two steps, and what
+the old rule already did stays done (rows a delete hid stay hidden, a TSO window already initialised keeps its
+start); Milvus has no such switch, so the flip stands for a binary swapped between two steps.
 
 :func:`schedule` starts ONE process for all of a run's interventions, and only when there are some. Its start
 and its timeouts take SimPy event ids, but ids only break ties between events at the same time and every other
@@ -27,6 +37,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, fields, replace
 
+from ..config import BugSwitches
+
 #: A restarted proxy's new server id is its old one plus this (the scenarios' convention: a new session).
 RESTART_SERVER_ID_STEP = 100
 
@@ -37,37 +49,68 @@ def _time(value, what: str) -> float:
     return float(value)
 
 
-@dataclass(frozen=True)
 class _Intervention(ABC):
-    node: str
-    t_ms: float | None = None  # None: "at the fork's time" (:func:`milvus_edu.fork` fills it in)
+    """What every intervention has: a ``kind``, a time ``t_ms`` (``None``: "at the fork's time", which
+    :func:`milvus_edu.fork` fills in), a dict form, a check against the run and a way to happen in it."""
 
     kind = ""
+    t_ms: float | None
 
-    def __post_init__(self):
-        if not isinstance(self.node, str) or not self.node:
-            raise ValueError(f"an intervention names a node (e.g. 'proxy-1'), got {self.node!r}")
+    def _check_time(self) -> None:
         if self.t_ms is not None:  # 2000 and 2000.0 are one time: one token
             object.__setattr__(self, "t_ms", _time(self.t_ms, "an intervention's t_ms"))
 
     def to_dict(self) -> dict:
-        """The JSON form kept in the run token and summary.json: ``{"kind": ..., "node": ..., "t_ms": ..., ...}``."""
+        """The JSON form kept in the run token and summary.json: ``{"kind": ..., "t_ms": ..., ...}``."""
         return {"kind": self.kind, **asdict(self)}
+
+    @abstractmethod
+    def validate(self, sim) -> None:
+        """Raise ``ValueError`` (one line) when the run ``sim`` cannot take this intervention at all."""
+
+    @abstractmethod
+    def happen(self, sim) -> None:
+        """Apply to the run ``sim`` now."""
+
+    @abstractmethod
+    def describe(self) -> str:
+        """A few words for people: ``kill proxy-1 at 2.000 s``."""
+
+
+@dataclass(frozen=True)
+class _NodeIntervention(_Intervention):
+    """A fault on one node, through the node's own fault API."""
+
+    node: str
+    t_ms: float | None = None
+
+    def __post_init__(self):
+        if not isinstance(self.node, str) or not self.node:
+            raise ValueError(f"an intervention names a node (e.g. 'proxy-1'), got {self.node!r}")
+        self._check_time()
 
     def check(self, node) -> None:
         """Raise ``ValueError`` (one line) when ``node`` cannot take this intervention at all."""
+
+    def validate(self, sim) -> None:
+        node = sim.nodes.get(self.node)
+        if node is None:
+            raise ValueError(f"this run has no node named {self.node!r}; its nodes are {', '.join(sim.nodes)}")
+        self.check(node)
+
+    def happen(self, sim) -> None:
+        self.apply(sim.nodes[self.node])
 
     @abstractmethod
     def apply(self, node) -> None:
         """Apply to ``node`` now."""
 
     def describe(self) -> str:
-        """A few words for people: ``kill proxy-1 at 2.000 s``."""
         return f"{self.kind} {self.node} at {self.t_ms / 1000:.3f} s"
 
 
 @dataclass(frozen=True)
-class Kill(_Intervention):
+class Kill(_NodeIntervention):
     """Crash ``node`` at ``t_ms``."""
 
     kind = "kill"
@@ -77,7 +120,7 @@ class Kill(_Intervention):
 
 
 @dataclass(frozen=True)
-class Restart(_Intervention):
+class Restart(_NodeIntervention):
     """Start ``node`` again at ``t_ms`` if it is dead then (a proxy gets a new server id, as in Milvus)."""
 
     kind = "restart"
@@ -97,7 +140,7 @@ class Restart(_Intervention):
 
 
 @dataclass(frozen=True)
-class Pause(_Intervention):
+class Pause(_NodeIntervention):
     """Freeze ``node`` for ``duration_ms`` from ``t_ms`` (a long GC or VM pause), if it is running then."""
 
     duration_ms: float = 1000.0
@@ -122,7 +165,7 @@ class Pause(_Intervention):
 
 
 @dataclass(frozen=True)
-class ClockJump(_Intervention):
+class ClockJump(_NodeIntervention):
     """Step ``node``'s wall clock by ``delta_ms`` at ``t_ms`` (negative goes back): an NTP step."""
 
     delta_ms: float = 0.0
@@ -147,7 +190,35 @@ class ClockJump(_Intervention):
         return f"jump {self.node}'s clock by {self.delta_ms:+g} ms at {self.t_ms / 1000:.3f} s"
 
 
-KINDS: dict[str, type[_Intervention]] = {k.kind: k for k in (Kill, Restart, Pause, ClockJump)}
+@dataclass(frozen=True)
+class SetSwitch(_Intervention):
+    """Turn bug switch ``name`` on (``on=False``: off) at ``t_ms``, for every component from then on; a switch
+    already so then is left as it is."""
+
+    name: str
+    on: bool = True
+    t_ms: float | None = None
+    kind = "switch"
+
+    def __post_init__(self):
+        if not isinstance(self.name, str):
+            raise ValueError(f"a switch intervention names a bug switch, got {self.name!r}")
+        BugSwitches.from_names([self.name])  # the one-line error naming the valid switches
+        if not isinstance(self.on, bool):
+            raise ValueError(f"a switch is turned on (True) or off (False), got {self.on!r}")
+        self._check_time()
+
+    def validate(self, sim) -> None:
+        """Any run can take it: the name was checked when it was made."""
+
+    def happen(self, sim) -> None:
+        sim.set_switch(self.name, self.on)
+
+    def describe(self) -> str:
+        return f"switch {self.name} {'on' if self.on else 'off'} at {self.t_ms / 1000:.3f} s"
+
+
+KINDS: dict[str, type[_Intervention]] = {k.kind: k for k in (Kill, Restart, Pause, ClockJump, SetSwitch)}
 
 
 def from_dict(data: dict) -> _Intervention:
@@ -159,7 +230,10 @@ def from_dict(data: dict) -> _Intervention:
     rest = {k: v for k, v in data.items() if k != "kind"}
     if not set(rest) <= names or "t_ms" not in rest or rest["t_ms"] is None:
         raise ValueError(f"not a {data['kind']} intervention: {data!r}")
-    return cls(**rest)
+    try:
+        return cls(**rest)
+    except TypeError:  # a field it needs is missing
+        raise ValueError(f"not a {data['kind']} intervention: {data!r}") from None
 
 
 def canonical(interventions: Iterable) -> tuple:
@@ -168,7 +242,7 @@ def canonical(interventions: Iterable) -> tuple:
     items = [from_dict(i) if isinstance(i, dict) else i for i in interventions]
     for item in items:
         if not isinstance(item, _Intervention):
-            raise ValueError(f"not an intervention: {item!r}; use Kill, Restart, Pause or ClockJump")
+            raise ValueError(f"not an intervention: {item!r}; use Kill, Restart, Pause, ClockJump or SetSwitch")
         if item.t_ms is None:
             raise ValueError(f"{item!r} has no time: give t_ms")
     return tuple(sorted(items, key=lambda i: i.t_ms))
@@ -183,10 +257,7 @@ def validate(sim, interventions: tuple, duration_ms: float) -> None:
     """Raise ``ValueError`` (one line) for an intervention on a node the run does not have, one the node cannot
     take, or one at or after the run's end; run before anything is written."""
     for item in interventions:
-        node = sim.nodes.get(item.node)
-        if node is None:
-            raise ValueError(f"this run has no node named {item.node!r}; its nodes are {', '.join(sim.nodes)}")
-        item.check(node)
+        item.validate(sim)
         if item.t_ms >= duration_ms:
             raise ValueError(f"{item.describe()} is at or after the run's end ({duration_ms / 1000:g} s); "
                              "choose an earlier time")
@@ -204,9 +275,10 @@ def schedule(sim, interventions: tuple) -> None:
         timers = [env.timeout(item.t_ms) for item in interventions]
         for item, timer in zip(interventions, timers):
             yield timer
-            item.apply(sim.nodes[item.node])
+            item.happen(sim)
 
     env.process(apply_all())
 
 
-__all__ = ["Kill", "Restart", "Pause", "ClockJump", "KINDS", "from_dict", "canonical", "at", "validate", "schedule"]
+__all__ = ["Kill", "Restart", "Pause", "ClockJump", "SetSwitch", "KINDS", "from_dict", "canonical", "at", "validate",
+           "schedule"]

@@ -16,7 +16,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Generator
 from types import GeneratorType
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from operator import attrgetter
 
@@ -90,6 +90,8 @@ class Simulation:
         self.out_dir = None
         self._rngs: dict[str, random.Random] = {}
         self._net_rngs: dict[str, random.Random] = {}  # src -> rng("net/<src>"), looked up on every RPC leg
+        #: The bug switches flipped part-way (:meth:`set_switch`), in order: ``{"switch", "on", "t_ms"}``.
+        self.switches_flipped: list[dict] = []
 
     def rng(self, name: str) -> random.Random:
         """The random stream of one component (created on first use)."""
@@ -109,6 +111,27 @@ class Simulation:
         if node.name in self.nodes:
             raise ValueError(f"duplicate node name {node.name}")
         self.nodes[node.name] = node
+
+    def set_switch(self, name: str, on: bool) -> bool:
+        """Turn bug switch ``name`` on or off for every node from now on
+        (:class:`~milvus_edu.sim.interventions.SetSwitch`); ``False``, and nothing recorded, when it is so already.
+
+        The run's :attr:`config` is replaced by one with the new switches (components that read
+        ``sim.config.switches`` where they use a switch see it at once), a ``fault.switch`` event names the switch,
+        and each node's ``switches_changed`` hook hands the new value to the components that copied a switch when
+        they were built, in the nodes' registration order.
+        """
+        switches = self.config.switches
+        if getattr(switches, name) == on:
+            return False
+        self.config = replace(self.config, switches=replace(switches, **{name: on}))
+        self.switches_flipped.append({"switch": name, "on": on, "t_ms": self.env.now})
+        self.recorder.emit("fault.switch", "sim", detail={"switch": name, "on": on})
+        for node in self.nodes.values():
+            changed = getattr(node, "switches_changed", None)
+            if changed is not None:
+                changed()
+        return True
 
     def one_way(self, src: str) -> float:
         """One network leg's latency from ``src``, drawn from ``src``'s own stream: the fixed part plus

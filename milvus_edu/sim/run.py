@@ -141,9 +141,11 @@ def simulate(
     * ``run_id``: the run's id in its events and summary; by default ``<scenario>-s<seed>`` followed by
       ``+<switch>`` for each switch on (a sweep gives ids that also name its options and parameters).
     * ``jsonl``: write ``events.jsonl`` beside ``events.parquet`` (18 times its size; a sweep leaves it out).
-    * ``interventions``: faults to apply at given times on top of the scenario's own
-      (:mod:`milvus_edu.sim.interventions`: ``Kill``, ``Restart``, ``Pause``, ``ClockJump``, or their dict forms);
-      kept in summary.json and the token. The run log before the first one's time is the run log without them.
+    * ``interventions``: faults to apply, and bug switches to flip, at given times on top of the scenario's own
+      (:mod:`milvus_edu.sim.interventions`: ``Kill``, ``Restart``, ``Pause``, ``ClockJump``, ``SetSwitch``, or
+      their dict forms); kept in summary.json and the token. The run log before the first one's time is the run log
+      without them. The switches a ``SetSwitch`` flipped are listed in summary.json's ``switches_flipped``
+      (``{"switch", "on", "t_ms"}``); its ``switches`` names those on from the start.
 
     Raises ``ValueError`` for an unknown scenario, switch, parameter or option, a value out of range,
     a bad seed or duration, an intervention on a node the run lacks or at or after its end, and :class:`RunFolderError` for an unusable ``out_dir``. A failure while
@@ -237,6 +239,8 @@ def simulate(
             summary["options"] = opts
         if changes:
             summary["interventions"] = [i.to_dict() for i in changes]
+        if sim.switches_flipped:  # ``switches`` keeps naming those on from the start
+            summary["switches_flipped"] = sim.switches_flipped
         summary["token"] = encode(spec_of_run(scenario, seed, duration_s, sw.enabled(), opts, config,
                                               network or NetworkParams(), run_id, jsonl, changes))
         if out is not None:
@@ -373,7 +377,8 @@ def fork(run, at_ms: float, interventions, out_dir=None, force: bool = False) ->
     if not isinstance(interventions, (list, tuple)):
         interventions = [interventions]
     if not interventions:
-        raise ValueError("a fork changes something: give at least one intervention (Kill, Restart, Pause, ClockJump)")
+        raise ValueError("a fork changes something: give at least one intervention (Kill, Restart, Pause, ClockJump, "
+                         "SetSwitch)")
     added = canonical(at_time(i, at_ms) if hasattr(i, "kind") else i for i in interventions)
     early = [i for i in added if i.t_ms < at_ms]
     if early:

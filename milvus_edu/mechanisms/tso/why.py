@@ -38,8 +38,14 @@ def _last(events: pd.DataFrame, before: int, node: str, *kinds: str):
 
 
 def _switches(events: pd.DataFrame) -> list[str]:
+    """The bug switches on in the run at some time: from the start, or turned on part-way (``fault.switch``)."""
     start = events[events["kind"] == "run.start"]
-    return list(detail_dict(start.iloc[0]["detail"]).get("switches") or ()) if len(start) else []
+    on = list(detail_dict(start.iloc[0]["detail"]).get("switches") or ()) if len(start) else []
+    for detail in events.loc[events["kind"] == "fault.switch", "detail"]:
+        flip = detail_dict(detail)
+        if flip.get("on") and flip.get("switch") not in on:
+            on.append(flip.get("switch"))
+    return on
 
 
 def _allocator(row) -> str:
