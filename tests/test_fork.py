@@ -64,6 +64,7 @@ def test_a_forked_runs_token_replays_it_byte_for_byte(tmp_path):
     assert kinds == [("fault.kill", 1000.0), ("fault.restart", 1800.0)]
 
 
+@pytest.mark.slow
 def test_a_fork_of_a_fork_keeps_the_first_forks_interventions(tmp_path):
     first, _ = fork(simulate("timetick-basics", duration_s=3), 800.0, Kill("proxy-1"))
     second, seq = fork(first, 2000.0, Pause("rootcoord-1", duration_ms=200))
@@ -73,6 +74,7 @@ def test_a_fork_of_a_fork_keeps_the_first_forks_interventions(tmp_path):
         lines_before([json_line(r) for r in first.rows], 2000.0)
 
 
+@pytest.mark.slow
 @settings(max_examples=4, deadline=None)
 @given(at_ms=st.floats(min_value=0.0, max_value=1499.0))
 def test_any_forks_prefix_is_the_originals(at_ms):
@@ -213,8 +215,8 @@ def test_each_kind_applies_at_its_exact_time_through_the_nodes_own_fault_api():
 # one switch per lesson, in the scenario that shows it, flipped before the damage it does
 FLIPS = [
     ("tso-basics", 6, "tso_no_window_save", 1000.0),
-    ("timetick-unlocked-enqueue", 5, "allocate_outside_enqueue_lock", 1000.0),
-    ("checkpoint-rpc-lost", 40, "drop_failed_checkpoint_tasks", 5000.0),
+    pytest.param("timetick-unlocked-enqueue", 5, "allocate_outside_enqueue_lock", 1000.0, marks=pytest.mark.slow),
+    pytest.param("checkpoint-rpc-lost", 40, "drop_failed_checkpoint_tasks", 5000.0, marks=pytest.mark.slow),
     ("seed-example", None, "skip_wait_tsafe", 500.0),
     # copied when built: the standby's InitTimestamp and the QueryNode's deleteNode take the flip through the hook
     ("tso-failover", None, "tso_skip_load_on_init", 1000.0),
