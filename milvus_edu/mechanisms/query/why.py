@@ -18,6 +18,7 @@ import pandas as pd
 from ...events.schema import SIM_EPOCH_MS
 from ...explain import Answer, Link, Question, WhyError
 from ...narrate import detail_dict, ts_text
+from ...querynode import TS_LAG_TOO_LARGE
 from ...tsoutil import parse_hybrid_ts
 
 #: A guarantee at most this far ahead of the true time is an ordinary wait for the next time tick
@@ -65,15 +66,11 @@ def _shard(events: pd.DataFrame, request: int):
     return best
 
 
-#: The delegator's answer to a guarantee too far past tsafe (``merr.ErrTsLagTooLarge``'s text).
-LAG_TOO_LARGE = "Timestamp lag too large"
-
-
 def _explain_refused(events: pd.DataFrame, request: int) -> Answer | None:
     """A read a delegator refused at once because its guarantee lay more than ``maxTimestampLag`` past tsafe
     (``shardDelegator.waitTSafe``): the refusal, and where the guarantee came from. ``None`` for any other read."""
     mine = events[events["request"] == request]
-    refusals = mine[(mine["kind"] == "querynode.read") & mine["error"].fillna("").str.startswith(LAG_TOO_LARGE)]
+    refusals = mine[(mine["kind"] == "querynode.read") & mine["error"].fillna("").str.startswith(TS_LAG_TOO_LARGE)]
     if not len(refusals):
         return None
     row = refusals.iloc[0]
@@ -83,7 +80,7 @@ def _explain_refused(events: pd.DataFrame, request: int) -> Answer | None:
     links = [Link.of(row, f"read {request} ({_what(events, request, level)}) was refused at once by {row['node']} on "
                           f"vchannel {row['vchannel']}: its guarantee {ts_text(guarantee)} lay {lag_ms / 3_600_000:,.1f} h "
                           f"past tsafe {ts_text(tsafe)}, more than queryNode.scheduler.maxTimestampLag allows, so the "
-                          f"delegator answers {LAG_TOO_LARGE!r} instead of waiting (shardDelegator.waitTSafe)")]
+                          f"delegator answers {TS_LAG_TOO_LARGE!r} instead of waiting (shardDelegator.waitTSafe)")]
     start = mine[mine["kind"] == "client.read_start"]
     if level in CLIENT_GUARANTEE_LEVELS and len(start):
         links.append(Link.of(start.iloc[0], f"the client sent that guarantee itself: at {level} the proxy keeps the "
@@ -94,8 +91,9 @@ def _explain_refused(events: pd.DataFrame, request: int) -> Answer | None:
 def explain_read(events: pd.DataFrame, subject) -> Answer:
     """Answer "why did read ``subject['request']`` wait?": the read, the tsafe it waited for, and why tsafe did not
     reach the guarantee sooner (ticks that stopped, as a follow-up question, or a guarantee in the future). A read
-    that did not wait but read stale data (at a tsafe whose ticks had stopped) is explained by the stopped ticks.
-    ``WhyError`` for a read not in the run, or one that neither waited nor was stale."""
+    that did not wait but read stale data (at a tsafe whose ticks had stopped) is explained by the stopped ticks, one
+    a delegator refused at once (its guarantee too far past tsafe) by the refusal and where the guarantee came from.
+    ``WhyError`` for a read not in the run, or one that neither waited, nor was stale, nor was refused so."""
     request = int(subject["request"])
     reads = _reads(events)
     if request not in reads:
@@ -113,7 +111,8 @@ def explain_read(events: pd.DataFrame, subject) -> Answer:
         where = (f"reads that waited in this run: {_listing(waited)}" if waited else "no read in this run waited")
         mine = events[(events["request"] == request) & (events["kind"] == "querynode.read")]
         refused = mine[mine["error"].notna()]
-        # a read refused at once (its guarantee too far ahead) got no answer: "every shard answered" would be false
+        # a read a shard refused at once for another reason than a guarantee too far ahead (that one was explained
+        # above) got no answer: "every shard answered" would be false
         how = (f"a shard refused it at once ({refused['error'].iloc[0]})" if len(refused) else
                "every shard answered at once from a tsafe its time ticks kept moving")
         raise WhyError(f"read {request} neither waited nor read stale data: {how}; `why` explains reads that waited, "
