@@ -114,6 +114,40 @@ def test_causal_past_holds_program_order_and_is_closed_under_messages(payload, d
         assert past[:i][node[:i] == node[i]].all()
 
 
+@settings(max_examples=10, deadline=None)
+@given(st.data())
+def test_causal_past_is_the_smallest_such_set(payload, data):
+    """The sweep finds exactly the closure: computed here the slow way, by adding predecessors until none is new."""
+    a = payload.arrays
+    node, fsend, frecv = a["node"], a["fsend"], a["frecv"]
+    e = data.draw(st.integers(0, len(node) - 1))
+    past = np.zeros(len(node), dtype=bool)
+    past[:e + 1] = node[:e + 1] == node[e]
+    while True:
+        grown = past.copy()
+        grown[fsend[past[frecv]]] = True
+        for k in np.unique(node[grown]):
+            mine = np.flatnonzero(node == k)
+            grown[mine[mine <= np.flatnonzero(grown & (node == k)).max()]] = True
+        if (grown == past).all():
+            break
+        past = grown
+    assert (causal_past(payload, e) == past).all()
+
+
+@settings(max_examples=10, deadline=None)
+@given(st.data())
+def test_state_names_each_lanes_last_event_at_or_before_the_cursor(explorer, data):
+    a, lanes = explorer.payload.arrays, explorer.payload.meta["lanes"]
+    i = explorer.goto(data.draw(st.integers(0, len(explorer) - 1)))
+    expected = {}
+    for k, lane in enumerate(lanes):
+        mine = np.flatnonzero(a["lane"][:i + 1] == k)
+        if len(mine):
+            expected[lane] = int(mine[-1]) + 1
+    assert {lane: c["number"] for lane, c in explorer.state()["components"].items()} == expected
+
+
 def test_causal_past_of_a_stalled_read_reaches_back_to_its_client_and_the_stopped_tick(run, explorer):
     events = run.events
     end = events[(events["kind"] == "client.read") & (events["request"] == 6)].iloc[0]

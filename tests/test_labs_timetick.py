@@ -26,6 +26,18 @@ def test_out_of_order_right_swaps_and_float_pitfall(events):
     assert not check_out_of_order(str(late), events, CH)  # a string is refused even when its value is right
 
 
+def test_out_of_order_hints_every_pchannel_and_every_message(events):
+    """The two counts a student may give instead: the late messages of every pchannel, and all messages of this one."""
+    channels = events.loc[(events.kind == "mq.produce") & events.msg_type.isin(["Insert", "Delete"]), "channel"]
+    everywhere = sum(out_of_order_count(events, ch)[0] for ch in channels.unique())
+    late, swaps = out_of_order_count(events, CH)
+    assert everywhere not in (late, swaps)
+    assert f"Take only the rows whose channel is {CH}" in str(check_out_of_order(everywhere, events, CH))
+    total = int((channels == CH).sum())
+    assert total not in (late, swaps, everywhere)
+    assert "every DML message on the pchannel" in str(check_out_of_order(total, events, CH))
+
+
 def test_round_tick_is_the_minimum_over_every_session(events):
     updates = events[(events.kind == "rootcoord.timetick_update") & events.detail.str.contains('"sent":true')]
     seq = int(updates.iloc[2].seq)

@@ -91,9 +91,10 @@ def test_a_flush_that_never_completed_follows_the_flush_lessons_chain():
     assert "never handed the updater a checkpoint" in chain.root.text
 
 
-def test_a_read_held_up_by_a_paused_proxy_is_traced_to_the_pause():
-    """A proxy paused for 11 s (a GC or VM pause) sends no report: rootcoord's ticks stop, tsafe stands still, a
-    Bounded read waits; the chain ends at the pause, not at the resume that ended it."""
+def test_ticks_held_up_by_a_paused_proxy_are_traced_to_the_pause():
+    """A proxy paused for 3 s (a GC or VM pause) sends no report: rootcoord's ticks stop, the checker reports the
+    stall as the pause's effect, and the TimeTick lesson's chain for the stopped ticks ends at the pause, not at the
+    resume that ended it."""
     run = milvus_edu.simulate("timetick-basics", seed=1, duration_s=6, options={"inserts_per_s": 100},
                               interventions=[milvus_edu.Pause("proxy-2", 1000, duration_ms=3000)])
     assert run.summary["checks"]["ok"]

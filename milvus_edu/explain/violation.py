@@ -64,8 +64,7 @@ def explain_violation(events: pd.DataFrame, summary: Mapping, number: int) -> Ch
     if len(rows) != len(seqs):
         raise WhyError(f"violation {number} rests on events this run log does not hold; pass the run folder whose "
                        f"summary.json reported it")
-    links = [Link(int(r["seq"]), float(r["t_ms"]), str(r["node"]), describe(r).rstrip("."))
-             for r in rows.to_dict("records")]
+    links = [Link.of(r, describe(r).rstrip(".")) for r in rows.to_dict("records")]
     if links:
         last = links[-1]
         links.append(Link(last.seq, last.t_ms, last.node,

@@ -259,8 +259,8 @@ class Explorer:
         if channel and channel not in meta["channels"]:
             raise ValueError(f"no channel {channel!r} in this run; its channels: {', '.join(meta['channels'][1:])}")
         with self.view.hold_sync():
-            self.view.hidden_lanes = [] if lanes is None else [lane for lane in lanes_all if lane not in set(lanes)]
-            self.view.hidden_kinds = [] if kinds is None else [k for k in kinds_all if k not in set(kinds)]
+            self.view.hidden_lanes = [] if lanes is None else [lane for lane in lanes_all if lane not in lanes]
+            self.view.hidden_kinds = [] if kinds is None else [k for k in kinds_all if k not in kinds]
             self.view.channel = channel
         return self.visible()
 
@@ -268,8 +268,9 @@ class Explorer:
         """The events the filters leave (a boolean mask); the browser computes the same."""
         payload = self._shown()[0]
         a, meta = payload.arrays, payload.meta
-        keep_lane = np.asarray([lane not in set(self.view.hidden_lanes) for lane in meta["lanes"]])
-        keep_kind = np.asarray([k not in set(self.view.hidden_kinds) for k in meta["kinds"]])
+        hidden_lanes, hidden_kinds = set(self.view.hidden_lanes), set(self.view.hidden_kinds)
+        keep_lane = np.asarray([lane not in hidden_lanes for lane in meta["lanes"]])
+        keep_kind = np.asarray([k not in hidden_kinds for k in meta["kinds"]])
         mask = keep_lane[a["lane"]] & keep_kind[a["kind"]]
         if self.view.channel:
             names = np.asarray(meta["channels"], dtype=object)
@@ -301,11 +302,12 @@ class Explorer:
         i = self.cursor
         t_now = float(a["t"][i])
         components = {}
-        for k, lane in enumerate(meta["lanes"]):
-            mine = np.flatnonzero(a["lane"][: i + 1] == k)
-            if len(mine):
-                j = int(mine[-1])
-                components[lane] = {"kind": meta["kinds"][a["kind"][j]], "number": j + 1, "t_ms": float(a["t"][j])}
+        # each lane's last event at or before the cursor, in one pass: its first place in the reversed prefix
+        lanes_seen, first_back = np.unique(a["lane"][i::-1], return_index=True)
+        for k, back in zip(lanes_seen.tolist(), first_back.tolist()):
+            j = i - back
+            components[meta["lanes"][k]] = {"kind": meta["kinds"][a["kind"][j]], "number": j + 1,
+                                            "t_ms": float(a["t"][j])}
         watermarks = {}
         starts = meta["track_starts"]
         for k, track in enumerate(meta["tracks"]):

@@ -200,13 +200,11 @@ def causal_past(payload: Payload, seq: int) -> np.ndarray:
     k = int(np.searchsorted(frecv, seq, side="right")) - 1
     inside = np.zeros(len(node), dtype=bool)
     for i in range(seq, -1, -1):
-        if i > hi[node[i]]:
-            while k >= 0 and frecv[k] >= i:
-                k -= 1
-            continue
-        inside[i] = True
         while k >= 0 and frecv[k] > i:
             k -= 1
+        if i > hi[node[i]]:
+            continue
+        inside[i] = True
         while k >= 0 and frecv[k] == i:
             s = fsend[k]
             if s > hi[node[s]]:

@@ -17,8 +17,9 @@ function of the row returning trace items, or ``None`` for the default. The item
   earlier send of its key (a message some components all receive, such as a pchannel's time tick, has one send and
   several receives); the pair becomes a flow arrow (``ph`` ``s`` at the sender, ``f`` at the receiver, one ``id``
   per pair) on the row's node and channel thread. Flow items ride on the row: a mapping that returns only flows
-  keeps the row's default instant. A receive with no send before it draws nothing. :func:`flow_pairs` gives the
-  pairs to other views (the explorer draws them as arrows too).
+  keeps the row's default instant. A receive with no send before it draws nothing. :class:`FlowMatcher` does the
+  joining for every view (the explorer's payload feeds it in its one pass over the rows); :func:`flow_pairs` lists
+  a run's pairs on their own.
 
 A kind no mechanism maps, or a mapping that returns ``None``, becomes an instant named by its kind on its node's
 channel thread, with the row's non-empty columns as ``args``. The output is deterministic: processes and threads
@@ -110,11 +111,15 @@ def rows(frame):
         yield {n: (v.item() if hasattr(v, "item") else v) for n, v in zip(names, values) if v is not None}
 
 
+def _thread(row: dict) -> str:
+    """The thread a row is drawn on in its node's process: its vchannel, else its channel, else the main one."""
+    return row.get("vchannel") or row.get("channel") or MAIN
+
+
 def default_instant(row: dict) -> Instant:
     """A row as a point event: its kind on its node's channel thread, with its non-empty columns."""
-    thread = row.get("vchannel") or row.get("channel") or MAIN
     args = {k: v for k, v in row.items() if k not in ("run_id", "t_ms", "node", "kind")}
-    return Instant(row["node"], thread, row["kind"], args)
+    return Instant(row["node"], _thread(row), row["kind"], args)
 
 
 def _us(t_ms: float) -> float:
@@ -195,17 +200,16 @@ def perfetto_trace(events) -> dict:
         seq = int(row["seq"])
         cat = str(row["kind"]).split(".", 1)[0]
         items = row_items(row, mapping)
-        here = default_instant(row)
         for send_seq, key in matcher.feed(seq, items):
             send_t, send_process, send_thread = sends[send_seq]
             flows += 1
             records.append((send_t, send_seq, send_process, send_thread,
                             {"ph": "s", "id": flows, "name": str(key[0]), "cat": "flow", "ts": send_t, "args": {}}))
-            records.append((t, seq, here.process, here.thread,
+            records.append((t, seq, row["node"], _thread(row),
                             {"ph": "f", "bp": "e", "id": flows, "name": str(key[0]), "cat": "flow", "ts": t,
                              "args": {}}))
         if any(isinstance(i, Flow) and i.direction == "send" for i in items):
-            sends[seq] = (t, here.process, here.thread)
+            sends[seq] = (t, row["node"], _thread(row))
         for item in items:
             if isinstance(item, Begin):
                 open_slices.setdefault(item.key, deque()).append((t, seq, cat, item))

@@ -20,6 +20,7 @@ import pandas as pd
 from ..config import QueryParams
 from ..events import SIM_EPOCH_MS
 from ..narrate import detail_dict, ts_text
+from ..querynode import TS_LAG_TOO_LARGE
 from ..tsoutil import compose_ts, physical_time
 from .feedback import Feedback, judge_integer, right, wrong
 
@@ -189,9 +190,9 @@ def check_blocking_session(answer, events: pd.DataFrame) -> Feedback:
 def refused_read(events: pd.DataFrame) -> dict:
     """The first shard read refused with "Timestamp lag too large" (its querynode.read row)."""
     rows = _rows(events, "querynode.read")
-    refused = rows[rows["error"].fillna("").str.startswith("Timestamp lag too large")]
+    refused = rows[rows["error"].fillna("").str.startswith(TS_LAG_TOO_LARGE)]
     if refused.empty:
-        raise ValueError("the run has no read refused with 'Timestamp lag too large': run lag-too-large")
+        raise ValueError(f"the run has no read refused with {TS_LAG_TOO_LARGE!r}: run lag-too-large")
     return refused.iloc[0].to_dict()
 
 

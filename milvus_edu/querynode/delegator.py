@@ -62,11 +62,16 @@ def go_duration(ns: int) -> str:
     return sign + secs
 
 
+#: ``ErrTsLagTooLarge``'s text (delegator/types.go), which every such refusal's message starts with: what a run
+#: log's readers look for in a ``querynode.read`` row's ``error``.
+TS_LAG_TOO_LARGE = "Timestamp lag too large"
+
+
 class TsLagTooLargeError(Exception):
     """``ErrTsLagTooLarge``: ``Timestamp lag too large lag(<d>) max(<d>)``."""
 
     def __init__(self, lag_ns: int, max_lag_ns: int):
-        super().__init__(f"Timestamp lag too large lag({go_duration(lag_ns)}) max({go_duration(max_lag_ns)})")
+        super().__init__(f"{TS_LAG_TOO_LARGE} lag({go_duration(lag_ns)}) max({go_duration(max_lag_ns)})")
         self.lag_ns = lag_ns
         self.max_lag_ns = max_lag_ns
 

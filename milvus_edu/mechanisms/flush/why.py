@@ -30,10 +30,6 @@ SLOW_WRITE_MS = 500.0
 CRASH, STUCK, FAILED_RPC, SLOW_STORE, TICK_WAIT = range(5)
 
 
-def _link(row, text: str) -> Link:
-    return Link(int(row["seq"]), float(row["t_ms"]), str(row["node"]), text)
-
-
 def _s(row) -> str:
     return f"{float(row['t_ms']) / 1000:.3f} s"
 
@@ -80,7 +76,7 @@ def explain_flush(events: pd.DataFrame, subject) -> Answer:
                        f"clients issued them; `milvus-edu timeline RUN --all` shows them)")
     start = starts.iloc[number - 1]
     if pd.notna(start["error"]):
-        return Answer((_link(start, f"flush {number} failed: {start['error']}"),), title=f"Why did flush {number} fail?")
+        return Answer((Link.of(start, f"flush {number} failed: {start['error']}"),), title=f"Why did flush {number} fail?")
     flush_ts, start_seq = int(start["ts"]), int(start["seq"])
     # The client's flush began when DataCoord's Flush got flushTs from rootcoord; the client.flush row is written
     # when Flush returns, which waits for FlushChannels on the channel's DataNode (long, when that node is dead).
@@ -97,14 +93,14 @@ def explain_flush(events: pd.DataFrame, subject) -> Answer:
     took_ms = (float(done["t_ms"]) if done is not None else float(events["t_ms"].iloc[-1])) - t0
     seg_text = ", ".join(str(s) for s in segments) or "none"
     if done is not None:
-        first = _link(done, f"flush {number} by {start['node']} (flushTs {ts_text(flush_ts)}, sealed segments "
-                            f"{seg_text}) took {took_ms:,.0f} ms: GetFlushState said flushed here, at the client's "
-                            f"first poll after every sealed segment was Flushing or Flushed and every channel "
-                            f"checkpoint had reached flushTs")
+        first = Link.of(done, f"flush {number} by {start['node']} (flushTs {ts_text(flush_ts)}, sealed segments "
+                              f"{seg_text}) took {took_ms:,.0f} ms: GetFlushState said flushed here, at the client's "
+                              f"first poll after every sealed segment was Flushing or Flushed and every channel "
+                              f"checkpoint had reached flushTs")
     else:
-        first = _link(events.iloc[-1], f"flush {number} by {start['node']} (flushTs {ts_text(flush_ts)}, sealed "
-                                       f"segments {seg_text}) had not finished when the run ended, {took_ms:,.0f} ms "
-                                       f"after it began")
+        first = Link.of(events.iloc[-1], f"flush {number} by {start['node']} (flushTs {ts_text(flush_ts)}, sealed "
+                                         f"segments {seg_text}) had not finished when the run ended, {took_ms:,.0f} ms "
+                                         f"after it began")
     links = [first]
     held = [(name, row) for name, _, row in conditions if row is not None]
     path: list[tuple[object, str]] = []
@@ -118,24 +114,24 @@ def explain_flush(events: pd.DataFrame, subject) -> Answer:
             _channel_path(window, gate, flush_ts, len(held), t0, path, causes)
         else:
             _segment_path(window, gate, len(held), t0, path, causes)
-    links.extend(_link(row, text) for row, text in path)
+    links.extend(Link.of(row, text) for row, text in path)
     flushed = events[(events["kind"] == "datacoord.flush") & (events["ts"] == flush_ts) & (events["seq"] <= start_seq)]
     if len(flushed):
         row = flushed.iloc[-1]
         sealed = ", ".join(str(s) for s in detail_dict(row["detail"]).get("sealed") or ()) or "none"
-        links.append(_link(row, f"DataCoord's Flush sealed segments {sealed}, handed flushTs to the DataNode "
-                                f"(FlushChannels) and returned here, {float(row['t_ms']) - t0:,.0f} ms after it "
-                                f"got flushTs"))
+        links.append(Link.of(row, f"DataCoord's Flush sealed segments {sealed}, handed flushTs to the DataNode "
+                                  f"(FlushChannels) and returned here, {float(row['t_ms']) - t0:,.0f} ms after it "
+                                  f"got flushTs"))
     if begin is not start:
-        links.append(_link(begin, f"rootcoord allocated flushTs {ts_text(flush_ts)} here for DataCoord's Flush"))
+        links.append(Link.of(begin, f"rootcoord allocated flushTs {ts_text(flush_ts)} here for DataCoord's Flush"))
     _crash_causes(events, begin_seq, end_seq, t0, causes)
     if not causes:
-        links.append(_link(begin, "nothing on the way failed or stood out: the flush waited the ordinary round of "
-                                  "the DataNode's time tick, syncs and checkpoint updates after flushTs was "
-                                  "allocated here"))
+        links.append(Link.of(begin, "nothing on the way failed or stood out: the flush waited the ordinary round of "
+                                    "the DataNode's time tick, syncs and checkpoint updates after flushTs was "
+                                    "allocated here"))
         return Answer(tuple(links), title=f"Why did flush {number} take {took_ms:,.0f} ms?")
     _, _, row, text = min(causes, key=lambda c: (c[0], -c[1]))
-    links = [link for link in links if link.seq != int(row["seq"])] + [_link(row, text)]
+    links = [link for link in links if link.seq != int(row["seq"])] + [Link.of(row, text)]
     return Answer(tuple(links), title=f"Why did flush {number} take {took_ms:,.0f} ms?")
 
 

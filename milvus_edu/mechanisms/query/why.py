@@ -18,6 +18,7 @@ import pandas as pd
 from ...events.schema import SIM_EPOCH_MS
 from ...explain import Answer, Link, Question, WhyError
 from ...narrate import detail_dict, ts_text
+from ...querynode import TS_LAG_TOO_LARGE
 from ...tsoutil import parse_hybrid_ts
 
 #: A guarantee at most this far ahead of the true time is an ordinary wait for the next time tick
@@ -29,10 +30,6 @@ CLIENT_GUARANTEE_LEVELS = ("Customized", "Session")
 #: tsafe standing still longer than this many of its pchannel's usual tick intervals means the ticks stopped (the
 #: progress bound the query and TimeTick checkers use too).
 PROGRESS_INTERVALS = 5
-
-
-def _link(row, text: str) -> Link:
-    return Link(int(row["seq"]), float(row["t_ms"]), str(row["node"]), text)
 
 
 def _reads(events: pd.DataFrame) -> list[int]:
@@ -69,37 +66,34 @@ def _shard(events: pd.DataFrame, request: int):
     return best
 
 
-#: The delegator's answer to a guarantee too far past tsafe (``merr.ErrTsLagTooLarge``'s text).
-LAG_TOO_LARGE = "Timestamp lag too large"
-
-
 def _explain_refused(events: pd.DataFrame, request: int) -> Answer | None:
     """A read a delegator refused at once because its guarantee lay more than ``maxTimestampLag`` past tsafe
     (``shardDelegator.waitTSafe``): the refusal, and where the guarantee came from. ``None`` for any other read."""
     mine = events[events["request"] == request]
-    refusals = mine[(mine["kind"] == "querynode.read") & mine["error"].fillna("").str.startswith(LAG_TOO_LARGE)]
+    refusals = mine[(mine["kind"] == "querynode.read") & mine["error"].fillna("").str.startswith(TS_LAG_TOO_LARGE)]
     if not len(refusals):
         return None
     row = refusals.iloc[0]
     guarantee, tsafe = int(row["guarantee_ts"]), int(row["tick_ts"])
     lag_ms = parse_hybrid_ts(guarantee)[0] - parse_hybrid_ts(tsafe)[0]
     level = str(row["level"]) if pd.notna(row["level"]) else "default-level"
-    links = [_link(row, f"read {request} ({_what(events, request, level)}) was refused at once by {row['node']} on "
-                        f"vchannel {row['vchannel']}: its guarantee {ts_text(guarantee)} lay {lag_ms / 3_600_000:,.1f} h "
-                        f"past tsafe {ts_text(tsafe)}, more than queryNode.scheduler.maxTimestampLag allows, so the "
-                        f"delegator answers {LAG_TOO_LARGE!r} instead of waiting (shardDelegator.waitTSafe)")]
+    links = [Link.of(row, f"read {request} ({_what(events, request, level)}) was refused at once by {row['node']} on "
+                          f"vchannel {row['vchannel']}: its guarantee {ts_text(guarantee)} lay {lag_ms / 3_600_000:,.1f} h "
+                          f"past tsafe {ts_text(tsafe)}, more than queryNode.scheduler.maxTimestampLag allows, so the "
+                          f"delegator answers {TS_LAG_TOO_LARGE!r} instead of waiting (shardDelegator.waitTSafe)")]
     start = mine[mine["kind"] == "client.read_start"]
     if level in CLIENT_GUARANTEE_LEVELS and len(start):
-        links.append(_link(start.iloc[0], f"the client sent that guarantee itself: at {level} the proxy keeps the "
-                                          f"client's guarantee timestamp (parseGuaranteeTsFromConsistency)"))
+        links.append(Link.of(start.iloc[0], f"the client sent that guarantee itself: at {level} the proxy keeps the "
+                                            f"client's guarantee timestamp (parseGuaranteeTsFromConsistency)"))
     return Answer(tuple(links), title=f"Why was read {request} refused?")
 
 
 def explain_read(events: pd.DataFrame, subject) -> Answer:
     """Answer "why did read ``subject['request']`` wait?": the read, the tsafe it waited for, and why tsafe did not
     reach the guarantee sooner (ticks that stopped, as a follow-up question, or a guarantee in the future). A read
-    that did not wait but read stale data (at a tsafe whose ticks had stopped) is explained by the stopped ticks.
-    ``WhyError`` for a read not in the run, or one that neither waited nor was stale."""
+    that did not wait but read stale data (at a tsafe whose ticks had stopped) is explained by the stopped ticks, one
+    a delegator refused at once (its guarantee too far past tsafe) by the refusal and where the guarantee came from.
+    ``WhyError`` for a read not in the run, or one that neither waited, nor was stale, nor was refused so."""
     request = int(subject["request"])
     reads = _reads(events)
     if request not in reads:
@@ -117,7 +111,8 @@ def explain_read(events: pd.DataFrame, subject) -> Answer:
         where = (f"reads that waited in this run: {_listing(waited)}" if waited else "no read in this run waited")
         mine = events[(events["request"] == request) & (events["kind"] == "querynode.read")]
         refused = mine[mine["error"].notna()]
-        # a read refused at once (its guarantee too far ahead) got no answer: "every shard answered" would be false
+        # a read a shard refused at once for another reason than a guarantee too far ahead (that one was explained
+        # above) got no answer: "every shard answered" would be false
         how = (f"a shard refused it at once ({refused['error'].iloc[0]})" if len(refused) else
                "every shard answered at once from a tsafe its time ticks kept moving")
         raise WhyError(f"read {request} neither waited nor read stale data: {how}; `why` explains reads that waited, "
@@ -133,13 +128,13 @@ def explain_read(events: pd.DataFrame, subject) -> Answer:
 
     if end is None:
         outcome = f"was still waiting on {node} for vchannel {vchannel} when the run ended, {waited_ms:,.0f} ms later"
-        first = _link(events.iloc[-1], f"read {request} ({what}) {outcome}")
+        first = Link.of(events.iloc[-1], f"read {request} ({what}) {outcome}")
     else:
         failed = f" and failed with {end['error']}" if pd.notna(end["error"]) else ""
-        first = _link(end, f"read {request} ({what}) waited {waited_ms:,.0f} ms on {node} for vchannel "
-                           f"{vchannel}{failed}")
-    links = [first, _link(wait, f"its guarantee {ts_text(guarantee)} was above the tsafe of {vchannel} on {node}, "
-                                f"{ts_text(tsafe)}: a delegator serves a read only once tsafe reaches its guarantee")]
+        first = Link.of(end, f"read {request} ({what}) waited {waited_ms:,.0f} ms on {node} for vchannel "
+                             f"{vchannel}{failed}")
+    links = [first, Link.of(wait, f"its guarantee {ts_text(guarantee)} was above the tsafe of {vchannel} on {node}, "
+                                  f"{ts_text(tsafe)}: a delegator serves a read only once tsafe reaches its guarantee")]
 
     stop = int(end["seq"]) if end is not None else int(events["seq"].iloc[-1]) + 1
     moved = events[(events["kind"] == "querynode.tsafe") & (events["vchannel"] == vchannel)
@@ -150,9 +145,9 @@ def explain_read(events: pd.DataFrame, subject) -> Answer:
                       & (events["seq"] > int(wait["seq"])) & (events["seq"] < stop)]
     if len(released):
         collection = detail_dict(released.iloc[0]["detail"]).get("collection_id")
-        links.append(_link(released.iloc[0], f"the QueryNode released {vchannel} while the read waited (collection "
-                                             f"{collection} was dropped): a read waiting on a delegator fails when "
-                                             f"the delegator closes"))
+        links.append(Link.of(released.iloc[0], f"the QueryNode released {vchannel} while the read waited (collection "
+                                               f"{collection} was dropped): a read waiting on a delegator fails when "
+                                               f"the delegator closes"))
         return Answer(tuple(links))
     end_ms = float(end["t_ms"]) if end is not None else float(events["t_ms"].iloc[-1])
     still = _longest_still(ticks, [tsafe] + [int(v) for v in moved["ts"]], float(wait["t_ms"]), end_ms)
@@ -162,10 +157,10 @@ def explain_read(events: pd.DataFrame, subject) -> Answer:
         upto = min(float(nxt["t_ms"]), end_ms) if nxt is not None else end_ms
         until = (f"the next came only at {nxt['t_ms'] / 1000:.3f} s (event {int(nxt['seq']) + 1:,})"
                  if nxt is not None else "no other came before the run ended")
-        links.append(_link(tick, f"tsafe of {vchannel} stood still at {ts_text(int(tick['tick_ts']))} from "
-                                 f"{since / 1000:.3f} s to {upto / 1000:.3f} s of the wait: it follows the time tick "
-                                 f"of pchannel {pchannel}, whose tick {ts_text(int(tick['tick_ts']))} was written here "
-                                 f"(its ticks usually came {every:,.0f} ms apart), and {until}"))
+        links.append(Link.of(tick, f"tsafe of {vchannel} stood still at {ts_text(int(tick['tick_ts']))} from "
+                                   f"{since / 1000:.3f} s to {upto / 1000:.3f} s of the wait: it follows the time tick "
+                                   f"of pchannel {pchannel}, whose tick {ts_text(int(tick['tick_ts']))} was written here "
+                                   f"(its ticks usually came {every:,.0f} ms apart), and {until}"))
         follow = Question("tick-stopped", {"pchannel": pchannel, "after_seq": int(tick["seq"]),
                                            "until_seq": int(nxt["seq"]) if nxt is not None else None})
         return Answer(tuple(links), follow)
@@ -174,24 +169,24 @@ def explain_read(events: pd.DataFrame, subject) -> Answer:
     if ahead is not None and ahead[0] > ORDINARY_AHEAD_MS:
         passed = moved[moved["ts"] >= guarantee]
         if len(passed):
-            links.append(_link(passed.iloc[0], f"tsafe of {vchannel} moved {times} during the wait, as time ticks "
-                                               f"came about every {every:,.0f} ms, and reached the guarantee only "
-                                               f"here"))
-        links.append(_link(proxy, ahead[1]))
+            links.append(Link.of(passed.iloc[0], f"tsafe of {vchannel} moved {times} during the wait, as time ticks "
+                                                 f"came about every {every:,.0f} ms, and reached the guarantee only "
+                                                 f"here"))
+        links.append(Link.of(proxy, ahead[1]))
         return Answer(tuple(links))
     if not len(moved):
-        links.append(_link(wait, f"tsafe of {vchannel} did not move during the {end_ms - float(wait['t_ms']):,.0f} ms "
-                                 f"wait (ticks on {pchannel} usually come {every:,.0f} ms apart)"))
+        links.append(Link.of(wait, f"tsafe of {vchannel} did not move during the {end_ms - float(wait['t_ms']):,.0f} ms "
+                                   f"wait (ticks on {pchannel} usually come {every:,.0f} ms apart)"))
         return Answer(tuple(links))
     last = moved.iloc[-1]
     if int(last["ts"]) >= guarantee:
-        links.append(_link(last, f"tsafe of {vchannel} follows the time tick of pchannel {pchannel}, written about "
-                                 f"every {every:,.0f} ms: it moved {times} during the wait and reached the guarantee "
-                                 f"here, an ordinary wait for the next tick"))
+        links.append(Link.of(last, f"tsafe of {vchannel} follows the time tick of pchannel {pchannel}, written about "
+                                   f"every {every:,.0f} ms: it moved {times} during the wait and reached the guarantee "
+                                   f"here, an ordinary wait for the next tick"))
     else:
-        links.append(_link(last, f"tsafe of {vchannel} moved {times} during the wait but stayed below the guarantee, "
-                                 f"last at {ts_text(int(last['ts']))}: it follows the time tick of pchannel "
-                                 f"{pchannel}, which lagged behind the guarantee"))
+        links.append(Link.of(last, f"tsafe of {vchannel} moved {times} during the wait but stayed below the guarantee, "
+                                   f"last at {ts_text(int(last['ts']))}: it follows the time tick of pchannel "
+                                   f"{pchannel}, which lagged behind the guarantee"))
     return Answer(tuple(links))
 
 
@@ -224,12 +219,12 @@ def _explain_stale(events: pd.DataFrame, request: int) -> Answer | None:
     level = str(row["level"]) if pd.notna(row["level"]) else "default-level"
     until = (f"the next came only at {nxt['t_ms'] / 1000:.3f} s (event {int(nxt['seq']) + 1:,})"
              if nxt is not None else "no other came before the run ended")
-    links = (_link(row, f"read {request} ({_what(events, request, level)}) did not wait on {row['node']} for vchannel {vchannel} but read at "
-                        f"tsafe {ts_text(tsafe)}, {behind:,.0f} ms behind the true time: it saw no write made after "
-                        f"that"),
-             _link(tick, f"tsafe of {vchannel} stood still at {ts_text(int(tick['tick_ts']))} for {stood:,.0f} ms "
-                         f"before the read: it follows the time tick of pchannel {pchannel}, whose tick was written "
-                         f"here (its ticks usually came {every:,.0f} ms apart), and {until}"))
+    links = (Link.of(row, f"read {request} ({_what(events, request, level)}) did not wait on {row['node']} for vchannel {vchannel} but read at "
+                          f"tsafe {ts_text(tsafe)}, {behind:,.0f} ms behind the true time: it saw no write made after "
+                          f"that"),
+             Link.of(tick, f"tsafe of {vchannel} stood still at {ts_text(int(tick['tick_ts']))} for {stood:,.0f} ms "
+                           f"before the read: it follows the time tick of pchannel {pchannel}, whose tick was written "
+                           f"here (its ticks usually came {every:,.0f} ms apart), and {until}"))
     follow = Question("tick-stopped", {"pchannel": pchannel, "after_seq": int(tick["seq"]),
                                        "until_seq": int(nxt["seq"]) if nxt is not None else None})
     return Answer(links, follow, title=f"Why did read {request} read stale data?")

@@ -32,7 +32,10 @@ def out_of_order_count(events: pd.DataFrame, channel: str) -> tuple[int, int]:
     to the channel before it); an adjacent swap, the typical wrong answer, only compares a message with the one
     just before it.
     """
-    msgs = dml_messages(events)
+    return _out_of_order(dml_messages(events), channel)
+
+
+def _out_of_order(msgs: pd.DataFrame, channel: str) -> tuple[int, int]:
     on = msgs[msgs["channel"] == channel]
     end_ts = on["end_ts"].to_numpy()
     return int(on["out_of_order"].sum()), int((end_ts[1:] < end_ts[:-1]).sum())
@@ -40,11 +43,14 @@ def out_of_order_count(events: pd.DataFrame, channel: str) -> tuple[int, int]:
 
 def check_out_of_order(answer, events: pd.DataFrame, channel: str) -> Feedback:
     """Exercise: how many DML messages were written to ``channel`` below a timestamp already written there."""
-    want, swaps = out_of_order_count(events, channel)
-    total = len(_dml(events).loc[lambda f: f["channel"] == channel])
-    as_float = _dml(events).loc[lambda f: f["channel"] == channel, "end_ts"].astype("int64").astype("float64")
+    msgs = dml_messages(events)  # once: the right answer and the every-pchannel slip both read it
+    want, swaps = _out_of_order(msgs, channel)
+    mine = _dml(events)
+    mine = mine[mine["channel"] == channel]
+    total = len(mine)
+    as_float = mine["end_ts"].astype("int64").astype("float64")
     rounded = int((as_float < as_float.cummax().shift(1)).sum())
-    everywhere = int(dml_messages(events)["out_of_order"].sum())
+    everywhere = int(msgs["out_of_order"].sum())
 
     def judge(value: int) -> Feedback:
         if value == want:

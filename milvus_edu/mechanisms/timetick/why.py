@@ -17,10 +17,6 @@ from ...explain import Answer, Link, Question
 from ...narrate import describe, detail_dict
 
 
-def _link(row, text: str) -> Link:
-    return Link(int(row["seq"]), float(row["t_ms"]), str(row["node"]), text)
-
-
 def _window(events: pd.DataFrame, after_seq: int, until_seq) -> pd.DataFrame:
     """The events after ``after_seq`` and before ``until_seq`` (the run's end when ``None``)."""
     seq = events["seq"]
@@ -42,8 +38,8 @@ def explain_tick_stopped(events: pd.DataFrame, subject) -> Answer:
     span = f"from {start_ms / 1000:.3f} s to {end_ms / 1000:.3f} s"
     if not len(updates):
         anchor = events[events["seq"] == after].iloc[0]
-        return Answer((_link(anchor, f"rootcoord's timetick sync took no report at all {span}, so it wrote no tick "
-                                     f"to {pchannel}"),))
+        return Answer((Link.of(anchor, f"rootcoord's timetick sync took no report at all {span}, so it wrote no tick "
+                                       f"to {pchannel}"),))
     waiting: Counter = Counter()
     first: dict[str, object] = {}
     unsent = 0
@@ -57,14 +53,14 @@ def explain_tick_stopped(events: pd.DataFrame, subject) -> Answer:
             first.setdefault(name, row)
     if not waiting:
         anchor = updates.iloc[0]
-        return Answer((_link(anchor, f"rootcoord sent rounds of time ticks {span}, but the sessions' minimum for "
-                                     f"{pchannel} did not pass its last tick"),))
+        return Answer((Link.of(anchor, f"rootcoord sent rounds of time ticks {span}, but the sessions' minimum for "
+                                       f"{pchannel} did not pass its last tick"),))
     name, count = waiting.most_common(1)[0]
     row = first[name]
     text = (f"rootcoord wrote no time tick to {pchannel} {span}: it writes a round only once every proxy session has "
             f"reported, and {unsent:,} of its {len(updates):,} updates in that time went unsent, {count:,} of them "
             f"waiting for a report from {name}")
-    return Answer((_link(row, text),), Question("session-held", {"session": name, "from_seq": int(row["seq"]),
+    return Answer((Link.of(row, text),), Question("session-held", {"session": name, "from_seq": int(row["seq"]),
                                                                  "until_seq": until}))
 
 
@@ -81,15 +77,15 @@ def explain_session_held(events: pd.DataFrame, subject) -> Answer:
         faults = faults[faults["seq"] < int(until)]
     if not len(faults):
         row = events[events["seq"] == from_seq].iloc[0]
-        return Answer((_link(row, f"no fault injected on {name} explains why its report was missing"),))
+        return Answer((Link.of(row, f"no fault injected on {name} explains why its report was missing"),))
     fault = faults.iloc[-1]
     detail = detail_dict(fault["detail"])
     if fault["kind"] == "fault.pause":
-        return Answer((_link(fault, f"{name} was paused (a GC or VM pause) at {fault['t_ms'] / 1000:.3f} s for "
-                                    f"{float(detail.get('duration_ms') or 0) / 1000:.3f} s, and sent no report while it "
-                                    f"lasted"),))
+        return Answer((Link.of(fault, f"{name} was paused (a GC or VM pause) at {fault['t_ms'] / 1000:.3f} s for "
+                                      f"{float(detail.get('duration_ms') or 0) / 1000:.3f} s, and sent no report while it "
+                                      f"lasted"),))
     if fault["kind"] != "fault.kill":
-        return Answer((_link(fault, f"{describe(fault)} {name} sent no report while it lasted"),))
+        return Answer((Link.of(fault, f"{describe(fault)} {name} sent no report while it lasted"),))
     server = detail.get("server_id")
     later = events[events["seq"] > int(fault["seq"])]
     lost = later[(later["kind"] == "session.lost")
@@ -110,14 +106,14 @@ def explain_session_held(events: pd.DataFrame, subject) -> Answer:
         key = detail_dict(row["detail"]).get("key")
         drop = (f", and rootcoord stopped waiting for it at event {int(dropped.iloc[0]['seq']) + 1:,}"
                 if len(dropped) else "")
-        links.append(_link(row, f"{name}'s old session ({key}) stayed registered until its lease expired at "
-                                f"{row['t_ms'] / 1000:.3f} s{drop}{again}"))
+        links.append(Link.of(row, f"{name}'s old session ({key}) stayed registered until its lease expired at "
+                                  f"{row['t_ms'] / 1000:.3f} s{drop}{again}"))
     else:
-        links.append(_link(fault, f"{name}'s old session (server id {server}) was still registered when the run ended "
-                                  f"at {float(events['t_ms'].iloc[-1]) / 1000:.3f} s: it goes only when its lease "
-                                  f"expires{again}"))
-    links.append(_link(fault, f"{name} (server id {server}) was killed at {fault['t_ms'] / 1000:.3f} s and its "
-                              f"session sent no report after it"))
+        links.append(Link.of(fault, f"{name}'s old session (server id {server}) was still registered when the run ended "
+                                    f"at {float(events['t_ms'].iloc[-1]) / 1000:.3f} s: it goes only when its lease "
+                                    f"expires{again}"))
+    links.append(Link.of(fault, f"{name} (server id {server}) was killed at {fault['t_ms'] / 1000:.3f} s and its "
+                                f"session sent no report after it"))
     return Answer(tuple(links))
 
 

@@ -23,10 +23,6 @@ from ...narrate import detail_dict, wall_text
 from .check import INVARIANTS
 
 
-def _link(row, text: str) -> Link:
-    return Link(int(row["seq"]), float(row["t_ms"]), str(row["node"]), text)
-
-
 def _row(events: pd.DataFrame, seq: int):
     return events[events["seq"] == seq].iloc[0]
 
@@ -59,20 +55,20 @@ def _failover(events: pd.DataFrame, node: str, before: int, old: str) -> list[Li
     active = _last(events, before + 1, node, "session.active")
     if active is None or float(active["t_ms"]) == 0.0:
         return []
-    links = [_link(active, f"{node} became the active rootcoord at {active['t_ms'] / 1000:.3f} s, so its "
-                           f"InitTimestamp chose where the next timestamps start")]
+    links = [Link.of(active, f"{node} became the active rootcoord at {active['t_ms'] / 1000:.3f} s, so its "
+                             f"InitTimestamp chose where the next timestamps start")]
     lost = events[(events["seq"] < int(active["seq"])) & (events["kind"] == "session.lost")]
     faults = events[(events["seq"] < int(active["seq"])) & (events["node"] == old)
                     & events["kind"].isin(["fault.kill", "fault.pause"])]
     if len(lost):
         row = lost.iloc[-1]
         keys = ", ".join(str(detail_dict(d).get("key")) for d in lost[lost["t_ms"] == row["t_ms"]]["detail"])
-        links.append(_link(row, f"{old}'s lease ran out at {row['t_ms'] / 1000:.3f} s: etcd deleted its session keys "
-                                f"({keys}) and {node}, the standby, won the election"))
+        links.append(Link.of(row, f"{old}'s lease ran out at {row['t_ms'] / 1000:.3f} s: etcd deleted its session keys "
+                                  f"({keys}) and {node}, the standby, won the election"))
     if len(faults):
         row = faults.iloc[-1]
         verb = "killed" if row["kind"] == "fault.kill" else "paused"
-        links.append(_link(row, f"{old} was {verb} at {row['t_ms'] / 1000:.3f} s and stopped renewing its lease"))
+        links.append(Link.of(row, f"{old} was {verb} at {row['t_ms'] / 1000:.3f} s and stopped renewing its lease"))
     return links
 
 
@@ -86,26 +82,26 @@ def explain_went_back(events: pd.DataFrame, subject) -> Answer:
     links: list[Link] = []
     init = _last(events, seqs[-1], new, "tso.init")
     if init is None:
-        return Answer((_link(later, f"no InitTimestamp of {new} is in the run log before this answer"),))
+        return Answer((Link.of(later, f"no InitTimestamp of {new} is in the run log before this answer"),))
     detail = detail_dict(init["detail"])
     start = int(init["physical_ms"])
     if detail.get("bug_switch") == "tso_skip_load_on_init":
-        links.append(_link(init, f"{new}'s InitTimestamp started its window at its own clock, {wall_text(start)}, "
-                                 f"ignoring the window end {wall_text(int(detail.get('ignored_window_end_ms') or 0))} "
-                                 f"saved in etcd (bug switch tso_skip_load_on_init); Milvus starts past the saved end "
-                                 f"(timestampOracle.InitTimestamp), which lies above every timestamp handed out"))
+        links.append(Link.of(init, f"{new}'s InitTimestamp started its window at its own clock, {wall_text(start)}, "
+                                   f"ignoring the window end {wall_text(int(detail.get('ignored_window_end_ms') or 0))} "
+                                   f"saved in etcd (bug switch tso_skip_load_on_init); Milvus starts past the saved end "
+                                   f"(timestampOracle.InitTimestamp), which lies above every timestamp handed out"))
     else:
         loaded = int(detail.get("loaded_window_end_ms") or 0)
-        links.append(_link(init, f"{new}'s InitTimestamp started its window at {wall_text(start)}, just past the "
-                                 f"window end {wall_text(loaded)} saved in etcd, which lay below timestamps already handed out"))
+        links.append(Link.of(init, f"{new}'s InitTimestamp started its window at {wall_text(start)}, just past the "
+                                   f"window end {wall_text(loaded)} saved in etcd, which lay below timestamps already handed out"))
         alloc = _last(events, seqs[0] + 1, old, "tso.alloc")
         save = _last(events, seqs[0] + 1, old, "tso.save")
         if alloc is not None and save is not None and int(alloc["physical_ms"]) >= int(save["window_end_ms"]):
             switch = (" (bug switch tso_no_window_save)" if "tso_no_window_save" in _switches(events) else "")
-            links.append(_link(alloc, f"{old} had handed out timestamps on physical {wall_text(int(alloc['physical_ms']))}"
-                                      f", at or past the window end {wall_text(int(save['window_end_ms']))} it last saved "
-                                      f"(event {int(save['seq']) + 1:,}): its UpdateTimestamp did not re-save the "
-                                      f"window before the physical part reached it{switch}"))
+            links.append(Link.of(alloc, f"{old} had handed out timestamps on physical {wall_text(int(alloc['physical_ms']))}"
+                                        f", at or past the window end {wall_text(int(save['window_end_ms']))} it last saved "
+                                        f"(event {int(save['seq']) + 1:,}): its UpdateTimestamp did not re-save the "
+                                        f"window before the physical part reached it{switch}"))
     links.extend(_failover(events, new, int(init["seq"]), old))
     return Answer(tuple(links))
 
@@ -119,15 +115,15 @@ def explain_window(events: pd.DataFrame, subject) -> Answer:
     save = _last(events, seq, node, "tso.save")
     switch = " (bug switch tso_no_window_save)" if "tso_no_window_save" in _switches(events) else ""
     if save is None:
-        return Answer((_link(alloc, f"{node} never saved a window before this allocation{switch}"),))
+        return Answer((Link.of(alloc, f"{node} never saved a window before this allocation{switch}"),))
     updates = events[(events["seq"] > int(save["seq"])) & (events["seq"] < seq) & (events["node"] == node)
                      & (events["kind"] == "tso.update")]
     moved = f"{len(updates):,} UpdateTimestamp calls" if len(updates) else "no UpdateTimestamp call"
-    return Answer((_link(save, f"{node} last saved the window end {wall_text(int(save['window_end_ms']))} at "
-                               f"{save['t_ms'] / 1000:.3f} s; {moved} since moved the physical part to "
-                               f"{wall_text(int(alloc['physical_ms']))} without saving again, where Milvus re-saves "
-                               f"once the window end is within updateTimestampGuard of it "
-                               f"(timestampOracle.UpdateTimestamp){switch}"),))
+    return Answer((Link.of(save, f"{node} last saved the window end {wall_text(int(save['window_end_ms']))} at "
+                                 f"{save['t_ms'] / 1000:.3f} s; {moved} since moved the physical part to "
+                                 f"{wall_text(int(alloc['physical_ms']))} without saving again, where Milvus re-saves "
+                                 f"once the window end is within updateTimestampGuard of it "
+                                 f"(timestampOracle.UpdateTimestamp){switch}"),))
 
 
 EXPLAINERS = {VIOLATION_QUESTION.format(invariant=name): (explain_window if name == "window" else explain_went_back)
