@@ -128,9 +128,7 @@ class Simulation:
         self.switches_flipped.append({"switch": name, "on": on, "t_ms": self.env.now})
         self.recorder.emit("fault.switch", "sim", detail={"switch": name, "on": on})
         for node in self.nodes.values():
-            changed = getattr(node, "switches_changed", None)
-            if changed is not None:
-                changed()
+            node.switches_changed()
         return True
 
     def one_way(self, src: str) -> float:

@@ -22,6 +22,9 @@ from ...explain.violation import VIOLATION_QUESTION
 from ...narrate import detail_dict, wall_text
 from .check import INVARIANTS
 
+#: The last part of rootcoord's ACTIVE key (``sessionutil.active_key``: ``by-dev/meta/session/rootcoord``).
+ACTIVE_KEY_NAME = "rootcoord"
+
 
 def _row(events: pd.DataFrame, seq: int):
     return events[events["seq"] == seq].iloc[0]
@@ -58,6 +61,8 @@ def _failover(events: pd.DataFrame, node: str, before: int, old: str) -> list[Li
     links = [Link.of(active, f"{node} became the active rootcoord at {active['t_ms'] / 1000:.3f} s, so its "
                              f"InitTimestamp chose where the next timestamps start")]
     lost = events[(events["seq"] < int(active["seq"])) & (events["kind"] == "session.lost")]
+    # the old active's keys only (its own session and the ACTIVE key it held), not another node's lease running out
+    lost = lost[[str(detail_dict(d).get("key", "")).rsplit("/", 1)[-1] in (old, ACTIVE_KEY_NAME) for d in lost["detail"]]]
     faults = events[(events["seq"] < int(active["seq"])) & (events["node"] == old)
                     & events["kind"].isin(["fault.kill", "fault.pause"])]
     if len(lost):
