@@ -27,6 +27,7 @@ import pandas as pd
 from ...analysis.frames import PERCENTILES, as_strings, sorted_by, with_percentiles
 from ...events.schema import SIM_EPOCH_MS
 from ...tsoutil import LOGICAL_BITS
+from .kinds import DML_TYPES
 
 KEYS_CHANNEL = ["run_id", "channel"]
 KEYS_PACK = ["run_id", "channel", "vchannel"]
@@ -38,7 +39,6 @@ REORDER_COLUMNS = ["run_id", "channel", "messages", "out_of_order", "share_out_o
 PACK_COLUMNS = ["run_id", "channel", "vchannel", "packs", "messages", "mean_per_pack", "max_per_pack",
                 "empty_packs"]
 
-DML_TYPES = ("Insert", "Delete")
 _ONE_PHYSICAL_MS = 1 << LOGICAL_BITS
 
 

@@ -46,9 +46,9 @@ from ...check.violation import StreamingChecker, Violation
 from ...config import MS, TimeTickParams, TSOParams
 from ...events.dispatch import on
 from ...narrate import detail_dict, ts_text
+from .kinds import DML_TYPES
 
 INVARIANTS = ("tick-monotonic", "watermark", "pack-exact", "tick-progress")
-_DML = ("Insert", "Delete")
 #: How many ``proxy.timeTickInterval`` a pchannel may go without a time tick (or its tick without moving).
 PROGRESS_INTERVALS = 5
 
@@ -117,7 +117,7 @@ class TimeTickChecker(StreamingChecker):
         if msg_type == "TimeTick":
             self._tick_written(seq, node, ch, tick_ts, t_ms, detail_dict(detail).get("min_from"))
             return
-        if msg_type not in _DML:
+        if msg_type not in DML_TYPES:
             return
         if vch is not None:
             self._pending.setdefault(vch, {})[msg_id] = (end_ts, seq)

@@ -4,6 +4,11 @@ messages produced to pchannels and the tt-aligned packs consumers receive."""
 from __future__ import annotations
 
 from ...events.schema import kind
+from ...proto import MsgType
+
+#: The DML message types (``msg_type`` of an ``mq.produce``) whose order the lesson follows; the rest are time ticks
+#: and DDL.
+DML_TYPES = (MsgType.INSERT, MsgType.DELETE)
 
 KINDS = (
     kind("proxy.enqueue", "A DML task entered the proxy's queue: its timestamp `ts`, the pchannel `channel` it "

@@ -13,15 +13,15 @@ import json
 import pandas as pd
 
 from ...narrate import ts_text
+from .kinds import DML_TYPES
 from .panel import dml_messages
 from ...labs.feedback import Feedback, judge_integer, name_answer, right, wrong
 
 INVARIANT_NAMES = ("tick-monotonic", "watermark", "pack-exact")
-_DML = ("Insert", "Delete")
 
 
 def _dml(events: pd.DataFrame) -> pd.DataFrame:
-    return events[(events["kind"] == "mq.produce") & events["msg_type"].isin(_DML)]
+    return events[(events["kind"] == "mq.produce") & events["msg_type"].isin(DML_TYPES)]
 
 
 # ---- Exercise 1 ---------------------------------------------------------------------------------

@@ -31,9 +31,9 @@ import pandas as pd
 from ...narrate import detail_dict, ts_text
 from ...registry import Mark
 from ...viz.columns import ints, natural, short_channel, texts, time_ticks
+from .kinds import DML_TYPES
 
 #: ``msg_type`` values of DML messages (everything else in a pchannel is control: time ticks).
-DML_TYPES = ("Insert", "Delete")
 #: A proxy whose last report is at least this old (ms) is shown as silent (it reports every 200 ms).
 SILENT_MS = 1000.0
 #: Up to this many pictures (the filmstrip keeps the first four steps).

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from ...events.dispatch import Dispatch, on
 from ...narrate import detail_dict
+from .kinds import DML_TYPES
 
 
 @dataclass
@@ -57,7 +58,7 @@ class TimeTickSummary(Dispatch):
                 if last is not None and t_ms - last > self.longest_gap[0]:
                     self.longest_gap = (t_ms - last, ch)
                 last_tick_t[ch] = t_ms
-            elif msg_type in ("Insert", "Delete"):
+            elif msg_type in DML_TYPES:
                 self.dml += 1
                 self.out_of_order += late(ch, end_ts)
 
