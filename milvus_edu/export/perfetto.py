@@ -35,10 +35,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..events.schema import SIM_EPOCH_MS
+from ..tsoutil import physical_time
 
 #: The thread of a process's events that name no channel, and of its counters.
 MAIN = "main"
-_LOGICAL_BITS = 18
 
 
 class ExportError(Exception):
@@ -100,7 +100,7 @@ def ts_ms(ts) -> int | None:
     """A hybrid timestamp's physical part in ms since the run's time zero (what counters plot), ``None`` for none."""
     if ts is None or ts == 0:
         return None
-    return (int(ts) >> _LOGICAL_BITS) - SIM_EPOCH_MS
+    return physical_time(int(ts)) - SIM_EPOCH_MS
 
 
 def rows(frame):

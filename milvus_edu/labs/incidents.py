@@ -21,11 +21,11 @@ from ..config import QueryParams
 from ..events import SIM_EPOCH_MS
 from ..narrate import detail_dict, ts_text
 from ..querynode import TS_LAG_TOO_LARGE
-from ..tsoutil import compose_ts, physical_time
+from ..tsoutil import LOGICAL_BITS_MASK, compose_ts, physical_time
 from .feedback import Feedback, judge_integer, right, wrong
 
-#: The logical part of a hybrid timestamp has 18 bits: its largest value.
-MAX_LOGICAL = (1 << 18) - 1
+#: The largest logical part of a hybrid timestamp (18 bits: tsoutil's mask).
+MAX_LOGICAL = LOGICAL_BITS_MASK
 
 
 def _rows(events: pd.DataFrame, kind: str) -> pd.DataFrame:

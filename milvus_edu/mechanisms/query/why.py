@@ -19,7 +19,7 @@ from ...events.schema import SIM_EPOCH_MS
 from ...explain import Answer, Link, Question, WhyError
 from ...narrate import detail_dict, ts_text
 from ...querynode import TS_LAG_TOO_LARGE
-from ...tsoutil import parse_hybrid_ts
+from ...tsoutil import parse_hybrid_ts, physical_time
 
 #: A guarantee at most this far ahead of the true time is an ordinary wait for the next time tick
 #: (proxy.timeTickInterval, 200 ms by default), not a guarantee in the future.
@@ -264,7 +264,7 @@ def _pchannel(events: pd.DataFrame, vchannel: str) -> str:
 def _ahead(proxy, guarantee: int):
     """How far the guarantee lay in the future when the proxy set it (ms, true time), with the clause saying where
     it came from; ``None`` without a proxy event or a guarantee with no time in it."""
-    if proxy is None or guarantee < 1 << 18:
+    if proxy is None or physical_time(guarantee) == 0:
         return None
     detail = detail_dict(proxy["detail"])
     # in whole ms, as the node clock and the guarantee's physical part are read: a fraction of the true time
