@@ -15,7 +15,11 @@ counts, so a machine whose load changes between runs still gives a fair ratio.
 Prints figures only (no assertions). Run from the repo root:
 ``python benchmarks/bench_sim.py [--scenarios tso-basics timetick-basics] [--duration S] [--repeat 2]``.
 A scenario that is not registered is skipped with a note. ``--profile`` prints the top of a cProfile
-of one written run per scenario instead.
+of one written run per scenario instead. ``--floor`` splits a run's wall time instead: the run with its
+folder written; the same simulation with no sink at all (the nodes' own work, the effect interpreter, SimPy,
+and the recorder stamping rows that nobody reads); and what SimPy alone takes for as many events as the run
+scheduled, at the bare timeout rate. The last two bound the ratio that faster sinks, or a faster
+simulation around the same components, could reach.
 """
 
 from __future__ import annotations
@@ -34,7 +38,11 @@ import simpy
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's milvus_edu, whatever is installed
 import milvus_edu  # noqa: E402
-from milvus_edu.registry import scenarios  # noqa: E402
+from milvus_edu.config import Config  # noqa: E402
+from milvus_edu.events import Recorder  # noqa: E402
+from milvus_edu.registry import get_scenario, scenarios  # noqa: E402
+from milvus_edu.sim.collector import collector_paused  # noqa: E402
+from milvus_edu.sim.kernel import Simulation  # noqa: E402
 
 TARGET_EVENTS_PER_S = 200_000
 TARGET_RATIO = 1 / 8
@@ -114,6 +122,38 @@ def profile(scenario: str, seed: int, duration_s: float, top: int) -> None:
     stats.sort_stats("cumulative").print_stats(top)
 
 
+def sinkless_run(scenario: str, seed: int, duration_s: float) -> tuple[int, int, float]:
+    """(events logged, SimPy events scheduled, wall seconds) of the scenario's simulation with a recorder that
+    has no sink: what ``simulate`` costs without the run folder, the checkers and the summaries."""
+    _collect_earlier_runs()
+    with collector_paused():
+        recorder = Recorder(f"{scenario}-s{seed}")
+        sim = Simulation(seed, recorder, Config())
+        get_scenario(scenario).build(sim)
+        start = time.perf_counter()
+        sim.run(duration_s * 1000.0)
+        wall = time.perf_counter() - start
+        scheduled = next(sim.env._eid)  # SimPy numbers every event it schedules
+    return recorder.seq, scheduled, wall
+
+
+def floor(scenario: str, seed: int, duration_s: float, repeat: int) -> None:
+    """Print where a written run's wall time goes: sinks, simulation, SimPy (best of ``repeat`` each)."""
+    bare = max(bare_simpy_rate() for _ in range(repeat))
+    written = min(timed_run(scenario, seed, duration_s, write=True) for _ in range(repeat))
+    events, wall = written
+    sinkless = min((sinkless_run(scenario, seed, duration_s) for _ in range(repeat)), key=lambda run: run[2])
+    logged, scheduled, sim_wall = sinkless
+    simpy_s = scheduled / bare
+    print(f"{scenario}: {events:,} events logged in {duration_s:g} simulated s, {scheduled:,} SimPy events "
+          f"({scheduled / max(logged, 1):.2f} per logged event); bare SimPy {bare:,.0f} timeouts/s")
+    print(f"  folder written {wall * 1000:.0f} ms (1/{bare / (events / wall):.1f} of bare); "
+          f"no sinks {sim_wall * 1000:.0f} ms (1/{bare / (logged / sim_wall):.1f}); "
+          f"SimPy alone for those events {simpy_s * 1000:.0f} ms (1/{bare / (logged / simpy_s):.1f})")
+    print(f"  per logged event: {wall / events * 1e6:.1f} us written, {sim_wall / logged * 1e6:.1f} us simulating, "
+          f"{simpy_s / logged * 1e6:.1f} us of it SimPy's own; 1/12 of bare is {12 / bare * 1e6:.1f} us")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scenarios", nargs="+", default=["tso-basics", "timetick-basics"])
@@ -123,6 +163,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=2, help="runs per measurement; the best counts (default 2)")
     parser.add_argument("--profile", action="store_true", help="profile one written run per scenario instead")
     parser.add_argument("--top", type=int, default=25, help="rows of the profile to print (default 25)")
+    parser.add_argument("--floor", action="store_true",
+                        help="split each run's time into sinks, simulation and SimPy's own share instead")
     args = parser.parse_args()
 
     known = scenarios()
@@ -132,6 +174,10 @@ def main() -> None:
             todo.append(name)
         else:
             print(f"note: scenario {name} is not registered yet; skipped")
+    if args.floor:
+        for name in todo:
+            floor(name, args.seed, args.duration or DEFAULT_DURATION_S.get(name, 60.0), max(args.repeat, 3))
+        return
     if args.profile:
         for name in todo:
             duration = args.duration or DEFAULT_DURATION_S.get(name, 60.0)

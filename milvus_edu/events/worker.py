@@ -59,8 +59,14 @@ _BATCH, _CLOSE = "batch", "close"
 #: the buffer protocol, such as a numpy scalar, as bytes: ``Recorder.emit`` turns numpy scalars
 #: into Python ones before they are buffered, and bound emitters take plain Python values.)
 _MARSHAL, _PICKLE = b"m", b"p"
-#: Rows ``simulate`` holds before it forks the sink process: two of the recorder's batches (see the module docs).
+#: Rows ``simulate`` holds before it forks the sink process: two Parquet row groups (see the module docs).
 HOLD_ROWS = 2 * BATCH_ROWS
+#: The recorder's batch when ``simulate`` runs the sinks here (``Recorder(batch_rows=SEND_ROWS)``): a quarter of
+#: a Parquet row group, which the child's ``ParquetSink`` still writes whole. At close the simulation waits while
+#: the child works through the last batch; a smaller batch shortens that wait, and the child, which has spare time
+#: (a third of the simulation's CPU in a flush run), pays for more batches. Measured with
+#: ``benchmarks/bench_sim.py`` (2026-11-26): flush-basics' 60-s run from 579 ms to 542 ms; 1,024 rows gave no more.
+SEND_ROWS = BATCH_ROWS // 4
 
 
 def available() -> bool:
@@ -247,10 +253,10 @@ class SinkProcess:
         if self._process is None:  # a short run: its sinks run here (the files are the same)
             self._closed = True
             sinks = [make() for make in self._factories] + self.kept
-            for batch in self._held:
+            held, self._held = _joined(self._held), []
+            for batch in held:
                 for sink in sinks:
                     _feed(sink, batch)
-            self._held = []
             for sink in sinks:
                 sink.close()
             return
@@ -295,6 +301,19 @@ class SinkProcess:
         #: The child's exit status once it ended (negative: killed by that signal).
         self.exitcode = self._process.exitcode
         self._process.close()
+
+
+def _joined(batches: list[RowBatch]) -> list[RowBatch]:
+    """Consecutive batches as one (each layout's tuples one after another, in ``seq`` order): a sink works
+    through one large batch faster than through many small ones (Arrow's and the dispatch's costs per batch)."""
+    if len(batches) <= 1:
+        return batches
+    groups: dict[Layout, list[tuple]] = {}
+    for batch in batches:
+        for layout, values in batch.groups.items():
+            groups.setdefault(layout, []).extend(values)
+    first = batches[0]
+    return [RowBatch(groups, first.first_seq, sum(batch.size for batch in batches), first.run_id)]
 
 
 def _raise(reply: tuple, exitcode: int | None) -> None:
