@@ -141,10 +141,15 @@ class FlushChannels:
 class TSafeChanged:
     """Wait until the delegator's tsafe changes (``tsCond.Wait``); the reader then checks again.
 
-    ``guarantee_ts`` is what the reader waits for (for the run log; the driver does not need it).
+    ``guarantee_ts`` is what the reader waits for (for the run log; the driver does not need it); ``vchannel`` the
+    delegator's channel; ``deadline`` the request context's deadline in the driver's time (``None``: none): once it
+    passes with tsafe unmoved, the driver throws :class:`~milvus_edu.querynode.DeadlineExceeded` in, as
+    ``waitTSafe``'s ``ctx.Done()`` case returns the context's error.
     """
 
     guarantee_ts: int
+    vchannel: str = ""
+    deadline: float | None = None
 
 
 # ---- the synchronous driver -------------------------------------------------------------------------

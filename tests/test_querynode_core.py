@@ -153,8 +153,8 @@ def test_a_read_waits_until_tsafe_reaches_its_guarantee_and_reads_at_the_tsafe_t
 def test_wait_tsafe_timeout():
     """delegator_test.go wait_tsafe_timeout: the context runs out while waiting."""
     d = ShardDelegator("v0", start_ts=ts(100))
-    gen = d.wait_tsafe(ts(200))
-    assert isinstance(next(gen), TSafeChanged)
+    gen = d.wait_tsafe(ts(200), deadline=1_500.0)
+    assert next(gen) == TSafeChanged(ts(200), "v0", 1_500.0)  # the driver needs the channel and the context's deadline
     with pytest.raises(DeadlineExceeded, match="context deadline exceeded"):
         gen.throw(DeadlineExceeded())
 

@@ -38,8 +38,11 @@ merge, where a sealed segment's copies of one key use it up.
 
 from __future__ import annotations
 
+from types import GeneratorType
+
 import simpy
 
+from ..effects import started
 from ..merr import MilvusError, wrap_err_channel_not_found
 from ..mq import Broker
 from ..mq.names import to_physical_channel
@@ -56,6 +59,8 @@ SWITCH_WINDOW_MS = 0.2  # with update_tsafe_before_delete: how long deletes lag 
 
 class QueryNodeNode(PackConsumer, Node):
     """One QueryNode: a delegator and a pipeline per watched vchannel, reads served by RPC."""
+
+    PERFORMERS = {**Node.PERFORMERS, TSafeChanged: "_perform_tsafe_changed"}
 
     def __init__(self, sim: Simulation, name: str, server_id: int, broker: Broker):
         super().__init__(sim, name)
@@ -178,7 +183,11 @@ class QueryNodeNode(PackConsumer, Node):
             if self.sim.config.switches.skip_wait_tsafe:
                 tsafe = arrival
             else:
-                tsafe = yield from self._wait(d, vchannel, guarantee_ts, deadline_ms, common)
+                waiting = started(d.wait_tsafe(guarantee_ts, deadline_ms))  # tsafe at once, or the steps of a wait
+                if type(waiting) is GeneratorType:
+                    rec.emit("querynode.wait", self.name, **common)
+                    waiting = yield from waiting
+                tsafe = waiting
         except Exception as exc:
             rec.emit("querynode.read", self.name, error=str(exc), detail={"waited_ms": env.now - start}, **common)
             raise
@@ -188,27 +197,19 @@ class QueryNodeNode(PackConsumer, Node):
                  detail={"pks": [r.pk for r in rows], "waited_ms": round(env.now - start, 6)}, **common)
         return read_ts, rows
 
-    def _wait(self, d: ShardDelegator, vchannel: str, guarantee_ts: int, deadline_ms: float | None, common: dict):
+    def _perform_tsafe_changed(self, effect: TSafeChanged):
+        """``tsCond.Wait`` in ``waitTSafe``'s loop: until the vchannel's tsafe moves (``update_tsafe`` or ``close``
+        succeed ``tsafe_moved``), or :class:`DeadlineExceeded` once the request's deadline passed first."""
         env = self.sim.env
-        steps = d.wait_tsafe(guarantee_ts)
-        try:
-            effect = next(steps)
-            self.sim.recorder.emit("querynode.wait", self.name, **common)
-            while True:
-                assert isinstance(effect, TSafeChanged)
-                moved = self.tsafe_moved[vchannel]
-                if deadline_ms is None:
-                    yield moved
-                else:
-                    left = deadline_ms - env.now
-                    if left > 0:
-                        yield moved | env.timeout(left)
-                    if env.now >= deadline_ms and not moved.triggered:
-                        effect = steps.throw(DeadlineExceeded())
-                        continue
-                effect = steps.send(None)
-        except StopIteration as stop:
-            return stop.value
+        moved = self.tsafe_moved[effect.vchannel]
+        if effect.deadline is None:
+            yield moved
+            return
+        left = effect.deadline - env.now
+        if left > 0:
+            yield moved | env.timeout(left)
+        if env.now >= effect.deadline and not moved.triggered:
+            raise DeadlineExceeded()
 
 
 class ReadProxy:

@@ -15,7 +15,8 @@ may be past ``g``: the read timestamp is the tsafe, not the guarantee.
 
 :meth:`ShardDelegator.wait_tsafe` is an effect generator (:mod:`milvus_edu.effects`): it yields
 :class:`TSafeChanged` each time it must wait; the driver resumes it after the next ``update_tsafe`` or ``close``,
-or throws :class:`DeadlineExceeded` into it when the request's context times out.
+or throws :class:`DeadlineExceeded` into it when the request's context times out (the simulated QueryNode
+performs it: ``QueryNodeNode._perform_tsafe_changed``).
 
 Data path (``delegator_data.go``): ``ProcessInsert`` creates a growing segment on its first rows unless the segment
 is excluded; ``ProcessDelete`` puts the deletes into the delete buffer and forwards them to every segment it
@@ -139,8 +140,9 @@ class ShardDelegator:
         if not self.serviceable:
             raise wrap_err_service_not_ready("querynode", self.node_id, "Stopped")
 
-    def wait_tsafe(self, guarantee_ts: int):
-        """``waitTSafe``: the tsafe to read at, once it is at least ``guarantee_ts`` (an effect generator).
+    def wait_tsafe(self, guarantee_ts: int, deadline: float | None = None):
+        """``waitTSafe(ctx, ts)``: the tsafe to read at, once it is at least ``guarantee_ts`` (an effect generator);
+        ``deadline`` is the context's (see :class:`TSafeChanged`).
 
         Immediate when tsafe already reached the guarantee, or when ``downgrade_tsafe`` is on (then possibly
         below it). A guarantee more than ``max_timestamp_lag_ns`` past tsafe (physical parts) raises
@@ -157,7 +159,7 @@ class ShardDelegator:
         if lag_ns > self.max_timestamp_lag_ns:
             raise TsLagTooLargeError(lag_ns, self.max_timestamp_lag_ns)
         while self._tsafe < guarantee_ts and self.serviceable:
-            yield TSafeChanged(guarantee_ts)
+            yield TSafeChanged(guarantee_ts, self.vchannel, deadline)
         if not self.serviceable:
             raise wrap_err_channel_not_available(self.vchannel, "delegator closed during wait tsafe")
         return self._tsafe
