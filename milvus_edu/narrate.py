@@ -7,10 +7,9 @@ the mechanism that registered it (:attr:`milvus_edu.registry.Mechanism.describe`
 
 from __future__ import annotations
 
-import json
 import math
 
-from .events.schema import SIM_EPOCH_MS
+from .events.schema import SIM_EPOCH_MS, detail_object
 from .registry import describer
 from .tsoutil import parse_hybrid_ts
 
@@ -55,14 +54,9 @@ def ts_text(ts) -> str:
 
 
 def detail_dict(raw) -> dict:
-    """The ``detail`` column as a dict; ``{}`` when it is empty, not JSON, or not a JSON object."""
-    if raw is None or raw is getattr(__import__("pandas"), "NA") or not raw:
-        return {}
-    try:
-        parsed = json.loads(raw)
-    except (TypeError, ValueError):
-        return {}
-    return parsed if isinstance(parsed, dict) else {}
+    """The ``detail`` column as a dict; ``{}`` when it is missing (None, a DataFrame's ``NA``), empty, not JSON, or
+    not a JSON object (:func:`~milvus_edu.events.schema.detail_object`)."""
+    return detail_object(raw)
 
 
 def detail_of(row) -> dict:

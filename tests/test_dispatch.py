@@ -28,6 +28,7 @@ from milvus_edu.mechanisms.tso.check import TSOChecker
 from milvus_edu.events import MemorySink, Recorder
 from milvus_edu.events.dispatch import Dispatch, on
 from milvus_edu.events.recorder import RowBatch
+from milvus_edu.events.schema import detail_object
 from milvus_edu.mechanisms.flush.summary import FlushSummary
 from milvus_edu.mechanisms.query.summary import QuerySummary
 from milvus_edu.mechanisms.timetick.summary import TimeTickSummary
@@ -269,6 +270,70 @@ def test_a_fold_handler_gets_its_kinds_columns_in_seq_order_across_layouts_and_r
 def test_a_fold_handler_must_take_columns():
     with pytest.raises(ValueError, match="fold handler takes columns"):
         on("mq.pack", fold=True)
+
+
+class _Details(Dispatch):
+    """Notes the detail objects it is handed, row by row and folded."""
+
+    def __init__(self):
+        self.seen, self.folded = [], []
+
+    @on("proxy.report", columns=("node", "detail"), objects=("detail",))
+    def _report(self, seq, node, detail):
+        self.seen.append((seq, node, detail))
+
+    @on("fault.stall", columns=("detail",), fold=True, objects=("detail",))
+    def _stalls(self, seqs, details):
+        self.folded.extend(details)
+
+
+def test_object_columns_come_decoded_once_per_batch_and_shared_by_every_sink():
+    report = {"channels": {"c0": 5}}
+    emits = [("proxy.report", "p1", {"ts": 1, "detail": report}),
+             ("proxy.report", "p2", {"ts": 2, "detail": report}),  # the same text
+             ("proxy.report", "p1", {"ts": 3}),  # a layout without detail
+             ("proxy.report", "p1", {"ts": 4, "detail": None}),
+             ("fault.stall", "p1", {"detail": {"duration_ms": 9}})]
+    (batch,) = _batch_of(emits)
+    one, two = _Details(), _Details()
+    one.write_batch(batch)
+    two.write_batch(batch)
+    assert [(seq, node, d) for seq, node, d in one.seen] == [(0, "p1", report), (1, "p2", report), (2, "p1", {}),
+                                                             (3, "p1", {})]
+    assert one.seen[0][2] is one.seen[1][2] is two.seen[0][2]  # decoded once, for both sinks
+    assert one.folded == [{"duration_ms": 9}]
+    rows = _Details()
+    for row in batch.rows():
+        rows.write(row)
+    assert rows.seen == one.seen and rows.folded == one.folded
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"columns": ("ts",), "objects": ("detail",)}, "objects"),
+    ({"objects": ("detail",)}, "objects"),
+    ({"columns": ("detail",), "ints": ("detail",), "objects": ("detail",)}, "either an int or an object"),
+])
+def test_object_columns_must_be_declared_columns_and_not_ints(options, message):
+    with pytest.raises(ValueError, match=message):
+        on("proxy.report", **options)
+
+
+@pytest.mark.slow
+def test_no_checker_or_summary_changes_the_detail_objects_it_shares():
+    """The sinks of a batch share its decoded details: after every checker and summary read real runs' batches,
+    each object still equals a fresh decoding of its text."""
+    shared = 0
+    for scenario, switches, until_ms in (("insert-then-search", [], 8_000.0), ("timetick-proxy-stall", [], 8_000.0),
+                                         ("flush-manual", [], 20_000.0)):
+        batches, _ = _run(scenario, switches, until_ms, batch_rows=2048)
+        for cls in CHECKERS + SUMMARIES:
+            _batched(cls, batches)
+        for batch in batches:
+            for (layout, name), objects in batch._objects.items():
+                texts = [values[layout.positions[name]] for values in batch.groups[layout]]
+                assert objects == [detail_object(text) for text in texts], (scenario, layout.kind)
+                shared += len(objects)
+    assert shared > 1_000
 
 
 # ---- random event streams

@@ -29,6 +29,7 @@ import json
 import os
 from collections.abc import Callable, Collection, Iterable
 from json.encoder import c_make_encoder, encode_basestring_ascii
+from operator import itemgetter
 from pathlib import Path
 
 import numpy as np
@@ -36,7 +37,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from . import fast
-from .schema import FIELD_NAMES, arrow_schema, validate_kind
+from .schema import FIELD_NAMES, arrow_schema, detail_object, validate_kind
 
 
 def _encoder(sort_keys: bool, item_separator: str) -> Callable[[object], str]:
@@ -164,6 +165,8 @@ class RowBatch:
         self._exact = True  # every value was inferred as its column's type, so the table holds it unchanged
         #: Row dicts of a group, built once: by the recorder for its row sinks, or here on demand.
         self._rows: dict[Layout, list[dict]] = dict(rows or {})
+        self._objects: dict[tuple[Layout, str], list[dict]] = {}  # (layout, column) -> its decoded values
+        self._decoded: dict[str | None, dict] = {None: {}}  # JSON text -> its object, for every column of the batch
 
     def rows(self, kinds: Collection[str] | None = None) -> list[dict]:
         """The rows in ``seq`` order; only those of ``kinds`` when it is given.
@@ -185,6 +188,20 @@ class RowBatch:
             run_id = self.run_id
             rows = self._rows[layout] = [layout.row(value, run_id) for value in self.groups[layout]]
         return rows
+
+    def objects(self, layout: Layout, name: str) -> list[dict]:
+        """The values of one layout's column ``name`` (a JSON text column such as ``detail``) as the objects they
+        hold (:func:`~milvus_edu.events.schema.detail_object`), in the group's order: each distinct text decoded
+        once per batch, and every caller given the same dicts (which it must not change)."""
+        key = (layout, name)
+        objects = self._objects.get(key)
+        if objects is None:
+            texts = list(map(itemgetter(layout.positions[name]), self.groups[layout]))
+            decoded = self._decoded
+            for text in set(texts).difference(decoded):
+                decoded[text] = detail_object(text)
+            objects = self._objects[key] = list(map(decoded.__getitem__, texts))
+        return objects
 
     def table(self) -> pa.Table:
         """``arrow_table(self.rows(), arrow_schema())``, computed a group at a time (and once) by

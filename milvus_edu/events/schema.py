@@ -160,6 +160,17 @@ _ARROW = {"string": pa.string(), "int64": pa.int64(), "float64": pa.float64()}
 _PANDAS = {"string": "string", "int64": "Int64", "float64": "float64"}
 
 
+def detail_object(raw) -> dict:
+    """The JSON object a ``detail`` text holds; ``{}`` when it is None, empty, not JSON, or not a JSON object."""
+    if raw is None or not isinstance(raw, str) or not raw:
+        return {}
+    try:
+        parsed = json.loads(raw)
+    except ValueError:
+        return {}
+    return parsed if isinstance(parsed, dict) else {}
+
+
 def _pandas_metadata() -> bytes:
     """The ``pandas`` schema metadata that makes a plain ``pandas.read_parquet`` use nullable ``Int64``.
 

@@ -145,16 +145,16 @@ class FlushChecker(StreamingChecker):
             heapq.heappush(self._pending.setdefault(seg, []), (end_ts, seq, count))
             self._segments_of.setdefault(vch, set()).add(seg)
 
-    @on("client.insert", columns=("error", "detail"))
-    def _insert_acked(self, seq: int, error, detail) -> None:
+    @on("client.insert", columns=("error", "detail"), objects=("detail",))
+    def _insert_acked(self, seq: int, error, detail: dict) -> None:
         if error is None:
-            for pk in detail_dict(detail).get("pks", []):
+            for pk in detail.get("pks", []):
                 self._acked[pk] = seq
 
-    @on("client.delete", columns=("error", "detail"))
-    def _delete_acked(self, seq: int, error, detail) -> None:
+    @on("client.delete", columns=("error", "detail"), objects=("detail",))
+    def _delete_acked(self, seq: int, error, detail: dict) -> None:
         if error is None:
-            for pk in detail_dict(detail).get("pks", []):
+            for pk in detail.get("pks", []):
                 self._deleted[pk] = seq
 
     @on("fault.pause", "fault.restart", "fault.resume", "fault.stall", "datanode.watch", "datacoord.reassign")

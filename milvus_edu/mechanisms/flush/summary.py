@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from ...events.dispatch import Dispatch, on
-from ...narrate import detail_dict
 
 class FlushSummary(Dispatch):
     """Counts syncs, checkpoints, flushes, restarts and the final audit while a run is recorded."""
@@ -48,11 +47,11 @@ class FlushSummary(Dispatch):
         self.save_errors += error is not None
         self.saved += error is None
 
-    @on("datacoord.channel_cp", columns=("error", "detail", "vchannel", "ts"))
-    def _channel_cp(self, seq: int, error, detail, vch: str, ts) -> None:
+    @on("datacoord.channel_cp", columns=("error", "detail", "vchannel", "ts"), objects=("detail",))
+    def _channel_cp(self, seq: int, error, detail: dict, vch: str, ts) -> None:
         if error is not None:
             return
-        if detail_dict(detail).get("saved"):
+        if detail.get("saved"):
             self.cp_stored += 1
             self.last_cp[vch] = int(ts)
         else:
@@ -76,18 +75,17 @@ class FlushSummary(Dispatch):
         if error is None:
             self.deleted_keys += int(count)
 
-    @on("client.flush", columns=("error", "detail"))
-    def _flush(self, seq: int, error, detail) -> None:
+    @on("client.flush", columns=("error", "detail"), objects=("detail",))
+    def _flush(self, seq: int, error, detail: dict) -> None:
         if error is not None:
             return
-        if detail_dict(detail).get("flushed"):
+        if detail.get("flushed"):
             self.flushed += 1
         else:
             self.flushes += 1
 
-    @on("storage.audit", columns=("detail", "count"))
-    def _audit(self, seq: int, detail, count) -> None:
-        detail = detail_dict(detail)
+    @on("storage.audit", columns=("detail", "count"), objects=("detail",))
+    def _audit(self, seq: int, detail: dict, count) -> None:
         self.audit_segments += 1
         self.audit_rows += int(count)
         self.audit_deleted += len(detail.get("deleted", []))
@@ -110,9 +108,8 @@ class FlushSummary(Dispatch):
     def _takeover(self, seq: int) -> None:
         self.takeovers += 1
 
-    @on("datanode.flush_ts", columns=("detail", "ts"))
-    def _flush_ts(self, seq: int, detail, ts) -> None:
-        detail = detail_dict(detail)
+    @on("datanode.flush_ts", columns=("detail", "ts"), objects=("detail",))
+    def _flush_ts(self, seq: int, detail: dict, ts) -> None:
         if detail.get("set") is False:
             self.flush_ts_cleared += 1
             self.flush_ts_cleared_at_equal += int(detail.get("checkpoint", -1)) == int(ts)

@@ -43,7 +43,7 @@ from ...check.violation import StreamingChecker
 from ...config import MS, TimeTickParams
 from ...events.dispatch import on
 from ...mq.names import to_physical_channel
-from ...narrate import detail_dict, ts_text
+from ...narrate import ts_text
 from ...querynode.expr import read_predicate
 from ...tsoutil import physical_time
 
@@ -139,35 +139,33 @@ class QueryChecker(StreamingChecker):
         self.interval_ms = timetick.time_tick_interval_ns / MS
         self.bound_ms = PROGRESS_INTERVALS * self.interval_ms
 
-    @on("mq.produce", columns=("msg_type", "channel", "ts", "detail", "vchannel", "t_ms"))
+    @on("mq.produce", columns=("msg_type", "channel", "ts", "detail", "vchannel", "t_ms"), objects=("detail",))
     def _produced(self, seq: int, msg_type: str, ch: str, ts, detail, vch, t_ms: float) -> None:
         if msg_type == "TimeTick":
             self._tick_written(seq, ch, ts, t_ms)
         elif msg_type in ("Insert", "Delete"):
-            self._written(seq, msg_type, ts, detail_dict(detail), vch)
+            self._written(seq, msg_type, ts, detail, vch)
 
-    @on("client.insert", columns=("node", "error", "ts", "detail"))
+    @on("client.insert", columns=("node", "error", "ts", "detail"), objects=("detail",))
     def _insert_acked(self, seq: int, client, error, ts, detail) -> None:
         self._acked(seq, "insert", client, error, ts, detail)
 
-    @on("client.delete", columns=("node", "error", "ts", "detail"))
+    @on("client.delete", columns=("node", "error", "ts", "detail"), objects=("detail",))
     def _delete_acked(self, seq: int, client, error, ts, detail) -> None:
         self._acked(seq, "delete", client, error, ts, detail)
 
-    def _acked(self, seq: int, what: str, client, error, ts, detail) -> None:
+    def _acked(self, seq: int, what: str, client, error, ts, detail: dict) -> None:
         if error is None and ts is not None:
-            d = detail_dict(detail)
-            self._acks.append({"seq": seq, "client": client, "ts": ts, "pks": d.get("pks", []),
-                               "collection": d.get("collection"), "what": what})
+            self._acks.append({"seq": seq, "client": client, "ts": ts, "pks": detail.get("pks", []),
+                               "collection": detail.get("collection"), "what": what})
 
     @on("client.read_start", columns=("request", "node", "t_ms", "level"))
     def _read_start(self, seq: int, request, client, t_ms: float, level) -> None:
         self.tried["read-answered"] += 1
         self._starts[request] = {"seq": seq, "client": client, "t_ms": t_ms, "level": level}
 
-    @on("proxy.read", columns=("request", "ts", "guarantee_ts", "level", "detail"))
-    def _proxy_read(self, seq: int, request, ts, guarantee, level, detail) -> None:
-        d = detail_dict(detail)
+    @on("proxy.read", columns=("request", "ts", "guarantee_ts", "level", "detail"), objects=("detail",))
+    def _proxy_read(self, seq: int, request, ts, guarantee, level, d: dict) -> None:
         self._proxy[request] = {"seq": seq, "begin": ts, "guarantee": guarantee, "level": level,
                                 "collection": d.get("collection"), "filter": d.get("filter", ""), "ids": d.get("ids"),
                                 "graceful_ms": d.get("graceful_time_ms", GRACEFUL_TIME_MS)}
@@ -192,13 +190,14 @@ class QueryChecker(StreamingChecker):
     def _end(self, seq: int, t_ms: float) -> None:
         self._unanswered(seq, t_ms)
 
-    @on("querynode.read", columns=("request", "vchannel", "error", "ts", "guarantee_ts", "level", "detail"))
+    @on("querynode.read", columns=("request", "vchannel", "error", "ts", "guarantee_ts", "level", "detail"),
+        objects=("detail",))
     def _shard_read(self, seq: int, request, vch, error, ts, guarantee, level, detail) -> None:
         self._waits.pop((request, vch), None)
         if error is None:
             self._shard_reads.append({"seq": seq, "request": request, "vchannel": vch, "ts": ts,
                                       "guarantee": guarantee, "level": level,
-                                      "pks": detail_dict(detail).get("pks", [])})
+                                      "pks": detail.get("pks", [])})
 
     @on("client.read", columns=("request", "error", "ts", "level", "node", "guarantee_ts"))
     def _client_read(self, seq: int, request, error, ts, level, client, guarantee) -> None:

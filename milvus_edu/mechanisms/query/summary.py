@@ -19,10 +19,9 @@ class QuerySummary(Dispatch):
 
     # Each kind changes counts of its own only, so each is folded a batch at a time (see ``on``).
 
-    @on("client.read", columns=("node", "request", "level", "error", "t_ms", "detail"), fold=True)
+    @on("client.read", columns=("node", "request", "level", "error", "t_ms", "detail"), fold=True, objects=("detail",))
     def _reads_answered(self, seqs, clients, requests, levels, errors, t_mss, details) -> None:
-        for client, request, level, error, t_ms, detail in zip(clients, requests, levels, errors, t_mss, details):
-            d = detail_dict(detail)
+        for client, request, level, error, t_ms, d in zip(clients, requests, levels, errors, t_mss, details):
             if error is not None:
                 self.errors["?"] = self.errors.get("?", 0) + 1
             else:
@@ -36,10 +35,10 @@ class QuerySummary(Dispatch):
         for level in levels:
             self.waits[level] = self.waits.get(level, 0) + 1
 
-    @on("querynode.read", columns=("level", "detail"), fold=True)
+    @on("querynode.read", columns=("level", "detail"), fold=True, objects=("detail",))
     def _shard_reads(self, seqs, levels, details) -> None:
         for level, detail in zip(levels, details):
-            waited = float(detail_dict(detail).get("waited_ms") or 0.0)
+            waited = float(detail.get("waited_ms") or 0.0)
             self.wait_ms[level] = max(self.wait_ms.get(level, 0.0), waited)
 
     @on("querynode.pack", columns=(), fold=True)

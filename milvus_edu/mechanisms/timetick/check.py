@@ -45,7 +45,7 @@ import heapq
 from ...check.violation import StreamingChecker, Violation
 from ...config import MS, TimeTickParams, TSOParams
 from ...events.dispatch import on
-from ...narrate import detail_dict, ts_text
+from ...narrate import ts_text
 from .kinds import DML_TYPES
 
 INVARIANTS = ("tick-monotonic", "watermark", "pack-exact", "tick-progress")
@@ -111,11 +111,11 @@ class TimeTickChecker(StreamingChecker):
                 self._late[(node, ts)] = (seq, last[1], last[0])
 
     @on("mq.produce", columns=("node", "channel", "msg_type", "tick_ts", "end_ts", "vchannel", "msg_id", "t_ms",
-                               "detail"), ints=("tick_ts", "end_ts", "msg_id"))
+                               "detail"), ints=("tick_ts", "end_ts", "msg_id"), objects=("detail",))
     def _produce(self, seq: int, node: str, ch: str, msg_type: str, tick_ts, end_ts, vch, msg_id, t_ms: float,
                  detail) -> None:
         if msg_type == "TimeTick":
-            self._tick_written(seq, node, ch, tick_ts, t_ms, detail_dict(detail).get("min_from"))
+            self._tick_written(seq, node, ch, tick_ts, t_ms, detail.get("min_from"))
             return
         if msg_type not in DML_TYPES:
             return
@@ -136,11 +136,11 @@ class TimeTickChecker(StreamingChecker):
     def _consume(self, seq: int, vch: str, msg_id: int, ts: int) -> None:
         self._pack_msgs.setdefault(vch, []).append((msg_id, ts, seq))
 
-    @on("proxy.report", columns=("node", "ts", "detail"), ints=("ts",))
+    @on("proxy.report", columns=("node", "ts", "detail"), ints=("ts",), objects=("detail",))
     def _report(self, seq: int, node: str, ts: int, detail) -> None:
         # rootcoord keeps only a proxy's latest report: unlisted pchannels fall back to its default
         reported = self._reported[node] = {"": (ts, seq)}
-        for ch, value in detail_dict(detail).get("channels", {}).items():
+        for ch, value in detail.get("channels", {}).items():
             reported[ch] = (int(value), seq)
 
     def _tick_written(self, seq: int, node: str, ch: str, tick: int, t_ms: float, min_from) -> None:
@@ -193,12 +193,11 @@ class TimeTickChecker(StreamingChecker):
         self._held_round.pop(ch, None)
         self._held_value.pop(ch, None)
 
-    @on("rootcoord.timetick_update", columns=("error", "detail"))
+    @on("rootcoord.timetick_update", columns=("error", "detail"), objects=("detail",))
     def _update(self, seq: int, error, detail) -> None:
         """Rootcoord took a report: while it did not send a round, every pchannel waits for the sessions it names."""
         if error is not None:
             return
-        detail = detail_dict(detail)
         if detail.get("sent") is not False:
             return
         for name in detail.get("waiting_for") or ():
@@ -206,17 +205,17 @@ class TimeTickChecker(StreamingChecker):
                 held = self._held_round.setdefault(ch, {}).setdefault(str(name), [seq, 0])
                 held[1] += 1
 
-    @on("fault.stall", columns=("t_ms", "node", "detail"))
-    def _stalled(self, seq: int, t_ms: float, node, detail) -> None:
-        self._fault(seq, t_ms, node, "fault.stall", detail_dict(detail))
+    @on("fault.stall", columns=("t_ms", "node", "detail"), objects=("detail",))
+    def _stalled(self, seq: int, t_ms: float, node, detail: dict) -> None:
+        self._fault(seq, t_ms, node, "fault.stall", detail)
 
-    @on("fault.kill", columns=("t_ms", "node", "detail"))
-    def _killed(self, seq: int, t_ms: float, node, detail) -> None:
-        self._fault(seq, t_ms, node, "fault.kill", detail_dict(detail))
+    @on("fault.kill", columns=("t_ms", "node", "detail"), objects=("detail",))
+    def _killed(self, seq: int, t_ms: float, node, detail: dict) -> None:
+        self._fault(seq, t_ms, node, "fault.kill", detail)
 
-    @on("fault.pause", columns=("t_ms", "node", "detail"))
-    def _paused(self, seq: int, t_ms: float, node, detail) -> None:
-        self._fault(seq, t_ms, node, "fault.pause", detail_dict(detail))
+    @on("fault.pause", columns=("t_ms", "node", "detail"), objects=("detail",))
+    def _paused(self, seq: int, t_ms: float, node, detail: dict) -> None:
+        self._fault(seq, t_ms, node, "fault.pause", detail)
 
     def _fault(self, seq: int, t_ms: float, node, kind: str, detail: dict) -> None:
         """An injected fault on a proxy: a report loop stalled, or a whole proxy paused (a GC or VM pause), for

@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ...events.dispatch import Dispatch, on
-from ...narrate import detail_dict
 from .kinds import DML_TYPES
 
 
@@ -62,9 +61,9 @@ class TimeTickSummary(Dispatch):
                 self.dml += 1
                 self.out_of_order += late(ch, end_ts)
 
-    @on("rootcoord.timetick_update", columns=("detail",), fold=True)
+    @on("rootcoord.timetick_update", columns=("detail",), fold=True, objects=("detail",))
     def _rounds(self, seqs, details) -> None:
-        self.rounds += sum(1 for detail in details if detail_dict(detail).get("sent"))
+        self.rounds += sum(1 for detail in details if detail.get("sent"))
 
     @on("mq.pack", columns=(), fold=True)
     def _packs(self, seqs) -> None:
