@@ -26,7 +26,7 @@ pack passes all four nodes at once, so back-pressure between nodes is not modell
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from ..config import DataNodeParams
@@ -232,6 +232,19 @@ class WriteNode:
     def __init__(self, vchannel: str, wb_manager: BufferManagerLike):
         self.vchannel = vchannel
         self.wb_manager = wb_manager
+        self._renamed: tuple[MsgPosition | None, MsgPosition | None] = (None, None)  # (pchannel's, renamed)
+
+    def _on_vchannel(self, pos: MsgPosition) -> MsgPosition:
+        """``pos`` named after the vchannel (Go clones every position of every pack and sets its ChannelName).
+
+        A pack starts where the one before it ended (the stream's next start position is the same object
+        as its last end position), so the position renamed last serves again instead of a second copy.
+        """
+        source, renamed = self._renamed
+        if pos is not source:
+            renamed = MsgPosition(self.vchannel, pos.msg_id, pos.timestamp, pos.msg_group)
+            self._renamed = (pos, renamed)
+        return renamed
 
     def operate(self, fg: FlowGraphMsg) -> tuple[FlowGraphMsg | None, list[SyncPack]]:
         """``writeNode.Operate``: (message for ttNode or ``None``, sync packs cut by this pack).
@@ -242,8 +255,8 @@ class WriteNode:
         """
         if fg.is_close:
             return fg, []
-        starts = tuple(replace(p, channel_name=self.vchannel) for p in fg.start_positions)
-        ends = tuple(replace(p, channel_name=self.vchannel) for p in fg.end_positions)
+        starts = tuple(self._on_vchannel(p) for p in fg.start_positions)
+        ends = tuple(self._on_vchannel(p) for p in fg.end_positions)
         if not starts or not ends:
             return None, []
         packs = list(self.wb_manager.buffer_data(
