@@ -36,8 +36,8 @@ class SyncPolicy:
     reason: str
 
     def select_segments(self, buffers: Sequence[SegmentBuffer], ts: int) -> list[int]:
-        """``SelectSegments``: the ids this policy wants synced now."""
-        return list(self.fn(buffers, ts))
+        """``SelectSegments``: the ids this policy wants synced now (a new list, the caller's to keep)."""
+        return self.fn(buffers, ts)
 
 
 def get_full_buffer_policy() -> SyncPolicy:
@@ -75,6 +75,8 @@ def get_sealed_segments_policy(metacache: MetaCache) -> SyncPolicy:
 
     def select(_buffers: Sequence[SegmentBuffer], _ts: int) -> list[int]:
         ids = metacache.get_segment_ids_by(with_segment_state(SegmentState.SEALED))
+        if not ids:
+            return ids  # nothing sealed (most packs): Go's update by no ids changes nothing either
         metacache.update_segments(
             update_state(SegmentState.FLUSHING), with_segment_ids(*ids), with_segment_state(SegmentState.SEALED)
         )
