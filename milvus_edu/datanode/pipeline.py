@@ -56,9 +56,13 @@ class CheckpointUpdaterLike(Protocol):
     def add_task(self, pos: MsgPosition | None, flush: bool, callback: Callable[[], None]) -> bool: ...
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class MsgStreamMsg:
-    """``flowgraph.MsgStreamMsg``: a pack as the input node hands it on (``is_close``: the stream ended)."""
+    """``flowgraph.MsgStreamMsg``: a pack as the input node hands it on (``is_close``: the stream ended).
+
+    Not frozen: one is built per pack, and a frozen dataclass's ``__init__`` costs several times a plain one's;
+    as in Go the nodes pass it on and never change one they have passed on.
+    """
 
     msgs: tuple = ()
     timestamp_min: int = 0
@@ -68,9 +72,10 @@ class MsgStreamMsg:
     is_close: bool = False
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class FlowGraphMsg:
-    """``FlowGraphMsg``: what ddNode passes to writeNode and writeNode to ttNode."""
+    """``FlowGraphMsg``: what ddNode passes to writeNode and writeNode to ttNode (not frozen, as
+    :class:`MsgStreamMsg`)."""
 
     insert_messages: tuple[InsertMsg, ...] = ()
     delete_messages: tuple[DeleteMsg, ...] = ()
