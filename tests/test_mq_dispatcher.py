@@ -361,3 +361,5 @@ def test_targets_without_messages_get_one_equal_empty_pack():
     empty = MsgPack(pack.begin_ts, pack.end_ts, (), pack.start_positions, pack.end_positions)
     assert packs["mock_pchannel_0_2v0"] == empty and packs["mock_pchannel_0_3v0"] == empty
     assert packs["mock_pchannel_0_1v0"].msgs == (msg,)
+    ticks_only = pack_of()
+    assert all(p == ticks_only for p in d.grouping_msgs(ticks_only).values())
