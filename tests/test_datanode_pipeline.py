@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 from milvus_edu.config import DataNodeParams, S
-from milvus_edu.datanode.pipeline import DDNode, InputNode, MsgStreamMsg
+from milvus_edu.datanode.pipeline import DDNode, FlowGraphMsg, InputNode, MsgStreamMsg, WriteNode
 from milvus_edu.mq.msg import DeleteMsg, DropCollectionMsg, DropPartitionMsg, InsertMsg, MsgPack, TimeTickMsg
 from milvus_edu.proto import MsgPosition, SegmentInfo
 
@@ -202,3 +202,29 @@ def test_input_node_close_carries_the_last_positions():
     node.operate(MsgPack(3, 9, (), (MsgPosition(CHANNEL, 1, 3),), (MsgPosition(CHANNEL, 2, 9),)))
     closed = node.operate(None)
     assert closed.is_close and closed.end_positions[0].msg_id == 2 and closed.timestamp_max == 9
+
+
+class _RecordingBuffers:
+    """A buffer manager that records the positions ``buffer_data`` gets and cuts no sync."""
+
+    def __init__(self):
+        self.calls = []
+
+    def buffer_data(self, channel, insert_msgs, delete_msgs, start_pos, end_pos):
+        self.calls.append((channel, start_pos, end_pos))
+        return []
+
+
+def test_write_node_names_positions_after_its_vchannel_pack_after_pack():
+    """Each pack's positions reach the buffer named after the vchannel, equal to a renamed copy, whether or not
+    the pack starts where the one before ended (then the position renamed for that end is handed on)."""
+    buffers = _RecordingBuffers()
+    node = WriteNode(CHANNEL, buffers)
+    p0, p1, p2 = (MsgPosition("by-dev-rootcoord-dml_0", i, 100 * i, "g") for i in (1, 2, 3))
+    other = MsgPosition("by-dev-rootcoord-dml_0", 7, 700)
+    for start, end in ((p0, p1), (p1, p2), (other, p0)):
+        out, _ = node.operate(FlowGraphMsg(start_positions=(start,), end_positions=(end,)))
+        expected = (MsgPosition(CHANNEL, start.msg_id, start.timestamp, start.msg_group),
+                    MsgPosition(CHANNEL, end.msg_id, end.timestamp, end.msg_group))
+        assert buffers.calls[-1] == (CHANNEL, *expected)
+        assert (out.start_positions, out.end_positions) == ((expected[0],), (expected[1],))

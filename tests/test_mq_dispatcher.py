@@ -348,3 +348,18 @@ def test_a_reader_far_behind_merges_tick_rounds_until_within_pursuit_lag(pursuit
     assert len(got) == packs
     assert (got[0].begin_ts, physical_time(got[0].end_ts)) == (0, first_end_ms)
     assert all(physical_time(p.end_ts) - physical_time(p.begin_ts) == 100 for p in got[1:])
+
+
+def test_targets_without_messages_get_one_equal_empty_pack():
+    """Every target that gets no message receives the same empty pack, equal to the one it would get alone."""
+    d = new_dispatcher(Broker(), pchannel="mock_pchannel_0")
+    for v in ("mock_pchannel_0_1v0", "mock_pchannel_0_2v0", "mock_pchannel_0_3v0"):
+        d.add_target(v)
+    msg = insert("mock_pchannel_0_1v0", 5, msg_id=1)
+    pack = pack_of(msg)
+    packs = d.grouping_msgs(pack)
+    empty = MsgPack(pack.begin_ts, pack.end_ts, (), pack.start_positions, pack.end_positions)
+    assert packs["mock_pchannel_0_2v0"] == empty and packs["mock_pchannel_0_3v0"] == empty
+    assert packs["mock_pchannel_0_1v0"].msgs == (msg,)
+    ticks_only = pack_of()
+    assert all(p == ticks_only for p in d.grouping_msgs(ticks_only).values())

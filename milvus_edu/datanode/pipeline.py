@@ -26,7 +26,7 @@ pack passes all four nodes at once, so back-pressure between nodes is not modell
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from ..config import DataNodeParams
@@ -56,9 +56,13 @@ class CheckpointUpdaterLike(Protocol):
     def add_task(self, pos: MsgPosition | None, flush: bool, callback: Callable[[], None]) -> bool: ...
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class MsgStreamMsg:
-    """``flowgraph.MsgStreamMsg``: a pack as the input node hands it on (``is_close``: the stream ended)."""
+    """``flowgraph.MsgStreamMsg``: a pack as the input node hands it on (``is_close``: the stream ended).
+
+    Not frozen: one is built per pack, and a frozen dataclass's ``__init__`` costs several times a plain one's;
+    as in Go the nodes pass it on and never change one they have passed on.
+    """
 
     msgs: tuple = ()
     timestamp_min: int = 0
@@ -68,9 +72,10 @@ class MsgStreamMsg:
     is_close: bool = False
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class FlowGraphMsg:
-    """``FlowGraphMsg``: what ddNode passes to writeNode and writeNode to ttNode."""
+    """``FlowGraphMsg``: what ddNode passes to writeNode and writeNode to ttNode (not frozen, as
+    :class:`MsgStreamMsg`)."""
 
     insert_messages: tuple[InsertMsg, ...] = ()
     delete_messages: tuple[DeleteMsg, ...] = ()
@@ -232,6 +237,19 @@ class WriteNode:
     def __init__(self, vchannel: str, wb_manager: BufferManagerLike):
         self.vchannel = vchannel
         self.wb_manager = wb_manager
+        self._renamed: tuple[MsgPosition | None, MsgPosition | None] = (None, None)  # (pchannel's, renamed)
+
+    def _on_vchannel(self, pos: MsgPosition) -> MsgPosition:
+        """``pos`` named after the vchannel (Go clones every position of every pack and sets its ChannelName).
+
+        A pack starts where the one before it ended (the stream's next start position is the same object
+        as its last end position), so the position renamed last serves again instead of a second copy.
+        """
+        source, renamed = self._renamed
+        if pos is not source:
+            renamed = MsgPosition(self.vchannel, pos.msg_id, pos.timestamp, pos.msg_group)
+            self._renamed = (pos, renamed)
+        return renamed
 
     def operate(self, fg: FlowGraphMsg) -> tuple[FlowGraphMsg | None, list[SyncPack]]:
         """``writeNode.Operate``: (message for ttNode or ``None``, sync packs cut by this pack).
@@ -242,8 +260,8 @@ class WriteNode:
         """
         if fg.is_close:
             return fg, []
-        starts = tuple(replace(p, channel_name=self.vchannel) for p in fg.start_positions)
-        ends = tuple(replace(p, channel_name=self.vchannel) for p in fg.end_positions)
+        starts = tuple(self._on_vchannel(p) for p in fg.start_positions)
+        ends = tuple(self._on_vchannel(p) for p in fg.end_positions)
         if not starts or not ends:
             return None, []
         packs = list(self.wb_manager.buffer_data(

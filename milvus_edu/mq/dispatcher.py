@@ -153,6 +153,8 @@ class Dispatcher:
         the collection id as a substring (Go's ``strings.Contains``). Any other type has no
         collection id, and every name contains the empty string, so it goes to every target; so
         does an Insert/Delete with an empty ``shard_name`` (Go branches on the name, not the type).
+        Every target that gets no message shares one empty pack (a pack is immutable; most targets
+        of most packs get only the time range): the stream's pack itself when it has no message.
         """
         grouped: dict[str, list[TsMsg]] = {vchannel: [] for vchannel in self._targets}
         for msg in pack.msgs:
@@ -164,7 +166,10 @@ class Dispatcher:
             for vchannel, msgs in grouped.items():
                 if collection_id in vchannel:
                     msgs.append(msg)
+        empty = pack if not pack.msgs else MsgPack(pack.begin_ts, pack.end_ts, (), pack.start_positions,
+                                                   pack.end_positions)
         return {
             vchannel: MsgPack(pack.begin_ts, pack.end_ts, tuple(msgs), pack.start_positions, pack.end_positions)
+            if msgs else empty
             for vchannel, msgs in grouped.items()
         }

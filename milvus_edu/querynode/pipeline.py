@@ -48,9 +48,10 @@ class InsertNodeMsg:
     cleaned: list[int] = field(default_factory=list)
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class PackResult:
-    """What one pack did to the delegator: rows inserted per segment, deletes applied, tsafe, and drops."""
+    """What one pack did to the delegator: rows inserted per segment, deletes applied, tsafe, and drops (not
+    frozen: one is built per pack, and a frozen dataclass's ``__init__`` costs several times a plain one's)."""
 
     time_range: TimeRange
     inserted: dict

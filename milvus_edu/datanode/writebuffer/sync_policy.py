@@ -36,8 +36,8 @@ class SyncPolicy:
     reason: str
 
     def select_segments(self, buffers: Sequence[SegmentBuffer], ts: int) -> list[int]:
-        """``SelectSegments``: the ids this policy wants synced now."""
-        return list(self.fn(buffers, ts))
+        """``SelectSegments``: the ids this policy wants synced now (a new list, the caller's to keep)."""
+        return self.fn(buffers, ts)
 
 
 def get_full_buffer_policy() -> SyncPolicy:
@@ -73,11 +73,13 @@ def get_sealed_segments_policy(metacache: MetaCache) -> SyncPolicy:
     right after is a flush (``WithFlush``). A sealed segment without a buffer still gets an (empty) sync.
     """
 
+    sealed = with_segment_state(SegmentState.SEALED)  # one filter for every call (a call per pack)
+
     def select(_buffers: Sequence[SegmentBuffer], _ts: int) -> list[int]:
-        ids = metacache.get_segment_ids_by(with_segment_state(SegmentState.SEALED))
-        metacache.update_segments(
-            update_state(SegmentState.FLUSHING), with_segment_ids(*ids), with_segment_state(SegmentState.SEALED)
-        )
+        ids = metacache.get_segment_ids_by(sealed)
+        if not ids:
+            return ids  # nothing sealed (most packs): Go's update by no ids changes nothing either
+        metacache.update_segments(update_state(SegmentState.FLUSHING), with_segment_ids(*ids), sealed)
         return ids
 
     return SyncPolicy(select, "segment flushing")
@@ -86,10 +88,8 @@ def get_sealed_segments_policy(metacache: MetaCache) -> SyncPolicy:
 def get_dropped_segment_policy(metacache: MetaCache) -> SyncPolicy:
     """``GetDroppedSegmentPolicy``: every Dropped segment of the metacache (on every call until its drop
     sync removes it from the metacache)."""
-    return SyncPolicy(
-        lambda _buffers, _ts: metacache.get_segment_ids_by(with_segment_state(SegmentState.DROPPED)),
-        "segment dropped",
-    )
+    dropped = with_segment_state(SegmentState.DROPPED)  # one filter for every call (a call per pack)
+    return SyncPolicy(lambda _buffers, _ts: metacache.get_segment_ids_by(dropped), "segment dropped")
 
 
 def get_flush_ts_policy(flush_ts_getter: Callable[[], int], metacache: MetaCache) -> SyncPolicy:

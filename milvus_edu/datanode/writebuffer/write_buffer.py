@@ -117,8 +117,7 @@ def prepare_insert(insert_msgs: Iterable[InsertMsg]) -> list[InsertGroup]:
 @dataclass(frozen=True)
 class CheckpointCandidate:
     """``checkpointCandidate``: a position that may be the channel checkpoint, and where it came from
-    (``"segment buffer"``, ``"syncing task"``, or ``"consumed"`` for the last consumed position, which
-    belongs to no segment: ``segment_id`` 0)."""
+    (``"segment buffer"`` or ``"syncing task"``)."""
 
     segment_id: int
     position: MsgPosition
@@ -212,7 +211,8 @@ class WriteBuffer:
     # checkpoint
 
     def get_checkpoint_candidate(self) -> CheckpointCandidate | None:
-        """The candidate :meth:`get_checkpoint` picks, with its source (what Go logs as ``cpSource``).
+        """The earliest start position of data not yet in a binlog, with its source (what Go logs as
+        ``cpSource``); ``None`` when every buffer is empty and no sync is pending.
 
         Buffers and syncing candidates are scanned by ascending key; a later one wins only if strictly
         earlier, so ties go to the buffer with the smallest segment id.
@@ -223,18 +223,17 @@ class WriteBuffer:
             if pos is not None and (best is None or pos.timestamp < best.position.timestamp):
                 best = CheckpointCandidate(segment_id, pos, "segment buffer")
         if not self.checkpoint_ignores_syncing_segments:
-            for (segment_id, _ts), pos in sorted(self._sync_checkpoint.items(), key=lambda kv: kv[0]):
+            for (segment_id, _ts), pos in sorted(self._sync_checkpoint.items()):  # keys are unique: by key
                 if best is None or pos.timestamp < best.position.timestamp:
                     best = CheckpointCandidate(segment_id, pos, "syncing task")
-        if best is None and self._checkpoint is not None:
-            return CheckpointCandidate(0, self._checkpoint, "consumed")
         return best
 
     def get_checkpoint(self) -> MsgPosition | None:
         """``GetCheckpoint``: the earliest start position among segment buffers and syncing candidates;
-        when there is none, the last consumed position (``None`` before the first pack)."""
+        when there is none ("checkpoint from latest consumed msg"), the last consumed position (``None``
+        before the first pack)."""
         candidate = self.get_checkpoint_candidate()
-        return None if candidate is None else candidate.position
+        return self._checkpoint if candidate is None else candidate.position
 
     # ---------------------------------------------------------------------------------------------
     # buffering
