@@ -15,7 +15,6 @@ import sys
 import threading
 import time
 
-import pyarrow.parquet as pq
 import pytest
 
 import milvus_edu
@@ -247,24 +246,6 @@ def test_batches_held_by_a_run_that_ends_short_reach_the_sinks_as_one_batch_in_o
     assert process._process is None and process.kept[0] is kept  # never forked: the sinks ran here
     assert [size for size, _ in kept.batches] == [23]  # five batches of the recorder, joined
     assert kept.batches[0][1] == home.rows
-
-
-def test_simulate_hands_a_sink_process_smaller_batches_than_a_row_group(tmp_path, monkeypatch):
-    sizes = []
-    real = SinkProcess._send
-
-    def spy(self, batch):
-        sizes.append(batch.size)
-        return real(self, batch)
-
-    monkeypatch.setattr(SinkProcess, "_send", spy)
-    milvus_edu.simulate("timetick-basics", seed=2, duration_s=2, out_dir=tmp_path / "run", keep_events=False)
-    # a batch closes at the first emit that reaches SEND_ROWS rows (an emit may log several)
-    assert len(sizes) > worker.HOLD_ROWS // worker.SEND_ROWS
-    assert worker.SEND_ROWS <= min(sizes[:-1]) and max(sizes) < 2 * worker.SEND_ROWS <= worker.BATCH_ROWS
-    with pq.ParquetFile(tmp_path / "run" / "events.parquet") as parquet:  # the row groups stay whole
-        groups = [parquet.metadata.row_group(i).num_rows for i in range(parquet.num_row_groups)]
-    assert groups[:-1] == [worker.BATCH_ROWS] * (len(groups) - 1) and sum(groups) == sum(sizes)
 
 
 def test_row_sinks_in_the_child_get_their_kinds_in_order_and_come_back():

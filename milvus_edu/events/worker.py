@@ -61,13 +61,6 @@ _BATCH, _CLOSE = "batch", "close"
 _MARSHAL, _PICKLE = b"m", b"p"
 #: Rows ``simulate`` holds before it forks the sink process: two Parquet row groups (see the module docs).
 HOLD_ROWS = 2 * BATCH_ROWS
-#: The recorder's batch when ``simulate`` runs the sinks in the child (``recorder.batch_rows = SEND_ROWS``): half
-#: a Parquet row group, which the child's ``ParquetSink`` still writes whole. At close the simulation waits while
-#: the child works through the last batch, and a smaller batch shortens that wait; but the child pays a fixed cost
-#: per batch (Arrow's kernels), which a run that simulates fast feels. Measured with ``bench_sim``-style runs,
-#: alternating, on the idle machine (2026-11-26): flush-basics' 60-s run 557-570 ms at 8,192 rows, 511-547 ms at
-#: 4,096; tso-basics' 600-s run 179-191 ms at 8,192, 181-189 ms at 4,096 and 201-205 ms at 2,048.
-SEND_ROWS = BATCH_ROWS // 2
 
 
 def available() -> bool:
