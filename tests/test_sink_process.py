@@ -206,17 +206,23 @@ def test_a_short_default_run_forks_no_child_and_writes_the_same_folder(tmp_path,
     assert multiprocessing.active_children() == []
 
 
+def _emit_23(rec: Recorder, after=lambda i: None) -> None:
+    """23 events of two kinds from two proxies, then close; ``after(i)`` runs after the i-th."""
+    for i in range(23):
+        rec.emit("proxy.finish" if i % 3 else "proxy.enqueue", f"p{i % 2}", ts=i, channel="c")
+        after(i)
+    rec.close()
+
+
 def test_held_batches_reach_the_child_in_order_once_enough_rows_came():
     home, away = Rows(), Rows()
     process = SinkProcess(kept=[away], hold_rows=12)
     at_home = Recorder("r", sinks=[home], batch_rows=5)
     in_child = Recorder("r", sinks=[process], batch_rows=5)
-    for rec in (at_home, in_child):
-        for i in range(23):
-            rec.emit("proxy.finish" if i % 3 else "proxy.enqueue", f"p{i % 2}", ts=i, channel="c")
-            if rec is in_child:
-                assert (process._process is None) == (i < 14)  # forked at the third batch of five
-        rec.close()
+    _emit_23(at_home)
+    forked = []
+    _emit_23(in_child, lambda i: forked.append(process._process is not None))
+    assert forked == [i >= 14 for i in range(23)]  # forked at the third batch of five
     assert away.rows == [] and process.kept[0] is not away
     assert process.kept[0].rows == home.rows and len(home.rows) == 15
 
@@ -240,9 +246,7 @@ def test_batches_held_by_a_run_that_ends_short_reach_the_sinks_as_one_batch_in_o
     at_home = Recorder("r", sinks=[home], batch_rows=5)
     held = Recorder("r", sinks=[process], batch_rows=5)
     for rec in (at_home, held):
-        for i in range(23):
-            rec.emit("proxy.finish" if i % 3 else "proxy.enqueue", f"p{i % 2}", ts=i, channel="c")
-        rec.close()
+        _emit_23(rec)
     assert process._process is None and process.kept[0] is kept  # never forked: the sinks ran here
     assert [size for size, _ in kept.batches] == [23]  # five batches of the recorder, joined
     assert kept.batches[0][1] == home.rows
@@ -254,9 +258,7 @@ def test_row_sinks_in_the_child_get_their_kinds_in_order_and_come_back():
     at_home = Recorder("r", sinks=[home], batch_rows=5)
     in_child = Recorder("r", sinks=[process], batch_rows=5)
     for rec in (at_home, in_child):
-        for i in range(23):
-            rec.emit("proxy.finish" if i % 3 else "proxy.enqueue", f"p{i % 2}", ts=i, channel="c")
-        rec.close()
+        _emit_23(rec)
     assert away.rows == [] and process.kept[0] is not away  # the child's copy came back
     assert process.kept[0].rows == home.rows and len(home.rows) == 15
 
