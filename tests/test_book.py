@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import html
+import json
 import os
 import re
 from pathlib import Path
@@ -59,6 +60,22 @@ def test_every_lab_is_a_chapter_of_the_book():
         assert lab.resolve() in chapters, f"{lab.name} has no symlink in book/"
         assert chapters[lab.resolve()] in files, f"{lab.name}'s chapter is not in book/_toc.yml"
     assert os.readlink(BOOK / "at_scale.ipynb") == "../notebooks/05_at_scale.ipynb"
+
+
+def test_a_labs_links_to_files_resolve_from_its_own_folder():
+    """A lab opened in JupyterLab resolves a relative link from notebooks/ (the book, from book/, where the lab is a
+    symlink): a link to a book page must go through ../book/ to work in both."""
+    links = 0
+    for lab in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        cells = json.loads(lab.read_text(encoding="utf-8"))["cells"]
+        text = "".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
+        for target in re.findall(r"\]\(([^)\s#]+)(?:#[^)]*)?\)", text):
+            if re.match(r"[a-z]+:", target):
+                continue  # a URL
+            links += 1
+            assert (lab.parent / target).is_file(), f"{lab.name} links to {target}, which JupyterLab cannot open"
+            assert (BOOK / target).resolve().is_file(), f"{lab.name} links to {target}, which the book cannot resolve"
+    assert links >= 9
 
 
 def test_real_milvus_lab_is_a_chapter_after_the_other_labs():
