@@ -105,6 +105,9 @@ class Mechanism:
       the messages the event sends or receives as flows) a row becomes, or ``None`` for a plain instant.
     * ``explainers``: question kind -> ``f(events, subject) -> Answer``, the "why?" questions this lesson answers
       (:mod:`milvus_edu.explain`); one mechanism per question kind.
+    * ``asks``: event kind -> ``f(events, i) -> dict | None``, the "why?" question an event of that kind poses, as
+      the keyword arguments of :func:`milvus_edu.why` (``{"read": 7}``), for the event at position ``i`` of a run
+      log; ``None`` when this one poses none. The explorer's Why? button asks it. One mechanism per kind.
     """
 
     name: str
@@ -124,6 +127,7 @@ class Mechanism:
     demo: Demo | None = None
     trace: Mapping[str, Callable[[dict], list | None]] = field(default_factory=dict)
     explainers: Mapping[str, Callable] = field(default_factory=dict)
+    asks: Mapping[str, Callable] = field(default_factory=dict)
 
 
 _MECHANISMS: dict[str, Mechanism] = {}
@@ -131,6 +135,7 @@ _SCENARIOS: dict[str, Scenario] = {}
 _DESCRIBE: dict[str, Callable] = {}
 _MARKS: dict[str, Mark] = {}
 _EXPLAINERS: dict[str, Callable] = {}
+_ASKS: dict[str, Callable] = {}
 
 
 def register(mechanism: Mechanism) -> Mechanism:
@@ -145,10 +150,10 @@ def register(mechanism: Mechanism) -> Mechanism:
     taken = [s.name for s in mechanism.scenarios if s.name in _SCENARIOS]
     if taken:
         raise ValueError(f"scenario {taken[0]!r} is already registered by another mechanism")
-    for table, what in ((_DESCRIBE, mechanism.describe), (_MARKS, mechanism.marks)):
+    for table, what in ((_DESCRIBE, mechanism.describe), (_MARKS, mechanism.marks), (_ASKS, mechanism.asks)):
         clash = [k for k in what if k in table]
         if clash:
-            raise ValueError(f"kind {clash[0]!r} is already narrated or marked by another mechanism")
+            raise ValueError(f"kind {clash[0]!r} is already narrated, marked or asked about by another mechanism")
     clash = [q for q in mechanism.explainers if q in _EXPLAINERS]
     if clash:
         raise ValueError(f"question {clash[0]!r} is already answered by another mechanism")
@@ -161,6 +166,7 @@ def register(mechanism: Mechanism) -> Mechanism:
     _DESCRIBE.update(mechanism.describe)
     _MARKS.update(mechanism.marks)
     _EXPLAINERS.update(mechanism.explainers)
+    _ASKS.update(mechanism.asks)
     return mechanism
 
 
@@ -198,6 +204,11 @@ def scenario_mechanisms(scenario: Scenario) -> tuple[Mechanism, ...]:
 def describer(kind: str) -> Callable | None:
     """The registered narration of ``kind``, or ``None``."""
     return _DESCRIBE.get(kind)
+
+
+def asker(kind: str) -> Callable | None:
+    """The function giving the "why?" question an event of ``kind`` poses (``Mechanism.asks``), if any."""
+    return _ASKS.get(kind)
 
 
 def explainer(question: str) -> Callable | None:

@@ -7,6 +7,7 @@ proxy whose clock runs ahead), and every number the chain states is checked agai
 import json
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 from hypothesis import given, settings
@@ -14,7 +15,7 @@ from hypothesis import strategies as st
 
 import milvus_edu
 from milvus_edu.explain import Chain, Link, WhyError, why
-from milvus_edu.registry import Mechanism, explainer, register
+from milvus_edu.registry import Mechanism, asker, explainer, register
 from run_support import run_main
 
 
@@ -180,6 +181,16 @@ def test_a_question_kind_has_one_answer():
     with pytest.raises(ValueError, match="already answered"):
         register(Mechanism(name="why-clash", title="a second answer to the same question",
                            explainers={"read": lambda events, subject: None}))
+
+
+def test_an_event_kind_asks_one_question_and_events_of_a_read_ask_about_that_read(stall):
+    assert asker("client.flush") is not None and asker("querynode.wait") is not None and asker("tso.alloc") is None
+    with pytest.raises(ValueError, match="already narrated, marked or asked about"):
+        register(Mechanism(name="ask-clash", title="a second question for the same kind",
+                           asks={"client.read": lambda events, i: None}))
+    for kind in ("client.read_start", "proxy.read", "querynode.read", "client.read"):
+        i = int(np.flatnonzero(stall["kind"].to_numpy() == kind)[0])
+        assert asker(kind)(stall, i) == {"read": int(stall["request"].iloc[i])}
 
 
 @pytest.fixture(scope="module")

@@ -35,8 +35,8 @@ from ..config import BugSwitches
 from ..explain import Chain, WhyError, why as ask_why
 from ..explain.violation import explain_violation
 from ..export.perfetto import Begin, row_items, rows, trace_mapping
-from ..narrate import describe, detail_dict
-from ..registry import mechanisms_in
+from ..narrate import describe
+from ..registry import asker, mechanisms_in
 from ..viz.data import as_frame
 from .payload import Payload, build_payload, causal_past
 
@@ -359,15 +359,10 @@ class Explorer:
             if seq in v["seqs"]:
                 return {"violation": v["number"]}
         row = self.events.iloc[seq]
-        if pd.notna(row.get("request")):
-            return {"read": int(row["request"])}
-        if row["kind"] == "client.flush":
-            issued = self.events[(self.events["kind"] == "client.flush")
-                                 & ~self.events["detail"].map(lambda d: bool(detail_dict(d).get("flushed")))]
-            same = issued[(issued["node"] == row["node"]) & (issued["ts"] == row["ts"]) & (issued["seq"] <= seq)]
-            if len(same):
-                # keyword arguments of why(), built as such: the question is the client call's, not a lesson's name
-                return dict(flush=int(np.flatnonzero(issued["seq"].to_numpy() == same["seq"].iloc[0])[0]) + 1)
+        ask = asker(row["kind"])  # the lesson of the event's kind says what it asks
+        question = ask(self.events, seq) if ask is not None else None
+        if question is not None:
+            return question
         raise WhyError(f"event {seq + 1:,} ({row['kind']}) is no read, flush or violation; move the cursor to one "
                        f"(a client.read, a client.flush, or Violation ▶) and ask again")
 

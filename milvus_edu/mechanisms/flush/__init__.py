@@ -17,7 +17,7 @@ from .kinds import KINDS
 from .narrate import DESCRIBE
 from .scenarios import SCENARIOS
 from .trace import TRACE
-from .why import EXPLAINERS
+from .why import ASKS, EXPLAINERS
 
 
 def _lanes():
@@ -49,4 +49,5 @@ MECHANISM = register(Mechanism(
     analyses=_analyses,
     trace=TRACE,
     explainers=EXPLAINERS,
+    asks=ASKS,
 ))

@@ -40,6 +40,20 @@ def flush_starts(events: pd.DataFrame) -> pd.DataFrame:
     return rows[[detail_dict(d).get("flushed") is not True for d in rows["detail"]]]
 
 
+def ask_flush(events: pd.DataFrame, i: int) -> dict | None:
+    """The question a ``client.flush`` poses (the explorer's Why?): why did that flush take so long, counted among
+    the client flushes from 1; the "flushed" report asks about the flush it reports (same client, same flushTs)."""
+    row = events.iloc[i]
+    issued = flush_starts(events)
+    same = issued[(issued["node"] == row["node"]) & (issued["ts"] == row["ts"]) & (issued["seq"] <= row["seq"])]
+    if not len(same):
+        return None
+    return {"flush": int((issued["seq"].to_numpy() == same["seq"].iloc[0]).argmax()) + 1}
+
+
+ASKS = {"client.flush": ask_flush}
+
+
 def _done(events: pd.DataFrame, start) -> object | None:
     """The ``client.flush`` saying ``start``'s flush is flushed (same client, same flushTs); ``None``: never."""
     rows = events[(events["kind"] == "client.flush") & (events["seq"] > int(start["seq"]))

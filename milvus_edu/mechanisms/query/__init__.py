@@ -17,7 +17,7 @@ from .marks import MARKS
 from .narrate import DESCRIBE
 from .scenarios import SCENARIOS
 from .trace import TRACE
-from .why import EXPLAINERS
+from .why import ASKS, EXPLAINERS
 
 def _lanes():
     from .lanes import query_lanes
@@ -59,6 +59,7 @@ MECHANISM = register(Mechanism(
     marks=MARKS,
     analyses=_analyses,
     explainers=EXPLAINERS,
+    asks=ASKS,
     demo=Demo(scenario="seed-example", seed=1, intro=demo.INTRO, outro=demo.outro, lab="notebooks/04_guarantee_ts.ipynb",
               story=demo.story, pictures=demo.pictures),
     trace=TRACE,

@@ -293,3 +293,13 @@ def _ahead(proxy, guarantee: int):
 
 
 EXPLAINERS = {"read": explain_read}
+
+
+def ask_read(events: pd.DataFrame, i: int) -> dict | None:
+    """The question an event of a read poses (the explorer's Why?): why did read ``request`` wait."""
+    request = events["request"].iloc[i]
+    return None if pd.isna(request) else {"read": int(request)}
+
+
+#: Every kind of a read's events (those that carry its ``request``) asks about that read.
+ASKS = dict.fromkeys(("client.read_start", "client.read", "proxy.read", "querynode.wait", "querynode.read"), ask_read)
