@@ -278,9 +278,20 @@ def test_fork_here_can_turn_a_bug_switch_on_at_the_cursor(run, explorer):
 def test_a_frame_alone_gets_its_checks_from_the_checkers_but_cannot_fork(run):
     ex = Explorer(run.events)
     assert [s["seq"] for s in ex.stalls] == [s["seq"] for s in milvus_edu.explore(run).stalls]
+    # the same section the run's summary has (the run used the default parameters the checkers assume)
+    assert ex.summary["checks"] == run.summary["checks"]
     assert ex.view.meta["can_fork"] is False
     with pytest.raises(ValueError, match="open the explorer on a run result or a run folder"):
         ex.fork("kill", "proxy-1")
+
+
+def test_a_frame_of_a_broken_run_gets_the_violations_its_summary_has():
+    """The query checker judges reads when it closes: a frame's checkers are closed too, so the explorer of a bare
+    log reports the reads that skipped the tsafe wait, as the run did."""
+    run = milvus_edu.simulate(SCENARIO, seed=1, duration_s=8, switches=["skip_wait_tsafe"])
+    checks = Explorer(run.events).summary["checks"]
+    assert checks == run.summary["checks"]
+    assert checks["violation_counts"]["read-after-guarantee"] > 0
 
 
 def test_a_run_folder_opens_with_its_summary(tmp_path):

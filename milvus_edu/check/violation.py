@@ -74,9 +74,11 @@ class StreamingChecker(Dispatch):
 
     def check_frame(self, events) -> list[Violation]:
         """Run the checker over a run-log DataFrame (rows in ``seq`` order, nulls as None, as the recorder
-        gives them) and return :meth:`result`."""
+        gives them), close it as a run closes its sinks (a checker may judge at close what needs the whole log),
+        and return :meth:`result`."""
         for row in frame_rows(events):
             self.write(row)
+        self.close()
         return self.result()
 
     def result(self) -> list[Violation]:
@@ -90,3 +92,4 @@ def frame_rows(events) -> list[dict]:
     frame = events.sort_values("seq", kind="stable")
     frame = frame.astype(object).where(frame.notna(), None)
     return frame.to_dict("records")
+

@@ -36,7 +36,9 @@ from ..explain import Chain, WhyError, why as ask_why
 from ..explain.violation import explain_violation
 from ..export.perfetto import Begin, row_items, rows, trace_mapping
 from ..narrate import describe
-from ..registry import asker, mechanisms_in
+from ..events.schema import detail_object
+from ..registry import asker, get_scenario, mechanisms_in, scenario_mechanisms, scenarios
+from ..sim.run import checks_report
 from ..viz.data import as_frame
 from .payload import Payload, build_payload, causal_past
 
@@ -71,16 +73,25 @@ def _summary_and_source(obj):
 
 
 def _checks(frame: pd.DataFrame) -> dict:
-    """The checkers' verdict on a run log that came without a summary: the registered checkers of the mechanisms
-    whose kinds it holds, run over it."""
-    violations, stalls = [], []
-    for mech in mechanisms_in(frame["kind"].unique()):
-        if mech.checker is None:
-            continue
-        checker = mech.checker()
-        violations += [v.to_dict() for v in checker.check_frame(frame)]
-        stalls += [{"mechanism": mech.name, **s} for s in checker.stalls]
-    return {"violations": violations, "stalls": stalls}
+    """The ``checks`` section a summary would have, for a run log that came without one: the checkers of the
+    mechanisms its scenario exercises (named by its ``run.start`` event), or of every registered mechanism that owns
+    one of its kinds, run over it with Milvus's default parameters (the log does not hold the run's)."""
+    checkers = []
+    for mech in _mechanisms_of(frame):
+        if mech.checker is not None:
+            checker = mech.checker()
+            checker.check_frame(frame)
+            checkers.append((mech.name, checker))
+    return checks_report(checkers)
+
+
+def _mechanisms_of(frame: pd.DataFrame) -> tuple:
+    start = frame.loc[frame["kind"] == "run.start", "detail"]
+    if len(start) and isinstance(start.iloc[0], str):
+        scenario = detail_object(start.iloc[0]).get("scenario")
+        if scenario in scenarios():
+            return scenario_mechanisms(get_scenario(scenario))
+    return mechanisms_in(frame["kind"].unique())
 
 
 class Explorer:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -266,8 +266,17 @@ def _summary(spec, seed, duration_s, config, recorder, summaries, checkers, run_
     }
     for section in summaries:
         out.update(section.sections(recorder.counts))
+    out["checks"] = checks_report(checkers)
+    return out
+
+
+def checks_report(checkers: Sequence[tuple[str, object]]) -> dict:
+    """The ``checks`` section of a run's summary from its checkers once they read the whole log, each named by
+    its mechanism: whether the run passed, every invariant, the violations counted and kept, the vacuous
+    invariants and the explained stalls. ``simulate`` writes it to ``summary.json``; the explorer computes it
+    for a log that came without a summary."""
     violations = [v for _, c in checkers for v in c.result()]
-    out["checks"] = {
+    return {
         "ok": not violations,
         "invariants": [name for _, c in checkers for name in c.invariants],
         "violation_counts": {name: n for _, c in checkers for name, n in c.counts.items()},
@@ -278,7 +287,6 @@ def _summary(spec, seed, duration_s, config, recorder, summaries, checkers, run_
         # stalls the checkers explained as the expected effect of an injected fault (not violations)
         "stalls": [{"mechanism": name, **stall} for name, c in checkers for stall in c.stalls],
     }
-    return out
 
 
 def replay(token: str, out_dir=None, force: bool = False, keep_events: bool = True, progress=None):
