@@ -89,7 +89,7 @@ def _mechanisms_of(frame: pd.DataFrame) -> tuple:
     start = frame.loc[frame["kind"] == "run.start", "detail"]
     if len(start) and isinstance(start.iloc[0], str):
         scenario = detail_object(start.iloc[0]).get("scenario")
-        if scenario in scenarios():
+        if isinstance(scenario, str) and scenario in scenarios():
             return scenario_mechanisms(get_scenario(scenario))
     return mechanisms_in(frame["kind"].unique())
 
