@@ -346,9 +346,7 @@ class ProxyNode(Node):
             else:
                 call = partial(produce, collection, vch, rows[vch], ts, msg_type)
             env.timeout(task_ms + sent).callbacks.append(self.callback(call))
-            back = sent + one_way("mq")
-            if back > answered:  # max() written out
-                answered = back
+            answered = max(answered, sent + one_way("mq"))
         yield env.timeout(task_ms + answered)
         wait = lock.acquire(WRITER)  # PopActiveTask takes statsLock
         if wait is not None:

@@ -176,10 +176,8 @@ class ScanPChanStats(_StatsReads):
             if info is None:
                 self._infos[pchan] = _ScanInfo(begin_ts, end_ts)
                 continue
-            if begin_ts < info.min_ts:  # min() and max() written out: several pchans on every enqueue
-                info.min_ts = begin_ts
-            if end_ts > info.max_ts:
-                info.max_ts = end_ts
+            info.min_ts = min(info.min_ts, begin_ts)
+            info.max_ts = max(info.max_ts, end_ts)
             info.ts_set.add(begin_ts)
 
     def pop(self, pchans: Iterable[str], ts: int) -> None:
