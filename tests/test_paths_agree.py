@@ -10,7 +10,15 @@ run (a bug switch on) or a faulty one (kills, restarts, pauses) and asserts that
 
 from __future__ import annotations
 
-from milvus_edu import Kill, Restart, simulate
+import pandas as pd
+import pytest
+
+from milvus_edu import Kill, Pause, Restart, fork, load_run, replay, simulate, why
+from milvus_edu.explain import WhyError
+from milvus_edu.explorer import Explorer
+
+#: What "Why?" and the checks of a bare log are compared on: reads that skipped the tsafe wait.
+BROKEN_READS = ("seed-example", ["skip_wait_tsafe"], 8.0)
 
 
 def _lease_faults() -> list:
@@ -37,3 +45,135 @@ def test_a_run_advanced_in_steps_logs_what_the_same_run_advanced_at_once_logs():
     lost = events[events["kind"] == "session.lost"]
     assert list(lost["detail"].astype(str).str.contains("session/proxy-112")) == [False, True]
     assert at_once.summary["checks"]["stalls"]
+
+
+#: (scenario, switches, simulated s, interventions, the invariant it breaks or "stall" for an explained stall)
+BROKEN = [
+    ("tso-failover", ["tso_skip_load_on_init"], 80.0, [], "global-monotonic"),
+    ("timetick-slow-link", [], 2.0, [Kill("proxy-1", t_ms=500.0), Restart("proxy-1", t_ms=900.0),
+                                     Pause("proxy-2", t_ms=1000.0, duration_ms=300.0)], "stall"),
+    ("delete-then-read", ["update_tsafe_before_delete"], 3.0, [], "mvcc-exact"),
+    (*BROKEN_READS, [], "read-after-guarantee"),
+    ("tsafe-stall-proxy-restart", [], 14.0, [], "stall"),
+]
+
+
+@pytest.mark.parametrize("scenario,switches,duration_s,interventions,broken", BROKEN,
+                         ids=[f"{c[0]}{'+' + c[1][0] if c[1] else ''}" for c in BROKEN])
+def test_every_way_of_checking_a_broken_run_reports_the_same_checks(tmp_path, scenario, switches, duration_s,
+                                                                    interventions, broken):
+    """In process, in the sink process, replayed from the token, and from the log read back (kept rows, Parquet and
+    JSON Lines, as the explorer of a bare log checks it): the same checks, violations, stalls and vacuous lists."""
+    run = simulate(scenario, seed=1, duration_s=duration_s, switches=switches, interventions=interventions)
+    checks = run.summary["checks"]
+    if broken == "stall":
+        assert checks["stalls"]
+    else:
+        assert checks["violation_counts"][broken] > 0
+    away = simulate(scenario, seed=1, duration_s=duration_s, switches=switches, interventions=interventions,
+                    out_dir=tmp_path / "run", sink_process=True, keep_events=False)
+    assert away.summary == run.summary
+    assert replay(run.token).summary == run.summary
+    for frame in (run.events, load_run(tmp_path / "run"), load_run(tmp_path / "run" / "events.jsonl")):
+        assert Explorer(frame).summary["checks"] == checks
+
+
+def test_a_fork_keeps_the_violations_that_rest_on_the_log_it_shares_with_its_original():
+    """Before its first difference a fork's log is the original's: every violation resting only on events before it
+    is reported by both runs, word for word."""
+    scenario, switches, duration_s = BROKEN_READS
+    original = simulate(scenario, seed=1, duration_s=duration_s, switches=switches)
+    forked, first = fork(original, 4000.0, Kill("proxy-1"))
+    assert first is not None
+
+    def before(run):
+        return [v for v in run.summary["checks"]["violations"] if max(v["seqs"]) < first]
+
+    assert before(original) and before(forked) == before(original)
+    assert len(before(original)) < len(original.violations)  # the fork point cuts the run's violations
+
+
+def test_the_explorer_of_a_bare_log_asks_and_answers_why_as_why_does_for_the_run_folder(tmp_path):
+    """The explorer of a DataFrame numbers the violations it finds itself; each one's chain, and each read's, is the
+    chain :func:`milvus_edu.why` gives for the run folder, whose summary.json numbered them."""
+    scenario, switches, duration_s = BROKEN_READS
+    folder = tmp_path / "run"
+    simulate(scenario, seed=1, duration_s=duration_s, switches=switches, out_dir=folder)
+    bare, opened = Explorer(load_run(folder)), Explorer(folder)
+    violations = reads = 0
+    for seq in range(len(bare)):
+        try:
+            question = bare.question_at(seq)
+        except WhyError:
+            continue
+        assert question == opened.question_at(seq)
+        if "violation" in question:
+            violations += 1
+        elif reads >= 3:  # a few reads are enough; every violation is asked about
+            continue
+        else:
+            reads += 1
+        try:
+            want = why(folder, **question).lines()
+        except WhyError as exc:  # a read that neither waited nor read stale data: both say so
+            with pytest.raises(WhyError, match=str(exc)[:40]):
+                bare.why(seq)
+            continue
+        assert bare.why(seq).lines() == want
+    assert violations >= 2 and reads
+
+
+@pytest.mark.spark
+def test_spark_equals_its_pandas_twin_on_broken_and_faulty_runs(spark, tmp_path):
+    """Every registered analysis, and the binlogs read back, in Spark and in pandas, on runs that broke invariants
+    (timestamps that went back, reads below their guarantee, flushes declared done too early) and that lost nodes."""
+    from milvus_edu.analysis import load_events, to_pandas
+    from milvus_edu.mechanisms.flush.analysis import binlog_rows, binlog_rows_pd
+    from milvus_edu.registry import mechanisms
+
+    runs = [("tso-failover", ["tso_skip_load_on_init"], 80.0, []),
+            ("timetick-unlocked-enqueue", ["allocate_outside_enqueue_lock"], 2.0, []),
+            BROKEN[1][:4],
+            (*BROKEN_READS, []),
+            ("tsafe-stall-proxy-restart", [], 14.0, []),
+            ("flush-ts-slow-store", ["reset_flush_ts_inclusive", "checkpoint_ignores_syncing_segments"], 40.0, [])]
+    folders = []
+    for scenario, switches, duration_s, interventions in runs:
+        folder = tmp_path / f"{scenario}-{len(folders)}"
+        result = simulate(scenario, seed=1, duration_s=duration_s, switches=switches, interventions=interventions,
+                          out_dir=folder, keep_events=False, jsonl=False)
+        assert not result.summary["checks"]["ok"] or result.summary["checks"]["stalls"]
+        folders.append(folder)
+    frame = pd.concat([load_run(f) for f in folders], ignore_index=True)
+    loaded = load_events(spark, [str(f) for f in folders])
+    assert loaded.malformed_count == 0
+    results = {}
+    for mech in mechanisms():
+        for name, (spark_fn, pandas_fn) in (mech.analyses() if mech.analyses else {}).items():
+            want = pandas_fn(frame)
+            got = to_pandas(spark_fn(loaded.events))
+            _assert_same_rows(got, want, f"{mech.name}.{name}")
+            results[name] = want
+    flush_folders = [f for f in folders if "flush" in f.name]
+    _assert_same_rows(to_pandas(binlog_rows(spark, flush_folders)), binlog_rows_pd(flush_folders), "binlog_rows")
+    # what was compared shows the runs' faults
+    assert not results["failover_gaps"]["increased"].dropna().all()  # timestamps went back after the failover
+    strong = results["read_staleness"][results["read_staleness"]["level"] == "Strong"]
+    assert (strong["max_staleness_ms"] > 0).any()  # a Strong read below its guarantee
+    latency = results["flush_latency"].dropna(subset=["latency_ms", "reset_latency_ms"])
+    assert (latency["reset_latency_ms"] < latency["latency_ms"]).any()
+    assert len(results["tsafe_lag"]) and len(results["produce_reorder"])
+
+
+def _assert_same_rows(got: pd.DataFrame, want: pd.DataFrame, name: str) -> None:
+    """The same columns and rows (in any order; Spark's is not the twin's), dtypes aside, floats to 1e-9."""
+    assert list(got.columns) == list(want.columns), name
+    assert len(want), f"{name}: nothing to compare"
+    columns = list(want.columns)
+
+    def ordered(frame: pd.DataFrame) -> pd.DataFrame:
+        order = frame.astype(str).sort_values(columns, kind="stable").index
+        return frame.loc[order].reset_index(drop=True)
+
+    pd.testing.assert_frame_equal(ordered(got), ordered(want), check_dtype=False, check_exact=False, rtol=1e-9,
+                                  obj=name)
