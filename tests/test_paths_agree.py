@@ -123,6 +123,22 @@ def test_the_explorer_of_a_bare_log_asks_and_answers_why_as_why_does_for_the_run
     assert violations >= 2 and reads
 
 
+def test_why_at_a_failed_flush_call_is_the_chain_why_gives_for_that_flush():
+    """A flush whose RPC failed (DataCoord killed) has no flushTs; the explorer matched a client.flush to its flush by
+    flushTs, so it said the failed call was no flush while :func:`milvus_edu.why` answered "flush 1 failed"."""
+    run = simulate("flush-basics", seed=1, duration_s=3, options={"workload_s": 1.0, "inserts_per_s": 50.0},
+                   interventions=[Kill("datacoord-1", t_ms=1000.0)])
+    events = run.events
+    calls = events[events["kind"] == "client.flush"]
+    assert len(calls) == 1 and calls["ts"].isna().all() and calls["error"].notna().all()
+    seq = int(calls["seq"].iloc[0])
+    explorer = Explorer(run)
+    assert explorer.question_at(seq) == {"flush": 1}
+    want = why(run, flush=1).lines()
+    assert want[0] == "Why did flush 1 fail?"
+    assert explorer.why(seq).lines() == want
+
+
 @pytest.mark.spark
 def test_spark_equals_its_pandas_twin_on_broken_and_faulty_runs(spark, tmp_path):
     """Every registered analysis, and the binlogs read back, in Spark and in pandas, on runs that broke invariants
