@@ -139,6 +139,50 @@ def test_why_at_a_failed_flush_call_is_the_chain_why_gives_for_that_flush():
     assert explorer.why(seq).lines() == want
 
 
+def test_the_stepper_marks_the_messages_the_watermark_checker_reports_and_the_summary_counts():
+    """The TimeTick lesson's stepper finds messages written below a tick, and out of order, over the whole log
+    (``panel.dml_messages``); the checker and the summary count them as the run streams by."""
+    from milvus_edu.mechanisms.timetick.panel import dml_messages
+
+    run = simulate("timetick-unlocked-enqueue", seed=1, duration_s=2, switches=["allocate_outside_enqueue_lock"])
+    messages = dml_messages(run.events)
+    below = int(messages["below_tick"].sum())
+    assert below > 0 and below == run.summary["checks"]["violation_counts"]["watermark"]
+    assert int(messages["out_of_order"].sum()) == run.summary["timetick"]["out_of_order_messages"] > 0
+    assert len(messages) == run.summary["timetick"]["dml_messages"]
+
+
+def test_the_summarys_failover_gap_is_the_silence_every_client_of_the_analysis_shared():
+    """summary.json's ``client_gap_ms`` runs from the last answer any client got before the kill to the first any
+    client got after it: from the latest ``before`` to the earliest ``after`` of ``failover_gaps``, on a failover
+    whose timestamps went back."""
+    from milvus_edu.mechanisms.tso.analysis import failover_gaps_pd
+
+    run = simulate("tso-failover", seed=1, duration_s=80, switches=["tso_skip_load_on_init"])
+    gaps = failover_gaps_pd(run.events)
+    assert len(gaps) == 2 and not gaps["increased"].any()
+    shared = float(gaps["after_t_ms"].min() - gaps["before_t_ms"].max())
+    assert run.summary["failover"]["client_gap_ms"] == round(shared, 3)
+    assert shared < float(gaps["gap_ms"].min())  # each client waited longer than the silence they shared
+
+
+def test_the_query_summary_counts_the_reads_and_waits_the_analysis_finds():
+    """Reads answered and failed, and the longest tsafe wait, per level: as the summary counts them while the run
+    streams by (the wait as the QueryNode logged it) and as ``read_waits`` finds them in the log (the wait as the
+    time between the shard read's wait and its read), on a run where Strong reads time out and a proxy is gone."""
+    from milvus_edu.mechanisms.query.analysis import read_waits_pd
+
+    run = simulate("tsafe-stall-proxy-restart", seed=1, duration_s=14)
+    query = run.summary["query"]
+    waits = read_waits_pd(run.events).set_index("level")
+    assert query["failed_reads"] == int(waits["failed_reads"].sum()) > 0
+    answered = {level: int(n) for level, n in waits["answered"].items() if n}
+    assert query["reads_by_level"] == answered
+    longest = {level: round(float(ms), 3) for level, ms in waits["max_wait_ms"].dropna().items()}
+    assert longest == {level: ms for level, ms in query["longest_wait_ms_by_level"].items() if ms}
+    assert longest["Strong"] > 4_000  # a Strong read waited out its 5 s timeout
+
+
 @pytest.mark.spark
 def test_spark_equals_its_pandas_twin_on_broken_and_faulty_runs(spark, tmp_path):
     """Every registered analysis, and the binlogs read back, in Spark and in pandas, on runs that broke invariants
