@@ -14,8 +14,10 @@ import pandas as pd
 import pytest
 
 from milvus_edu import Kill, Pause, Restart, fork, load_run, replay, simulate, why
+from milvus_edu.check.violation import frame_rows
 from milvus_edu.explain import WhyError
 from milvus_edu.explorer import Explorer
+from milvus_edu.registry import get_scenario, scenario_mechanisms
 
 #: What "Why?" and the checks of a bare log are compared on: reads that skipped the tsafe wait.
 BROKEN_READS = ("seed-example", ["skip_wait_tsafe"], 8.0)
@@ -63,7 +65,8 @@ BROKEN = [
 def test_every_way_of_checking_a_broken_run_reports_the_same_checks(tmp_path, scenario, switches, duration_s,
                                                                     interventions, broken):
     """In process, in the sink process, replayed from the token, and from the log read back (kept rows, Parquet and
-    JSON Lines, as the explorer of a bare log checks it): the same checks, violations, stalls and vacuous lists."""
+    JSON Lines, as the explorer of a bare log checks it): the same checks, violations, stalls and vacuous lists; and
+    the same summary sections from the log's rows as from the run."""
     run = simulate(scenario, seed=1, duration_s=duration_s, switches=switches, interventions=interventions)
     checks = run.summary["checks"]
     if broken == "stall":
@@ -76,6 +79,16 @@ def test_every_way_of_checking_a_broken_run_reports_the_same_checks(tmp_path, sc
     assert replay(run.token).summary == run.summary
     for frame in (run.events, load_run(tmp_path / "run"), load_run(tmp_path / "run" / "events.jsonl")):
         assert Explorer(frame).summary["checks"] == checks
+    # the summaries, fed the log's rows one by one as check_frame feeds a checker, give the run's sections
+    rows = frame_rows(run.events)
+    for mech in scenario_mechanisms(get_scenario(scenario)):
+        if mech.summary is not None:
+            summary = mech.summary()
+            for row in rows:
+                summary.write(row)
+            summary.close()
+            for name, section in summary.sections(run.summary["events_by_kind"]).items():
+                assert section == run.summary[name], name
 
 
 def test_a_fork_keeps_the_violations_that_rest_on_the_log_it_shares_with_its_original():
