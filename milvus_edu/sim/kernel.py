@@ -92,6 +92,7 @@ class Simulation:
         self._net_rngs: dict[str, random.Random] = {}  # src -> rng("net/<src>"), looked up on every RPC leg
         #: The bug switches flipped part-way (:meth:`set_switch`), in order: ``{"switch", "on", "t_ms"}``.
         self.switches_flipped: list[dict] = []
+        self._lessor_started = False
 
     def rng(self, name: str) -> random.Random:
         """The random stream of one component (created on first use)."""
@@ -199,6 +200,12 @@ class Simulation:
         self.env.process(proc())
 
     def run(self, until_ms: float) -> None:
-        """Start etcd's lessor, then run the simulation until ``until_ms``."""
-        self.env.process(self.lease_reaper())
+        """Start etcd's lessor (on the first call), then run the simulation until ``until_ms``.
+
+        A run may be advanced in steps (``simulate`` does so to report progress): etcd has one lessor however many
+        steps, or each step would start another, off the first one's 500 ms grid, and a lease that ran out between
+        two of its checks would be revoked earlier than in the same run advanced at once."""
+        if not self._lessor_started:
+            self._lessor_started = True
+            self.env.process(self.lease_reaper())
         self.env.run(until=until_ms)

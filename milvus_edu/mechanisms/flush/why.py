@@ -41,10 +41,14 @@ def flush_starts(events: pd.DataFrame) -> pd.DataFrame:
 
 
 def ask_flush(events: pd.DataFrame, i: int) -> dict | None:
-    """The question a ``client.flush`` poses (the explorer's Why?): why did that flush take so long, counted among
-    the client flushes from 1; the "flushed" report asks about the flush it reports (same client, same flushTs)."""
+    """The question a ``client.flush`` poses (the explorer's Why?): why did that flush take so long (or fail), counted
+    among the client flushes from 1; the "flushed" report asks about the flush it reports (same client, same flushTs).
+    A call is found by its own event: one that failed has no flushTs to be matched by."""
     row = events.iloc[i]
     issued = flush_starts(events)
+    seqs = issued["seq"].to_numpy()
+    if (seqs == row["seq"]).any():
+        return {"flush": int((seqs == row["seq"]).argmax()) + 1}
     same = issued[(issued["node"] == row["node"]) & (issued["ts"] == row["ts"]) & (issued["seq"] <= row["seq"])]
     if not len(same):
         return None

@@ -61,7 +61,9 @@ class TSOSummary(Dispatch):
             self.new_active = (node, t_ms)
 
     def failover(self) -> dict | None:
-        """Who died (or froze) when, who took over when, and the longest silence any client saw."""
+        """Who died (or froze) when, who took over when, and ``client_gap_ms``: how long no client got an answer,
+        from the last answer any client got before the fault to the first any client got after it (each client's
+        own wait, ``failover_gaps``, is at least as long)."""
         if self.kill is None:
             return None
         gap = None
