@@ -153,6 +153,29 @@ def test_a_flush_must_complete_within_its_bound():
     assert "stuck at" in text and "segment(s) 7 never reached Flushing" in text and "never synced" in text
 
 
+def test_the_bounds_are_the_runs_parameters_when_the_checker_is_configured():
+    """A run with a 5 s time tick and a 2 s DataNode time tick gives a flush 2 x 5 + 2 + 10 + 20 + 0.5 = 42.5 s: a
+    flush still open at 40 s broke the default bound (31.4 s) but not the run's; one open at 43 s broke both."""
+    from milvus_edu.config import Config
+    from milvus_edu.mechanisms.flush.check import flush_bound_ms
+
+    config = Config().with_params({"timetick.time_tick_interval_ns": 5_000_000_000,
+                                   "datanode.timetick_interval_ns": 2_000_000_000})
+    assert flush_bound_ms(10_000, 20_000, config.timetick, config.datanode) == 42_500
+    verdicts = {}
+    for end_ms in (40_000, 43_000):
+        for configured in (False, True):
+            log = Log()
+            if configured:
+                log.checker.configure(config)
+            log.cp(100)
+            _open_flush(log)
+            log.row("run.end", node="sim", t_ms=end_ms)
+            verdicts[end_ms, configured] = log.invariants()
+    assert verdicts == {(40_000, False): ["flush-completes"], (40_000, True): [],
+                        (43_000, False): ["flush-completes"], (43_000, True): ["flush-completes"]}
+
+
 def test_a_stored_sync_of_the_flush_or_a_fault_restarts_its_clock():
     saved, failed = Log(), Log()
     for log in (saved, failed):

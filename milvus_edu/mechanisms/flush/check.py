@@ -48,8 +48,12 @@ A run that ends before a bound has elapsed is not judged on it.
    20 s RPC timeout + 2 x ``proxy.timeTickInterval`` = 750.4 s. Every shipped scenario is shorter, so this one
    judges long runs only (``--duration``).
 
-The updater's tick and RPC timeout are read from the run's update RPCs when it made any (they are logged);
-the other terms are Milvus's defaults.
+The terms are the run's parameters (:meth:`FlushChecker.configure`; Milvus's defaults for a checker made without
+them, as for a bare log), except the updater's tick and RPC timeout, read from the run's update RPCs when it made
+any (they are logged). The bounds leave out pursuit mode (``mq.enablePursuitMode``): with a time tick interval
+long enough that a tick reaches the DataNode more than ``mq.pursuitLag`` (10 s) behind its clock (a 15 s
+interval does), the DataNode's stream merges tick rounds into one pack for up to ``mq.pursuitBufferTime`` (60 s),
+and a flush waits that long for its pack: this checker then reports ``flush-completes``.
 
 A violation is explained as "Let ... Then ... because ...", naming its events by number (``seq + 1``,
 as the stepper's slider counts them).
@@ -67,23 +71,27 @@ from ...narrate import detail_dict, ts_text
 INVARIANTS = ("checkpoint-safe", "checkpoint-monotonic", "flush-durable", "checkpoint-retried", "durable",
               "flush-completes", "checkpoint-advances")
 
-_TICK_MS = TimeTickParams().time_tick_interval_ns / 1e6
 _DN = DataNodeParams()
-_DN_TT_MS = _DN.timetick_interval_ns / 1e6
 _POLL_MS = 500.0  # the client's GetFlushState poll (pymilvus waits 0.5 s between calls)
 
 
-def flush_bound_ms(updater_tick_ms: float, rpc_timeout_ms: float) -> float:
+def flush_bound_ms(updater_tick_ms: float, rpc_timeout_ms: float, timetick: TimeTickParams | None = None,
+                   datanode: DataNodeParams | None = None) -> float:
     """``FLUSH_BOUND`` (see the module docstring): how long after its start (or its last fault or stored
-    sync) a flush may stay unanswered."""
-    return 2 * _TICK_MS + _DN_TT_MS + updater_tick_ms + rpc_timeout_ms + _POLL_MS
+    sync) a flush may stay unanswered, with the given parameters (None: Milvus's defaults)."""
+    tick_ms = (timetick or TimeTickParams()).time_tick_interval_ns / 1e6
+    dn_tick_ms = (datanode or _DN).timetick_interval_ns / 1e6
+    return 2 * tick_ms + dn_tick_ms + updater_tick_ms + rpc_timeout_ms + _POLL_MS
 
 
-def checkpoint_bound_ms(updater_tick_ms: float, rpc_timeout_ms: float) -> float:
+def checkpoint_bound_ms(updater_tick_ms: float, rpc_timeout_ms: float, timetick: TimeTickParams | None = None,
+                        datanode: DataNodeParams | None = None) -> float:
     """``CHECKPOINT_BOUND`` (see the module docstring): how long DataCoord's checkpoint of a vchannel may stand
-    still while nothing fails."""
-    return (1.1 * _DN.sync_period_ns + _DN.update_channel_checkpoint_interval_ns) / 1e6 \
-        + updater_tick_ms + rpc_timeout_ms + 2 * _TICK_MS
+    still while nothing fails, with the given parameters (None: Milvus's defaults)."""
+    tick_ms = (timetick or TimeTickParams()).time_tick_interval_ns / 1e6
+    dn = datanode or _DN
+    return (1.1 * dn.sync_period_ns + dn.update_channel_checkpoint_interval_ns) / 1e6 \
+        + updater_tick_ms + rpc_timeout_ms + 2 * tick_ms
 
 def _n(seq: int) -> str:
     return f"{seq + 1:,}"
@@ -126,6 +134,8 @@ class FlushChecker(StreamingChecker):
         # progress: the updater's tick and RPC timeout (Milvus's defaults until the run's RPCs say otherwise)
         self._tick_ms = _DN.channel_checkpoint_update_tick_ns / 1e6
         self._timeout_ms = _DN.update_channel_checkpoint_rpc_timeout_ns / 1e6
+        self._timetick: TimeTickParams | None = None  # the run's parameters (configure); None: Milvus's defaults
+        self._datanode: DataNodeParams | None = None
         self._down: set[str] = set()  # nodes killed or paused and not back
         self._fault_ms = 0.0  # when the last fault happened or healed
         # (client, flushTs) -> [call seq, call ms, segments, last stored sync ms of one of them]
@@ -134,6 +144,16 @@ class FlushChecker(StreamingChecker):
         self._cp_moved: dict[str, float] = {}  # vchannel -> when DataCoord's checkpoint last moved (ms)
         self._cp_stuck: set[str] = set()  # vchannels already reported by checkpoint-advances
         self._handed: dict[str, tuple[int, int]] = {}  # vchannel -> (checkpoint the ttNode handed over, seq)
+
+    def configure(self, config) -> None:
+        """Take the terms of ``flush-completes``' and ``checkpoint-advances``' bounds from the run's ``config``
+        (None: Milvus's defaults): the time tick interval, the DataNode's time tick interval, sync period and
+        checkpoint hand-over interval, and the updater's tick and RPC timeout until the run's RPCs log theirs."""
+        if config is None:
+            return
+        self._timetick, self._datanode = config.timetick, config.datanode
+        self._tick_ms = config.datanode.channel_checkpoint_update_tick_ns / 1e6
+        self._timeout_ms = config.datanode.update_channel_checkpoint_rpc_timeout_ns / 1e6
 
     # The frequent kinds are read by columns; progress is not judged on them. Every kind read as a row dict
     # first moves the progress clocks (:meth:`_clock`).
@@ -217,7 +237,7 @@ class FlushChecker(StreamingChecker):
     @on("run.end")
     def _end(self, row: dict) -> None:
         self._clock(row)
-        cp_bound = checkpoint_bound_ms(self._tick_ms, self._timeout_ms)
+        cp_bound = checkpoint_bound_ms(self._tick_ms, self._timeout_ms, self._timetick, self._datanode)
         end = float(row["t_ms"])
         self.tried["checkpoint-advances"] += sum(end > max(moved, self._fault_ms) + cp_bound
                                                  for moved in self._cp_moved.values())
@@ -378,13 +398,13 @@ class FlushChecker(StreamingChecker):
         """Report each open flush and each vchannel whose bound ran out by ``now`` (once each)."""
         if self._down:
             return
-        bound = flush_bound_ms(self._tick_ms, self._timeout_ms)
+        bound = flush_bound_ms(self._tick_ms, self._timeout_ms, self._timetick, self._datanode)
         for key, (call_seq, call_ms, segments, last_save) in list(self._open_flushes.items()):
             start = max(call_ms, last_save, self._fault_ms)
             if now > start + bound:
                 del self._open_flushes[key]
                 self._flush_stuck(key, call_seq, call_ms, segments, start, bound)
-        cp_bound = checkpoint_bound_ms(self._tick_ms, self._timeout_ms)
+        cp_bound = checkpoint_bound_ms(self._tick_ms, self._timeout_ms, self._timetick, self._datanode)
         for vch, moved in self._cp_moved.items():
             start = max(moved, self._fault_ms)
             if vch not in self._cp_stuck and now > start + cp_bound:
