@@ -164,6 +164,12 @@ class Pause(_NodeIntervention):
         return f"pause {self.node} for {self.duration_ms:g} ms at {self.t_ms / 1000:.3f} s"
 
 
+#: The largest clock step a :class:`ClockJump` takes, 100 years: far more than any NTP step, and far enough below
+#: what the 46-bit physical part of a hybrid timestamp holds (some 2,200 years of milliseconds) that no timestamp
+#: the rootcoord then hands out overflows.
+MAX_CLOCK_JUMP_MS = 100 * 365.25 * 86_400_000
+
+
 @dataclass(frozen=True)
 class ClockJump(_NodeIntervention):
     """Step ``node``'s wall clock by ``delta_ms`` at ``t_ms`` (negative goes back): an NTP step."""
@@ -176,6 +182,9 @@ class ClockJump(_NodeIntervention):
         if isinstance(self.delta_ms, bool) or not isinstance(self.delta_ms, (int, float)) \
                 or not math.isfinite(self.delta_ms) or self.delta_ms == 0:
             raise ValueError(f"a clock jump's delta_ms must be a non-zero number, got {self.delta_ms!r}")
+        if abs(self.delta_ms) > MAX_CLOCK_JUMP_MS:
+            raise ValueError(f"a clock jump's delta_ms must be at most 100 years ({MAX_CLOCK_JUMP_MS:.4g} ms) either "
+                             f"way, got {self.delta_ms!r}")
         object.__setattr__(self, "delta_ms", float(self.delta_ms))
 
     def check(self, node) -> None:

@@ -41,6 +41,13 @@ def _cluster(sim: Simulation, steps, **kwargs) -> Cluster:
     return cluster
 
 
+def _not_negative(**values) -> None:
+    """Refuse a negative count or time: a count below 0 would quietly run as 0, a time below 0 fail deep in SimPy."""
+    for name, value in values.items():
+        if value < 0:
+            raise ValueError(f"option {name} must not be negative, got {value:g}; use {name}=0 or more")
+
+
 def _seed(sim: Simulation, proxies: int = 2) -> Cluster:
     return _cluster(sim, SEED_STEPS, proxies=proxies)
 
@@ -67,6 +74,7 @@ def insert_then_search_steps(rounds: int = 12) -> list[dict]:
 
 
 def _insert_then_search(sim: Simulation, rounds: int = 12) -> Cluster:
+    _not_negative(rounds=rounds)
     return _cluster(sim, insert_then_search_steps(rounds))
 
 
@@ -85,6 +93,7 @@ def clock_skew_steps(reads: int = 6) -> list[dict]:
 
 
 def _clock_skew(sim: Simulation, ahead_ms: float = 8000.0, reads: int = 6) -> Cluster:
+    _not_negative(reads=reads)
     return _cluster(sim, clock_skew_steps(reads), proxy_clock_offsets_ms=(0.0, ahead_ms))
 
 
@@ -105,6 +114,9 @@ def stall_steps(reads: int = 14, timeout_s: float = 5.0) -> list[dict]:
 
 
 def _stall(sim: Simulation, kill_at_s: float = 5.0, restart_after_s: float = 2.0, timeout_s: float = 5.0) -> Cluster:
+    _not_negative(kill_at_s=kill_at_s, restart_after_s=restart_after_s)
+    if not timeout_s > 0:
+        raise ValueError(f"option timeout_s must be positive, got {timeout_s:g}; use timeout_s=5 for example")
     cluster = _cluster(sim, stall_steps(timeout_s=timeout_s))
     proxy = cluster.node("proxy-2")
     sim.at(kill_at_s * 1000.0, lambda: cluster.kill("proxy-2"))
@@ -190,6 +202,7 @@ def ddl_recreate_steps(writes: int = 30, drop_at_s: float = 2.0, gap_s: float = 
 
 
 def _ddl_recreate(sim: Simulation, writes: int = 30, drop_at_s: float = 2.0, gap_s: float = 0.3) -> Cluster:
+    _not_negative(writes=writes, gap_s=gap_s)
     return _cluster(sim, ddl_recreate_steps(writes, drop_at_s, gap_s), meta_cache=True)
 
 

@@ -61,6 +61,8 @@ def _run(sim: Simulation, proxies: int = 2, inserts_per_s: float = 1000.0, task_
     spec = cluster_spec(proxies, task_ms, **faults)
     if inserts_per_s < 0:
         raise ValueError(f"inserts per second must not be negative, got {inserts_per_s}; use inserts_per_s=0 or more")
+    if task_ms < 0:  # the proxy would quietly run every task in no time, as for task_ms=0
+        raise ValueError(f"option task_ms must not be negative, got {task_ms:g}; use task_ms=4 for example")
     cluster = build(sim, spec)
     cluster.start()
     for p in cluster.proxies:  # the clients' insert stream: each proxy takes its share

@@ -1,0 +1,136 @@
+"""User mistakes found by probing every command and entry point: each is one line saying what is wrong and how to fix
+it (exit status 2 on the command line, a ValueError from Python), and nothing the user had is touched.
+
+The option and parameter checks run before the run folder is created, so these tests are cheap: the command runs in
+this process, as in tests/test_cli.py.
+"""
+
+import contextlib
+import io
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import milvus_edu
+from milvus_edu.cli import main
+from milvus_edu.registry import scenarios
+
+
+def run_main(capsys, *args):
+    """The command in this process: status, stdout, stderr."""
+    try:
+        code = main(list(args))
+    except SystemExit as exc:  # argparse's own refusals
+        code = exc.code
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def refused(capsys, tmp_path, *args):
+    """Run the command with OUT standing for a new folder; assert it was refused in one line and wrote nothing."""
+    out = tmp_path / "out"
+    code, stdout, err = run_main(capsys, *[a.replace("OUT", str(out)) for a in args])
+    assert code == 2, (stdout, err)
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    assert not out.exists()
+    return err
+
+
+@pytest.mark.parametrize("scenario,option,needle", [
+    # nan passed every "must be positive" check; inf ran forever or overflowed converting memory_mb to bytes
+    ("timetick-basics", "inserts_per_s=nan", "option inserts_per_s takes a finite number, got 'nan'"),
+    ("flush-basics", "workload_s=inf", "option workload_s takes a finite number"),
+    ("flush-sync-policies", "memory_mb=inf", "option memory_mb takes a finite number"),
+    ("workload", "proxy2_clock_offset_ms=nan", "option proxy2_clock_offset_ms takes a finite number"),
+    ("tso-logical-overflow", "activate_ms=inf", "option activate_ms takes a finite number"),
+    # any word but a true one used to mean false
+    ("datanode-takeover", "takeover=maybe", "option takeover takes true or false, got 'maybe'"),
+    # a negative task time ran as if it were 0
+    ("timetick-basics", "task_ms=-1", "option task_ms must not be negative"),
+    # negative counts ran as 0, negative times failed inside SimPy with "Negative delay"
+    ("insert-then-search", "rounds=-1", "option rounds must not be negative"),
+    ("clock-skew-bounded", "reads=-2", "option reads must not be negative"),
+    ("tsafe-stall-proxy-restart", "kill_at_s=-1", "option kill_at_s must not be negative"),
+    ("tsafe-stall-proxy-restart", "restart_after_s=-1", "option restart_after_s must not be negative"),
+    ("tsafe-stall-proxy-restart", "timeout_s=0", "option timeout_s must be positive"),
+    ("ddl-recreate-under-load", "writes=-1", "option writes must not be negative"),
+    ("ddl-recreate-under-load", "gap_s=-1", "option gap_s must not be negative"),
+])
+def test_an_option_out_of_range_is_refused_before_anything_runs(tmp_path, capsys, scenario, option, needle):
+    err = refused(capsys, tmp_path, "simulate", "--scenario", scenario, "--out", "OUT", "--option", option)
+    assert needle in err
+
+
+def test_a_workload_file_that_is_not_text_is_named(tmp_path, capsys):
+    steps = tmp_path / "steps.json"
+    steps.write_bytes(b"\xff\xfe\x00")  # the message was just "utf-8" (UnicodeDecodeError's first argument)
+    err = refused(capsys, tmp_path, "simulate", "--scenario", "workload", "--out", "OUT", "--option", f"steps={steps}")
+    assert f"{steps} is not UTF-8 text" in err
+
+
+def test_a_parameter_too_large_for_go_is_refused(tmp_path, capsys):
+    # 9e25 ns passed the checks and overflowed a timestamp's bytes inside the run (a traceback)
+    err = refused(capsys, tmp_path, "simulate", "--scenario", "tso-basics", "--out", "OUT",
+                  "--param", "tso.save_interval_ns=" + "9" * 26)
+    assert "parameter tso.save_interval_ns must fit a 64-bit integer" in err
+
+
+@pytest.mark.parametrize("kwargs,needle", [
+    ({"options": [("proxies", 3)]}, "options are a dict"),  # AttributeError: 'list' object has no attribute 'items'
+    ({"params": ["timetick.time_tick_interval_ns"]}, "params are a dict"),
+    ({"options": {"proxies": 1.5}}, "option proxies takes a whole number, got 1.5"),  # ran with 1 proxy
+])
+def test_simulate_names_a_bad_options_or_params_argument(kwargs, needle):
+    with pytest.raises(ValueError, match=needle):
+        milvus_edu.simulate("timetick-basics", duration_s=1, **kwargs)
+
+
+_READ = {"at": 1, "client": "c2", "op": "query", "collection": "C0", "ids": ["A1"]}
+
+
+@pytest.mark.parametrize("change,needle", [
+    ({"at": float("nan")}, "step 2: at must be a finite, non-negative number of seconds, got nan"),
+    ({"at": float("inf")}, "step 2: at must be a finite"),
+    ({"timeout": -1}, "step 2: timeout must be a positive number of seconds, got -1"),
+    ({"timeout": "5"}, "step 2: timeout must be a positive number"),
+    ({"limit": 0}, "step 2: limit must be a whole number of rows, 1 or more, got 0"),
+    ({"limit": "x"}, "step 2: limit must be a whole number"),
+])
+def test_a_workload_step_with_a_bad_time_timeout_or_limit_is_refused(change, needle):
+    steps = [{"at": 0, "client": "c1", "op": "create_collection", "collection": "C0"}, {**_READ, **change}]
+    with pytest.raises(ValueError, match=needle):
+        milvus_edu.simulate("workload", duration_s=2, options={"steps": steps})
+
+
+@pytest.mark.parametrize("delta", [1e300, -1e300, 2.0 ** 46])
+def test_a_clock_jump_beyond_what_a_timestamp_holds_is_refused(delta):
+    # it overflowed inside the run ("int too big to convert") after the run folder was begun
+    with pytest.raises(ValueError, match="at most 100 years"):
+        milvus_edu.ClockJump("rootcoord-1", 1000.0, delta_ms=delta)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.one_of(st.sampled_from(["nan", "-inf", "Infinity", "1e400", " NaN "]), st.text(max_size=12)))
+def test_any_text_as_a_number_option_is_a_finite_number_or_refused_in_one_line(text):
+    from milvus_edu.registry import get_scenario, scenario_options
+
+    try:
+        value = scenario_options(get_scenario("timetick-basics"), {"inserts_per_s": text})["inserts_per_s"]
+    except ValueError as exc:
+        assert "\n" not in str(exc) and "inserts_per_s" in str(exc)
+    else:
+        assert math.isfinite(value)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.text(max_size=20).filter(lambda t: t not in scenarios() and not t.startswith("-")))
+def test_any_text_as_a_scenario_name_exits_2_with_one_line_and_writes_nothing(tmp_path_factory, text):
+    out = tmp_path_factory.mktemp("run") / "out"
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        code = main(["simulate", "--scenario", text, "--out", str(out)])
+    assert code == 2 and len(err.getvalue().strip().splitlines()) == 1 and "unknown scenario" in err.getvalue()
+    assert not out.exists()
+
