@@ -318,9 +318,8 @@ def _cmd_demo(args) -> int:
     tour = demo()
     if tour is None:
         raise UserError("no registered mechanism brings a demo")
-    out = Path(args.out) if args.out else _free_demo_dir()
     try:
-        prepare_out_dir(out, args.force)
+        out = prepare_out_dir(args.out if args.out is not None else _free_demo_dir(), args.force)
     except RunFolderError as exc:
         raise UserError(str(exc)) from None
     for line in tour.intro:
@@ -436,15 +435,16 @@ def _cmd_fork(args) -> int:
 
     at_ms = args.at * 1000.0
     with _run_errors(args.out):
-        if args.kill:
+        # `is not None`: an empty --kill "" is a node name to refuse, not a missing option
+        if args.kill is not None:
             change = Kill(args.kill, at_ms)
-        elif args.restart:
+        elif args.restart is not None:
             change = Restart(args.restart, at_ms)
-        elif args.pause:
+        elif args.pause is not None:
             change = Pause(args.pause[0], at_ms, duration_ms=args.pause[1])
-        elif args.clock_jump:
+        elif args.clock_jump is not None:
             change = ClockJump(args.clock_jump[0], at_ms, delta_ms=args.clock_jump[1])
-        elif args.switch:
+        elif args.switch is not None:
             change = SetSwitch(args.switch, True, at_ms)
         else:
             change = SetSwitch(args.switch_off, False, at_ms)

@@ -134,3 +134,61 @@ def test_any_text_as_a_scenario_name_exits_2_with_one_line_and_writes_nothing(tm
     assert code == 2 and len(err.getvalue().strip().splitlines()) == 1 and "unknown scenario" in err.getvalue()
     assert not out.exists()
 
+
+@pytest.mark.parametrize("args", [
+    ["simulate", "--scenario", "tso-basics", "--out", ""],
+    ["simulate", "--scenario", "tso-basics", "--out", " "],
+    ["demo", "--out", ""],  # an empty --out used to write ./milvus-edu-demo, as if none were given
+])
+def test_an_empty_out_is_refused_not_read_as_the_current_folder(tmp_path, capsys, monkeypatch, args):
+    monkeypatch.chdir(tmp_path)  # empty: a run here would have been written and passed
+    err = refused(capsys, tmp_path, *args)
+    assert "--out is empty; give the name of a new folder" in err
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("option", ["--kill", "--restart"])
+def test_fork_names_an_empty_node(tmp_path, capsys, option):
+    # an empty --kill was taken for no option at all and reported as "a switch intervention names a bug switch"
+    err = refused(capsys, tmp_path, "fork", str(tmp_path), "--at", "1", option, "", "--out", "OUT")
+    assert "an intervention names a node" in err and "got ''" in err
+
+
+def test_fork_refuses_a_huge_clock_jump_before_running(tmp_path, capsys):
+    err = refused(capsys, tmp_path, "fork", str(tmp_path), "--at", "1", "--clock-jump", "rootcoord-1:1e300",
+                  "--out", "OUT")
+    assert "at most 100 years" in err
+
+
+@pytest.mark.parametrize("where", ["missing/trace.json", "file.txt/trace.json"])
+def test_export_into_a_folder_that_is_not_there_is_the_users_mistake(tmp_path, capsys, where):
+    (tmp_path / "file.txt").write_text("mine")
+    err = refused(capsys, tmp_path, "export", str(tmp_path), "--perfetto", str(tmp_path / where))
+    assert "is not a folder; create it or choose a file in an existing folder" in err  # was exit 1, "could not write"
+    assert (tmp_path / "file.txt").read_text() == "mine"
+
+
+def test_why_violation_with_a_summary_that_is_not_an_object(tmp_path, capsys):
+    (tmp_path / "events.jsonl").write_text('{"run_id":"r","seq":0,"t_ms":1,"node":"x","kind":"tso.save"}\n')
+    (tmp_path / "summary.json").write_text("[1, 2]\n")  # AttributeError: 'list' object has no attribute 'get'
+    err = refused(capsys, tmp_path, "why", str(tmp_path), "--violation", "1")
+    assert "summary.json is not a run summary (it holds a JSON list)" in err
+
+
+@pytest.mark.parametrize("command", ["sweep", "compare"])
+def test_a_grid_or_workload_file_that_is_not_text_is_named(tmp_path, capsys, command):
+    bad = tmp_path / "grid.json"
+    bad.write_bytes(b"\xff\xfe{}")
+    args = ["sweep", str(bad), "--out", "OUT"] if command == "sweep" else ["compare", "--workload", str(bad)]
+    err = refused(capsys, tmp_path, *args)  # sweep: a UnicodeDecodeError traceback; compare: the line "'utf-8' codec..."
+    assert f"{bad} is not UTF-8 text" in err
+
+
+def test_replay_into_a_users_folder_is_refused_and_leaves_it_as_it_was(tmp_path, capsys):
+    token = milvus_edu.simulate("tso-basics", duration_s=0.5).token
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("keep")
+    code, _, err = run_main(capsys, "replay", token, "--out", str(mine))
+    assert code == 2 and "--force" in err and len(err.strip().splitlines()) == 1
+    assert [p.name for p in mine.iterdir()] == ["notes.txt"] and (mine / "notes.txt").read_text() == "keep"

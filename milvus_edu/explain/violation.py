@@ -38,12 +38,16 @@ def summary_of(run) -> Mapping:
         path = Path(run)
         found = path / "summary.json" if path.is_dir() else path.with_name("summary.json")
         try:
-            return json.loads(found.read_text(encoding="utf-8"))
+            summary = json.loads(found.read_text(encoding="utf-8"))
         except FileNotFoundError:
             raise WhyError(f"{found} does not exist: violations are kept in a run's summary.json; pass the run "
                            f"folder `milvus-edu simulate --out` wrote") from None
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise WhyError(f"{found} is not a readable run summary ({exc}); run the scenario again") from None
+        if not isinstance(summary, dict):
+            raise WhyError(f"{found} is not a run summary (it holds a JSON {type(summary).__name__}); run the "
+                           "scenario again")
+        return summary
     raise WhyError("violations are kept in the run's summary: pass the run folder or the run result, not its events")
 
 

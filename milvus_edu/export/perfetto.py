@@ -258,6 +258,8 @@ def export_perfetto(run, out: str | os.PathLike, force: bool = False) -> int:
     if target.exists() and (target.is_dir() or not force):
         what = "is a folder" if target.is_dir() else "exists"
         raise ExportError(f"{target} {what}; choose another file" + ("" if target.is_dir() else " or add --force"))
+    if not target.parent.is_dir():  # a typo in the folder is the user's to fix, not a failure of the disk
+        raise ExportError(f"{target.parent} is not a folder; create it or choose a file in an existing folder")
     trace = perfetto_trace(run)
     text = json.dumps(trace, sort_keys=True, separators=(",", ":"))
     target.write_text(text + "\n", encoding="utf-8")

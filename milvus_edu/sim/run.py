@@ -83,6 +83,8 @@ def prepare_out_dir(out_dir: str | os.PathLike, force: bool) -> Path:
     marker file ``objects/.milvus-edu-run``) are replaced; an ``objects/`` folder without the marker is
     someone else's, and the run refuses to touch it.
     """
+    if not str(out_dir).strip():  # Path("") is the current folder, which the user did not name
+        raise RunFolderError("--out is empty; give the name of a new folder")
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise RunFolderError(f"{out} exists and is not a folder; choose another --out")
