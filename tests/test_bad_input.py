@@ -192,3 +192,25 @@ def test_replay_into_a_users_folder_is_refused_and_leaves_it_as_it_was(tmp_path,
     code, _, err = run_main(capsys, "replay", token, "--out", str(mine))
     assert code == 2 and "--force" in err and len(err.strip().splitlines()) == 1
     assert [p.name for p in mine.iterdir()] == ["notes.txt"] and (mine / "notes.txt").read_text() == "keep"
+
+
+def test_simulate_names_a_network_that_is_not_network_params():
+    with pytest.raises(TypeError, match="network is a milvus_edu.sim.kernel.NetworkParams, got str"):
+        milvus_edu.simulate("tso-basics", duration_s=1, network="lossy")  # was an AttributeError from inside SimPy
+
+
+def test_why_on_events_without_the_run_log_columns_names_one(tmp_path):
+    (tmp_path / "events.jsonl").write_text('{"run_id":"r","seq":0,"t_ms":1,"node":"x","kind":"tso.save"}\n')
+    events = milvus_edu.load_run(tmp_path)[["seq", "t_ms", "node", "kind"]]
+    with pytest.raises(ValueError, match="these events lack the run-log column 'run_id'"):  # was KeyError: 'request'
+        milvus_edu.why(events, read=1)
+
+
+@pytest.mark.parametrize("item,needle", [
+    ({"kind": "kill", "node": "proxy-1"}, "lacks 't_ms'; give node, t_ms"),
+    ({"kind": "pause", "t_ms": 5.0}, "lacks 'node'"),
+    ({"kind": "kill", "node": "proxy-1", "t_ms": 5.0, "at": 1}, "has no field 'at'"),
+])
+def test_an_intervention_dict_says_which_field_is_wrong(item, needle):
+    with pytest.raises(ValueError, match=needle):  # was "not a kill intervention: {...}" and nothing more
+        milvus_edu.simulate("timetick-basics", duration_s=1, interventions=[item])

@@ -35,7 +35,7 @@ import inspect
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import MISSING, asdict, dataclass, fields, replace
 
 from ..config import BugSwitches
 
@@ -235,14 +235,15 @@ def from_dict(data: dict) -> _Intervention:
     if not isinstance(data, dict) or data.get("kind") not in KINDS:
         raise ValueError(f"not an intervention: {data!r} (kinds: {', '.join(KINDS)})")
     cls = KINDS[data["kind"]]
-    names = {f.name for f in fields(cls)}
+    names = [f.name for f in fields(cls)]
     rest = {k: v for k, v in data.items() if k != "kind"}
-    if not set(rest) <= names or "t_ms" not in rest or rest["t_ms"] is None:
-        raise ValueError(f"not a {data['kind']} intervention: {data!r}")
-    try:
-        return cls(**rest)
-    except TypeError:  # a field it needs is missing
-        raise ValueError(f"not a {data['kind']} intervention: {data!r}") from None
+    unknown = sorted(set(rest) - set(names))
+    needed = [f.name for f in fields(cls) if f.default is MISSING and f.default_factory is MISSING] + ["t_ms"]
+    missing = [name for name in needed if rest.get(name) is None]
+    if unknown or missing:
+        what = f"has no field {unknown[0]!r}" if unknown else f"lacks {missing[0]!r}"
+        raise ValueError(f"not a {data['kind']} intervention: {data!r} {what}; give {', '.join(names)}")
+    return cls(**rest)
 
 
 def canonical(interventions: Iterable) -> tuple:

@@ -152,7 +152,8 @@ def simulate(
     Raises ``ValueError`` for an unknown scenario, switch, parameter or option, a value out of range,
     a bad seed or duration, an intervention on a node the run lacks or at or after its end, and :class:`RunFolderError` for an unusable ``out_dir``. A failure while
     writing (a full disk: ``OSError``) is raised as it happened, from the sink process too;
-    :class:`~milvus_edu.events.worker.SinkProcessError` says the sink process died.
+    :class:`~milvus_edu.events.worker.SinkProcessError` says the sink process died. ``TypeError`` for a ``network``
+    that is not a ``NetworkParams``.
     """
     spec = get_scenario(scenario)
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
@@ -165,6 +166,8 @@ def simulate(
         sw = switches
     else:
         sw = BugSwitches.from_names([switches] if isinstance(switches, str) else list(switches or []))
+    if network is not None and not isinstance(network, NetworkParams):  # else an AttributeError from mid-run
+        raise TypeError(f"network is a milvus_edu.sim.kernel.NetworkParams, got {type(network).__name__}")
     config = Config(switches=sw).with_params(params or {})
     opts = scenario_options(spec, options)
     if run_id is None:
