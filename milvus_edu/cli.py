@@ -499,6 +499,10 @@ def main(argv: list[str] | None = None) -> int:
     except RunFailed as exc:
         print(f"milvus-edu: error: {exc}", file=sys.stderr)
         return 1
+    except MemoryError:  # a run or a log larger than the machine: its limit, said in one line, not a traceback
+        print("milvus-edu: error: out of memory; choose a shorter --duration or smaller --option values, or a "
+              "machine with more memory", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("milvus-edu: interrupted", file=sys.stderr)
         return 130

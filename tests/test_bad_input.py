@@ -214,3 +214,20 @@ def test_why_on_events_without_the_run_log_columns_names_one(tmp_path):
 def test_an_intervention_dict_says_which_field_is_wrong(item, needle):
     with pytest.raises(ValueError, match=needle):  # was "not a kill intervention: {...}" and nothing more
         milvus_edu.simulate("timetick-basics", duration_s=1, interventions=[item])
+
+
+@pytest.mark.parametrize("scenario", ["timetick-basics", "flush-basics", "seed-example"])
+def test_a_mistyped_proxy_count_is_refused_not_a_memory_error(tmp_path, capsys, scenario):
+    err = refused(capsys, tmp_path, "simulate", "--scenario", scenario, "--out", "OUT", "--option", "proxies=100000000")
+    assert "has at most 1,000 proxies in this model, got 100,000,000" in err
+
+
+def test_running_out_of_memory_is_one_line_exit_1(tmp_path, capsys, monkeypatch):
+    from milvus_edu.sim import run as run_module
+
+    def too_big(*args, **kwargs):
+        raise MemoryError
+
+    monkeypatch.setattr(run_module, "simulate", too_big)
+    code, _, err = run_main(capsys, "simulate", "--scenario", "tso-basics", "--out", str(tmp_path / "r"))
+    assert code == 1 and len(err.strip().splitlines()) == 1 and "out of memory" in err

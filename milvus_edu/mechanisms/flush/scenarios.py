@@ -13,7 +13,7 @@ run writes no folder).
 
 from __future__ import annotations
 
-from ...cluster.builder import Cluster, ClusterSpec, CollectionSpec, DataNodeSpec, ProxySpec, build
+from ...cluster.builder import Cluster, ClusterSpec, CollectionSpec, DataNodeSpec, ProxySpec, build, check_proxy_count
 from ...mq.fast import KeysHashedAhead
 from ...proto import SegmentState
 from ...registry import Scenario
@@ -50,8 +50,7 @@ def _check(proxies: int, inserts_per_s: float, deletes_per_s: float, workload_s:
            crash_at_s: float, crash_step: int, restart_after_s: float, sync_period_s: float | None,
            memory_mb: float | None) -> None:
     """One line per bad option, saying how to fix it (the cluster spec checks ``rpc_failure_rate``)."""
-    if proxies < 1:
-        raise ValueError(f"a flush cluster needs at least one proxy, got {proxies}; use proxies=1 or more")
+    check_proxy_count(proxies, "a flush cluster")
     for name, value in (("inserts_per_s", inserts_per_s), ("deletes_per_s", deletes_per_s),
                         ("crash_at_s", crash_at_s), ("crash_step", crash_step),
                         ("restart_after_s", restart_after_s)):

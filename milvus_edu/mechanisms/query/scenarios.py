@@ -12,7 +12,7 @@ from ...registry import Scenario
 from ...sim.kernel import Simulation
 from ...tsoutil import compose_ts
 from ...client.workload import SEED_STEPS, T0_S
-from ...cluster.builder import Cluster, ClusterSpec, DataNodeSpec, ProxySpec, build
+from ...cluster.builder import Cluster, ClusterSpec, DataNodeSpec, ProxySpec, build, check_proxy_count
 
 #: ``rootCoord.dmlChannelNum`` is 16 in Milvus; two keep the lesson readable (every collection has a shard on each).
 PCHANNELS = 2
@@ -25,8 +25,7 @@ def cluster_spec(proxies: int = 2, proxy_clock_offsets_ms=(), proxy_task_ms: flo
     takes ``proxy_task_ms`` on average), 2 pchannels, DataCoord, a DataNode (so a flush writes real Parquet binlogs)
     and a QueryNode. ``meta_cache``: model the proxies' meta caches, DDL on rootcoord's scheduler, drops and the
     SDK's schema retry (:mod:`milvus_edu.cluster.catalog`)."""
-    if proxies < 1:
-        raise ValueError(f"a cluster needs at least one proxy, got {proxies}; use proxies=1 or more")
+    check_proxy_count(proxies, "a cluster")
     offsets = list(proxy_clock_offsets_ms) + [0.0] * proxies
     return ClusterSpec(pchannels=PCHANNELS,
                        proxies=tuple(ProxySpec(task_ms=proxy_task_ms, clock_offset_ms=offsets[i], record_pks=True)
