@@ -231,3 +231,20 @@ def test_running_out_of_memory_is_one_line_exit_1(tmp_path, capsys, monkeypatch)
     monkeypatch.setattr(run_module, "simulate", too_big)
     code, _, err = run_main(capsys, "simulate", "--scenario", "tso-basics", "--out", str(tmp_path / "r"))
     assert code == 1 and len(err.strip().splitlines()) == 1 and "out of memory" in err
+
+
+@pytest.mark.parametrize("grid", ["[1]", '{"scenario": ["tso-basics"]}'])
+def test_load_sweep_of_a_folder_whose_grid_is_not_a_sweeps(tmp_path, grid):
+    from milvus_edu.sweep import SweepFolderError, load_sweep
+
+    (tmp_path / "grid.json").write_text(grid)  # was TypeError "list indices must be integers" / KeyError 'options'
+    with pytest.raises(SweepFolderError, match="grid.json is not a sweep's grid; give the --out of a sweep"):
+        load_sweep(tmp_path, spark=object())  # refused before Spark is asked for anything
+
+
+def test_flush_latency_of_runs_without_a_flush_is_an_empty_table(tmp_path):
+    from milvus_edu.mechanisms.flush.analysis import FLUSH_LATENCY_COLUMNS, flush_latency_pd
+
+    (tmp_path / "events.jsonl").write_text('{"run_id":"r","seq":0,"t_ms":1,"node":"x","kind":"tso.save"}\n')
+    table = flush_latency_pd(milvus_edu.load_run(tmp_path))  # was KeyError: 'called_ms'
+    assert list(table.columns) == FLUSH_LATENCY_COLUMNS and table.empty
