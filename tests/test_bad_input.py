@@ -248,3 +248,21 @@ def test_flush_latency_of_runs_without_a_flush_is_an_empty_table(tmp_path):
     (tmp_path / "events.jsonl").write_text('{"run_id":"r","seq":0,"t_ms":1,"node":"x","kind":"tso.save"}\n')
     table = flush_latency_pd(milvus_edu.load_run(tmp_path))  # was KeyError: 'called_ms'
     assert list(table.columns) == FLUSH_LATENCY_COLUMNS and table.empty
+
+
+def test_force_never_replaces_an_objects_folder_a_run_did_not_write(tmp_path, capsys):
+    out = tmp_path / "mine"
+    (out / "objects").mkdir(parents=True)
+    (out / "objects" / "photo.jpg").write_text("mine")
+    code, _, err = run_main(capsys, "simulate", "--scenario", "tso-basics", "--out", str(out), "--force")
+    assert code == 2 and "objects exists and was not written by a milvus-edu run" in err
+    assert [p.relative_to(out).as_posix() for p in out.rglob("*")] == ["objects", "objects/photo.jpg"]
+
+
+def test_sweep_refuses_an_empty_out_before_spark(tmp_path, capsys, monkeypatch):
+    grid = tmp_path / "grid.json"
+    grid.write_text('{"scenario": "tso-basics", "seeds": 1}')
+    monkeypatch.chdir(tmp_path)  # not empty: an empty --out was read as this folder
+    err = refused(capsys, tmp_path, "sweep", str(grid), "--out", "")
+    assert "--out is empty; give the name of a new folder" in err
+    assert [p.name for p in tmp_path.iterdir()] == ["grid.json"]
