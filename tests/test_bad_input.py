@@ -266,3 +266,15 @@ def test_sweep_refuses_an_empty_out_before_spark(tmp_path, capsys, monkeypatch):
     err = refused(capsys, tmp_path, "sweep", str(grid), "--out", "")
     assert "--out is empty; give the name of a new folder" in err
     assert [p.name for p in tmp_path.iterdir()] == ["grid.json"]
+
+
+def test_compare_refuses_an_empty_out_before_running_either_side(tmp_path, capsys, monkeypatch):
+    from milvus_edu.real import compare as compare_module
+
+    def no_server(*args, **kwargs):
+        raise AssertionError("the real side must not start")
+
+    monkeypatch.setattr(compare_module, "run_workload", no_server)
+    monkeypatch.chdir(tmp_path)
+    err = refused(capsys, tmp_path, "compare", "--out", "")
+    assert "--out is empty; give the name of a new folder" in err and list(tmp_path.iterdir()) == []
