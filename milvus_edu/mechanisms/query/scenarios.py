@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from ...events import SIM_EPOCH_MS
 from ...registry import Scenario
+from ...sim.interventions import MAX_CLOCK_JUMP_MS
 from ...sim.kernel import Simulation
 from ...tsoutil import compose_ts
 from ...client.workload import SEED_STEPS, T0_S
@@ -27,6 +28,10 @@ def cluster_spec(proxies: int = 2, proxy_clock_offsets_ms=(), proxy_task_ms: flo
     SDK's schema retry (:mod:`milvus_edu.cluster.catalog`)."""
     check_proxy_count(proxies, "a cluster")
     offsets = list(proxy_clock_offsets_ms) + [0.0] * proxies
+    far = [o for o in offsets if abs(o) > MAX_CLOCK_JUMP_MS]
+    if far:  # a proxy's reads would ask for a timestamp past what a hybrid timestamp holds
+        raise ValueError(f"a proxy's clock offset must be at most 100 years ({MAX_CLOCK_JUMP_MS:.4g} ms) either way, "
+                         f"got {far[0]:g} ms")
     return ClusterSpec(pchannels=PCHANNELS,
                        proxies=tuple(ProxySpec(task_ms=proxy_task_ms, clock_offset_ms=offsets[i], record_pks=True)
                                      for i in range(proxies)),
