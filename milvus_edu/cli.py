@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import time
 from contextlib import contextmanager
@@ -80,6 +81,16 @@ def _node_ms(text: str) -> tuple[str, float]:
     return node, value
 
 
+_SPARK_MASTER = re.compile(r"local(\[[^\]]+\])?|local-cluster\[[^\]]+\]|yarn|(spark|k8s|mesos)://\S+")
+
+
+def _master(text: str) -> str:
+    # checked here, before the sweep folder is written and a JVM started only to fail on it
+    if not _SPARK_MASTER.fullmatch(text.strip()):
+        raise argparse.ArgumentTypeError(f"expected a Spark master such as local[2] or spark://host:7077, got {text!r}")
+    return text.strip()
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (also used by the docs)."""
     from .config import BugSwitches
@@ -118,7 +129,7 @@ def build_parser() -> argparse.ArgumentParser:
     sw = sub.add_parser("sweep", help="run a grid of scenarios, switches, options, parameters and seeds as a Spark job")
     sw.add_argument("grid", help="grid file (.json, .yaml or .yml); see the README's Sweeps section")
     sw.add_argument("--out", required=True, help="sweep folder (new or empty; the same grid's folder resumes it)")
-    sw.add_argument("--master", default=None,
+    sw.add_argument("--master", default=None, type=_master,
                     help="Spark master, e.g. spark://host:7077 (default: $MILVUS_EDU_SPARK_MASTER, else local[2])")
     sw.add_argument("--jsonl", action="store_true", help="write each run's events.jsonl too (18x the Parquet's size)")
     cmp = sub.add_parser("compare", help="run a workload on the model and on a real Milvus 2.3.5, call by call "

@@ -291,3 +291,21 @@ def test_compare_refuses_an_empty_out_before_running_either_side(tmp_path, capsy
 def test_a_huge_or_tiny_option_that_overflowed_mid_run_is_refused(tmp_path, capsys, scenario, option, needle):
     err = refused(capsys, tmp_path, "simulate", "--scenario", scenario, "--out", "OUT", "--option", option)
     assert needle in err
+
+
+@pytest.mark.parametrize("master", ["nope", "", "local[", "spark://"])
+def test_sweep_refuses_a_master_that_is_no_spark_master_before_writing_or_starting_anything(tmp_path, capsys, master):
+    grid = tmp_path / "grid.json"
+    grid.write_text('{"scenario": "tso-basics", "seeds": 1}')
+    # it wrote the sweep folder's grid.json, then started a JVM that failed (exit 1, "Spark did not start")
+    err = refused(capsys, tmp_path, "sweep", str(grid), "--out", "OUT", "--master", master)
+    assert "argument --master: expected a Spark master such as local[2] or spark://host:7077" in err
+
+
+@pytest.mark.parametrize("master", ["local", "local[2]", "local[*]", "local[4,2]", "local-cluster[2,1,1024]", "yarn",
+                                    "spark://host:7077", "k8s://https://host:443"])
+def test_the_spark_master_forms_are_accepted(master):
+    from milvus_edu.cli import build_parser
+
+    args = build_parser().parse_args(["sweep", "grid.json", "--out", "o", "--master", master])
+    assert args.master == master
