@@ -309,3 +309,14 @@ def test_the_spark_master_forms_are_accepted(master):
 
     args = build_parser().parse_args(["sweep", "grid.json", "--out", "o", "--master", master])
     assert args.master == master
+
+
+def test_fork_of_a_folder_whose_log_was_damaged_still_names_the_true_first_difference(tmp_path):
+    run = milvus_edu.simulate("tso-basics", duration_s=1, out_dir=tmp_path / "run")
+    intact = milvus_edu.fork(run.token, 500.0, milvus_edu.Kill("rootcoord-1")).first_difference
+    log = tmp_path / "run" / "events.jsonl"
+    lines = log.read_text().splitlines(keepends=True)
+    lines[2] = '{"broken\n'
+    log.write_text("".join(lines))
+    # it said "the runs first differ at event 3 (0.000 s)", before the fork's time, where no fork changes anything
+    assert milvus_edu.fork(tmp_path / "run", 500.0, milvus_edu.Kill("rootcoord-1")).first_difference == intact > 2

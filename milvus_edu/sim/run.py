@@ -404,4 +404,9 @@ def fork(run, at_ms: float, interventions, out_dir=None, force: bool = False) ->
     result = simulate(spec.scenario, out_dir=out_dir, force=force, keep_events=True, **kwargs)
     if original is None:
         original = _lines(replay(token).rows)
-    return ForkResult(result, first_difference(original, result.rows))
+    seq = first_difference(original, result.rows)
+    if seq is not None and seq < len(result.rows) and result.rows[seq]["t_ms"] < at_ms:
+        # the log before at_ms is the original's by construction: a difference there means the folder's events.jsonl
+        # is not the log its token makes (edited or damaged), so compare with the log the token makes
+        seq = first_difference(_lines(replay(token).rows), result.rows)
+    return ForkResult(result, seq)
