@@ -320,3 +320,9 @@ def test_fork_of_a_folder_whose_log_was_damaged_still_names_the_true_first_diffe
     log.write_text("".join(lines))
     # it said "the runs first differ at event 3 (0.000 s)", before the fork's time, where no fork changes anything
     assert milvus_edu.fork(tmp_path / "run", 500.0, milvus_edu.Kill("rootcoord-1")).first_difference == intact > 2
+
+
+@pytest.mark.parametrize("command", [["timeline", ""], ["why", "", "--read", "1"], ["export", "", "--perfetto", "OUT"]])
+def test_an_empty_run_path_is_named_as_empty(tmp_path, capsys, command):
+    err = refused(capsys, tmp_path, *command)  # it said ". has no events.parquet or events.jsonl"
+    assert "the run path is empty" in err
