@@ -180,7 +180,8 @@ def test_a_grid_or_workload_file_that_is_not_text_is_named(tmp_path, capsys, com
     bad = tmp_path / "grid.json"
     bad.write_bytes(b"\xff\xfe{}")
     args = ["sweep", str(bad), "--out", "OUT"] if command == "sweep" else ["compare", "--workload", str(bad)]
-    err = refused(capsys, tmp_path, *args)  # sweep: a UnicodeDecodeError traceback; compare: the line "'utf-8' codec..."
+    # sweep: a UnicodeDecodeError traceback; compare: the line "'utf-8' codec can't decode..."
+    err = refused(capsys, tmp_path, *args)
     assert f"{bad} is not UTF-8 text" in err
 
 

@@ -62,8 +62,9 @@ def parse_steps(steps) -> list[Step]:
     dynamic field; ``ids`` or ``filter`` for delete,
     ``consistency_level``, ``guarantee_timestamp``, ``filter``, ``ids``, ``limit``, ``timeout``, ``output_fields``
     for search and query). ``ValueError`` in one line for an unknown op or argument, an unknown level, a bad
-    guarantee timestamp, a time that is not finite, a ``timeout`` or ``limit`` that is not positive, a filter that does not parse or compares the primary key with a value of another type
-    (the key's type is the one the workload inserts into that collection), or times that go backwards.
+    guarantee timestamp, a time that is not finite, a ``timeout`` or ``limit`` that is not positive, a filter that
+    does not parse or compares the primary key with a value of another type (the key's type is the one the workload
+    inserts into that collection), or times that go backwards.
     """
     out: list[Step] = []
     last = 0.0
