@@ -286,8 +286,8 @@ def test_compare_refuses_an_empty_out_before_running_either_side(tmp_path, capsy
     ("clock-skew-bounded", "ahead_ms=1e300", "a proxy's clock offset must be at most 100 years"),
     ("workload", "proxy2_clock_offset_ms=-1e300", "a proxy's clock offset must be at most 100 years"),
     # 1e300 s overflowed converting to nanoseconds mid-run; 1e-300 s was blamed on "DataNodeParams.sync_period_ns"
-    ("flush-sync-policies", "sync_period_s=1e300", "sync_period_s must be from 1e-9 (1 ns) to 9.2e9"),
-    ("flush-sync-policies", "sync_period_s=1e-300", "sync_period_s must be from 1e-9 (1 ns) to 9.2e9"),
+    ("flush-sync-policies", "sync_period_s=1e300", "sync_period_s must be positive, from 1e-9 (1 ns) to 9.2e9"),
+    ("flush-sync-policies", "sync_period_s=1e-300", "sync_period_s must be positive, from 1e-9 (1 ns) to 9.2e9"),
 ])
 def test_a_huge_or_tiny_option_that_overflowed_mid_run_is_refused(tmp_path, capsys, scenario, option, needle):
     err = refused(capsys, tmp_path, "simulate", "--scenario", scenario, "--out", "OUT", "--option", option)

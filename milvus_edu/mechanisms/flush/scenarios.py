@@ -62,8 +62,8 @@ def _check(proxies: int, inserts_per_s: float, deletes_per_s: float, workload_s:
         raise ValueError(f"store_latency_ms must not be negative, got {store_latency_ms}")
     # DataNode reads it as whole nanoseconds in a Go int64: from 1 ns to some 292 years
     if sync_period_s is not None and not 1e-9 <= sync_period_s < 2**63 / 1e9:
-        raise ValueError(f"sync_period_s must be from 1e-9 (1 ns) to 9.2e9 (some 292 years), got {sync_period_s:g}; "
-                         "use sync_period_s=5 for example")
+        raise ValueError(f"sync_period_s must be positive, from 1e-9 (1 ns) to 9.2e9 (some 292 years), got "
+                         f"{sync_period_s:g}; use sync_period_s=5 for example")
     if memory_mb is not None and memory_mb <= 0:
         raise ValueError(f"memory_mb must be positive, got {memory_mb}; use memory_mb=4 for example")
 
