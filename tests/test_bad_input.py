@@ -327,3 +327,16 @@ def test_fork_of_a_folder_whose_log_was_damaged_still_names_the_true_first_diffe
 def test_an_empty_run_path_is_named_as_empty(tmp_path, capsys, command):
     err = refused(capsys, tmp_path, *command)  # it said ". has no events.parquet or events.jsonl"
     assert "the run path is empty" in err
+
+
+@pytest.mark.parametrize("summary,needle", [
+    ('{"checks": 5}', "checks.violations is not a list of violations"),  # AttributeError: 'int' ... 'get'
+    ('{"checks": {"violations": 5}}', "checks.violations is not a list of violations"),  # TypeError: not iterable
+    ('{"checks": {"violations": [1]}}', "checks.violations is not a list of violations"),
+    ('{"checks": {"violations": [{"seqs": ["x"]}]}}', "violation 1's seqs in summary.json are not event numbers"),
+])
+def test_why_violation_on_a_hand_edited_summary_says_what_is_wrong(tmp_path, capsys, summary, needle):
+    (tmp_path / "events.jsonl").write_text('{"run_id":"r","seq":0,"t_ms":1,"node":"x","kind":"tso.save"}\n')
+    (tmp_path / "summary.json").write_text(summary + "\n")
+    err = refused(capsys, tmp_path, "why", str(tmp_path), "--violation", "1")
+    assert needle in err

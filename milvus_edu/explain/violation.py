@@ -54,7 +54,11 @@ def summary_of(run) -> Mapping:
 def explain_violation(events: pd.DataFrame, summary: Mapping, number: int) -> Chain:
     """The chain for violation ``number`` (1-based, in the order ``summary.json`` lists them): its evidence events,
     the checker's explanation, then the chain of the first evidence request a lesson explains."""
-    violations = list((summary.get("checks") or {}).get("violations") or ())
+    checks = summary.get("checks") or {}
+    violations = (checks.get("violations") or []) if isinstance(checks, dict) else None
+    if not isinstance(violations, list) or not all(isinstance(v, dict) for v in violations):
+        raise WhyError("this summary.json's checks.violations is not a list of violations (was it edited?); run the "
+                       "scenario again for its summary")
     if not violations:
         raise WhyError("this run has no violations: its checkers found every invariant held (run a scenario with a "
                        "bug switch, e.g. `milvus-edu simulate --scenario NAME --switch SWITCH`, to see one)")
@@ -63,7 +67,11 @@ def explain_violation(events: pd.DataFrame, summary: Mapping, number: int) -> Ch
                        f"{len(violations)} (summary.json lists them under checks.violations)")
     violation = violations[number - 1]
     invariant = str(violation.get("invariant"))
-    seqs = sorted({int(s) for s in violation.get("seqs") or ()})
+    try:
+        seqs = sorted({int(s) for s in violation.get("seqs") or ()})
+    except (TypeError, ValueError):
+        raise WhyError(f"violation {number}'s seqs in summary.json are not event numbers (was it edited?); run the "
+                       "scenario again for its summary") from None
     rows = events[events["seq"].isin(seqs)].sort_values("seq")
     if len(rows) != len(seqs):
         raise WhyError(f"violation {number} rests on events this run log does not hold; pass the run folder whose "
