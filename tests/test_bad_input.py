@@ -340,3 +340,15 @@ def test_why_violation_on_a_hand_edited_summary_says_what_is_wrong(tmp_path, cap
     (tmp_path / "summary.json").write_text(summary + "\n")
     err = refused(capsys, tmp_path, "why", str(tmp_path), "--violation", "1")
     assert needle in err
+
+
+@pytest.mark.parametrize("detail", ["not json", "[1, 2]"])
+def test_export_of_a_log_with_a_hand_edited_detail_shows_that_event_plainly(tmp_path, detail):
+    import json
+
+    row = {"run_id": "r", "seq": 0, "t_ms": 1.0, "node": "client-1", "kind": "client.read_start", "request": 1,
+           "detail": detail}  # JSONDecodeError / AttributeError: 'list' object has no attribute 'get'
+    (tmp_path / "events.jsonl").write_text(json.dumps(row) + "\n")
+    assert milvus_edu.export_perfetto(tmp_path, tmp_path / "trace.json") > 0
+    names = [e.get("name") for e in json.loads((tmp_path / "trace.json").read_text())["traceEvents"]]
+    assert "client.read_start" in names  # the row's plain instant
