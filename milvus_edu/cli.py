@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import time
 from contextlib import contextmanager
@@ -80,6 +81,16 @@ def _node_ms(text: str) -> tuple[str, float]:
     return node, value
 
 
+_SPARK_MASTER = re.compile(r"local(\[[^\]]+\])?|local-cluster\[[^\]]+\]|yarn|(spark|k8s|mesos)://\S+")
+
+
+def _master(text: str) -> str:
+    # checked here, before the sweep folder is written and a JVM started only to fail on it
+    if not _SPARK_MASTER.fullmatch(text.strip()):
+        raise argparse.ArgumentTypeError(f"expected a Spark master such as local[2] or spark://host:7077, got {text!r}")
+    return text.strip()
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (also used by the docs)."""
     from .config import BugSwitches
@@ -118,7 +129,7 @@ def build_parser() -> argparse.ArgumentParser:
     sw = sub.add_parser("sweep", help="run a grid of scenarios, switches, options, parameters and seeds as a Spark job")
     sw.add_argument("grid", help="grid file (.json, .yaml or .yml); see the README's Sweeps section")
     sw.add_argument("--out", required=True, help="sweep folder (new or empty; the same grid's folder resumes it)")
-    sw.add_argument("--master", default=None,
+    sw.add_argument("--master", default=None, type=_master,
                     help="Spark master, e.g. spark://host:7077 (default: $MILVUS_EDU_SPARK_MASTER, else local[2])")
     sw.add_argument("--jsonl", action="store_true", help="write each run's events.jsonl too (18x the Parquet's size)")
     cmp = sub.add_parser("compare", help="run a workload on the model and on a real Milvus 2.3.5, call by call "
@@ -318,9 +329,8 @@ def _cmd_demo(args) -> int:
     tour = demo()
     if tour is None:
         raise UserError("no registered mechanism brings a demo")
-    out = Path(args.out) if args.out else _free_demo_dir()
     try:
-        prepare_out_dir(out, args.force)
+        out = prepare_out_dir(args.out if args.out is not None else _free_demo_dir(), args.force)
     except RunFolderError as exc:
         raise UserError(str(exc)) from None
     for line in tour.intro:
@@ -436,15 +446,16 @@ def _cmd_fork(args) -> int:
 
     at_ms = args.at * 1000.0
     with _run_errors(args.out):
-        if args.kill:
+        # `is not None`: an empty --kill "" is a node name to refuse, not a missing option
+        if args.kill is not None:
             change = Kill(args.kill, at_ms)
-        elif args.restart:
+        elif args.restart is not None:
             change = Restart(args.restart, at_ms)
-        elif args.pause:
+        elif args.pause is not None:
             change = Pause(args.pause[0], at_ms, duration_ms=args.pause[1])
-        elif args.clock_jump:
+        elif args.clock_jump is not None:
             change = ClockJump(args.clock_jump[0], at_ms, delta_ms=args.clock_jump[1])
-        elif args.switch:
+        elif args.switch is not None:
             change = SetSwitch(args.switch, True, at_ms)
         else:
             change = SetSwitch(args.switch_off, False, at_ms)
@@ -498,6 +509,10 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
     except RunFailed as exc:
         print(f"milvus-edu: error: {exc}", file=sys.stderr)
+        return 1
+    except MemoryError:  # a run or a log larger than the machine: its limit, said in one line, not a traceback
+        print("milvus-edu: error: out of memory; choose a shorter --duration or smaller --option values, or a "
+              "machine with more memory", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("milvus-edu: interrupted", file=sys.stderr)

@@ -7,6 +7,7 @@ show why the rule exists; they are off by default and recorded in every run's me
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
 
 MS = 1_000_000  # nanoseconds per millisecond
@@ -229,8 +230,11 @@ class Config:
 
         Values may be strings (from the command line): they are converted to the field's type.
         ``ValueError`` for an unknown group or name (naming the valid ones), a value of the wrong type,
-        or a value out of range (every interval, size and count must be positive).
+        or a value out of range (every interval, size and count must be positive; whole numbers must fit Go's int64).
         """
+        if not isinstance(params, Mapping):
+            raise ValueError(f"params are a dict of dotted name to value, e.g. {{'timetick.time_tick_interval_ns': "
+                             f"100000000}}; got {type(params).__name__}")
         groups = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "switches"}
         changes: dict[str, dict[str, object]] = {}
         for dotted, raw in params.items():
@@ -273,7 +277,11 @@ def _convert(dotted: str, current, raw):
         if isinstance(raw, bool):
             raise ValueError(f"parameter {dotted} takes a whole number, got {raw!r}")
         try:
-            return int(str(raw).replace("_", ""))
+            value = int(str(raw).replace("_", ""))
         except ValueError:
             raise ValueError(f"parameter {dotted} takes a whole number, got {raw!r}") from None
+        # Milvus reads these as Go int64s; a larger value would overflow a timestamp deep inside a run
+        if not -2**63 <= value < 2**63:
+            raise ValueError(f"parameter {dotted} must fit a 64-bit integer (below 2**63), got {raw!r}")
+        return value
     return str(raw)

@@ -17,6 +17,7 @@ The built-in mechanisms register themselves when :mod:`milvus_edu.mechanisms` is
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -236,10 +237,13 @@ def scenario_options(scenario: Scenario, given: Mapping[str, object] | None) -> 
     """The scenario's options with ``given`` applied, each converted to its default's type (a tuple default takes a
     list, or the path of a JSON file holding one).
 
-    ``ValueError`` for an option the scenario does not have (naming those it has) or a value of the
-    wrong type.
+    ``ValueError`` for an option the scenario does not have (naming those it has), a value of the wrong type, a
+    number that is not finite, or a true/false option given another word.
     """
     out = dict(scenario.options)
+    if given is not None and not isinstance(given, Mapping):
+        raise ValueError(f"options are a dict of option name to value, e.g. {{'proxies': 3}}; got "
+                         f"{type(given).__name__}")
     for name, raw in (given or {}).items():
         if name not in out:
             have = ", ".join(sorted(out)) or "none"
@@ -248,12 +252,32 @@ def scenario_options(scenario: Scenario, given: Mapping[str, object] | None) -> 
         if isinstance(default, tuple):  # a list of records (a workload): given in Python, or a JSON file's path
             out[name] = _records(name, raw)
             continue
+        if isinstance(default, bool):
+            out[name] = _flag(name, raw)
+            continue
         try:
-            out[name] = type(default)(raw) if not isinstance(default, bool) else str(raw).lower() in ("1", "true", "yes", "on")
-        except (TypeError, ValueError):
+            if isinstance(default, int) and isinstance(raw, float) and not raw.is_integer():
+                raise ValueError  # int(1.5) would quietly run with 1
+            out[name] = type(default)(raw)
+        except (TypeError, ValueError, OverflowError):
             what = {int: "a whole number", float: "a number"}.get(type(default), type(default).__name__)
             raise ValueError(f"option {name} takes {what}, got {raw!r}") from None
+        # nan slips through every "must be positive" comparison and inf makes a run that never ends
+        if isinstance(out[name], float) and not math.isfinite(out[name]):
+            raise ValueError(f"option {name} takes a finite number, got {raw!r}; e.g. {name}={default:g}")
     return out
+
+
+def _flag(name: str, raw) -> bool:
+    """A true/false option from Python or the command line; a word that is neither is refused, not read as false."""
+    if isinstance(raw, bool):
+        return raw
+    text = str(raw).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"option {name} takes true or false, got {raw!r}")
 
 
 def _records(name: str, raw) -> tuple:
@@ -268,6 +292,8 @@ def _records(name: str, raw) -> tuple:
         value = json.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise ValueError(f"option {name} takes a JSON file holding a list: cannot read {path} ({exc.strerror})") from None
+    except UnicodeDecodeError:
+        raise ValueError(f"option {name}: {path} is not UTF-8 text; give a JSON file holding a list") from None
     except json.JSONDecodeError as exc:
         raise ValueError(f"option {name}: {path} is not valid JSON (line {exc.lineno}: {exc.msg})") from None
     if not isinstance(value, list):

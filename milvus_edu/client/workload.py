@@ -62,8 +62,9 @@ def parse_steps(steps) -> list[Step]:
     dynamic field; ``ids`` or ``filter`` for delete,
     ``consistency_level``, ``guarantee_timestamp``, ``filter``, ``ids``, ``limit``, ``timeout``, ``output_fields``
     for search and query). ``ValueError`` in one line for an unknown op or argument, an unknown level, a bad
-    guarantee timestamp, a filter that does not parse or compares the primary key with a value of another type
-    (the key's type is the one the workload inserts into that collection), or times that go backwards.
+    guarantee timestamp, a time that is not finite, a ``timeout`` or ``limit`` that is not positive, a filter that
+    does not parse or compares the primary key with a value of another type (the key's type is the one the workload
+    inserts into that collection), or times that go backwards.
     """
     out: list[Step] = []
     last = 0.0
@@ -85,8 +86,8 @@ def parse_steps(steps) -> list[Step]:
         if extra:
             allowed = ", ".join(sorted(_OP_ARGS[step.op])) or "none"
             raise ValueError(f"step {i}: {step.op} takes no argument {extra[0]!r}; it takes {allowed}")
-        if isinstance(step.at, bool) or not isinstance(step.at, (int, float)) or step.at < 0:
-            raise ValueError(f"step {i}: at must be a non-negative number of seconds, got {step.at!r}")
+        if isinstance(step.at, bool) or not isinstance(step.at, (int, float)) or not 0 <= step.at < float("inf"):
+            raise ValueError(f"step {i}: at must be a finite, non-negative number of seconds, got {step.at!r}")
         if step.at < last:
             raise ValueError(f"step {i} is at {step.at} s, before the step above it ({last} s); list steps in time order")
         last = step.at
@@ -94,6 +95,12 @@ def parse_steps(steps) -> list[Step]:
             ConsistencyLevel.parse(step.args["consistency_level"])
         if "guarantee_timestamp" in step.args:
             check_guarantee_timestamp(step.args["guarantee_timestamp"])
+        timeout, limit = step.args.get("timeout"), step.args.get("limit")
+        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
+                                    or not 0 < timeout < float("inf")):
+            raise ValueError(f"step {i}: timeout must be a positive number of seconds, got {timeout!r}")
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+            raise ValueError(f"step {i}: limit must be a whole number of rows, 1 or more, got {limit!r}")
         out.append(step)
     pk_types = _pk_types(out)
     for i, step in enumerate(out, 1):

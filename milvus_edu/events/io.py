@@ -18,6 +18,8 @@ class RunLogError(Exception):
 
 
 def _resolve(path: str | os.PathLike) -> Path:
+    if isinstance(path, str) and not path.strip():  # Path("") is the current folder, which the user did not name
+        raise RunLogError("the run path is empty; pass a run folder or an events.parquet/events.jsonl file")
     p = Path(path)
     if p.is_dir():
         for name in ("events.parquet", "events.jsonl"):

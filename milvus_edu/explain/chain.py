@@ -96,6 +96,12 @@ class Chain:
 def run_events(run) -> pd.DataFrame:
     """The run log of a :class:`~milvus_edu.sim.run.RunResult`, a DataFrame, or a run folder / events file."""
     if isinstance(run, pd.DataFrame):
+        from ..events import FIELD_NAMES
+
+        missing = [name for name in FIELD_NAMES if name not in run.columns]
+        if missing:  # the explainers read every column; a KeyError from deep inside names none of this
+            raise WhyError(f"these events lack the run-log column {missing[0]!r}; pass the whole run log "
+                           "(milvus_edu.load_run(folder)) or the run folder")
         return run
     if hasattr(run, "events") and hasattr(run, "summary"):
         return run.events

@@ -38,19 +38,27 @@ def summary_of(run) -> Mapping:
         path = Path(run)
         found = path / "summary.json" if path.is_dir() else path.with_name("summary.json")
         try:
-            return json.loads(found.read_text(encoding="utf-8"))
+            summary = json.loads(found.read_text(encoding="utf-8"))
         except FileNotFoundError:
             raise WhyError(f"{found} does not exist: violations are kept in a run's summary.json; pass the run "
                            f"folder `milvus-edu simulate --out` wrote") from None
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise WhyError(f"{found} is not a readable run summary ({exc}); run the scenario again") from None
+        if not isinstance(summary, dict):
+            raise WhyError(f"{found} is not a run summary (it holds a JSON {type(summary).__name__}); run the "
+                           "scenario again")
+        return summary
     raise WhyError("violations are kept in the run's summary: pass the run folder or the run result, not its events")
 
 
 def explain_violation(events: pd.DataFrame, summary: Mapping, number: int) -> Chain:
     """The chain for violation ``number`` (1-based, in the order ``summary.json`` lists them): its evidence events,
     the checker's explanation, then the chain of the first evidence request a lesson explains."""
-    violations = list((summary.get("checks") or {}).get("violations") or ())
+    checks = summary.get("checks") or {}
+    violations = (checks.get("violations") or []) if isinstance(checks, dict) else None
+    if not isinstance(violations, list) or not all(isinstance(v, dict) for v in violations):
+        raise WhyError("this summary.json's checks.violations is not a list of violations (was it edited?); run the "
+                       "scenario again for its summary")
     if not violations:
         raise WhyError("this run has no violations: its checkers found every invariant held (run a scenario with a "
                        "bug switch, e.g. `milvus-edu simulate --scenario NAME --switch SWITCH`, to see one)")
@@ -59,7 +67,11 @@ def explain_violation(events: pd.DataFrame, summary: Mapping, number: int) -> Ch
                        f"{len(violations)} (summary.json lists them under checks.violations)")
     violation = violations[number - 1]
     invariant = str(violation.get("invariant"))
-    seqs = sorted({int(s) for s in violation.get("seqs") or ()})
+    try:
+        seqs = sorted({int(s) for s in violation.get("seqs") or ()})
+    except (TypeError, ValueError):
+        raise WhyError(f"violation {number}'s seqs in summary.json are not event numbers (was it edited?); run the "
+                       "scenario again for its summary") from None
     rows = events[events["seq"].isin(seqs)].sort_values("seq")
     if len(rows) != len(seqs):
         raise WhyError(f"violation {number} rests on events this run log does not hold; pass the run folder whose "

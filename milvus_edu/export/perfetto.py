@@ -137,10 +137,16 @@ def trace_mapping() -> dict:
 
 
 def row_items(row: dict, mapping: dict) -> list:
-    """The trace items of one row: what its kind's mapping returns, the row's default instant for none, and the
-    default instant beside flows when the mapping returned flows alone."""
+    """The trace items of one row: what its kind's mapping returns, the row's default instant for none (or for a row
+    whose fields its mapping cannot read: a hand-edited log), and the default instant beside flows when the mapping
+    returned flows alone."""
     make = mapping.get(row["kind"])
-    items = make(row) if make is not None else None
+    try:
+        items = make(row) if make is not None else None
+    except (TypeError, ValueError, KeyError, AttributeError):
+        # a hand-edited field (a detail that is not its kind's JSON object): the row shows as a plain instant, as
+        # `timeline` narrates it as "node: kind"
+        items = None
     if items is None:
         return [default_instant(row)]
     if items and all(isinstance(i, Flow) for i in items):
@@ -258,6 +264,8 @@ def export_perfetto(run, out: str | os.PathLike, force: bool = False) -> int:
     if target.exists() and (target.is_dir() or not force):
         what = "is a folder" if target.is_dir() else "exists"
         raise ExportError(f"{target} {what}; choose another file" + ("" if target.is_dir() else " or add --force"))
+    if not target.parent.is_dir():  # a typo in the folder is the user's to fix, not a failure of the disk
+        raise ExportError(f"{target.parent} is not a folder; create it or choose a file in an existing folder")
     trace = perfetto_trace(run)
     text = json.dumps(trace, sort_keys=True, separators=(",", ":"))
     target.write_text(text + "\n", encoding="utf-8")

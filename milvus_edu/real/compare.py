@@ -213,6 +213,8 @@ def compare(steps=(), server: RealMilvus | None = None, seed: int = 1, params: d
     """
     from .. import simulate
 
+    if out_dir is not None and not str(out_dir).strip():  # Path("") would put model/ and real/ in the current folder
+        raise ValueError("--out is empty; give the name of a new folder")
     steps = list(steps) or [dict(s) for s in SEED_STEPS]
     parsed = parse_steps(steps)
     duration = max(10.0, (parsed[-1].at if parsed else 0.0) + MODEL_MARGIN_S)

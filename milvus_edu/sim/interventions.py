@@ -35,7 +35,7 @@ import inspect
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import MISSING, asdict, dataclass, fields, replace
 
 from ..config import BugSwitches
 
@@ -164,6 +164,12 @@ class Pause(_NodeIntervention):
         return f"pause {self.node} for {self.duration_ms:g} ms at {self.t_ms / 1000:.3f} s"
 
 
+#: The largest clock step a :class:`ClockJump` takes, 100 years: far more than any NTP step, and far enough below
+#: what the 46-bit physical part of a hybrid timestamp holds (some 2,200 years of milliseconds) that no timestamp
+#: the rootcoord then hands out overflows.
+MAX_CLOCK_JUMP_MS = 100 * 365.25 * 86_400_000
+
+
 @dataclass(frozen=True)
 class ClockJump(_NodeIntervention):
     """Step ``node``'s wall clock by ``delta_ms`` at ``t_ms`` (negative goes back): an NTP step."""
@@ -176,6 +182,9 @@ class ClockJump(_NodeIntervention):
         if isinstance(self.delta_ms, bool) or not isinstance(self.delta_ms, (int, float)) \
                 or not math.isfinite(self.delta_ms) or self.delta_ms == 0:
             raise ValueError(f"a clock jump's delta_ms must be a non-zero number, got {self.delta_ms!r}")
+        if abs(self.delta_ms) > MAX_CLOCK_JUMP_MS:
+            raise ValueError(f"a clock jump's delta_ms must be at most 100 years ({MAX_CLOCK_JUMP_MS:.4g} ms) either "
+                             f"way, got {self.delta_ms!r}")
         object.__setattr__(self, "delta_ms", float(self.delta_ms))
 
     def check(self, node) -> None:
@@ -226,14 +235,15 @@ def from_dict(data: dict) -> _Intervention:
     if not isinstance(data, dict) or data.get("kind") not in KINDS:
         raise ValueError(f"not an intervention: {data!r} (kinds: {', '.join(KINDS)})")
     cls = KINDS[data["kind"]]
-    names = {f.name for f in fields(cls)}
+    names = [f.name for f in fields(cls)]
     rest = {k: v for k, v in data.items() if k != "kind"}
-    if not set(rest) <= names or "t_ms" not in rest or rest["t_ms"] is None:
-        raise ValueError(f"not a {data['kind']} intervention: {data!r}")
-    try:
-        return cls(**rest)
-    except TypeError:  # a field it needs is missing
-        raise ValueError(f"not a {data['kind']} intervention: {data!r}") from None
+    unknown = sorted(set(rest) - set(names))
+    needed = [f.name for f in fields(cls) if f.default is MISSING and f.default_factory is MISSING] + ["t_ms"]
+    missing = [name for name in needed if rest.get(name) is None]
+    if unknown or missing:
+        what = f"has no field {unknown[0]!r}" if unknown else f"lacks {missing[0]!r}"
+        raise ValueError(f"not a {data['kind']} intervention: {data!r} {what}; give {', '.join(names)}")
+    return cls(**rest)
 
 
 def canonical(interventions: Iterable) -> tuple:

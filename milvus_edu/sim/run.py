@@ -83,6 +83,8 @@ def prepare_out_dir(out_dir: str | os.PathLike, force: bool) -> Path:
     marker file ``objects/.milvus-edu-run``) are replaced; an ``objects/`` folder without the marker is
     someone else's, and the run refuses to touch it.
     """
+    if not str(out_dir).strip():  # Path("") is the current folder, which the user did not name
+        raise RunFolderError("--out is empty; give the name of a new folder")
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise RunFolderError(f"{out} exists and is not a folder; choose another --out")
@@ -150,7 +152,8 @@ def simulate(
     Raises ``ValueError`` for an unknown scenario, switch, parameter or option, a value out of range,
     a bad seed or duration, an intervention on a node the run lacks or at or after its end, and :class:`RunFolderError` for an unusable ``out_dir``. A failure while
     writing (a full disk: ``OSError``) is raised as it happened, from the sink process too;
-    :class:`~milvus_edu.events.worker.SinkProcessError` says the sink process died.
+    :class:`~milvus_edu.events.worker.SinkProcessError` says the sink process died. ``TypeError`` for a ``network``
+    that is not a ``NetworkParams``.
     """
     spec = get_scenario(scenario)
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
@@ -163,6 +166,8 @@ def simulate(
         sw = switches
     else:
         sw = BugSwitches.from_names([switches] if isinstance(switches, str) else list(switches or []))
+    if network is not None and not isinstance(network, NetworkParams):  # else an AttributeError from mid-run
+        raise TypeError(f"network is a milvus_edu.sim.kernel.NetworkParams, got {type(network).__name__}")
     config = Config(switches=sw).with_params(params or {})
     opts = scenario_options(spec, options)
     if run_id is None:
@@ -399,4 +404,9 @@ def fork(run, at_ms: float, interventions, out_dir=None, force: bool = False) ->
     result = simulate(spec.scenario, out_dir=out_dir, force=force, keep_events=True, **kwargs)
     if original is None:
         original = _lines(replay(token).rows)
-    return ForkResult(result, first_difference(original, result.rows))
+    seq = first_difference(original, result.rows)
+    if seq is not None and seq < len(result.rows) and result.rows[seq]["t_ms"] < at_ms:
+        # the log before at_ms is the original's by construction: a difference there means the folder's events.jsonl
+        # is not the log its token makes (edited or damaged), so compare with the log the token makes
+        seq = first_difference(_lines(replay(token).rows), result.rows)
+    return ForkResult(result, seq)

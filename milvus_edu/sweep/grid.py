@@ -35,6 +35,8 @@ def read_grid(grid) -> dict:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise GridError(f"cannot read the grid file {path} ({exc.strerror})") from None
+    except UnicodeDecodeError:
+        raise GridError(f"{path} is not UTF-8 text; write the grid as JSON or YAML") from None
     if path.suffix == ".json":
         try:
             data = json.loads(text)

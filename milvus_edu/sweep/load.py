@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from .grid import dimensions, run_specs
+from .grid import GRID_KEYS, dimensions, run_specs
 
 #: The completion marker a sweep writes last in each run's folder (its record: status, events, verdicts).
 MARKER = "run.json"
@@ -167,6 +167,8 @@ def load_sweep(out, spark=None):
         raise SweepFolderError(f"{out} holds no sweep (no readable grid.json); give the --out of a sweep") from None
     except ValueError:
         raise SweepFolderError(f"{out}/grid.json is not valid JSON; it was not written by a sweep") from None
+    if not isinstance(grid, dict) or not set(GRID_KEYS) <= set(grid):  # a sweep writes every key, normalised
+        raise SweepFolderError(f"{out}/grid.json is not a sweep's grid; give the --out of a sweep")
     good, failed, aside, unfinished = inspect_runs(out, grid)
     for line in report_set_aside(out, aside):
         print(line)

@@ -337,6 +337,8 @@ def run_sweep(grid, out, *, master: str | None = None, spark=None, progress: boo
 
     normal = normalise_grid(grid)
     specs = run_specs(normal)
+    if not str(out).strip():  # Path("") is the current folder, which the user did not name
+        raise GridError("--out is empty; give the name of a new folder")
     out = Path(out).absolute()
     prepare_sweep_dir(out, normal)
     runs_dir = out / "runs"

@@ -163,13 +163,16 @@ def flush_latency_pd(frame: pd.DataFrame) -> pd.DataFrame:
                         clear=(frame["kind"] == "datanode.flush_ts") & d.map(lambda x: x.get("set") is False))
     rows = rows[rows["call"] | rows["done"] | rows["clear"]].rename(columns={"ts": "flush_ts"})
     rows["flush_ts"] = rows["flush_ts"].astype("Int64")
-    out = (rows.groupby(KEYS_FLUSH, sort=False)
-           .apply(lambda g: pd.Series({
-               "called_ms": g.loc[g["call"], "t_ms"].min(),
-               "flushed_ms": g.loc[g["done"], "t_ms"].min(),
-               "cleared_ms": g.loc[g["clear"], "t_ms"].max(),
-               "vchannels_cleared": g.loc[g["clear"], "vchannel"].nunique()}), include_groups=False)
-           .reset_index())
+    if rows.empty:  # no flush in these runs: groupby.apply would give a frame without the columns (KeyError below)
+        out = pd.DataFrame(columns=[*KEYS_FLUSH, "called_ms", "flushed_ms", "cleared_ms", "vchannels_cleared"])
+    else:
+        out = (rows.groupby(KEYS_FLUSH, sort=False)
+               .apply(lambda g: pd.Series({
+                   "called_ms": g.loc[g["call"], "t_ms"].min(),
+                   "flushed_ms": g.loc[g["done"], "t_ms"].min(),
+                   "cleared_ms": g.loc[g["clear"], "t_ms"].max(),
+                   "vchannels_cleared": g.loc[g["clear"], "vchannel"].nunique()}), include_groups=False)
+               .reset_index())
     out = out[out["called_ms"].notna()].copy()
     for c in ("called_ms", "flushed_ms", "cleared_ms"):
         out[c] = out[c].astype("float64")

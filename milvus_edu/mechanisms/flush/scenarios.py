@@ -13,7 +13,7 @@ run writes no folder).
 
 from __future__ import annotations
 
-from ...cluster.builder import Cluster, ClusterSpec, CollectionSpec, DataNodeSpec, ProxySpec, build
+from ...cluster.builder import Cluster, ClusterSpec, CollectionSpec, DataNodeSpec, ProxySpec, build, check_proxy_count
 from ...mq.fast import KeysHashedAhead
 from ...proto import SegmentState
 from ...registry import Scenario
@@ -50,8 +50,7 @@ def _check(proxies: int, inserts_per_s: float, deletes_per_s: float, workload_s:
            crash_at_s: float, crash_step: int, restart_after_s: float, sync_period_s: float | None,
            memory_mb: float | None) -> None:
     """One line per bad option, saying how to fix it (the cluster spec checks ``rpc_failure_rate``)."""
-    if proxies < 1:
-        raise ValueError(f"a flush cluster needs at least one proxy, got {proxies}; use proxies=1 or more")
+    check_proxy_count(proxies, "a flush cluster")
     for name, value in (("inserts_per_s", inserts_per_s), ("deletes_per_s", deletes_per_s),
                         ("crash_at_s", crash_at_s), ("crash_step", crash_step),
                         ("restart_after_s", restart_after_s)):
@@ -61,8 +60,10 @@ def _check(proxies: int, inserts_per_s: float, deletes_per_s: float, workload_s:
         raise ValueError(f"workload_s must be positive, got {workload_s}; use workload_s=30 for example")
     if store_latency_ms < 0:
         raise ValueError(f"store_latency_ms must not be negative, got {store_latency_ms}")
-    if sync_period_s is not None and sync_period_s <= 0:
-        raise ValueError(f"sync_period_s must be positive, got {sync_period_s}; use sync_period_s=5 for example")
+    # DataNode reads it as whole nanoseconds in a Go int64: from 1 ns to some 292 years
+    if sync_period_s is not None and not 1e-9 <= sync_period_s < 2**63 / 1e9:
+        raise ValueError(f"sync_period_s must be positive, from 1e-9 (1 ns) to 9.2e9 (some 292 years), got "
+                         f"{sync_period_s:g}; use sync_period_s=5 for example")
     if memory_mb is not None and memory_mb <= 0:
         raise ValueError(f"memory_mb must be positive, got {memory_mb}; use memory_mb=4 for example")
 

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from ...events import SIM_EPOCH_MS
 from ...registry import Scenario
+from ...sim.interventions import MAX_CLOCK_JUMP_MS
 from ...sim.kernel import Simulation
 from ...tsoutil import compose_ts
 from ...client.workload import SEED_STEPS, T0_S
-from ...cluster.builder import Cluster, ClusterSpec, DataNodeSpec, ProxySpec, build
+from ...cluster.builder import Cluster, ClusterSpec, DataNodeSpec, ProxySpec, build, check_proxy_count
 
 #: ``rootCoord.dmlChannelNum`` is 16 in Milvus; two keep the lesson readable (every collection has a shard on each).
 PCHANNELS = 2
@@ -25,9 +26,12 @@ def cluster_spec(proxies: int = 2, proxy_clock_offsets_ms=(), proxy_task_ms: flo
     takes ``proxy_task_ms`` on average), 2 pchannels, DataCoord, a DataNode (so a flush writes real Parquet binlogs)
     and a QueryNode. ``meta_cache``: model the proxies' meta caches, DDL on rootcoord's scheduler, drops and the
     SDK's schema retry (:mod:`milvus_edu.cluster.catalog`)."""
-    if proxies < 1:
-        raise ValueError(f"a cluster needs at least one proxy, got {proxies}; use proxies=1 or more")
+    check_proxy_count(proxies, "a cluster")
     offsets = list(proxy_clock_offsets_ms) + [0.0] * proxies
+    far = [o for o in offsets if abs(o) > MAX_CLOCK_JUMP_MS]
+    if far:  # a proxy's reads would ask for a timestamp past what a hybrid timestamp holds
+        raise ValueError(f"a proxy's clock offset must be at most 100 years ({MAX_CLOCK_JUMP_MS:.4g} ms) either way, "
+                         f"got {far[0]:g} ms")
     return ClusterSpec(pchannels=PCHANNELS,
                        proxies=tuple(ProxySpec(task_ms=proxy_task_ms, clock_offset_ms=offsets[i], record_pks=True)
                                      for i in range(proxies)),
@@ -39,6 +43,13 @@ def _cluster(sim: Simulation, steps, **kwargs) -> Cluster:
     cluster.start()
     cluster.run_steps(steps)
     return cluster
+
+
+def _not_negative(**values) -> None:
+    """Refuse a negative count or time: a count below 0 would quietly run as 0, a time below 0 fail deep in SimPy."""
+    for name, value in values.items():
+        if value < 0:
+            raise ValueError(f"option {name} must not be negative, got {value:g}; use {name}=0 or more")
 
 
 def _seed(sim: Simulation, proxies: int = 2) -> Cluster:
@@ -67,6 +78,7 @@ def insert_then_search_steps(rounds: int = 12) -> list[dict]:
 
 
 def _insert_then_search(sim: Simulation, rounds: int = 12) -> Cluster:
+    _not_negative(rounds=rounds)
     return _cluster(sim, insert_then_search_steps(rounds))
 
 
@@ -85,6 +97,7 @@ def clock_skew_steps(reads: int = 6) -> list[dict]:
 
 
 def _clock_skew(sim: Simulation, ahead_ms: float = 8000.0, reads: int = 6) -> Cluster:
+    _not_negative(reads=reads)
     return _cluster(sim, clock_skew_steps(reads), proxy_clock_offsets_ms=(0.0, ahead_ms))
 
 
@@ -105,6 +118,9 @@ def stall_steps(reads: int = 14, timeout_s: float = 5.0) -> list[dict]:
 
 
 def _stall(sim: Simulation, kill_at_s: float = 5.0, restart_after_s: float = 2.0, timeout_s: float = 5.0) -> Cluster:
+    _not_negative(kill_at_s=kill_at_s, restart_after_s=restart_after_s)
+    if not timeout_s > 0:
+        raise ValueError(f"option timeout_s must be positive, got {timeout_s:g}; use timeout_s=5 for example")
     cluster = _cluster(sim, stall_steps(timeout_s=timeout_s))
     proxy = cluster.node("proxy-2")
     sim.at(kill_at_s * 1000.0, lambda: cluster.kill("proxy-2"))
@@ -190,6 +206,7 @@ def ddl_recreate_steps(writes: int = 30, drop_at_s: float = 2.0, gap_s: float = 
 
 
 def _ddl_recreate(sim: Simulation, writes: int = 30, drop_at_s: float = 2.0, gap_s: float = 0.3) -> Cluster:
+    _not_negative(writes=writes, gap_s=gap_s)
     return _cluster(sim, ddl_recreate_steps(writes, drop_at_s, gap_s), meta_cache=True)
 
 

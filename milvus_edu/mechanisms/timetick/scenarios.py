@@ -9,7 +9,7 @@ inserts of 1-8 rows at Poisson times; primary keys are hashed to shards with Mil
 
 from __future__ import annotations
 
-from ...cluster.builder import Cluster, ClusterSpec, CollectionSpec, ProxySpec, build
+from ...cluster.builder import Cluster, ClusterSpec, CollectionSpec, ProxySpec, build, check_proxy_count
 from ...mq.fast import KeysHashedAhead
 from ...registry import Scenario
 from ...sim.kernel import Simulation
@@ -26,8 +26,7 @@ def cluster_spec(proxies: int = 2, task_ms: float = 4.0, pchannels: int = PCHANN
     """A TimeTick cluster: rootcoord, ``proxies`` proxies (proxy-1's link to rootcoord ``slow_link_ms`` slower each
     way and its AllocTimestamp answers held up as ``alloc_hiccup`` says), ``pchannels`` pchannels with a consumer
     each, and collections 100 (a shard on every pchannel) and 101 (on the first two)."""
-    if proxies < 1:
-        raise ValueError(f"a TimeTick cluster needs at least one proxy, got {proxies}; use proxies=1 or more")
+    check_proxy_count(proxies, "a TimeTick cluster")
     first = ProxySpec(task_ms=task_ms, rootcoord_extra_ms=slow_link_ms, alloc_hiccup=alloc_hiccup)
     return ClusterSpec(pchannels=pchannels, proxies=(first,) + (ProxySpec(task_ms=task_ms),) * (proxies - 1),
                        consumers=True,
@@ -61,6 +60,8 @@ def _run(sim: Simulation, proxies: int = 2, inserts_per_s: float = 1000.0, task_
     spec = cluster_spec(proxies, task_ms, **faults)
     if inserts_per_s < 0:
         raise ValueError(f"inserts per second must not be negative, got {inserts_per_s}; use inserts_per_s=0 or more")
+    if task_ms < 0:  # the proxy would quietly run every task in no time, as for task_ms=0
+        raise ValueError(f"option task_ms must not be negative, got {task_ms:g}; use task_ms=4 for example")
     cluster = build(sim, spec)
     cluster.start()
     for p in cluster.proxies:  # the clients' insert stream: each proxy takes its share

@@ -1,0 +1,354 @@
+"""User mistakes found by probing every command and entry point: each is one line saying what is wrong and how to fix
+it (exit status 2 on the command line, a ValueError from Python), and nothing the user had is touched.
+
+The option and parameter checks run before the run folder is created, so these tests are cheap: the command runs in
+this process, as in tests/test_cli.py.
+"""
+
+import contextlib
+import io
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import milvus_edu
+from milvus_edu.cli import main
+from milvus_edu.registry import scenarios
+
+
+def run_main(capsys, *args):
+    """The command in this process: status, stdout, stderr."""
+    try:
+        code = main(list(args))
+    except SystemExit as exc:  # argparse's own refusals
+        code = exc.code
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def refused(capsys, tmp_path, *args):
+    """Run the command with OUT standing for a new folder; assert it was refused in one line and wrote nothing."""
+    out = tmp_path / "out"
+    code, stdout, err = run_main(capsys, *[a.replace("OUT", str(out)) for a in args])
+    assert code == 2, (stdout, err)
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    assert not out.exists()
+    return err
+
+
+@pytest.mark.parametrize("scenario,option,needle", [
+    # nan passed every "must be positive" check; inf ran forever or overflowed converting memory_mb to bytes
+    ("timetick-basics", "inserts_per_s=nan", "option inserts_per_s takes a finite number, got 'nan'"),
+    ("flush-basics", "workload_s=inf", "option workload_s takes a finite number"),
+    ("flush-sync-policies", "memory_mb=inf", "option memory_mb takes a finite number"),
+    ("workload", "proxy2_clock_offset_ms=nan", "option proxy2_clock_offset_ms takes a finite number"),
+    ("tso-logical-overflow", "activate_ms=inf", "option activate_ms takes a finite number"),
+    # any word but a true one used to mean false
+    ("datanode-takeover", "takeover=maybe", "option takeover takes true or false, got 'maybe'"),
+    # a negative task time ran as if it were 0
+    ("timetick-basics", "task_ms=-1", "option task_ms must not be negative"),
+    # negative counts ran as 0, negative times failed inside SimPy with "Negative delay"
+    ("insert-then-search", "rounds=-1", "option rounds must not be negative"),
+    ("clock-skew-bounded", "reads=-2", "option reads must not be negative"),
+    ("tsafe-stall-proxy-restart", "kill_at_s=-1", "option kill_at_s must not be negative"),
+    ("tsafe-stall-proxy-restart", "restart_after_s=-1", "option restart_after_s must not be negative"),
+    ("tsafe-stall-proxy-restart", "timeout_s=0", "option timeout_s must be positive"),
+    ("ddl-recreate-under-load", "writes=-1", "option writes must not be negative"),
+    ("ddl-recreate-under-load", "gap_s=-1", "option gap_s must not be negative"),
+])
+def test_an_option_out_of_range_is_refused_before_anything_runs(tmp_path, capsys, scenario, option, needle):
+    err = refused(capsys, tmp_path, "simulate", "--scenario", scenario, "--out", "OUT", "--option", option)
+    assert needle in err
+
+
+def test_a_workload_file_that_is_not_text_is_named(tmp_path, capsys):
+    steps = tmp_path / "steps.json"
+    steps.write_bytes(b"\xff\xfe\x00")  # the message was just "utf-8" (UnicodeDecodeError's first argument)
+    err = refused(capsys, tmp_path, "simulate", "--scenario", "workload", "--out", "OUT", "--option", f"steps={steps}")
+    assert f"{steps} is not UTF-8 text" in err
+
+
+def test_a_parameter_too_large_for_go_is_refused(tmp_path, capsys):
+    # 9e25 ns passed the checks and overflowed a timestamp's bytes inside the run (a traceback)
+    err = refused(capsys, tmp_path, "simulate", "--scenario", "tso-basics", "--out", "OUT",
+                  "--param", "tso.save_interval_ns=" + "9" * 26)
+    assert "parameter tso.save_interval_ns must fit a 64-bit integer" in err
+
+
+@pytest.mark.parametrize("kwargs,needle", [
+    ({"options": [("proxies", 3)]}, "options are a dict"),  # AttributeError: 'list' object has no attribute 'items'
+    ({"params": ["timetick.time_tick_interval_ns"]}, "params are a dict"),
+    ({"options": {"proxies": 1.5}}, "option proxies takes a whole number, got 1.5"),  # ran with 1 proxy
+])
+def test_simulate_names_a_bad_options_or_params_argument(kwargs, needle):
+    with pytest.raises(ValueError, match=needle):
+        milvus_edu.simulate("timetick-basics", duration_s=1, **kwargs)
+
+
+_READ = {"at": 1, "client": "c2", "op": "query", "collection": "C0", "ids": ["A1"]}
+
+
+@pytest.mark.parametrize("change,needle", [
+    ({"at": float("nan")}, "step 2: at must be a finite, non-negative number of seconds, got nan"),
+    ({"at": float("inf")}, "step 2: at must be a finite"),
+    ({"timeout": -1}, "step 2: timeout must be a positive number of seconds, got -1"),
+    ({"timeout": "5"}, "step 2: timeout must be a positive number"),
+    ({"limit": 0}, "step 2: limit must be a whole number of rows, 1 or more, got 0"),
+    ({"limit": "x"}, "step 2: limit must be a whole number"),
+])
+def test_a_workload_step_with_a_bad_time_timeout_or_limit_is_refused(change, needle):
+    steps = [{"at": 0, "client": "c1", "op": "create_collection", "collection": "C0"}, {**_READ, **change}]
+    with pytest.raises(ValueError, match=needle):
+        milvus_edu.simulate("workload", duration_s=2, options={"steps": steps})
+
+
+@pytest.mark.parametrize("delta", [1e300, -1e300, 2.0 ** 46])
+def test_a_clock_jump_beyond_what_a_timestamp_holds_is_refused(delta):
+    # it overflowed inside the run ("int too big to convert") after the run folder was begun
+    with pytest.raises(ValueError, match="at most 100 years"):
+        milvus_edu.ClockJump("rootcoord-1", 1000.0, delta_ms=delta)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.one_of(st.sampled_from(["nan", "-inf", "Infinity", "1e400", " NaN "]), st.text(max_size=12)))
+def test_any_text_as_a_number_option_is_a_finite_number_or_refused_in_one_line(text):
+    from milvus_edu.registry import get_scenario, scenario_options
+
+    try:
+        value = scenario_options(get_scenario("timetick-basics"), {"inserts_per_s": text})["inserts_per_s"]
+    except ValueError as exc:
+        assert "\n" not in str(exc) and "inserts_per_s" in str(exc)
+    else:
+        assert math.isfinite(value)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.text(max_size=20).filter(lambda t: t not in scenarios() and not t.startswith("-")))
+def test_any_text_as_a_scenario_name_exits_2_with_one_line_and_writes_nothing(tmp_path_factory, text):
+    out = tmp_path_factory.mktemp("run") / "out"
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        code = main(["simulate", "--scenario", text, "--out", str(out)])
+    assert code == 2 and len(err.getvalue().strip().splitlines()) == 1 and "unknown scenario" in err.getvalue()
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("args", [
+    ["simulate", "--scenario", "tso-basics", "--out", ""],
+    ["simulate", "--scenario", "tso-basics", "--out", " "],
+    ["demo", "--out", ""],  # an empty --out used to write ./milvus-edu-demo, as if none were given
+])
+def test_an_empty_out_is_refused_not_read_as_the_current_folder(tmp_path, capsys, monkeypatch, args):
+    monkeypatch.chdir(tmp_path)  # empty: a run here would have been written and passed
+    err = refused(capsys, tmp_path, *args)
+    assert "--out is empty; give the name of a new folder" in err
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("option", ["--kill", "--restart"])
+def test_fork_names_an_empty_node(tmp_path, capsys, option):
+    # an empty --kill was taken for no option at all and reported as "a switch intervention names a bug switch"
+    err = refused(capsys, tmp_path, "fork", str(tmp_path), "--at", "1", option, "", "--out", "OUT")
+    assert "an intervention names a node" in err and "got ''" in err
+
+
+def test_fork_refuses_a_huge_clock_jump_before_running(tmp_path, capsys):
+    err = refused(capsys, tmp_path, "fork", str(tmp_path), "--at", "1", "--clock-jump", "rootcoord-1:1e300",
+                  "--out", "OUT")
+    assert "at most 100 years" in err
+
+
+@pytest.mark.parametrize("where", ["missing/trace.json", "file.txt/trace.json"])
+def test_export_into_a_folder_that_is_not_there_is_the_users_mistake(tmp_path, capsys, where):
+    (tmp_path / "file.txt").write_text("mine")
+    err = refused(capsys, tmp_path, "export", str(tmp_path), "--perfetto", str(tmp_path / where))
+    assert "is not a folder; create it or choose a file in an existing folder" in err  # was exit 1, "could not write"
+    assert (tmp_path / "file.txt").read_text() == "mine"
+
+
+def test_why_violation_with_a_summary_that_is_not_an_object(tmp_path, capsys):
+    (tmp_path / "events.jsonl").write_text('{"run_id":"r","seq":0,"t_ms":1,"node":"x","kind":"tso.save"}\n')
+    (tmp_path / "summary.json").write_text("[1, 2]\n")  # AttributeError: 'list' object has no attribute 'get'
+    err = refused(capsys, tmp_path, "why", str(tmp_path), "--violation", "1")
+    assert "summary.json is not a run summary (it holds a JSON list)" in err
+
+
+@pytest.mark.parametrize("command", ["sweep", "compare"])
+def test_a_grid_or_workload_file_that_is_not_text_is_named(tmp_path, capsys, command):
+    bad = tmp_path / "grid.json"
+    bad.write_bytes(b"\xff\xfe{}")
+    args = ["sweep", str(bad), "--out", "OUT"] if command == "sweep" else ["compare", "--workload", str(bad)]
+    # sweep: a UnicodeDecodeError traceback; compare: the line "'utf-8' codec can't decode..."
+    err = refused(capsys, tmp_path, *args)
+    assert f"{bad} is not UTF-8 text" in err
+
+
+def test_replay_into_a_users_folder_is_refused_and_leaves_it_as_it_was(tmp_path, capsys):
+    token = milvus_edu.simulate("tso-basics", duration_s=0.5).token
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("keep")
+    code, _, err = run_main(capsys, "replay", token, "--out", str(mine))
+    assert code == 2 and "--force" in err and len(err.strip().splitlines()) == 1
+    assert [p.name for p in mine.iterdir()] == ["notes.txt"] and (mine / "notes.txt").read_text() == "keep"
+
+
+def test_simulate_names_a_network_that_is_not_network_params():
+    with pytest.raises(TypeError, match="network is a milvus_edu.sim.kernel.NetworkParams, got str"):
+        milvus_edu.simulate("tso-basics", duration_s=1, network="lossy")  # was an AttributeError from inside SimPy
+
+
+def test_why_on_events_without_the_run_log_columns_names_one(tmp_path):
+    (tmp_path / "events.jsonl").write_text('{"run_id":"r","seq":0,"t_ms":1,"node":"x","kind":"tso.save"}\n')
+    events = milvus_edu.load_run(tmp_path)[["seq", "t_ms", "node", "kind"]]
+    with pytest.raises(ValueError, match="these events lack the run-log column 'run_id'"):  # was KeyError: 'request'
+        milvus_edu.why(events, read=1)
+
+
+@pytest.mark.parametrize("item,needle", [
+    ({"kind": "kill", "node": "proxy-1"}, "lacks 't_ms'; give node, t_ms"),
+    ({"kind": "pause", "t_ms": 5.0}, "lacks 'node'"),
+    ({"kind": "kill", "node": "proxy-1", "t_ms": 5.0, "at": 1}, "has no field 'at'"),
+])
+def test_an_intervention_dict_says_which_field_is_wrong(item, needle):
+    with pytest.raises(ValueError, match=needle):  # was "not a kill intervention: {...}" and nothing more
+        milvus_edu.simulate("timetick-basics", duration_s=1, interventions=[item])
+
+
+@pytest.mark.parametrize("scenario", ["timetick-basics", "flush-basics", "seed-example"])
+def test_a_mistyped_proxy_count_is_refused_not_a_memory_error(tmp_path, capsys, scenario):
+    err = refused(capsys, tmp_path, "simulate", "--scenario", scenario, "--out", "OUT", "--option", "proxies=100000000")
+    assert "has at most 1,000 proxies in this model, got 100,000,000" in err
+
+
+def test_running_out_of_memory_is_one_line_exit_1(tmp_path, capsys, monkeypatch):
+    from milvus_edu.sim import run as run_module
+
+    def too_big(*args, **kwargs):
+        raise MemoryError
+
+    monkeypatch.setattr(run_module, "simulate", too_big)
+    code, _, err = run_main(capsys, "simulate", "--scenario", "tso-basics", "--out", str(tmp_path / "r"))
+    assert code == 1 and len(err.strip().splitlines()) == 1 and "out of memory" in err
+
+
+@pytest.mark.parametrize("grid", ["[1]", '{"scenario": ["tso-basics"]}'])
+def test_load_sweep_of_a_folder_whose_grid_is_not_a_sweeps(tmp_path, grid):
+    from milvus_edu.sweep import SweepFolderError, load_sweep
+
+    (tmp_path / "grid.json").write_text(grid)  # was TypeError "list indices must be integers" / KeyError 'options'
+    with pytest.raises(SweepFolderError, match="grid.json is not a sweep's grid; give the --out of a sweep"):
+        load_sweep(tmp_path, spark=object())  # refused before Spark is asked for anything
+
+
+def test_flush_latency_of_runs_without_a_flush_is_an_empty_table(tmp_path):
+    from milvus_edu.mechanisms.flush.analysis import FLUSH_LATENCY_COLUMNS, flush_latency_pd
+
+    (tmp_path / "events.jsonl").write_text('{"run_id":"r","seq":0,"t_ms":1,"node":"x","kind":"tso.save"}\n')
+    table = flush_latency_pd(milvus_edu.load_run(tmp_path))  # was KeyError: 'called_ms'
+    assert list(table.columns) == FLUSH_LATENCY_COLUMNS and table.empty
+
+
+def test_force_never_replaces_an_objects_folder_a_run_did_not_write(tmp_path, capsys):
+    out = tmp_path / "mine"
+    (out / "objects").mkdir(parents=True)
+    (out / "objects" / "photo.jpg").write_text("mine")
+    code, _, err = run_main(capsys, "simulate", "--scenario", "tso-basics", "--out", str(out), "--force")
+    assert code == 2 and "objects exists and was not written by a milvus-edu run" in err
+    assert [p.relative_to(out).as_posix() for p in out.rglob("*")] == ["objects", "objects/photo.jpg"]
+
+
+def test_sweep_refuses_an_empty_out_before_spark(tmp_path, capsys, monkeypatch):
+    grid = tmp_path / "grid.json"
+    grid.write_text('{"scenario": "tso-basics", "seeds": 1}')
+    monkeypatch.chdir(tmp_path)  # not empty: an empty --out was read as this folder
+    err = refused(capsys, tmp_path, "sweep", str(grid), "--out", "")
+    assert "--out is empty; give the name of a new folder" in err
+    assert [p.name for p in tmp_path.iterdir()] == ["grid.json"]
+
+
+def test_compare_refuses_an_empty_out_before_running_either_side(tmp_path, capsys, monkeypatch):
+    from milvus_edu.real import compare as compare_module
+
+    def no_server(*args, **kwargs):
+        raise AssertionError("the real side must not start")
+
+    monkeypatch.setattr(compare_module, "run_workload", no_server)
+    monkeypatch.chdir(tmp_path)
+    err = refused(capsys, tmp_path, "compare", "--out", "")
+    assert "--out is empty; give the name of a new folder" in err and list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("scenario,option,needle", [
+    # the proxy's reads overflowed a timestamp mid-run ("Python int too large to convert to C long")
+    ("clock-skew-bounded", "ahead_ms=1e300", "a proxy's clock offset must be at most 100 years"),
+    ("workload", "proxy2_clock_offset_ms=-1e300", "a proxy's clock offset must be at most 100 years"),
+    # 1e300 s overflowed converting to nanoseconds mid-run; 1e-300 s was blamed on "DataNodeParams.sync_period_ns"
+    ("flush-sync-policies", "sync_period_s=1e300", "sync_period_s must be positive, from 1e-9 (1 ns) to 9.2e9"),
+    ("flush-sync-policies", "sync_period_s=1e-300", "sync_period_s must be positive, from 1e-9 (1 ns) to 9.2e9"),
+])
+def test_a_huge_or_tiny_option_that_overflowed_mid_run_is_refused(tmp_path, capsys, scenario, option, needle):
+    err = refused(capsys, tmp_path, "simulate", "--scenario", scenario, "--out", "OUT", "--option", option)
+    assert needle in err
+
+
+@pytest.mark.parametrize("master", ["nope", "", "local[", "spark://"])
+def test_sweep_refuses_a_master_that_is_no_spark_master_before_writing_or_starting_anything(tmp_path, capsys, master):
+    grid = tmp_path / "grid.json"
+    grid.write_text('{"scenario": "tso-basics", "seeds": 1}')
+    # it wrote the sweep folder's grid.json, then started a JVM that failed (exit 1, "Spark did not start")
+    err = refused(capsys, tmp_path, "sweep", str(grid), "--out", "OUT", "--master", master)
+    assert "argument --master: expected a Spark master such as local[2] or spark://host:7077" in err
+
+
+@pytest.mark.parametrize("master", ["local", "local[2]", "local[*]", "local[4,2]", "local-cluster[2,1,1024]", "yarn",
+                                    "spark://host:7077", "k8s://https://host:443"])
+def test_the_spark_master_forms_are_accepted(master):
+    from milvus_edu.cli import build_parser
+
+    args = build_parser().parse_args(["sweep", "grid.json", "--out", "o", "--master", master])
+    assert args.master == master
+
+
+def test_fork_of_a_folder_whose_log_was_damaged_still_names_the_true_first_difference(tmp_path):
+    run = milvus_edu.simulate("tso-basics", duration_s=1, out_dir=tmp_path / "run")
+    intact = milvus_edu.fork(run.token, 500.0, milvus_edu.Kill("rootcoord-1")).first_difference
+    log = tmp_path / "run" / "events.jsonl"
+    lines = log.read_text().splitlines(keepends=True)
+    lines[2] = '{"broken\n'
+    log.write_text("".join(lines))
+    # it said "the runs first differ at event 3 (0.000 s)", before the fork's time, where no fork changes anything
+    assert milvus_edu.fork(tmp_path / "run", 500.0, milvus_edu.Kill("rootcoord-1")).first_difference == intact > 2
+
+
+@pytest.mark.parametrize("command", [["timeline", ""], ["why", "", "--read", "1"], ["export", "", "--perfetto", "OUT"]])
+def test_an_empty_run_path_is_named_as_empty(tmp_path, capsys, command):
+    err = refused(capsys, tmp_path, *command)  # it said ". has no events.parquet or events.jsonl"
+    assert "the run path is empty" in err
+
+
+@pytest.mark.parametrize("summary,needle", [
+    ('{"checks": 5}', "checks.violations is not a list of violations"),  # AttributeError: 'int' ... 'get'
+    ('{"checks": {"violations": 5}}', "checks.violations is not a list of violations"),  # TypeError: not iterable
+    ('{"checks": {"violations": [1]}}', "checks.violations is not a list of violations"),
+    ('{"checks": {"violations": [{"seqs": ["x"]}]}}', "violation 1's seqs in summary.json are not event numbers"),
+])
+def test_why_violation_on_a_hand_edited_summary_says_what_is_wrong(tmp_path, capsys, summary, needle):
+    (tmp_path / "events.jsonl").write_text('{"run_id":"r","seq":0,"t_ms":1,"node":"x","kind":"tso.save"}\n')
+    (tmp_path / "summary.json").write_text(summary + "\n")
+    err = refused(capsys, tmp_path, "why", str(tmp_path), "--violation", "1")
+    assert needle in err
+
+
+@pytest.mark.parametrize("detail", ["not json", "[1, 2]"])
+def test_export_of_a_log_with_a_hand_edited_detail_shows_that_event_plainly(tmp_path, detail):
+    import json
+
+    row = {"run_id": "r", "seq": 0, "t_ms": 1.0, "node": "client-1", "kind": "client.read_start", "request": 1,
+           "detail": detail}  # JSONDecodeError / AttributeError: 'list' object has no attribute 'get'
+    (tmp_path / "events.jsonl").write_text(json.dumps(row) + "\n")
+    assert milvus_edu.export_perfetto(tmp_path, tmp_path / "trace.json") > 0
+    names = [e.get("name") for e in json.loads((tmp_path / "trace.json").read_text())["traceEvents"]]
+    assert "client.read_start" in names  # the row's plain instant
