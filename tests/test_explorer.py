@@ -294,6 +294,13 @@ def test_a_frame_of_a_broken_run_gets_the_violations_its_summary_has():
     assert checks["violation_counts"]["read-after-guarantee"] > 0
 
 
+@pytest.mark.parametrize("span_s", [0, -1, float("nan"), float("inf"), "wide"])
+def test_a_window_that_is_not_a_positive_number_of_seconds_is_refused_in_one_line(run, span_s):
+    with pytest.raises(ValueError, match=r"^span_s must be a positive number of seconds .*, got ") as caught:
+        Explorer(run.events, span_s=span_s)
+    assert "\n" not in str(caught.value)
+
+
 def test_a_run_folder_opens_with_its_summary(tmp_path):
     folder = tmp_path / "run"
     milvus_edu.simulate("tso-failover", seed=1, duration_s=3, out_dir=folder)

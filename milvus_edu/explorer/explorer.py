@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import html
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -107,6 +108,12 @@ class Explorer:
     """
 
     def __init__(self, source, *, span_s: float = DEFAULT_SPAN_MS / 1000, cursor: int = 0):
+        try:
+            span_ok = math.isfinite(float(span_s)) and float(span_s) > 0
+        except (TypeError, ValueError):
+            span_ok = False
+        if not span_ok:
+            raise ValueError(f"span_s must be a positive number of seconds (the visible time window), got {span_s!r}")
         self.events = as_frame(source).reset_index(drop=True)
         summary, self._source = _summary_and_source(source)
         self.summary = summary if summary is not None else {"checks": _checks(self.events)}
