@@ -16,16 +16,7 @@ from hypothesis import strategies as st
 import milvus_edu
 from milvus_edu.cli import main
 from milvus_edu.registry import scenarios
-
-
-def run_main(capsys, *args):
-    """The command in this process: status, stdout, stderr."""
-    try:
-        code = main(list(args))
-    except SystemExit as exc:  # argparse's own refusals
-        code = exc.code
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
+from test_cli import run_main
 
 
 def refused(capsys, tmp_path, *args):
