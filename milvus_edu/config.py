@@ -257,17 +257,26 @@ class Config:
         return replace(self, **updated)
 
 
+def parse_flag(raw) -> bool | None:
+    """A true/false value from Python or the command line (``true``/``false``, ``1``/``0``, ``yes``/``no``,
+    ``on``/``off``, any case); ``None`` for anything else, which the caller refuses rather than reads as false."""
+    if isinstance(raw, bool):
+        return raw
+    text = str(raw).strip().lower()
+    if text in ("true", "1", "yes", "on"):
+        return True
+    if text in ("false", "0", "no", "off"):
+        return False
+    return None
+
+
 def _convert(dotted: str, current, raw):
     """``raw`` as the type of ``current`` (bool, int or str); ``ValueError`` naming the parameter."""
     if isinstance(current, bool):
-        if isinstance(raw, bool):
-            return raw
-        text = str(raw).strip().lower()
-        if text in ("true", "1", "yes", "on"):
-            return True
-        if text in ("false", "0", "no", "off"):
-            return False
-        raise ValueError(f"parameter {dotted} takes true or false, got {raw!r}")
+        flag = parse_flag(raw)
+        if flag is None:
+            raise ValueError(f"parameter {dotted} takes true or false, got {raw!r}")
+        return flag
     if isinstance(current, float):
         try:
             return float(str(raw).replace("_", ""))

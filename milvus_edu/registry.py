@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from .config import parse_flag
 from .events.schema import Kind, register_kinds
 
 _EMPTY: Mapping = MappingProxyType({})
@@ -270,14 +271,10 @@ def scenario_options(scenario: Scenario, given: Mapping[str, object] | None) -> 
 
 def _flag(name: str, raw) -> bool:
     """A true/false option from Python or the command line; a word that is neither is refused, not read as false."""
-    if isinstance(raw, bool):
-        return raw
-    text = str(raw).strip().lower()
-    if text in ("1", "true", "yes", "on"):
-        return True
-    if text in ("0", "false", "no", "off"):
-        return False
-    raise ValueError(f"option {name} takes true or false, got {raw!r}")
+    flag = parse_flag(raw)
+    if flag is None:
+        raise ValueError(f"option {name} takes true or false, got {raw!r}")
+    return flag
 
 
 def _records(name: str, raw) -> tuple:
