@@ -9,6 +9,7 @@ import contextlib
 import io
 import math
 
+import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -336,3 +337,50 @@ def test_export_of_a_log_with_a_hand_edited_detail_shows_that_event_plainly(tmp_
     assert milvus_edu.export_perfetto(tmp_path, tmp_path / "trace.json") > 0
     names = [e.get("name") for e in json.loads((tmp_path / "trace.json").read_text())["traceEvents"]]
     assert "client.read_start" in names  # the row's plain instant
+
+
+def _registered_analyses():
+    from milvus_edu.registry import mechanisms
+
+    return sorted((name, fns) for m in mechanisms() if m.analyses for name, fns in m.analyses().items())
+
+
+@pytest.fixture(scope="module")
+def small_run():
+    return milvus_edu.simulate("seed-example", seed=1, duration_s=1)
+
+
+@pytest.mark.parametrize("name,fns", _registered_analyses(), ids=[n for n, _ in _registered_analyses()])
+def test_an_analysis_given_the_wrong_thing_says_what_to_pass(name, fns, small_run, tmp_path):
+    from milvus_edu.analysis import LoadedEvents
+
+    spark_fn, pandas_fn = fns
+    frame = small_run.events
+    refused = {  # what each side is given by mistake, and the words its one line must hold
+        pandas_fn: [(small_run, f"{pandas_fn.__name__}(run.events)"),  # was TypeError: not subscriptable
+                    (str(tmp_path), "milvus_edu.load_run("),  # was: string indices must be integers
+                    (None, "not None"),
+                    (LoadedEvents(events=1, malformed=2), f"call {name}(loaded.events)")],
+        spark_fn: [(frame, f"call {name}_pd (the pandas twin)"),  # was a bare AssertionError inside pyspark
+                   (LoadedEvents(events=1, malformed=2), f"{name}(loaded.events)"),
+                   (small_run, f"call {name}_pd(run.events)"),
+                   (tmp_path, "load_events(spark, ")],
+    }
+    for fn, cases in refused.items():
+        for given, words in cases:
+            with pytest.raises(TypeError) as info:
+                fn(given)
+            message = str(info.value)
+            assert message.startswith(f"{fn.__name__} takes ") and words in message and "\n" not in message
+    with pytest.raises(ValueError, match=rf"^{pandas_fn.__name__}: the frame is not a run log's events "
+                                         r"\(it lacks the column\(s\) kind\)"):
+        pandas_fn(frame.drop(columns=["kind"]))  # was KeyError: 'kind'
+    assert list(pandas_fn(frame[frame.seq < 0]).columns) == list(pandas_fn(frame).columns)  # rows filtered: fine
+
+
+def test_binlog_vs_meta_pd_says_what_to_pass(tmp_path):
+    from milvus_edu.mechanisms.flush.analysis import binlog_vs_meta_pd
+
+    with pytest.raises(TypeError, match=r"^binlog_vs_meta_pd takes a run log's events as a pandas DataFrame, "
+                                        r"not a path: read the run first"):
+        binlog_vs_meta_pd(tmp_path, [tmp_path])

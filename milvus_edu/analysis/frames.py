@@ -7,10 +7,14 @@ twin that returns the same columns, sorted by its keys, with dtypes ``Int64`` / 
 
 from __future__ import annotations
 
+import functools
+import os
+
 import pandas as pd
 import pyarrow as pa
 
 from ..events.io import table_to_frame
+from ..events.schema import FIELD_NAMES
 
 #: The percentiles the lag analyses report (``p50_*``, ``p95_*`` columns).
 PERCENTILES = (50, 95)
@@ -71,3 +75,91 @@ def with_percentiles(out: pd.DataFrame, rows: pd.DataFrame, keys: list[str], val
         chosen = ranked[ranked["rank"] == nearest_rank(ranked["n"], p)]
         out = out.merge(chosen[keys + [value]].rename(columns={value: f"p{p}_{value}"}), on=keys, how="left")
     return out
+
+
+# --- what an analysis is given ----------------------------------------------------------------------
+
+def _is_spark_frame(value) -> bool:
+    return type(value).__module__.startswith("pyspark.sql") and hasattr(value, "schema")
+
+
+def _kind_of(value) -> str:
+    """What ``value`` is, in the words of the hint that goes with it: a path, a run, loaded events, a Spark or
+    pandas DataFrame, or its type's name."""
+    if isinstance(value, (str, os.PathLike)):
+        return "path"
+    if isinstance(value, pd.DataFrame):
+        return "pandas"
+    if _is_spark_frame(value):
+        return "spark"
+    if hasattr(value, "malformed") and hasattr(value, "events"):
+        return "loaded"  # load_events's LoadedEvents
+    if hasattr(value, "summary") and hasattr(type(value), "events"):
+        return "run"  # simulate's RunResult
+    return type(value).__name__
+
+
+def check_events_frame(frame, name: str) -> None:
+    """Refuse, in one line, anything but a run log's events as a pandas DataFrame as the first argument of
+    the pandas analysis ``name``: a ``TypeError`` saying what to pass instead (for a path, a run, a Spark
+    DataFrame...), or a ``ValueError`` naming the run-log columns a frame lacks."""
+    kind = _kind_of(frame)
+    if kind == "pandas":
+        missing = [c for c in FIELD_NAMES if c not in frame.columns]
+        if missing:
+            shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
+            raise ValueError(f"{name}: the frame is not a run log's events (it lacks the column(s) {shown}); "
+                             f"pass milvus_edu.load_run(folder) or simulate(...).events, filtered by rows only")
+        return
+    hint = {
+        "path": f"read the run first: {name}(milvus_edu.load_run({str(frame)!r}))",
+        "run": f"pass the run's events: {name}(run.events)",
+        "spark": f"for a Spark DataFrame call {name.removesuffix('_pd')} (the Spark version), or pass to_pandas(events)",
+        "loaded": f"for load_events's result call {name.removesuffix('_pd')}(loaded.events), "
+                  f"or pass to_pandas(loaded.events)",
+    }.get(kind, "pass milvus_edu.load_run(folder) or simulate(...).events")
+    raise TypeError(f"{name} takes a run log's events as a pandas DataFrame, not {_article(kind)}: {hint}")
+
+
+def check_events_spark(events, name: str) -> None:
+    """Refuse, in one line, anything but a Spark DataFrame of run-log events as the first argument of the
+    Spark analysis ``name``: a ``TypeError`` saying what to pass instead."""
+    kind = _kind_of(events)
+    if kind == "spark":
+        return
+    hint = {
+        "loaded": f"pass the events of what load_events gave: {name}(loaded.events)",
+        "pandas": f"for a pandas DataFrame call {name}_pd (the pandas twin)",
+        "run": f"for a run in memory call {name}_pd(run.events), or load its folder with load_events",
+        "path": f"load it first: {name}(load_events(spark, {str(events)!r}).events)",
+    }.get(kind, "pass load_events(spark, paths).events")
+    raise TypeError(f"{name} takes run-log events as a Spark DataFrame, not {_article(kind)}: {hint}")
+
+
+def _article(kind: str) -> str:
+    return {"path": "a path", "pandas": "a pandas DataFrame", "spark": "a Spark DataFrame",
+            "loaded": "a LoadedEvents", "run": "a RunResult", "NoneType": "None"}.get(kind, f"a {kind}")
+
+
+def pandas_analysis(fn):
+    """Mark ``fn`` as a pandas twin whose first argument is a run log's events: a wrong argument is refused
+    by :func:`check_events_frame` before ``fn`` runs, instead of failing inside it on a missing column."""
+
+    @functools.wraps(fn)
+    def checked(frame, *args, **kwargs):
+        check_events_frame(frame, fn.__name__)
+        return fn(frame, *args, **kwargs)
+
+    return checked
+
+
+def spark_analysis(fn):
+    """Mark ``fn`` as a Spark analysis whose first argument is run-log events as a Spark DataFrame: a wrong
+    argument is refused by :func:`check_events_spark` before ``fn`` runs."""
+
+    @functools.wraps(fn)
+    def checked(events, *args, **kwargs):
+        check_events_spark(events, fn.__name__)
+        return fn(events, *args, **kwargs)
+
+    return checked

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ...analysis.frames import PERCENTILES, as_strings, sorted_by, with_percentiles
+from ...analysis.frames import PERCENTILES, as_strings, pandas_analysis, sorted_by, spark_analysis, with_percentiles
 from ...events.schema import SIM_EPOCH_MS
 from ...narrate import detail_dict
 from ...tsoutil import LOGICAL_BITS
@@ -52,6 +52,7 @@ _ONE_PHYSICAL_MS = 1 << LOGICAL_BITS
 
 # --- checkpoint lag ------------------------------------------------------------------------------
 
+@spark_analysis
 def checkpoint_lag(events):
     """Per run and vchannel, how far the channel checkpoints DataCoord stored trail (Spark).
 
@@ -92,6 +93,7 @@ def _details(frame: pd.DataFrame) -> pd.Series:
     return frame["detail"].map(detail_dict)
 
 
+@pandas_analysis
 def checkpoint_lag_pd(frame: pd.DataFrame) -> pd.DataFrame:
     """The pandas twin of :func:`checkpoint_lag` (same columns and numbers), sorted."""
     cps = frame[(frame["kind"] == "datacoord.channel_cp") & frame["error"].isna()]
@@ -122,6 +124,7 @@ def checkpoint_lag_pd(frame: pd.DataFrame) -> pd.DataFrame:
 
 # --- flush latency -------------------------------------------------------------------------------
 
+@spark_analysis
 def flush_latency(events):
     """Per run and flush call, how long the flush took to finish, for the client and for the DataNode (Spark).
 
@@ -152,6 +155,7 @@ def flush_latency(events):
             .select(*FLUSH_LATENCY_COLUMNS))
 
 
+@pandas_analysis
 def flush_latency_pd(frame: pd.DataFrame) -> pd.DataFrame:
     """The pandas twin of :func:`flush_latency`, sorted."""
     frame = frame[frame["kind"].isin(["client.flush", "datanode.flush_ts"])]
@@ -186,6 +190,7 @@ def flush_latency_pd(frame: pd.DataFrame) -> pd.DataFrame:
 
 # --- sync sizes ----------------------------------------------------------------------------------
 
+@spark_analysis
 def sync_sizes(events):
     """Per run and vchannel, the syncs the write buffer cut (Spark).
 
@@ -210,6 +215,7 @@ def sync_sizes(events):
             .select(*SYNC_SIZES_COLUMNS))
 
 
+@pandas_analysis
 def sync_sizes_pd(frame: pd.DataFrame) -> pd.DataFrame:
     """The pandas twin of :func:`sync_sizes`, sorted."""
     frame = frame[frame["kind"].isin(["datanode.sync", "datanode.sync_done"])]
@@ -331,6 +337,7 @@ def _meta_pd(frame: pd.DataFrame) -> pd.DataFrame:
     return meta.merge(audit.rename("audit_rows").reset_index(), on=KEYS_SEGMENT, how="outer")
 
 
+@pandas_analysis
 def binlog_vs_meta_pd(frame: pd.DataFrame, run_dirs) -> pd.DataFrame:
     """The pandas twin of :func:`binlog_vs_meta`, sorted."""
     meta = _meta_pd(frame)

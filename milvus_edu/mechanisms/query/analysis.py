@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ...analysis.frames import PERCENTILES, as_strings, sorted_by, with_percentiles
+from ...analysis.frames import PERCENTILES, as_strings, pandas_analysis, sorted_by, spark_analysis, with_percentiles
 from ...events.schema import SIM_EPOCH_MS
 from ...tsoutil import LOGICAL_BITS
 
@@ -117,6 +117,7 @@ def _requests_pd(frame: pd.DataFrame) -> pd.DataFrame:
 
 # --- read waits ----------------------------------------------------------------------------------
 
+@spark_analysis
 def read_waits(events):
     """Per run and level: how many reads there were, how many failed, and how often and how long shard reads
     waited for tsafe to reach their guarantee (Spark).
@@ -163,6 +164,7 @@ def read_waits(events):
             .select(*READ_WAITS_COLUMNS))
 
 
+@pandas_analysis
 def read_waits_pd(frame: pd.DataFrame) -> pd.DataFrame:
     """The pandas twin of :func:`read_waits` (same columns and numbers), sorted."""
     reqs = _requests_pd(frame)
@@ -196,6 +198,7 @@ def read_waits_pd(frame: pd.DataFrame) -> pd.DataFrame:
 
 # --- read staleness ------------------------------------------------------------------------------
 
+@spark_analysis
 def read_staleness(events):
     """Per run and level: how stale the data each successful read returned was (Spark).
 
@@ -230,6 +233,7 @@ def read_staleness(events):
             .select(*READ_STALENESS_COLUMNS))
 
 
+@pandas_analysis
 def read_staleness_pd(frame: pd.DataFrame) -> pd.DataFrame:
     """The pandas twin of :func:`read_staleness` (same columns and numbers), sorted."""
     shards = frame[(frame["kind"] == "querynode.read") & frame["error"].isna() & frame["ts"].notna()]
@@ -258,6 +262,7 @@ def read_staleness_pd(frame: pd.DataFrame) -> pd.DataFrame:
 
 # --- tsafe lag -----------------------------------------------------------------------------------
 
+@spark_analysis
 def tsafe_lag(events):
     """Per run and vchannel: how far the QueryNode's tsafe trails true time (Spark).
 
@@ -294,6 +299,7 @@ def tsafe_lag(events):
             .select(*TSAFE_LAG_COLUMNS))
 
 
+@pandas_analysis
 def tsafe_lag_pd(frame: pd.DataFrame) -> pd.DataFrame:
     """The pandas twin of :func:`tsafe_lag` (same columns and numbers), sorted."""
     rows = frame[frame["kind"].isin(["querynode.watch", "querynode.tsafe"]) & frame["vchannel"].notna()

@@ -24,7 +24,7 @@ import bisect
 import numpy as np
 import pandas as pd
 
-from ...analysis.frames import PERCENTILES, as_strings, sorted_by, with_percentiles
+from ...analysis.frames import PERCENTILES, as_strings, pandas_analysis, sorted_by, spark_analysis, with_percentiles
 from ...events.schema import SIM_EPOCH_MS
 from ...tsoutil import LOGICAL_BITS
 from .kinds import DML_TYPES
@@ -44,6 +44,7 @@ _ONE_PHYSICAL_MS = 1 << LOGICAL_BITS
 
 # --- tick lag ------------------------------------------------------------------------------------
 
+@spark_analysis
 def tick_lag(events):
     """Per run and pchannel, how far the time ticks rootcoord writes trail true time (Spark).
 
@@ -79,6 +80,7 @@ def tick_lag(events):
             .select(*TICK_LAG_COLUMNS))
 
 
+@pandas_analysis
 def tick_lag_pd(frame: pd.DataFrame) -> pd.DataFrame:
     """The pandas twin of :func:`tick_lag` (same columns and numbers), sorted."""
     ticks = frame[(frame["kind"] == "mq.produce") & (frame["msg_type"] == "TimeTick")]
@@ -100,6 +102,7 @@ def tick_lag_pd(frame: pd.DataFrame) -> pd.DataFrame:
 
 # --- DML messages written out of timestamp order -------------------------------------------------
 
+@spark_analysis
 def produce_reorder(events):
     """Per run and pchannel, how far DML messages arrive out of timestamp order (Spark).
 
@@ -161,6 +164,7 @@ def _larger_before(end_ts: np.ndarray) -> np.ndarray:
     return out
 
 
+@pandas_analysis
 def produce_reorder_pd(frame: pd.DataFrame) -> pd.DataFrame:
     """The pandas twin of :func:`produce_reorder`, sorted; it counts the larger earlier messages
     directly (a sorted list per channel) instead of by blocks."""
@@ -193,6 +197,7 @@ def produce_reorder_pd(frame: pd.DataFrame) -> pd.DataFrame:
 
 # --- pack sizes ----------------------------------------------------------------------------------
 
+@spark_analysis
 def pack_sizes(events):
     """Per run, pchannel and vchannel, the tt-aligned packs its consumer received (Spark).
 
@@ -210,6 +215,7 @@ def pack_sizes(events):
             .select(*PACK_COLUMNS))
 
 
+@pandas_analysis
 def pack_sizes_pd(frame: pd.DataFrame) -> pd.DataFrame:
     """The pandas twin of :func:`pack_sizes`, sorted."""
     packs = frame[frame["kind"] == "mq.pack"]

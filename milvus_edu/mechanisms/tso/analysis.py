@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ...analysis.frames import sorted_by
+from ...analysis.frames import pandas_analysis, sorted_by, spark_analysis
 
 KEYS_ALLOC = ["run_id", "node", "window"]
 KEYS_SAVES = ["run_id", "node", "second"]
@@ -37,6 +37,7 @@ GAP_COLUMNS = ["run_id", "killed_node", "kill_seq", "kill_t_ms", "client",
 
 # --- TSO allocations per saved window ------------------------------------------------------------
 
+@spark_analysis
 def allocations_per_window(events):
     """Per run and rootcoord node, each saved window and how much it was used (Spark).
 
@@ -74,6 +75,7 @@ def allocations_per_window(events):
     )
 
 
+@pandas_analysis
 def allocations_per_window_pd(frame: pd.DataFrame) -> pd.DataFrame:
     """The pandas twin of :func:`allocations_per_window` (same columns and numbers), sorted."""
     ev = frame[frame["kind"].isin(["tso.save", "tso.alloc"])]
@@ -102,6 +104,7 @@ def allocations_per_window_pd(frame: pd.DataFrame) -> pd.DataFrame:
 
 # --- KV saves per simulated second ---------------------------------------------------------------
 
+@spark_analysis
 def kv_saves_per_second(events):
     """``tso.save`` events per run, node and whole simulated second ``floor(t_ms / 1000)`` (Spark).
 
@@ -115,6 +118,7 @@ def kv_saves_per_second(events):
             .select(*SAVES_COLUMNS))
 
 
+@pandas_analysis
 def kv_saves_per_second_pd(frame: pd.DataFrame) -> pd.DataFrame:
     """The pandas twin of :func:`kv_saves_per_second`, sorted."""
     saves = frame[frame["kind"] == "tso.save"]
@@ -130,6 +134,7 @@ def kv_saves_per_second_pd(frame: pd.DataFrame) -> pd.DataFrame:
 
 # --- the allocation gap across a failover --------------------------------------------------------
 
+@spark_analysis
 def failover_gaps(events):
     """For each ``fault.kill`` and each client of its run, the gap in answers across the kill (Spark).
 
@@ -166,6 +171,7 @@ def failover_gaps(events):
     )
 
 
+@pandas_analysis
 def failover_gaps_pd(frame: pd.DataFrame) -> pd.DataFrame:
     """The pandas twin of :func:`failover_gaps`, sorted."""
     kills = frame[frame["kind"] == "fault.kill"][["run_id", "node", "seq", "t_ms"]].rename(
