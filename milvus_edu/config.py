@@ -225,6 +225,13 @@ class Config:
         """A JSON-ready dict (recorded in run metadata)."""
         return asdict(self)
 
+    def changed_params(self) -> dict[str, object]:
+        """The parameters that differ from Milvus's defaults, by dotted name (what :meth:`with_params` takes back),
+        in the order of the groups and their fields; ``{}`` for a default config. The switches are not parameters."""
+        now, default = self.to_dict(), Config().to_dict()
+        return {f"{group}.{name}": value for group, values in now.items() if group != "switches"
+                for name, value in values.items() if default[group][name] != value}
+
     def with_params(self, params: dict[str, object]) -> "Config":
         """A copy with parameters overridden by dotted name, e.g. ``{"timetick.time_tick_interval_ns": 100_000_000}``.
 

@@ -15,6 +15,7 @@ import pytest
 
 from milvus_edu import Kill, Pause, Restart, fork, load_run, replay, simulate, why
 from milvus_edu.check.violation import frame_rows
+from milvus_edu.events.schema import detail_object
 from milvus_edu.explain import WhyError
 from milvus_edu.explorer import Explorer
 from milvus_edu.registry import get_scenario, scenario_mechanisms
@@ -89,6 +90,23 @@ def test_every_way_of_checking_a_broken_run_reports_the_same_checks(tmp_path, sc
             summary.close()
             for name, section in summary.sections(run.summary["events_by_kind"]).items():
                 assert section == run.summary[name], name
+
+
+def test_a_bare_log_is_checked_with_the_parameters_its_run_used(tmp_path):
+    """A 2 s time tick (Milvus: 200 ms) is no stall for the run that set it. Its ``run.start`` names the parameters
+    that differ from Milvus's defaults (a default run's names none, so its log is as it was), and the explorer of the
+    bare log checks with them: the run's checks, where Milvus's defaults would call every 2 s gap a stall."""
+    params = {"timetick.time_tick_interval_ns": 2_000_000_000}
+    run = simulate("timetick-basics", seed=1, duration_s=4.0, params=params, out_dir=tmp_path / "run")
+    assert detail_object(run.events["detail"].iloc[0])["params"] == params
+    assert "params" not in detail_object(simulate("timetick-basics", seed=1, duration_s=0.5).events["detail"].iloc[0])
+    # the lesson's checkers on Milvus's defaults
+    stalls = [v for mech in scenario_mechanisms(get_scenario("timetick-basics")) if mech.checker is not None
+              for v in mech.checker().check_frame(run.events) if v.invariant == "tick-progress"]
+    assert len(stalls) > 0 and run.summary["checks"]["violation_counts"]["tick-progress"] == 0
+    (tmp_path / "run" / "summary.json").unlink()  # a bare events file: nothing but the log to go on
+    for frame in (run.events, load_run(tmp_path / "run" / "events.parquet")):
+        assert Explorer(frame).summary["checks"] == run.summary["checks"]
 
 
 def test_a_fork_keeps_the_violations_that_rest_on_the_log_it_shares_with_its_original():

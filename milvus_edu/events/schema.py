@@ -114,7 +114,8 @@ def kind(name: str, doc: str, fields: str, go: str) -> Kind:
 EVENT_KINDS: dict[str, Kind] = {
     k.name: k
     for k in (
-        kind("run.start", "The run began; `detail` holds scenario, seed and switches.", "detail", "-"),
+        kind("run.start", "The run began; `detail` holds scenario, seed, switches, and the options and parameters "
+             "that differ from the defaults.", "detail", "-"),
         kind("run.end", "The run ended; `detail` holds the event count.", "detail", "-"),
         kind("run.clock", "A run on a real Milvus server (`milvus_edu.real`): `clock_ms` is the wall clock (Unix ms) "
              "at this event's `t_ms`, so views place the real hybrid timestamps' physical parts on the run's time "

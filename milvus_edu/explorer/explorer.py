@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..config import BugSwitches
+from ..config import BugSwitches, Config
 from ..explain import Chain, WhyError, why as ask_why
 from ..explain.violation import explain_violation
 from ..export.perfetto import Begin, row_items, rows, trace_mapping
@@ -76,22 +76,45 @@ def _summary_and_source(obj):
 def _checks(frame: pd.DataFrame) -> dict:
     """The ``checks`` section a summary would have, for a run log that came without one: the checkers of the
     mechanisms its scenario exercises (named by its ``run.start`` event), or of every registered mechanism that owns
-    one of its kinds, run over it with Milvus's default parameters (the log does not hold the run's)."""
+    one of its kinds, run over it with the parameters its ``run.start`` names (Milvus's defaults where it names none:
+    a run on the defaults, or a log that is not a simulated run's)."""
+    start = _start_detail(frame)
+    config = _config_of(start)
     checkers = []
-    for mech in _mechanisms_of(frame):
+    for mech in _mechanisms_of(frame, start):
         if mech.checker is not None:
             checker = mech.checker()
+            checker.configure(config)
             checker.check_frame(frame)
             checkers.append((mech.name, checker))
     return checks_report(checkers)
 
 
-def _mechanisms_of(frame: pd.DataFrame) -> tuple:
+def _start_detail(frame: pd.DataFrame) -> dict:
+    """The ``detail`` of the log's ``run.start`` as a dict (``{}`` when there is none or it is not an object)."""
     start = frame.loc[frame["kind"] == "run.start", "detail"]
     if len(start) and isinstance(start.iloc[0], str):
-        scenario = detail_object(start.iloc[0]).get("scenario")
-        if isinstance(scenario, str) and scenario in scenarios():
-            return scenario_mechanisms(get_scenario(scenario))
+        detail = detail_object(start.iloc[0])
+        return detail if isinstance(detail, dict) else {}
+    return {}
+
+
+def _config_of(start: dict) -> Config | None:
+    """The run's parameters as a config, from its ``run.start``; None (Milvus's defaults) when it names none, or
+    names some this milvus-edu does not know (a log of another version)."""
+    params = start.get("params")
+    if not isinstance(params, dict) or not params:
+        return None
+    try:
+        return Config().with_params(params)
+    except ValueError:
+        return None
+
+
+def _mechanisms_of(frame: pd.DataFrame, start: dict) -> tuple:
+    scenario = start.get("scenario")
+    if isinstance(scenario, str) and scenario in scenarios():
+        return scenario_mechanisms(get_scenario(scenario))
     return mechanisms_in(frame["kind"].unique())
 
 

@@ -217,6 +217,8 @@ def simulate(
                  "version": __version__}
         if opts:
             start["options"] = opts
+        if config.changed_params():  # a default run's log stays as it was; a bare log's checks use these
+            start["params"] = config.changed_params()
         schedule_interventions(sim, changes)
         try:
             recorder.emit("run.start", "sim", detail=start)

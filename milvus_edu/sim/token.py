@@ -172,14 +172,11 @@ def spec_of_run(scenario, seed, duration_s, switches, options, config, network, 
     ``interventions`` the run's interventions, sorted by time (:func:`milvus_edu.sim.interventions.canonical`).
     """
     from ..version import __version__
-    from ..config import Config
     from ..registry import get_scenario
     spec = get_scenario(scenario)
     changed_options = {k: (list(v) if isinstance(v, tuple) else v) for k, v in options.items()
                        if spec.options.get(k) != v}
-    now, default = config.to_dict(), Config().to_dict()
-    params = {f"{group}.{name}": value for group, values in now.items() if group != "switches"
-              for name, value in values.items() if default[group][name] != value}
+    params = config.changed_params()
     changed_net = {f.name: getattr(network, f.name) for f in fields(network)
                    if getattr(network, f.name) != getattr(type(network)(), f.name)}
     default_id = f"{scenario}-s{seed}" + "".join(f"+{n}" for n in switches)
