@@ -14,7 +14,7 @@ import numbers
 import pandas as pd
 
 from ...narrate import detail_dict, ts_text
-from ...labs.feedback import Feedback, judge_integer, name_answer, pending, right, wrong
+from ...labs.feedback import TOO_LARGE, Feedback, is_time, judge_integer, name_answer, pending, right, shown, wrong
 
 LEVEL_NAMES = ("Strong", "Session", "Bounded", "Eventually", "Customized")
 
@@ -84,9 +84,12 @@ def _int_list(answer) -> tuple[list[int] | None, Feedback | None]:
         return None, wrong(f"Got a value of type {type(answer).__name__}; expected a list of request numbers (ints).")
     out = []
     for x in items:
-        if isinstance(x, bool) or not isinstance(x, numbers.Integral):
-            return None, wrong(f"{x!r} in your list is a {type(x).__name__}; every item must be a request number (an "
-                               "int), e.g. [1, 4].")
+        if isinstance(x, bool) or not isinstance(x, numbers.Integral) or is_time(x):
+            return None, wrong(f"{shown(x)} in your list is a {type(x).__name__}; every item must be a request number "
+                               "(an int), e.g. [1, 4].")
+        if abs(int(x)) >= TOO_LARGE:
+            return None, wrong(f"{shown(x)} in your list is far beyond any request number; the requests of a run are "
+                               "numbered from 1.")
         out.append(int(x))
     return out, None
 
