@@ -292,10 +292,17 @@ TABLE = {
 NAMES = [f"{module}.{name}" for module, names in TABLE.items() for name in names]
 
 
+class Cases(dict):
+    """``module.check`` -> its :class:`Case`; printed short, as hypothesis prints it with every failing example."""
+
+    def __repr__(self) -> str:
+        return f"<{len(self)} checks in their runs>"
+
+
 @pytest.fixture(scope="module")
-def cases(tmp_path_factory) -> dict[str, Case]:
+def cases(tmp_path_factory) -> Cases:
     runs = Runs(tmp_path_factory.mktemp("fuzz-runs"))
-    out = {}
+    out = Cases()
     for module, build in CASES.items():
         out.update({f"{module}.{name}": case for name, case in build(runs).items()})
     return out
@@ -317,8 +324,9 @@ _ODD_VALUES = [
     pd.Series([1, 4]), pd.Series([pd.NA], dtype="Int64"), pd.Series(["a"]), pd.DataFrame(), pd.DataFrame({"a": [1]}),
     pd.Timestamp("2026-01-01"), datetime.date(2026, 1, 1), datetime.timedelta(seconds=1), pd.Index([1]),
     pd.Categorical(["a"]), len, print, _raises, lambda x: x, object(), object, type, Ellipsis, NotImplemented,
-    range(3), range(0), [], (), {}, set(), frozenset(), [None], [[1]], [1.0],
-    [True], [np.int64(1)], [np.nan], {"a": 1}, {1: 2}, [{"at": 1.0}], [{}], [{"op": "insert"}], ["1", "4"], {1, 4}, (1, 4), [pd.NA], [b"x"], [len],
+    range(3), range(0), [], (), {}, set(), frozenset(), [None], [[1]], [1.0], [True], [np.int64(1)], [np.nan],
+    [np.timedelta64(1)], {"a": 1}, {1: 2}, [{"at": 1.0}], [{}], [{"op": "insert"}], ["1", "4"], {1, 4}, (1, 4),
+    [pd.NA], [b"x"], [len],
 ]
 
 _hashable = st.one_of(st.integers(), st.text(max_size=5), st.floats(allow_nan=False), st.booleans(), st.none())
