@@ -126,7 +126,9 @@ def judge_integer(answer, what: str, judge: Callable[[int], Feedback], *, timest
             return wrong(f"`{shown(answer)}` is far beyond any value in this lab; expected {what}.")
         if not math.isfinite(value) or not value.is_integer():
             return wrong(f"`{shown(answer)}` is not a whole number; expected {what}.")
-        if timestamp or abs(value) >= _FLOAT_EXACT:
+        if not timestamp and abs(value) >= _FLOAT_EXACT:
+            return wrong(f"`{shown(answer)}` is a float too large to hold a whole number exactly; expected {what}.")
+        if timestamp:
             return wrong(f"`{shown(answer)}` is a float. A hybrid timestamp needs 64-bit integer arithmetic: a "
                           f"float keeps only 53 bits, so the low bits (the logical part) get rounded away. "
                           f"Use `<<`, `+` and `//` on ints (not `/`, `2.0**18` or `float`), or wrap a "
@@ -144,7 +146,7 @@ def judge_integer(answer, what: str, judge: Callable[[int], Feedback], *, timest
 
 def _judge_int(value: int, what: str, judge: Callable[[int], Feedback]) -> Feedback:
     if abs(value) >= TOO_LARGE:
-        return wrong(f"{shown(value)} is far beyond any value in this lab; expected {what}.")
+        return wrong(f"That is {shown(value)}, far beyond any value in this lab; expected {what}.")
     return judge(value)
 
 

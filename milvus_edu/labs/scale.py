@@ -93,7 +93,8 @@ def check_latency_growth(answer, table: pd.DataFrame, low: float, high: float, v
     if isinstance(answer, bool) or not isinstance(answer, numbers.Real) or is_time(answer):
         if isinstance(answer, (pd.Series, pd.DataFrame)):
             return wrong("That is a pandas object, not one number; pick one value with `.iloc[0]` and subtract.")
-        return wrong(f"Got a value of type {type(answer).__name__}; give a number of milliseconds.")
+        return wrong(f"Got a value of type {type(answer).__name__}; give a number of milliseconds, as an int or a "
+                     "float.")
     at = table.set_index(table[rate].astype(float))[value]
     if float(low) not in at.index or float(high) not in at.index:
         return wrong(f"the table has no row at {rate} {low:g} or {high:g}; run the sweep cell again.")
@@ -101,7 +102,7 @@ def check_latency_growth(answer, table: pd.DataFrame, low: float, high: float, v
     try:
         given = float(answer)
     except OverflowError:  # an int too large for a float
-        given = math.inf
+        return wrong(f"That is {shown(answer)}, far beyond any latency in the table; give a number of milliseconds.")
     if not math.isfinite(given):
         return wrong(f"`{shown(answer)}` is not a finite number of milliseconds.")
     if abs(given - growth) <= 1.0:

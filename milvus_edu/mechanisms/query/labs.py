@@ -74,7 +74,8 @@ def empty_reads(events: pd.DataFrame) -> list[int]:
 
 def _int_list(answer) -> tuple[list[int] | None, Feedback | None]:
     if isinstance(answer, (str, bytes)) or isinstance(answer, numbers.Number) or isinstance(answer, dict):
-        return None, wrong(f"Got a {type(answer).__name__}; expected a list of request numbers (ints), e.g. [1, 4].")
+        return None, wrong(f"Got a value of type {type(answer).__name__}; expected a list of request numbers (ints), "
+                           "e.g. [1, 4].")
     if isinstance(answer, pd.DataFrame):
         return None, wrong(f"That is a pandas DataFrame ({len(answer)} row(s)); take its `request` column, e.g. "
                            "`sorted(int(r) for r in frame.request)`.")
@@ -297,7 +298,7 @@ def check_session_workload(answer, seed: int = 1) -> Feedback:
         return pending("a list of step dicts, e.g. [{'at': 0.5, 'client': 'Client1', 'op': 'create_collection', "
                        "'collection': 'C0'}, ...]")
     if not isinstance(answer, (list, tuple)):
-        return wrong(f"Got a {type(answer).__name__}; expected a list of step dicts (a workload).")
+        return wrong(f"Got a value of type {type(answer).__name__}; expected a list of step dicts (a workload).")
     try:
         parse_steps(answer)
     except ValueError as exc:
