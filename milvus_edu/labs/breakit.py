@@ -200,7 +200,6 @@ def check_prediction(answer, switch: str) -> Feedback:
     if verdict is not None:
         return verdict
     fired = failed(counts)
-    listing = _listing(counts)
     if a in NONE_ANSWERS:
         if not fired:
             return right(f"Right: in {b.scenario} every checker held with {switch} on. The wrong rule changes what "
