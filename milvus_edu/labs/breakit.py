@@ -31,7 +31,7 @@ import pandas as pd
 
 from ..config import BugSwitches
 from ..registry import Mechanism, get_mechanism, get_scenario, mechanisms
-from .feedback import Feedback, name_answer, pending, right, wrong
+from .feedback import Feedback, name_answer, pending, right, shown, wrong
 
 # The reliability sweep's switch grids: one per scenario that breaks a switch (benchmarks/reliability.py sweeps them).
 GRID = Path(__file__).resolve().parents[1] / "sweep" / "grids" / "reliability-switches.json"
@@ -200,7 +200,6 @@ def check_prediction(answer, switch: str) -> Feedback:
     if verdict is not None:
         return verdict
     fired = failed(counts)
-    listing = _listing(counts)
     if a in NONE_ANSWERS:
         if not fired:
             return right(f"Right: in {b.scenario} every checker held with {switch} on. The wrong rule changes what "
@@ -399,7 +398,7 @@ def check_go_rule(answer, switch: str) -> Feedback:
         return wrong(f"Got a value of type {type(answer).__name__}; answer with one letter as a string: {said}.")
     a = answer.strip().strip("'\"`()").strip().lower()
     if a not in rule.choices:
-        return wrong(f"'{answer}' is not one of the choices; answer with one letter: {said}.")
+        return wrong(f"`{shown(answer)}` is not one of the choices; answer with one letter: {said}.")
     if a == rule.faithful:
         return right(f"Right: {rule.function} in {rule.file}. Why it is safe: {rule.why}")
     if a == rule.switch:

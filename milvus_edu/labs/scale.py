@@ -12,7 +12,7 @@ import numbers
 
 import pandas as pd
 
-from .feedback import Feedback, judge_integer, name_answer, pending, right, wrong
+from .feedback import Feedback, is_time, judge_integer, name_answer, pending, right, shown, wrong
 
 DRIVERS = ("interval", "proxies")
 #: An answer naming the tick interval (``interval``, ``time tick``, ``tick-interval``, the parameter's column) or
@@ -90,17 +90,21 @@ def check_latency_growth(answer, table: pd.DataFrame, low: float, high: float, v
     to the nearest ms, read from :func:`~milvus_edu.analysis.many.by_dimensions`'s table."""
     if answer is None:
         return pending("a number of milliseconds")
-    if isinstance(answer, bool) or not isinstance(answer, numbers.Real):
+    if isinstance(answer, bool) or not isinstance(answer, numbers.Real) or is_time(answer):
         if isinstance(answer, (pd.Series, pd.DataFrame)):
             return wrong("That is a pandas object, not one number; pick one value with `.iloc[0]` and subtract.")
-        return wrong(f"Got a value of type {type(answer).__name__}; give a number of milliseconds.")
+        return wrong(f"Got a value of type {type(answer).__name__}; give a number of milliseconds, as an int or a "
+                     "float.")
     at = table.set_index(table[rate].astype(float))[value]
     if float(low) not in at.index or float(high) not in at.index:
         return wrong(f"the table has no row at {rate} {low:g} or {high:g}; run the sweep cell again.")
     growth = float(at[float(high)]) - float(at[float(low)])
-    given = float(answer)
+    try:
+        given = float(answer)
+    except OverflowError:  # an int too large for a float
+        return wrong(f"That is {shown(answer)}, far beyond any latency in the table; give a number of milliseconds.")
     if not math.isfinite(given):
-        return wrong(f"`{answer}` is not a finite number.")
+        return wrong(f"`{shown(answer)}` is not a finite number of milliseconds.")
     if abs(given - growth) <= 1.0:
         return right(f"Right: {growth:.0f} ms. A failed SaveBinlogPaths is retried and a failed checkpoint update "
                      "waits for the updater's next tick, while GetFlushState says flushed only once every channel's "

@@ -27,13 +27,13 @@ def segment_binlogs(run_dir, segment: int) -> list[Path]:
 
 def check_segment_rows(answer, run_dir, segment: int) -> Feedback:
     """Exercise: how many rows ``segment``'s binlogs hold (every insert binlog of its primary-key field)."""
-    files = segment_binlogs(run_dir, segment)
-    sizes = [len(pd.read_parquet(f)) for f in files]
-    want = sum(sizes)
-    every_field = sum(len(pd.read_parquet(f)) for f in Path(run_dir, "objects", "a-bucket", "files", "insert_log")
-                      .glob(f"*/*/{segment}/*/*"))
 
-    def judge(value: int) -> Feedback:
+    def judge(value: int) -> Feedback:  # reads the run only for an answer that is a number
+        files = segment_binlogs(run_dir, segment)
+        sizes = [len(pd.read_parquet(f)) for f in files]
+        want = sum(sizes)
+        every_field = sum(len(pd.read_parquet(f)) for f in Path(run_dir, "objects", "a-bucket", "files", "insert_log")
+                          .glob(f"*/*/{segment}/*/*"))
         if value == want:
             return right(f"Right: {len(files)} binlog file(s) of field {PK_FIELD}, {want:,} rows. Each sync of the "
                          f"segment wrote one more file; together they are the segment.")
@@ -71,9 +71,9 @@ def open_flush_updates(events: pd.DataFrame, vchannel: str) -> tuple[int, int, i
 
 def check_open_flush_updates(answer, events: pd.DataFrame, vchannel: str) -> Feedback:
     """Exercise: how many checkpoint positions of ``vchannel`` reached DataCoord while its first flushTs was set."""
-    want, stored, both, start, end = open_flush_updates(events, vchannel)
 
-    def judge(value: int) -> Feedback:
+    def judge(value: int) -> Feedback:  # reads the run only for an answer that is a number
+        want, stored, both, start, end = open_flush_updates(events, vchannel)
         if value == want:
             return right(f"Right: {want:,} positions in that window, only {stored} of them "
                          "stored. The checkpoint sat exactly on flushTs, so `cp >= flushTs` kept the flush path "
@@ -100,10 +100,10 @@ def filtered_rows(events: pd.DataFrame) -> tuple[int, int]:
 
 def check_filtered_rows(answer, events: pd.DataFrame) -> Feedback:
     """Exercise: how many replayed insert rows the restarted DataNode dropped as already flushed."""
-    rows, messages = filtered_rows(events)
-    acked = int(events.loc[(events["kind"] == "client.insert") & events["error"].isna(), "count"].sum())
 
-    def judge(value: int) -> Feedback:
+    def judge(value: int) -> Feedback:  # reads the run only for an answer that is a number
+        rows, messages = filtered_rows(events)
+        acked = int(events.loc[(events["kind"] == "client.insert") & events["error"].isna(), "count"].sum())
         if value == rows:
             return right(f"Right: {rows:,} rows in {messages:,} insert messages were at or before their segment's "
                          "DmlPosition, so already in a binlog. Without the filter they would be written twice.")

@@ -14,7 +14,7 @@ import numbers
 import pandas as pd
 
 from ...narrate import detail_dict, ts_text
-from ...labs.feedback import Feedback, judge_integer, name_answer, pending, right, wrong
+from ...labs.feedback import TOO_LARGE, Feedback, is_time, judge_integer, name_answer, pending, right, shown, wrong
 
 LEVEL_NAMES = ("Strong", "Session", "Bounded", "Eventually", "Customized")
 
@@ -74,7 +74,8 @@ def empty_reads(events: pd.DataFrame) -> list[int]:
 
 def _int_list(answer) -> tuple[list[int] | None, Feedback | None]:
     if isinstance(answer, (str, bytes)) or isinstance(answer, numbers.Number) or isinstance(answer, dict):
-        return None, wrong(f"Got a {type(answer).__name__}; expected a list of request numbers (ints), e.g. [1, 4].")
+        return None, wrong(f"Got a value of type {type(answer).__name__}; expected a list of request numbers (ints), "
+                           "e.g. [1, 4].")
     if isinstance(answer, pd.DataFrame):
         return None, wrong(f"That is a pandas DataFrame ({len(answer)} row(s)); take its `request` column, e.g. "
                            "`sorted(int(r) for r in frame.request)`.")
@@ -84,9 +85,12 @@ def _int_list(answer) -> tuple[list[int] | None, Feedback | None]:
         return None, wrong(f"Got a value of type {type(answer).__name__}; expected a list of request numbers (ints).")
     out = []
     for x in items:
-        if isinstance(x, bool) or not isinstance(x, numbers.Integral):
-            return None, wrong(f"{x!r} in your list is a {type(x).__name__}; every item must be a request number (an "
-                               "int), e.g. [1, 4].")
+        if isinstance(x, bool) or not isinstance(x, numbers.Integral) or is_time(x):
+            return None, wrong(f"{shown(x)} in your list is a {type(x).__name__}; every item must be a request number "
+                               "(an int), e.g. [1, 4].")
+        if abs(int(x)) >= TOO_LARGE:
+            return None, wrong(f"{shown(x)} in your list is far beyond any request number; the requests of a run are "
+                               "numbered from 1.")
         out.append(int(x))
     return out, None
 
@@ -294,7 +298,7 @@ def check_session_workload(answer, seed: int = 1) -> Feedback:
         return pending("a list of step dicts, e.g. [{'at': 0.5, 'client': 'Client1', 'op': 'create_collection', "
                        "'collection': 'C0'}, ...]")
     if not isinstance(answer, (list, tuple)):
-        return wrong(f"Got a {type(answer).__name__}; expected a list of step dicts (a workload).")
+        return wrong(f"Got a value of type {type(answer).__name__}; expected a list of step dicts (a workload).")
     try:
         parse_steps(answer)
     except ValueError as exc:

@@ -43,16 +43,16 @@ def _out_of_order(msgs: pd.DataFrame, channel: str) -> tuple[int, int]:
 
 def check_out_of_order(answer, events: pd.DataFrame, channel: str) -> Feedback:
     """Exercise: how many DML messages were written to ``channel`` below a timestamp already written there."""
-    msgs = dml_messages(events)  # once: the right answer and the every-pchannel slip both read it
-    want, swaps = _out_of_order(msgs, channel)
-    mine = _dml(events)
-    mine = mine[mine["channel"] == channel]
-    total = len(mine)
-    as_float = mine["end_ts"].astype("int64").astype("float64")
-    rounded = int((as_float < as_float.cummax().shift(1)).sum())
-    everywhere = int(msgs["out_of_order"].sum())
 
-    def judge(value: int) -> Feedback:
+    def judge(value: int) -> Feedback:  # reads the run only for an answer that is a number
+        msgs = dml_messages(events)  # once: the right answer and the every-pchannel slip both read it
+        want, swaps = _out_of_order(msgs, channel)
+        mine = _dml(events)
+        mine = mine[mine["channel"] == channel]
+        total = len(mine)
+        as_float = mine["end_ts"].astype("int64").astype("float64")
+        rounded = int((as_float < as_float.cummax().shift(1)).sum())
+        everywhere = int(msgs["out_of_order"].sum())
         if value == want:
             return right(f"Right: {want:,} of the {total:,} messages on {channel} came after a message with a larger "
                          f"timestamp. Nothing in the pchannel is sorted: only the time ticks make it safe to read.")
@@ -144,19 +144,19 @@ def _defaults(events: pd.DataFrame, round_seq: int) -> dict[str, int]:
 # ---- Exercise 3 ---------------------------------------------------------------------------------
 def check_pack_count(answer, events: pd.DataFrame, pack_seq: int) -> Feedback:
     """Exercise: how many DML messages the pack at ``pack_seq`` (an ``mq.pack`` row) holds, from the writes."""
-    pack = events[events["seq"] == pack_seq].iloc[0]
-    begin, end, vch = int(pack["begin_ts"]), int(pack["end_ts"]), pack["vchannel"]
-    dml = _dml(events)
-    in_vch = dml[dml["vchannel"] == vch]
-    want = int(((in_vch["end_ts"] > begin) & (in_vch["end_ts"] <= end)).sum())
-    on_pch = int(((dml["channel"] == pack["channel"]) & (dml["end_ts"] > begin) & (dml["end_ts"] <= end)).sum())
-    closed = int(((in_vch["end_ts"] >= begin) & (in_vch["end_ts"] <= end)).sum())
-    open_end = int(((in_vch["end_ts"] > begin) & (in_vch["end_ts"] < end)).sum())
-    packs = events[(events["kind"] == "mq.pack") & (events["vchannel"] == vch) & (events["seq"] < pack_seq)]
-    since = float(packs["t_ms"].iloc[-1]) if len(packs) else 0.0
-    by_arrival = int(((in_vch["t_ms"] > since) & (in_vch["t_ms"] <= float(pack["t_ms"]))).sum())
 
-    def judge(value: int) -> Feedback:
+    def judge(value: int) -> Feedback:  # reads the run only for an answer that is a number
+        pack = events[events["seq"] == pack_seq].iloc[0]
+        begin, end, vch = int(pack["begin_ts"]), int(pack["end_ts"]), pack["vchannel"]
+        dml = _dml(events)
+        in_vch = dml[dml["vchannel"] == vch]
+        want = int(((in_vch["end_ts"] > begin) & (in_vch["end_ts"] <= end)).sum())
+        on_pch = int(((dml["channel"] == pack["channel"]) & (dml["end_ts"] > begin) & (dml["end_ts"] <= end)).sum())
+        closed = int(((in_vch["end_ts"] >= begin) & (in_vch["end_ts"] <= end)).sum())
+        open_end = int(((in_vch["end_ts"] > begin) & (in_vch["end_ts"] < end)).sum())
+        packs = events[(events["kind"] == "mq.pack") & (events["vchannel"] == vch) & (events["seq"] < pack_seq)]
+        since = float(packs["t_ms"].iloc[-1]) if len(packs) else 0.0
+        by_arrival = int(((in_vch["t_ms"] > since) & (in_vch["t_ms"] <= float(pack["t_ms"]))).sum())
         if value == want:
             return right(f"Right: the pack ({ts_text(begin)}, {ts_text(end)}] of {vch} holds the {want:,} messages "
                          f"written to it with begin_ts < ts <= end_ts, whatever order they arrived in.")
