@@ -294,5 +294,5 @@ def _records(name: str, raw) -> tuple:
     except json.JSONDecodeError as exc:
         raise ValueError(f"option {name}: {path} is not valid JSON (line {exc.lineno}: {exc.msg})") from None
     if not isinstance(value, list):
-        raise ValueError(f"option {name}: {path} must hold a JSON list, it holds a {type(value).__name__}")
+        raise ValueError(f"option {name}: {path} must hold a JSON list, it holds a value of type {type(value).__name__}")
     return tuple(value)

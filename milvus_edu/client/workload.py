@@ -79,7 +79,7 @@ def parse_steps(steps) -> list[Step]:
             step = Step(raw["at"], str(raw["client"]), str(raw["op"]), str(raw["collection"]), args,
                         str(raw.get("label", "")))
         else:
-            raise ValueError(f"step {i} is a {type(raw).__name__}; give a dict or a Step")
+            raise ValueError(f"step {i} is a value of type {type(raw).__name__}; give a dict or a Step")
         if step.op not in OPS:
             raise ValueError(f"step {i}: unknown op {step.op!r}; use one of {', '.join(OPS)}")
         extra = sorted(set(step.args) - _OP_ARGS[step.op])
@@ -155,7 +155,7 @@ def rows_of(args: dict) -> tuple[list, list | None]:
     for row in fields:
         for key, value in row.items():
             if not _json_value(value):
-                raise ValueError(f"insert data: field {key!r} holds a {type(value).__name__}; a dynamic field "
+                raise ValueError(f"insert data: field {key!r} holds a value of type {type(value).__name__}; a dynamic field "
                                  f"takes numbers, strings, booleans, None, lists and dicts (JSON)")
     return pks, (fields if any(fields) else None)
 

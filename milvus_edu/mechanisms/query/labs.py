@@ -86,7 +86,7 @@ def _int_list(answer) -> tuple[list[int] | None, Feedback | None]:
     out = []
     for x in items:
         if isinstance(x, bool) or not isinstance(x, numbers.Integral) or is_time(x):
-            return None, wrong(f"{shown(x)} in your list is a {type(x).__name__}; every item must be a request number "
+            return None, wrong(f"{shown(x)} in your list is a value of type {type(x).__name__}; every item must be a request number "
                                "(an int), e.g. [1, 4].")
         if abs(int(x)) >= TOO_LARGE:
             return None, wrong(f"{shown(x)} in your list is far beyond any request number; the requests of a run are "
