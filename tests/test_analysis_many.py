@@ -118,8 +118,8 @@ def test_strong_wait_per_grid_point(waits_sweep):
     cols = ["min_p50_wait_ms", "p50_p50_wait_ms", "p90_p50_wait_ms", "p99_p50_wait_ms", "max_p50_wait_ms"]
     assert (table[cols].diff(axis=1).iloc[:, 1:] >= 0).all().all(), "percentiles must not decrease"
     # the same numbers by hand, from each run's pandas twin
-    per_run = pd.concat([read_waits_pd(to_pandas(events.filter(f"run_id = '{r}'")))
-                         for r in runs.toPandas().run_id])
+    every_event = to_pandas(events)  # one Spark job; each run's twin on its own rows
+    per_run = pd.concat([read_waits_pd(every_event[every_event.run_id == r]) for r in runs.toPandas().run_id])
     per_run = per_run[per_run.level == "Strong"].merge(runs.toPandas(), on="run_id")
     for row in table.itertuples():
         values = per_run[(per_run.opt_proxies == row.opt_proxies)
