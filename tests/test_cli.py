@@ -220,3 +220,22 @@ def test_a_full_disk_or_a_dead_sink_process_is_one_line_exit_1(tmp_path, capsys,
     err = capsys.readouterr().err
     assert code == 1 and "Traceback" not in err and len(err.strip().splitlines()) == 1
     assert ("No space left on device" in err) if failure != "sink process" else ("exit code -9" in err)
+
+
+@pytest.mark.slow
+def test_a_command_starts_without_the_drawing_and_widget_libraries():
+    """``import milvus_edu`` (what every ``milvus-edu`` command does first) loads no matplotlib, no widget library
+    and no IPython: a run that draws nothing does not pay for them (they were half of a command's start). The
+    viz names are still there, loaded on first use."""
+    code = ("import sys, milvus_edu.cli\n"
+            "heavy = ['matplotlib', 'anywidget', 'ipywidgets', 'IPython']\n"
+            "print(*[m for m in heavy if m in sys.modules])\n"
+            "from milvus_edu.viz import TimelineStepper, RunIndex\n"
+            "import milvus_edu.viz as viz\n"
+            "print(TimelineStepper.__module__, RunIndex.__module__, 'matplotlib' in sys.modules,"
+            " 'TimelineStepper' in dir(viz))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    loaded, names = out.stdout.splitlines()
+    assert loaded == ""
+    assert names == "milvus_edu.viz.stepper milvus_edu.viz.data True True"

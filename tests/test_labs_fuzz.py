@@ -318,7 +318,8 @@ def _raises(*_):
 _ODD_VALUES = [
     pd.NA, pd.NaT, np.nan, math.inf, -math.inf, -0.0, 0.0, 1e300, -1e300, 5e-324, 1e17, 2.0**63, 2.0**64,
     2**63, 2**64, -1, 0, 1, "9" * 5000, " 12 ", "12.0", "1e3", "0x10", "١٢", "nan", "inf", "",
-    "\n\n", "None", "'b'", "[1, 4]", b"12", bytearray(b"x"), decimal.Decimal("NaN"), decimal.Decimal("sNaN"),
+    "\n\n", "0\n\n", "watermark\n\nx", "None", "'b'", "[1, 4]", b"12", bytearray(b"x"), decimal.Decimal("NaN"),
+    decimal.Decimal("sNaN"),
     decimal.Decimal("12"), decimal.Decimal("Infinity"), fractions.Fraction(7, 2), fractions.Fraction(24, 2),
     complex(1, 2), 3 + 0j, np.int64(-1), np.uint64(2**64 - 1), np.float64("nan"), np.float32(1.5), np.bool_(True),
     np.bool_(False), np.int8(7), np.datetime64("NaT"), np.timedelta64("NaT"), np.array(5), np.array([]),

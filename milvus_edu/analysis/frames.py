@@ -114,7 +114,8 @@ def check_events_frame(frame, name: str) -> None:
     hint = {
         "path": f"read the run first: {name}(milvus_edu.load_run({str(frame)!r}))",
         "run": f"pass the run's events: {name}(run.events)",
-        "spark": f"for a Spark DataFrame call {name.removesuffix('_pd')} (the Spark version), or pass to_pandas(events)",
+        "spark": f"for a Spark DataFrame call {name.removesuffix('_pd')} (the Spark version), "
+                 f"or pass to_pandas(events)",
         "loaded": f"for load_events's result call {name.removesuffix('_pd')}(loaded.events), "
                   f"or pass to_pandas(loaded.events)",
     }.get(kind, "pass milvus_edu.load_run(folder) or simulate(...).events")

@@ -208,9 +208,9 @@ def check_prediction(answer, switch: str) -> Feedback:
         return wrong(f"Some checker does fail in {b.scenario} ({len(fired)} of them). Read the wrong rule again: "
                      "which promise does it let the cluster break?")
     if a in {s.replace("_", "-") for s in BugSwitches.names()}:
-        return wrong(f"'{answer}' is a bug switch; name a checker (an invariant) of the list above, or 'none'.")
+        return wrong(f"{shown(answer)} is a bug switch; name a checker (an invariant) of the list above, or 'none'.")
     if a not in counts:
-        return wrong(f"'{answer}' is not a checker of this run; choose one of {', '.join(counts)}, or 'none'.")
+        return wrong(f"{shown(answer)} is not a checker of this run; choose one of {', '.join(counts)}, or 'none'.")
     if a in fired:
         others = [n for n in fired if n != a]
         more = f" It is not alone: {', '.join(f'{n} ({counts[n]:,})' for n in others)} failed too." if others else ""

@@ -41,7 +41,7 @@ def check_wait_driver(answer, table: pd.DataFrame, value: str = "p50_max_wait_ms
     said = ("interval" if any(h in a for h in _INTERVAL_HINTS)
             else "proxies" if any(h in a for h in _PROXY_HINTS) else None)
     if said is None:
-        return wrong(f"'{answer}' is neither; answer 'interval' (the time-tick interval) or 'proxies' (how many).")
+        return wrong(f"{shown(answer)} is neither; answer 'interval' (the time-tick interval) or 'proxies' (how many).")
     facts = (f"across the tick intervals `{value}` moves by {by_interval:.0f} ms on average, across the proxy counts "
              f"by {by_proxies:.0f} ms")
     if said == driver == "interval":

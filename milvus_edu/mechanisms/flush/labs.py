@@ -14,7 +14,7 @@ import pandas as pd
 
 from .check import INVARIANTS as INVARIANT_NAMES
 from ...narrate import detail_dict
-from ...labs.feedback import Feedback, judge_integer, name_answer, right, wrong
+from ...labs.feedback import Feedback, judge_integer, name_answer, right, shown, wrong
 PK_FIELD = 100
 
 
@@ -137,5 +137,5 @@ def check_recovery_invariant(answer) -> Feedback:
         return wrong(f"'{a}' holds in that run. Think about what the final audit finds in the binlogs, then run "
                      "the next cell.")
     if "filter" in a or "skip" in a:
-        return wrong(f"'{answer}' is the bug switch; name the invariant (checker) it breaks: one of {names}.")
-    return wrong(f"'{answer}' is not an invariant name; answer with one of {names}.")
+        return wrong(f"{shown(answer)} is the bug switch; name the invariant (checker) it breaks: one of {names}.")
+    return wrong(f"{shown(answer)} is not an invariant name; answer with one of {names}.")

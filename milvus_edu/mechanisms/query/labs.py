@@ -210,7 +210,7 @@ def check_clock_level(answer) -> Feedback:
                      "clock minus something?")
     if a == "customized":
         return wrong("Customized uses the guarantee_timestamp the user passed, unchanged.")
-    return wrong(f"'{answer}' is not a consistency level; answer with one of {names}.")
+    return wrong(f"{shown(answer)} is not a consistency level; answer with one of {names}.")
 
 
 # ---- Exercise 5 ---------------------------------------------------------------------------------

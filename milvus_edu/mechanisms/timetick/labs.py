@@ -15,7 +15,7 @@ import pandas as pd
 from ...narrate import ts_text
 from .kinds import DML_TYPES
 from .panel import dml_messages
-from ...labs.feedback import Feedback, judge_integer, name_answer, right, wrong
+from ...labs.feedback import Feedback, judge_integer, name_answer, right, shown, wrong
 
 INVARIANT_NAMES = ("tick-monotonic", "watermark", "pack-exact")
 
@@ -194,8 +194,8 @@ def check_root_invariant(answer) -> Feedback:
         return wrong("The ticks still never go back; each round's minimum is fine as far as rootcoord knows. "
                      "What does a tick promise about the messages written after it?")
     if "lock" in a or "alloc" in a:
-        return wrong(f"'{answer}' is the bug switch; name the invariant (checker) it breaks: one of {names}.")
-    return wrong(f"'{answer}' is not an invariant name; answer with one of {names}.")
+        return wrong(f"{shown(answer)} is the bug switch; name the invariant (checker) it breaks: one of {names}.")
+    return wrong(f"{shown(answer)} is not an invariant name; answer with one of {names}.")
 
 
 def _is_na(value) -> bool:

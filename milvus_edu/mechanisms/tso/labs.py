@@ -20,7 +20,7 @@ import pandas as pd
 
 from ...narrate import ts_text, wall_text
 from ...tsoutil import LOGICAL_BITS, compose_ts, parse_hybrid_ts
-from ...labs.feedback import Feedback, judge_integer, name_answer, right, wrong
+from ...labs.feedback import Feedback, judge_integer, name_answer, right, shown, wrong
 
 INVARIANT_NAMES = ("global-monotonic", "client-monotonic", "window")
 
@@ -190,8 +190,8 @@ def check_broken_invariant(answer) -> Feedback:
         return wrong("'client-monotonic' breaks too (each client sees time go back), but it follows from the "
                       "root one, which is about every timestamp handed out by any rootcoord.")
     if "skip" in a or "tso-" in a or "load" in a:
-        return wrong(f"'{answer}' is the bug switch; name the invariant (checker) it breaks: one of {names}.")
-    return wrong(f"'{answer}' is not an invariant name; answer with one of {names}.")
+        return wrong(f"{shown(answer)} is the bug switch; name the invariant (checker) it breaks: one of {names}.")
+    return wrong(f"{shown(answer)} is not an invariant name; answer with one of {names}.")
 
 
 # ---- Exercise 5 ---------------------------------------------------------------------------------
