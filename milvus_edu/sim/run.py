@@ -217,8 +217,9 @@ def simulate(
                  "version": __version__}
         if opts:
             start["options"] = opts
-        if config.changed_params():  # a default run's log stays as it was; a bare log's checks use these
-            start["params"] = config.changed_params()
+        params_set = config.changed_params()
+        if params_set:  # a default run's log stays as it was; a bare log's checks use these
+            start["params"] = params_set
         schedule_interventions(sim, changes)
         try:
             recorder.emit("run.start", "sim", detail=start)
