@@ -9,7 +9,6 @@ import contextlib
 import io
 import math
 
-import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -55,6 +54,12 @@ def refused(capsys, tmp_path, *args):
     # 1e300 s overflowed converting to nanoseconds mid-run; 1e-300 s was blamed on "DataNodeParams.sync_period_ns"
     ("flush-sync-policies", "sync_period_s=1e300", "sync_period_s must be positive, from 1e-9 (1 ns) to 9.2e9"),
     ("flush-sync-policies", "sync_period_s=1e-300", "sync_period_s must be positive, from 1e-9 (1 ns) to 9.2e9"),
+    ("flush-sync-policies", "sync_period_s=0", "sync_period_s must be positive"),
+    ("flush-sync-policies", "memory_mb=-1", "memory_mb must be positive"),
+    ("checkpoint-many-vchannels", "vchannels=1", "vchannels must be at least 2"),
+    ("checkpoint-many-vchannels", "vchannels=5000", "vchannels must be at most"),
+    ("flush-drop-collection", "drop_at_s=0", "drop_at_s must be positive"),
+    ("flush-drop-collection", "stop_at_s=-1", "stop_at_s must not be negative"),
 ])
 def test_an_option_out_of_range_is_refused_before_anything_runs(tmp_path, capsys, scenario, option, needle):
     err = refused(capsys, tmp_path, "simulate", "--scenario", scenario, "--out", "OUT", "--option", option)
@@ -367,9 +372,9 @@ def test_an_analysis_given_the_wrong_thing_says_what_to_pass(name, fns, small_ru
                    (tmp_path, "load_events(spark, ")],
     }
     for fn, cases in refused.items():
-        for given, words in cases:
+        for wrong_thing, words in cases:
             with pytest.raises(TypeError) as info:
-                fn(given)
+                fn(wrong_thing)
             message = str(info.value)
             assert message.startswith(f"{fn.__name__} takes ") and words in message and "\n" not in message
     with pytest.raises(ValueError, match=rf"^{pandas_fn.__name__}: the frame is not a run log's events "

@@ -7,7 +7,6 @@ import json
 import pytest
 
 import milvus_edu
-from milvus_edu.cli import main
 from milvus_edu.config import DataNodeParams
 from milvus_edu.tsoutil import physical_time
 
@@ -114,19 +113,3 @@ def test_a_datanode_restarted_far_behind_merges_tick_rounds_in_pursuit_mode():
 
     assert max(spans_after_restart({})) > 1000  # mq.pursuitLag 10 s: rounds merge until less than 10 s behind
     assert max(spans_after_restart({"mq.enable_pursuit_mode": False})) < 1000
-
-
-@pytest.mark.parametrize("scenario, option, needle", [
-    ("flush-sync-policies", "sync_period_s=0", "sync_period_s must be positive"),
-    ("flush-sync-policies", "memory_mb=-1", "memory_mb must be positive"),
-    ("checkpoint-many-vchannels", "vchannels=1", "vchannels must be at least 2"),
-    ("checkpoint-many-vchannels", "vchannels=5000", "vchannels must be at most"),
-    ("flush-drop-collection", "drop_at_s=0", "drop_at_s must be positive"),
-    ("flush-drop-collection", "stop_at_s=-1", "stop_at_s must not be negative"),
-])
-def test_options_out_of_range_give_one_line_and_exit_2(tmp_path, capsys, scenario, option, needle):
-    """Run in this process (``tests/test_cli.py`` checks the same answer from a process of its own)."""
-    code = main(["simulate", "--scenario", scenario, "--option", option, "--out", str(tmp_path / "out")])
-    err = capsys.readouterr().err
-    assert code == 2
-    assert needle in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
