@@ -10,8 +10,14 @@ run (a bug switch on) or a faulty one (kills, restarts, pauses) and asserts that
 
 from __future__ import annotations
 
+import functools
+import itertools
+from types import SimpleNamespace
+
 import pandas as pd
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from milvus_edu import Kill, Pause, Restart, fork, load_run, replay, simulate, why
 from milvus_edu.check.violation import frame_rows
@@ -19,6 +25,7 @@ from milvus_edu.events.schema import detail_object
 from milvus_edu.explain import WhyError
 from milvus_edu.explorer import Explorer
 from milvus_edu.registry import get_scenario, scenario_mechanisms
+from milvus_edu.sim import run as run_module
 
 #: What "Why?" and the checks of a bare log are compared on: reads that skipped the tsafe wait.
 BROKEN_READS = ("seed-example", ["skip_wait_tsafe"], 8.0)
@@ -31,7 +38,7 @@ def _lease_faults() -> list:
 
 
 def test_a_run_advanced_in_steps_logs_what_the_same_run_advanced_at_once_logs():
-    """``simulate(progress=...)`` advances the run in 50 steps (the CLI does so on a terminal). Each step used to start
+    """``simulate(progress=...)`` advances the run in steps (the CLI does so on a terminal). Each step used to start
     another etcd lessor, off the first one's grid, so a lease that ran out between two checks was revoked earlier:
     here the restarted proxy's session was lost at 4.24 s instead of 4.5 s, and the tick stall ended earlier."""
     kw = dict(seed=1, duration_s=6, interventions=_lease_faults(), options={"inserts_per_s": 100},
@@ -39,7 +46,7 @@ def test_a_run_advanced_in_steps_logs_what_the_same_run_advanced_at_once_logs():
     at_once = simulate("timetick-basics", **kw)
     stepped = []
     in_steps = simulate("timetick-basics", progress=lambda done, total: stepped.append(done), **kw)
-    assert len(stepped) == 50
+    assert len(stepped) >= 50 and stepped[-1] == 6
     assert in_steps.rows == at_once.rows
     assert in_steps.summary == at_once.summary
     # what made the two differ: etcd revoked the lease of the session proxy-2 registered when it came back (its
@@ -49,6 +56,36 @@ def test_a_run_advanced_in_steps_logs_what_the_same_run_advanced_at_once_logs():
     assert list(lost["detail"].astype(str).str.contains("session/proxy-112")) == [False, True]
     assert at_once.summary["checks"]["stalls"]
 
+
+
+#: A short run with a restart off etcd's lessor grid, for the property below.
+STEPPED = dict(seed=1, duration_s=3, interventions=_lease_faults()[:2], options={"inserts_per_s": 100},
+               params={"tso.session_ttl_ns": 1_000_000_000})
+
+
+@functools.lru_cache(maxsize=1)
+def _stepped_at_once():
+    return simulate("timetick-basics", **STEPPED)
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(took=st.lists(st.floats(0.0, 5.0), min_size=1, max_size=40))
+def test_a_run_cut_into_steps_of_any_length_logs_the_same(took, monkeypatch):
+    """How long a step took sizes the next one (a slow run reports in shorter steps): whatever the wall clock says,
+    and so wherever the steps end, the run log is the one of the run advanced at once."""
+    ticks = itertools.cycle(took)
+    now = [0.0]
+
+    def clock() -> float:  # a step "takes" the next drawn duration (the clock is read before and after each)
+        now[0] += next(ticks) / 2
+        return now[0]
+
+    monkeypatch.setattr(run_module, "time", SimpleNamespace(perf_counter=clock))
+    monkeypatch.setattr(run_module, "PROGRESS_STEPS", (50, 1_000, 3_000))  # steps of 1 ms at least: a quick test
+    stepped = []
+    in_steps = simulate("timetick-basics", progress=lambda done, total: stepped.append(done), **STEPPED)
+    assert stepped[-1] == 3 and stepped == sorted(set(stepped))
+    assert in_steps.rows == _stepped_at_once().rows
 
 #: (scenario, switches, simulated s, interventions, the invariant it breaks or "stall" for an explained stall)
 BROKEN = [

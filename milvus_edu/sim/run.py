@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -34,6 +35,35 @@ from .interventions import schedule as schedule_interventions, validate as valid
 from .kernel import NetworkParams, Simulation
 
 RUN_FILES = ("events.parquet", "events.jsonl", "summary.json")
+#: How often, in wall seconds, a run advanced in steps (``simulate(progress=...)``) reports: a step that took
+#: longer makes the next one shorter in simulated time, so a slow run (a 1-µs tick interval) still shows progress.
+PROGRESS_EVERY_S = 0.5
+#: The steps of a run advanced in steps: at most 1/50 of the run each (so a fast run reports every 2%), the first
+#: 1/1000 of it (a slow run reports within a second or so), never shorter than 1/100,000 of it.
+PROGRESS_STEPS = (50, 1_000, 100_000)
+
+
+def advance_in_steps(sim: Simulation, total_ms: float, report: Callable[[float], None],
+                     clock: Callable[[], float] | None = None) -> None:
+    """Run ``sim`` to ``total_ms`` in steps, calling ``report(done_ms)`` after each; the last reports ``total_ms``.
+
+    A step is sized from the one before, to take about :data:`PROGRESS_EVERY_S` of ``clock`` time (wall seconds,
+    ``time.perf_counter`` unless given) and at most four times the last one's simulated length;
+    :data:`PROGRESS_STEPS` bounds it. The run log is the same however the
+    run is cut into steps (``tests/test_paths_agree.py``): only how often ``report`` is called depends on the clock.
+    """
+    clock = clock or time.perf_counter
+    most, first, least = (total_ms / n for n in PROGRESS_STEPS)
+    done, step = 0.0, first
+    while done < total_ms:
+        until = total_ms if total_ms - done <= step else done + step
+        started = clock()
+        sim.run(until)
+        took = clock() - started
+        report(until)
+        length, done = until - done, until
+        fitting = length * PROGRESS_EVERY_S / took if took > 0 else most
+        step = max(least, min(most, 4 * length, fitting))
 
 
 class RunFolderError(Exception):
@@ -131,7 +161,9 @@ def simulate(
       memory stays bounded however long the run: rows stream to the files and the checkers and
       summary read them as they pass.
     * ``switches``: bug switches to turn on, by name (one string or a list) or a :class:`BugSwitches`.
-    * ``network``: latency and loss model; ``progress(done_s, total_s)`` is called as the run advances.
+    * ``network``: latency and loss model.
+    * ``progress(done_s, total_s)`` is called as the run advances: every 2% of it, and about every half second of
+      wall time when a step takes longer (:func:`advance_in_steps`); the run log is the same with or without it.
     * ``params``: Milvus parameters by dotted name, e.g. ``{"timetick.time_tick_interval_ns": 100_000_000}``
       (see :meth:`milvus_edu.config.Config.with_params`).
     * ``options``: the scenario's own knobs, e.g. ``{"proxies": 3}`` (``Scenario.options`` lists them).
@@ -227,11 +259,11 @@ def simulate(
             if progress is None:
                 sim.run(total_ms)
             else:
-                steps = 50
-                for i in range(1, steps + 1):
-                    sim.run(total_ms * i / steps)
+                def report(done_ms: float) -> None:
                     with pause.resumed():
-                        progress(duration_s * i / steps, duration_s)
+                        progress(done_ms / 1000.0, duration_s)
+
+                advance_in_steps(sim, total_ms, report)
             recorder.emit("run.end", "sim", detail={"events": recorder.seq + 1})
             recorder.close()
         except BaseException:
