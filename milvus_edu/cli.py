@@ -261,12 +261,12 @@ def wall_time_text(seconds: float) -> str:
 
 def _run(scenario, seed, duration, out, force, switches, options=(), params=()):
     from .events.worker import SinkProcessError
-    from .sim.run import RunFolderError, simulate
+    from .sim.run import simulate
 
     try:
         return simulate(scenario, seed=seed, duration_s=duration, out_dir=out, force=force, switches=switches,
                         keep_events=False, progress=_progress_printer(), options=dict(options), params=dict(params))
-    except (ValueError, RunFolderError) as exc:
+    except ValueError as exc:  # RunFolderError is one
         raise UserError(exc.args[0] if exc.args else str(exc)) from None
     except OSError as exc:  # the disk filled up, the folder vanished, ...: the machine's trouble, not the command's
         raise RunFailed(f"could not write the run folder {out}: {exc.strerror or exc}") from None
@@ -445,11 +445,10 @@ def _run_errors(out):
     """A run's failures as the CLI reports them: a bad token, run folder or argument is the user's (exit 2), a
     folder that cannot be written or a sink process that died is the run's (exit 1)."""
     from .events.worker import SinkProcessError
-    from .sim.run import RunFolderError
 
     try:
         yield
-    except (ValueError, RunFolderError) as exc:  # TokenError is a ValueError
+    except ValueError as exc:  # TokenError and RunFolderError are ValueErrors
         raise UserError(exc.args[0] if exc.args else str(exc)) from None
     except OSError as exc:
         raise RunFailed(f"could not write the run folder {out}: {exc.strerror or exc}") from None

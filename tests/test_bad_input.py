@@ -389,3 +389,22 @@ def test_binlog_vs_meta_pd_says_what_to_pass(tmp_path):
     with pytest.raises(TypeError, match=r"^binlog_vs_meta_pd takes a run log's events as a pandas DataFrame, "
                                         r"not a path: read the run first"):
         binlog_vs_meta_pd(tmp_path, [tmp_path])
+
+
+def test_every_bad_input_to_the_api_is_a_value_error_naming_the_fix(tmp_path):
+    """A caller catches bad input to any of milvus-edu's functions as ``ValueError``, whatever module raised it."""
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("my notes")
+    existing = tmp_path / "trace.json"
+    existing.write_text("{}")
+    run = milvus_edu.simulate("tso-basics", seed=1, duration_s=1, out_dir=tmp_path / "run")
+    cases = [
+        (lambda: milvus_edu.load_run(tmp_path / "absent"), "does not exist"),  # RunLogError
+        (lambda: milvus_edu.simulate("tso-basics", duration_s=1, out_dir=tmp_path / "mine"), "--force"),  # RunFolderError
+        (lambda: milvus_edu.export_perfetto(run.out_dir, existing), "exists"),  # ExportError
+        (lambda: milvus_edu.replay("not-a-token"), "token"),  # TokenError
+    ]
+    for call, needle in cases:
+        with pytest.raises(ValueError, match=needle):
+            call()
+    assert (tmp_path / "mine" / "notes.txt").read_text() == "my notes" and existing.read_text() == "{}"

@@ -13,8 +13,8 @@ import pyarrow.parquet as pq
 from .schema import FIELD_NAMES, FIELDS, SCHEMA_VERSION, arrow_schema
 
 
-class RunLogError(Exception):
-    """A path that is not a readable run log."""
+class RunLogError(ValueError):
+    """A path that is not a readable run log (a ``ValueError``, as every bad input to milvus-edu's API)."""
 
 
 def _resolve(path: str | os.PathLike) -> Path:

@@ -41,8 +41,9 @@ from ..tsoutil import physical_time
 MAIN = "main"
 
 
-class ExportError(Exception):
-    """The export cannot be written where asked (the file exists); one line saying what to do."""
+class ExportError(ValueError):
+    """The export cannot be written where asked (the file exists); one line saying what to do. A ``ValueError``,
+    as every bad input to milvus-edu's API."""
 
 
 @dataclass(frozen=True)

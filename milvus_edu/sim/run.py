@@ -66,8 +66,9 @@ def advance_in_steps(sim: Simulation, total_ms: float, report: Callable[[float],
         step = max(least, min(most, 4 * length, fitting))
 
 
-class RunFolderError(Exception):
-    """The output folder cannot be used (exists and is not empty, not writable, ...)."""
+class RunFolderError(ValueError):
+    """The output folder cannot be used (exists and is not empty, not writable, ...). A ``ValueError``, as every bad
+    input to milvus-edu's API."""
 
 
 @dataclass(repr=False)
