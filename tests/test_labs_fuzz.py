@@ -3,8 +3,8 @@ or pandas value, returns a :class:`Feedback` that prints as one short paragraph,
 right. Each check is judged in a real context (a run the notebook makes, with the notebook's arguments), its
 reference answer passes and ``None`` waits for an answer.
 
-A new ``check_*`` function fails :func:`test_every_check_has_a_context` until it gets a row in :data:`CASES` (or in
-:data:`SKIPPED`, with the reason it cannot be judged here).
+A new ``check_*`` function fails :func:`test_every_check_has_a_context` until it gets a row in :data:`CASES`. Lab 6's
+checks of a live Milvus run are judged on the small real-run logs of ``tests/test_labs_real.py``.
 """
 
 from __future__ import annotations
@@ -33,12 +33,6 @@ import milvus_edu.mechanisms
 from milvus_edu.labs.feedback import Feedback
 from lab_solutions import SOLUTIONS
 
-#: Checks judged only against a live Milvus server's run (``session.real_events`` and its sampled time ticks); the
-#: recorded real log in tests/data has no sampled tick and no Session read to judge them on.
-SKIPPED = {
-    "milvus_edu.labs.real.check_sampled_tick": "needs the sampled time ticks of a live Milvus 2.3.5 run",
-    "milvus_edu.labs.real.check_session_guarantee": "needs a live Milvus 2.3.5 run's Session read",
-}
 MAX_MESSAGE = 1500  # characters: the longest right-answer explanation is about 800
 
 
@@ -244,8 +238,15 @@ def _incidents(runs):
 def _real(runs):
     from milvus_edu.labs import real
 
+    from test_labs_real import CLOCK, LAG, _session_events, _tick_events
+
+    tick, guarantee = (CLOCK - LAG) << 18, 200 << 18
+    ticks, session = _tick_events(), _session_events(guarantee)
     return {"check_zero_ts_call": Case(real.check_zero_ts_call, _literal("06_real_milvus.ipynb", "answer_2"),
-                                       text_answer)}
+                                       text_answer),
+            "check_sampled_tick": Case(lambda a: real.check_sampled_tick(a, ticks, 1), tick, int_answer(tick)),
+            "check_session_guarantee": Case(lambda a: real.check_session_guarantee(a, session, 7), guarantee,
+                                            int_answer(guarantee))}
 
 
 def _scale(runs):
@@ -287,7 +288,7 @@ TABLE = {
     "milvus_edu.labs.breakit": ["check_prediction", "check_go_rule"],
     "milvus_edu.labs.incidents": ["check_tick_behind_insert", "check_future_guarantee", "check_blocking_session",
                                   "check_largest_waited_guarantee"],
-    "milvus_edu.labs.real": ["check_zero_ts_call"],
+    "milvus_edu.labs.real": ["check_zero_ts_call", "check_sampled_tick", "check_session_guarantee"],
     "milvus_edu.labs.scale": ["check_wait_driver", "check_seeds_to_catch", "check_latency_growth"],
 }
 NAMES = [f"{module}.{name}" for module, names in TABLE.items() for name in names]
@@ -371,9 +372,8 @@ def one_paragraph(fb) -> str:
 
 # ---- the properties ----------------------------------------------------------------------------------------------
 def test_every_check_has_a_context():
-    """A new check must get a context here (or a reason to be skipped), so its answers get fuzzed too."""
-    assert set(discovered_checks()) == set(NAMES) | set(SKIPPED)
-    assert not set(NAMES) & set(SKIPPED)
+    """A new check must get a context here, so its answers get fuzzed too."""
+    assert set(discovered_checks()) == set(NAMES)
 
 
 @pytest.mark.parametrize("name", NAMES)

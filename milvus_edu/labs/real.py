@@ -6,7 +6,7 @@ import pandas as pd
 
 from ..narrate import detail_dict
 from ..client.workload import OPS, READ_OPS
-from .feedback import judge_integer, name_answer, right, wrong
+from .feedback import judge_integer, name_answer, right, shown, wrong
 
 #: The calls a workload makes that could return a timestamp (every op but the DDL ones).
 CALLS = tuple(op for op in OPS if not op.endswith("_collection"))
@@ -15,9 +15,12 @@ CALLS = tuple(op for op in OPS if not op.endswith("_collection"))
 def check_sampled_tick(answer, events: pd.DataFrame, seq: int):
     """Exercise 1: the hybrid timestamp of the sampled time tick at row ``seq`` of a real run, from its ``detail``
     (the sample's wall clock minus the lag, shifted left 18 bits)."""
-    row = events[events["seq"] == seq].iloc[0]
-    d = detail_dict(row["detail"])
-    expected = int(row["tick_ts"])
+    rows = events[(events["seq"] == seq) & events["tick_ts"].notna()]
+    d = detail_dict(rows["detail"].iloc[0]) if len(rows) else {}
+    if "sampled_clock_ms" not in d or "lag_ms" not in d:
+        return wrong(f"Row {shown(seq)} of these events is not a sampled time tick of a real run; run the cells "
+                     "above again (they pick the row), and pass the real run's events.")
+    expected = int(rows["tick_ts"].iloc[0])
     clock, lag = int(d["sampled_clock_ms"]), int(d["lag_ms"])
 
     def judge(value: int):
@@ -61,7 +64,12 @@ def check_zero_ts_call(answer):
 def check_session_guarantee(answer, real_events: pd.DataFrame, request: int):
     """Exercise 3: the real Session read ``request`` sent the timestamp of its client's last insert as its guarantee
     (the delete between them returned 0)."""
-    read = real_events[(real_events["kind"] == "client.read_start") & (real_events["request"] == request)].iloc[0]
+    reads = real_events[(real_events["kind"] == "client.read_start") & (real_events["request"] == request)
+                        & real_events["guarantee_ts"].notna()]
+    if not len(reads):
+        return wrong(f"Request {shown(request)} is not a read with a guarantee timestamp in these events; run the "
+                     "cells above again (they pick the Session read), and pass the real run's events.")
+    read = reads.iloc[0]
     expected = int(read["guarantee_ts"])
     client = read["node"]
     mine = real_events[(real_events["node"] == client) & (real_events["seq"] < read["seq"])]
