@@ -519,9 +519,23 @@ def _cmd_export(args) -> int:
     return 0
 
 
+def _unfinished(args) -> str:
+    """What an interrupted command left in its ``--out`` folder, said after "interrupted" (or nothing)."""
+    out = getattr(args, "out", None)
+    try:
+        left = sorted(p.name for p in Path(out).glob("*.partial")) if out else []
+    except OSError:
+        return ""
+    if not left:
+        return ""
+    return (f"; {out} holds the unfinished {' and '.join(left)} (reuse the folder with --force, which replaces "
+            "them, or delete it)")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``milvus-edu`` command."""
     parser = build_parser()
+    args = None
     try:
         args = parser.parse_args(argv)
         if args.command is None:
@@ -543,7 +557,7 @@ def main(argv: list[str] | None = None) -> int:
               "machine with more memory", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        print("milvus-edu: interrupted", file=sys.stderr)
+        print(f"milvus-edu: interrupted{_unfinished(args)}", file=sys.stderr)
         return 130
     except BrokenPipeError:
         # The reader (e.g. `| head`) went away: stop quietly, like other Unix tools.

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from milvus_edu import cli
 from milvus_edu.sim.run import PROGRESS_EVERY_S, PROGRESS_STEPS, advance_in_steps
+from test_cli import run_main
 
 
 class _Sim:
@@ -109,3 +110,33 @@ def test_the_cli_shows_one_progress_line_on_a_terminal_with_the_time_left(monkey
 def test_the_cli_shows_no_progress_line_when_stderr_is_not_a_terminal(monkeypatch):
     monkeypatch.setattr(cli.sys, "stderr", io.StringIO())
     assert cli._progress_printer() is None
+
+
+def _stop_halfway():
+    def stop(done_s: float, total_s: float) -> None:
+        if done_s >= total_s / 2:
+            raise KeyboardInterrupt
+
+    return stop
+
+
+def test_ctrl_c_names_the_unfinished_files_it_leaves_and_force_reuses_the_folder(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(cli, "_progress_printer", _stop_halfway)
+    out = tmp_path / "run"
+    code, _, err = run_main(capsys, "simulate", "--scenario", "timetick-basics", "--duration", "4", "--out", str(out))
+    assert code == 130
+    assert err.strip() == (f"milvus-edu: interrupted; {out} holds the unfinished events.jsonl.partial and "
+                           "events.parquet.partial (reuse the folder with --force, which replaces them, or delete it)")
+    monkeypatch.setattr(cli, "_progress_printer", lambda: None)
+    assert run_main(capsys, "simulate", "--scenario", "tso-basics", "--duration", "1", "--out", str(out))[0] == 2
+    assert run_main(capsys, "simulate", "--scenario", "tso-basics", "--duration", "1", "--out", str(out),
+                    "--force")[0] == 0
+    assert sorted(p.name for p in out.iterdir()) == ["events.jsonl", "events.parquet", "summary.json"]
+
+
+def test_ctrl_c_before_any_file_says_only_interrupted(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(cli, "_progress_printer", _stop_halfway)
+    code, _, err = run_main(capsys, "simulate", "--scenario", "tso-basics", "--duration", "2", "--out",
+                            str(tmp_path / "short"))
+    assert code == 130 and err.strip() == "milvus-edu: interrupted"
+    assert not list((tmp_path / "short").glob("*"))
