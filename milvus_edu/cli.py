@@ -489,7 +489,7 @@ def _cmd_fork(args) -> int:
             change = SetSwitch(args.switch_off, False, at_ms)
         if not Path(args.run).is_dir():
             raise ValueError(f"{args.run} is not a folder; give a run folder written by `milvus-edu simulate`")
-        result = fork(args.run, at_ms, change, out_dir=args.out, force=args.force)
+        result = fork(args.run, at_ms, change, out_dir=args.out, force=args.force, progress=_progress_printer())
     run, seq = result
     print(f"forked {args.run} with {change.describe()}")
     _report(run)

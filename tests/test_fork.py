@@ -56,7 +56,10 @@ def test_a_forks_prefix_is_byte_identical_and_the_runs_first_differ_at_the_inter
 
 def test_a_forked_runs_token_replays_it_byte_for_byte(tmp_path):
     simulate("timetick-basics", duration_s=3, out_dir=tmp_path / "a")
-    run, _ = fork(tmp_path / "a", 1000.0, [Kill("proxy-2"), Restart("proxy-2", 1800.0)], out_dir=tmp_path / "b")
+    reported = []
+    run, _ = fork(tmp_path / "a", 1000.0, [Kill("proxy-2"), Restart("proxy-2", 1800.0)], out_dir=tmp_path / "b",
+                  progress=lambda done, total: reported.append((done, total)))
+    assert reported[-1] == (3, 3) and len(reported) >= 50  # the forked run reports its progress as simulate does
     again = replay(run.token, tmp_path / "c")
     assert again.token == run.token
     assert digests(tmp_path / "b") == digests(tmp_path / "c")

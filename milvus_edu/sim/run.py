@@ -402,13 +402,13 @@ def _source(run) -> tuple[str, list | None]:
     return token, (jsonl.read_text(encoding="ascii").splitlines() if jsonl.is_file() else None)
 
 
-def fork(run, at_ms: float, interventions, out_dir=None, force: bool = False) -> ForkResult:
+def fork(run, at_ms: float, interventions, out_dir=None, force: bool = False, progress=None) -> ForkResult:
     """Run ``run`` (a :class:`RunResult`, a run folder or a run token) again with ``interventions`` added at or after
     ``at_ms``; the run log before ``at_ms`` stays byte for byte the original's.
 
     ``interventions`` is one intervention or a list (:mod:`milvus_edu.sim.interventions`); one without a time
-    (``Kill("proxy-1")``) happens at ``at_ms``. The original's own interventions are kept. ``out_dir`` and
-    ``force`` behave as in :func:`simulate`. Returns a :class:`ForkResult`: the forked run (its token replays it)
+    (``Kill("proxy-1")``) happens at ``at_ms``. The original's own interventions are kept. ``out_dir``, ``force``
+    and ``progress`` (of the forked run) behave as in :func:`simulate`. Returns a :class:`ForkResult`: the forked run (its token replays it)
     and the ``seq`` of the first event where the two logs differ. The original's log is read from the run or its
     folder's ``events.jsonl``, or, when neither holds it, made again from the token in memory.
 
@@ -437,7 +437,7 @@ def fork(run, at_ms: float, interventions, out_dir=None, force: bool = False) ->
     if "network" in kwargs:
         kwargs["network"] = NetworkParams(**kwargs["network"])
     kwargs["interventions"] = list(kwargs.get("interventions", [])) + list(added)
-    result = simulate(spec.scenario, out_dir=out_dir, force=force, keep_events=True, **kwargs)
+    result = simulate(spec.scenario, out_dir=out_dir, force=force, keep_events=True, progress=progress, **kwargs)
     if original is None:
         original = _lines(replay(token).rows)
     seq = first_difference(original, result.rows)
