@@ -11,7 +11,6 @@ import argparse
 import os
 import re
 import sys
-import time
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -215,48 +214,10 @@ def _cmd_scenarios(args) -> int:
 
 
 def _progress_printer():
-    """A one-line progress display on stderr for runs long enough to notice (terminals only): how far the run is
-    and, from its pace so far, about how long it has left."""
-    if not sys.stderr.isatty():
-        return None
-    started = time.monotonic()
+    """The progress line on stderr for runs long enough to notice, with their time left (terminals only)."""
+    from .sim.progress import terminal_line
 
-    def show(done_s: float, total_s: float) -> None:
-        elapsed = time.monotonic() - started
-        if elapsed < 1.0 and done_s < total_s:
-            return
-        end = "\n" if done_s >= total_s else ""
-        left = "" if done_s >= total_s else remaining_text(elapsed, done_s, total_s)
-        done = f"{done_s:,.1f}" if total_s < 100 else f"{done_s:,.0f}"
-        print(f"\rsimulating: {done_s / total_s:4.0%} ({done} of {total_s:,.0f} simulated s){left}\033[K",
-              end=end, file=sys.stderr, flush=True)
-
-    return show
-
-
-def remaining_text(elapsed_s: float, done_s: float, total_s: float) -> str:
-    """What a progress line adds about the time a run has left, at the pace it kept so far: ``, about 3 min left``,
-    and, when that is long, how to stop it or make it shorter."""
-    if done_s <= 0:
-        return ""
-    left_s = elapsed_s * (total_s - done_s) / done_s
-    text = f", about {wall_time_text(left_s)} left"
-    if left_s >= 600:
-        text += " (Ctrl-C stops it; a shorter --duration, or longer intervals in --param, make it quicker)"
-    return text
-
-
-def wall_time_text(seconds: float) -> str:
-    """``seconds`` in the largest units that read well: ``45 s``, ``12 min``, ``3 h 20 min``, ``9 days``."""
-    if seconds < 60:
-        return f"{max(1, round(seconds))} s"
-    minutes = round(seconds / 60)
-    if minutes < 60:
-        return f"{minutes} min"
-    if minutes < 48 * 60:
-        hours, minutes = divmod(minutes, 60)
-        return f"{hours} h {minutes} min" if minutes else f"{hours} h"
-    return f"{round(seconds / 86400):,} days"
+    return terminal_line()
 
 
 def _run(scenario, seed, duration, out, force, switches, options=(), params=()):

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import io
-import re
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import milvus_edu
 from milvus_edu import cli
+from milvus_edu.sim import progress
 from milvus_edu.sim.run import PROGRESS_EVERY_S, PROGRESS_STEPS, advance_in_steps
 from test_cli import run_main
 
@@ -74,14 +75,78 @@ def test_steps_are_bounded_grow_at_most_four_fold_and_end_exactly_at_the_duratio
     (3 * 3600 + 20 * 60, "3 h 20 min"), (47 * 3600, "47 h"), (9 * 86400, "9 days"), (4e6 * 86400, "4,000,000 days"),
 ])
 def test_wall_time_reads_in_the_largest_units_that_read_well(seconds, text):
-    assert cli.wall_time_text(seconds) == text
+    assert progress.wall_time_text(seconds) == text
 
 
 def test_the_time_left_is_from_the_pace_so_far_and_a_long_one_says_how_to_stop_or_shorten_it():
-    assert cli.remaining_text(10.0, 0.0, 60.0) == ""  # no pace yet
-    assert cli.remaining_text(10.0, 30.0, 60.0) == ", about 10 s left"
-    long = cli.remaining_text(60.0, 0.1, 60.0)  # a minute for 0.1 of 60 simulated s
-    assert long.startswith(", about 9 h 59 min left") and "Ctrl-C" in long and "--duration" in long
+    assert progress.remaining_text(10.0, 0.0, 60.0) == ""  # no pace yet
+    assert progress.remaining_text(10.0, 60.0, 60.0) == ""  # done
+    assert progress.remaining_text(10.0, 30.0, 60.0) == ", about 10 s left"
+    long = progress.remaining_text(60.0, 0.1, 60.0)  # a minute for 0.1 of 60 simulated s
+    assert long.startswith(", about 9 h 59 min left") and "Ctrl-C" in long and "shorter duration" in long
+
+
+def _clock(*readings):
+    it = iter(readings)
+    return lambda: next(it)
+
+
+def test_the_terminal_line_rewrites_itself_from_the_first_second_and_ends_with_a_newline():
+    out = io.StringIO()
+    show = progress.TerminalLine(out, clock=_clock(100.0, 100.5, 102.0, 103.0, 104.0))  # started; one per report
+    show(1.0, 40.0)  # within the first second: nothing
+    show(2.0, 40.0)
+    show(20.0, 40.0)
+    show(40.0, 40.0)
+    first, second, last = out.getvalue().split("\r")[1:]
+    assert first == "simulating:   5% (2.0 of 40 simulated s), about 38 s left"
+    assert second == "simulating:  50% (20.0 of 40 simulated s), about 3 s left"
+    assert last.endswith("\n") and last.rstrip() == "simulating: 100% (40.0 of 40 simulated s)"
+    assert len(last) - 1 == len(second)  # spaces over what the longer line before it left on the screen
+
+
+def test_a_run_shorter_than_a_second_shows_nothing_at_all():
+    out = io.StringIO()
+    show = progress.TerminalLine(out, clock=_clock(0.0, 0.3, 0.9))
+    show(20.0, 40.0)
+    show(40.0, 40.0)
+    assert out.getvalue() == ""
+
+
+def test_log_lines_keep_one_line_every_ten_seconds_and_the_last():
+    out = io.StringIO()
+    show = progress.LogLines(out, clock=_clock(0.0, 2.0, 5.0, 12.5, 13.0, 14.0))
+    for done in (1.0, 2.0, 5.0, 6.0, 8.0):
+        show(done, 8.0)
+    lines = out.getvalue().splitlines()
+    assert [line.split(" (")[0] for line in lines] == ["simulating:  12%", "simulating:  62%", "simulating: 100%"]
+
+
+def test_the_notebook_bar_appears_when_first_shown_and_follows_the_run():
+    shown = []
+    bar = progress.NotebookBar(shown.append, clock=_clock(0.0, 0.5, 2.0, 4.0))
+    bar(1.0, 8.0)
+    assert shown == [] and bar.bar is None
+    bar(2.0, 8.0)
+    assert len(shown) == 1 and bar.bar.max == 8.0 and bar.bar.value == 2.0
+    assert bar.label.value == " 25% (2.0 of 8 simulated s), about 6 s left"
+    bar(8.0, 8.0)
+    assert len(shown) == 1 and bar.bar.value == 8.0 and bar.bar.bar_style == "success"
+
+
+def test_progress_true_outside_a_notebook_and_a_terminal_writes_log_lines(monkeypatch):
+    err = io.StringIO()
+    monkeypatch.setattr(progress.sys, "stderr", err)
+    assert isinstance(progress.progress_display(), progress.LogLines)
+    assert progress.resolve_progress(False) is None and progress.resolve_progress(None) is None
+    fn = lambda done, total: None  # noqa: E731
+    assert progress.resolve_progress(fn) is fn
+
+
+@pytest.mark.parametrize("bad", ["yes", 1, 0.5, [print]])
+def test_simulate_refuses_a_progress_that_is_no_flag_or_function(bad):
+    with pytest.raises(ValueError, match="progress is True, False, None or a function"):
+        milvus_edu.simulate("tso-basics", duration_s=1, progress=bad)
 
 
 class _Terminal(io.StringIO):
@@ -89,27 +154,11 @@ class _Terminal(io.StringIO):
         return True
 
 
-def test_the_cli_shows_one_progress_line_on_a_terminal_with_the_time_left(monkeypatch):
-    err = _Terminal()
-    monkeypatch.setattr(cli.sys, "stderr", err)
-    clock = iter([100.0, 100.5, 102.0, 103.0, 104.0])  # started; then one reading per call
-    monkeypatch.setattr(cli.time, "monotonic", lambda: next(clock))
-    show = cli._progress_printer()
-    show(1.0, 40.0)  # within the first second: nothing
-    show(2.0, 40.0)
-    show(20.0, 40.0)
-    show(40.0, 40.0)
-    lines = err.getvalue().split("\r")[1:]
-    assert [re.sub(r"\x1b\[K", "", line) for line in lines] == [
-        "simulating:   5% (2.0 of 40 simulated s), about 38 s left",
-        "simulating:  50% (20.0 of 40 simulated s), about 3 s left",
-        "simulating: 100% (40.0 of 40 simulated s)\n",
-    ]
-
-
-def test_the_cli_shows_no_progress_line_when_stderr_is_not_a_terminal(monkeypatch):
-    monkeypatch.setattr(cli.sys, "stderr", io.StringIO())
+def test_the_cli_shows_the_terminal_line_only_on_a_terminal(monkeypatch):
+    monkeypatch.setattr(progress.sys, "stderr", io.StringIO())
     assert cli._progress_printer() is None
+    monkeypatch.setattr(progress.sys, "stderr", _Terminal())
+    assert isinstance(cli._progress_printer(), progress.TerminalLine)
 
 
 def _stop_halfway():
@@ -140,3 +189,24 @@ def test_ctrl_c_before_any_file_says_only_interrupted(tmp_path, capsys, monkeypa
                             str(tmp_path / "short"))
     assert code == 130 and err.strip() == "milvus-edu: interrupted"
     assert not list((tmp_path / "short").glob("*"))
+
+
+@pytest.mark.slow
+def test_progress_true_in_a_notebook_kernel_shows_a_widget_bar_under_the_cell(tmp_path):
+    """In a real kernel, a run shows an ipywidgets bar (a widget view output) once it has taken SHOW_AFTER_S, here 0
+    (so the test does not depend on how fast the machine is)."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(
+        "import milvus_edu\n"
+        "import milvus_edu.sim.progress\n"
+        "milvus_edu.sim.progress.SHOW_AFTER_S = 0.0\n"
+        "result = milvus_edu.simulate('flush-basics', duration_s=20, progress=True)\n"
+        "print(result.summary['events'])")]
+    NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+    outputs = nb.cells[0].outputs
+    views = [o for o in outputs if "application/vnd.jupyter.widget-view+json" in o.get("data", {})]
+    printed = [o["text"] for o in outputs if o.get("output_type") == "stream" and o.get("name") == "stdout"]
+    assert len(views) == 1 and int(printed[0]) > 10_000

@@ -33,6 +33,7 @@ from .collector import collector_paused
 from .interventions import at as at_time, canonical
 from .interventions import schedule as schedule_interventions, validate as validate_interventions
 from .kernel import NetworkParams, Simulation
+from .progress import resolve_progress
 
 RUN_FILES = ("events.parquet", "events.jsonl", "summary.json")
 #: How often, in wall seconds, a run advanced in steps (``simulate(progress=...)``) reports: a step that took
@@ -146,7 +147,7 @@ def simulate(
     switches: BugSwitches | list[str] | str | None = None,
     keep_events: bool = True,
     network: NetworkParams | None = None,
-    progress: Callable[[float, float], None] | None = None,
+    progress: Callable[[float, float], None] | bool | None = None,
     params: dict[str, object] | None = None,
     options: dict[str, object] | None = None,
     sink_process: bool | None = None,
@@ -163,8 +164,11 @@ def simulate(
       summary read them as they pass.
     * ``switches``: bug switches to turn on, by name (one string or a list) or a :class:`BugSwitches`.
     * ``network``: latency and loss model.
-    * ``progress(done_s, total_s)`` is called as the run advances: every 2% of it, and about every half second of
-      wall time when a step takes longer (:func:`advance_in_steps`); the run log is the same with or without it.
+    * ``progress``: ``True`` shows the run's progress once it has taken a second (a bar under a notebook cell, a
+      line on a terminal; :mod:`milvus_edu.sim.progress`), with about how long it has left; a function
+      ``progress(done_s, total_s)`` is called instead. Either is called every 2% of the run, and about every half
+      second of wall time when a step takes longer (:func:`advance_in_steps`); the run log is the same with or
+      without it.
     * ``params``: Milvus parameters by dotted name, e.g. ``{"timetick.time_tick_interval_ns": 100_000_000}``
       (see :meth:`milvus_edu.config.Config.with_params`).
     * ``options``: the scenario's own knobs, e.g. ``{"proxies": 3}`` (``Scenario.options`` lists them).
@@ -201,6 +205,7 @@ def simulate(
         sw = BugSwitches.from_names([switches] if isinstance(switches, str) else list(switches or []))
     if network is not None and not isinstance(network, NetworkParams):  # else an AttributeError from mid-run
         raise TypeError(f"network is a milvus_edu.sim.kernel.NetworkParams, got {type(network).__name__}")
+    progress = resolve_progress(progress)
     config = Config(switches=sw).with_params(params or {})
     opts = scenario_options(spec, options)
     if run_id is None:
@@ -334,8 +339,8 @@ def replay(token: str, out_dir=None, force: bool = False, keep_events: bool = Tr
     """Run again the run that made ``token``; with ``out_dir``, its run folder byte for byte.
 
     The token is checked before anything is written: :class:`TokenError` for a damaged token, one of another format
-    or version, or one naming a scenario this milvus-edu does not have. ``out_dir`` and ``force`` behave as in
-    :func:`milvus_edu.simulate` (an existing non-empty folder is refused without ``force``). Returns the
+    or version, or one naming a scenario this milvus-edu does not have. ``out_dir``, ``force`` and ``progress`` behave
+    as in :func:`milvus_edu.simulate` (an existing non-empty folder is refused without ``force``). Returns the
     :class:`~milvus_edu.sim.run.RunResult`.
     """
     spec = decode(token)
@@ -408,9 +413,9 @@ def fork(run, at_ms: float, interventions, out_dir=None, force: bool = False, pr
 
     ``interventions`` is one intervention or a list (:mod:`milvus_edu.sim.interventions`); one without a time
     (``Kill("proxy-1")``) happens at ``at_ms``. The original's own interventions are kept. ``out_dir``, ``force``
-    and ``progress`` (of the forked run) behave as in :func:`simulate`. Returns a :class:`ForkResult`: the forked run (its token replays it)
-    and the ``seq`` of the first event where the two logs differ. The original's log is read from the run or its
-    folder's ``events.jsonl``, or, when neither holds it, made again from the token in memory.
+    and ``progress`` (of the forked run) behave as in :func:`simulate`. Returns a :class:`ForkResult`: the forked run
+    (its token replays it) and the ``seq`` of the first event where the two logs differ. The original's log is read
+    from the run or its folder's ``events.jsonl``, or, when neither holds it, made again from the token in memory.
 
     Raises :class:`~milvus_edu.sim.token.TokenError` for a token that cannot be replayed here, ``ValueError`` for a
     time outside the run, an intervention before ``at_ms`` or on a node the run lacks, and
