@@ -480,6 +480,13 @@ def _cmd_export(args) -> int:
     return 0
 
 
+def _end_progress_line() -> None:
+    """End the progress line of a run that stopped part-way, if one is open."""
+    progress = sys.modules.get("milvus_edu.sim.progress")  # not imported: no line was shown
+    if progress is not None:
+        progress.end_open_line()
+
+
 def _unfinished(args) -> str:
     """What an interrupted command left in its ``--out`` folder, said after "interrupted" (or nothing)."""
     out = getattr(args, "out", None)
@@ -506,7 +513,11 @@ def main(argv: list[str] | None = None) -> int:
                    "why": _cmd_why,
                    "demo": _cmd_demo, "sweep": _cmd_sweep, "compare": _cmd_compare,
                    "replay": _cmd_replay, "fork": _cmd_fork, "export": _cmd_export}[args.command]
-        return handler(args)
+        try:
+            return handler(args)
+        except BaseException:
+            _end_progress_line()  # what is printed next starts a line of its own
+            raise
     except UserError as exc:
         print(f"milvus-edu: error: {exc}", file=sys.stderr)
         return EXIT_USAGE

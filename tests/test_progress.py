@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import sys
 
 import pytest
 from hypothesis import given, settings
@@ -210,3 +211,24 @@ def test_progress_true_in_a_notebook_kernel_shows_a_widget_bar_under_the_cell(tm
     views = [o for o in outputs if "application/vnd.jupyter.widget-view+json" in o.get("data", {})]
     printed = [o["text"] for o in outputs if o.get("output_type") == "stream" and o.get("name") == "stdout"]
     assert len(views) == 1 and int(printed[0]) > 10_000
+
+
+def test_an_interrupted_run_ends_its_progress_line_before_saying_so(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(progress, "SHOW_AFTER_S", 0.0)
+
+    def printer():
+        line = progress.TerminalLine(sys.stderr)
+
+        def show(done_s: float, total_s: float) -> None:
+            line(done_s, total_s)
+            if done_s >= total_s / 2:
+                raise KeyboardInterrupt
+
+        return show
+
+    monkeypatch.setattr(cli, "_progress_printer", printer)
+    code, _, err = run_main(capsys, "simulate", "--scenario", "tso-basics", "--duration", "2", "--out",
+                            str(tmp_path / "r"))
+    last = err.split("\r")[-1]
+    assert code == 130 and last.startswith("simulating:  50%") and last.endswith(" left\nmilvus-edu: interrupted\n")
+    assert progress.TerminalLine.open is None

@@ -78,6 +78,9 @@ class _Display:
 class TerminalLine(_Display):
     """One line on ``stream`` that rewrites itself (``\\r``), ending with a newline when the run ends."""
 
+    #: The line shown and not yet ended (a run stopped part-way): :func:`end_open_line` ends it.
+    open: TerminalLine | None = None
+
     def __init__(self, stream: TextIO, clock: Callable[[], float] = time.monotonic):
         super().__init__(clock)
         self._stream = stream
@@ -88,6 +91,19 @@ class TerminalLine(_Display):
         padded = line.ljust(self._width)
         self._width = len(line)
         print(f"\r{padded}", end="\n" if final else "", file=self._stream, flush=True)
+        TerminalLine.open = None if final else self
+
+    def end(self) -> None:
+        """End the line where it stands, so that what is printed next (an error) starts a line of its own."""
+        if TerminalLine.open is self:
+            TerminalLine.open = None
+            print(file=self._stream, flush=True)
+
+
+def end_open_line() -> None:
+    """End a progress line a stopped run left open (the command line calls this before it prints an error)."""
+    if TerminalLine.open is not None:
+        TerminalLine.open.end()
 
 
 class LogLines(_Display):
