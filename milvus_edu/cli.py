@@ -304,12 +304,14 @@ def _report(result) -> None:
 def _cmd_simulate(args) -> int:
     result = _run(args.scenario, args.seed, args.duration, args.out, args.force, args.switch, args.option, args.param)
     _report(result)
-    return _exit_status(result, bool(args.param or args.option))
+    return _exit_status(result, "the --param or --option values you gave keep this run from making progress"
+                        if args.param or args.option else None)
 
 
-def _exit_status(result, knobs_given: bool) -> int:
+def _exit_status(result, knobs: str | None) -> int:
     """0, or 1 for a violation that neither a bug switch (on from the start or flipped part-way), the scenario's
-    documented gap nor the ``--param`` / ``--option`` values the user gave (``knobs_given``) account for."""
+    documented gap nor what the user changed account for. ``knobs`` is the clause that names the user's change (the
+    ``--param`` and ``--option`` values, a fork's fault) as what stops progress, ``None`` when nothing was changed."""
     from .registry import get_scenario, scenario_mechanisms
 
     summary = result.summary
@@ -321,9 +323,8 @@ def _exit_status(result, knobs_given: bool) -> int:
         broken = {name for name, n in summary["checks"]["violation_counts"].items() if n}
         progress = {name for m in scenario_mechanisms(spec) if m.checker is not None
                     for name in m.checker.progress}
-        if knobs_given and broken <= progress:
-            print("(expected: the --param or --option values you gave keep this run from making progress; the "
-                  "progress checks above say what is stuck)")
+        if knobs is not None and broken <= progress:
+            print(f"(expected: {knobs}; the progress checks above say what is stuck)")
             return 0
         return 1  # a violation without a bug switch is a model bug worth a non-zero status
     return 0
@@ -465,7 +466,8 @@ def _cmd_replay(args) -> int:
         result = replay(args.token, args.out, force=args.force, keep_events=False, progress=_progress_printer())
     _report(result)
     spec = decode(args.token)
-    return _exit_status(result, bool(spec.params or spec.options))
+    return _exit_status(result, "the --param or --option values the token holds keep this run from making progress"
+                        if spec.params or spec.options else None)
 
 
 def _cmd_fork(args) -> int:
@@ -503,7 +505,7 @@ def _cmd_fork(args) -> int:
         print(f"the runs first differ at event {seq + 1:,}: the forked run ends there, the original goes on")
     # the fault given is a knob like --param: progress it stops is the fork's lesson, not a model bug (a switch
     # flipped on is listed in the summary's switches_flipped, which accounts for its violations)
-    return _exit_status(run, knobs_given=True)
+    return _exit_status(run, f"the fork's {change.describe()} keeps this run from making progress")
 
 
 def _cmd_export(args) -> int:
