@@ -1,6 +1,12 @@
 """Rough edges a new user met: following the README and the CLI with plausible mistakes, each pinned by a test that
 failed before its fix."""
 
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+
 import milvus_edu
 from run_support import run_main
 
@@ -15,3 +21,55 @@ def test_a_fork_whose_fault_stops_progress_blames_the_fault_not_params_the_user_
     assert "checks FAILED" in out
     assert "--param" not in out and "--option" not in out
     assert "(expected: the fork's kill proxy-1 at 1.000 s keeps this run from making progress;" in out
+
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+
+
+def readme_commands() -> list[list[str]]:
+    """Every ``milvus-edu ...`` command the README shows, in its code blocks (continuation lines joined, comments
+    dropped) and inline, as argument lists without the program's name."""
+    text = README.read_text(encoding="utf-8")
+    commands = []
+    for block in re.findall(r"```bash\n(.*?)```", text, flags=re.S):
+        for line in block.replace("\\\n", " ").splitlines():
+            words = shlex.split(line, comments=True)
+            if words[:1] == ["milvus-edu"]:
+                commands.append(words[1:])
+    commands += [shlex.split(c)[1:] for c in re.findall(r"`(milvus-edu fork [^`]+)`", text)]
+    return commands
+
+
+def option(args: list[str], name: str) -> str | None:
+    return args[args.index(name) + 1] if name in args else None
+
+
+def test_the_readmes_python_imports_all_import():
+    # `from milvus_edu.analysis import many, read_waits` failed: read_waits lives in the query lesson's analyses
+    blocks = re.findall(r"```python\n(.*?)```", README.read_text(encoding="utf-8"), flags=re.S)
+    imports = [line.strip() for block in blocks for line in block.splitlines()
+               if re.match(r"\s*(from milvus_edu\S* import |import milvus_edu)", line)]
+    assert len(imports) >= 4
+    for line in imports:
+        exec(line, {})
+
+
+def test_no_two_readme_commands_write_the_same_run_folder():
+    # the fork example wrote to runs/b, which the README's simulate of tso_skip_load_on_init had already filled
+    outs = [option(args, "--out") for args in readme_commands() if args[0] in ("simulate", "fork")]
+    outs = [o for o in outs if o is not None]
+    assert len(outs) >= 10 and len(outs) == len(set(outs)), outs
+
+
+@pytest.mark.slow
+def test_the_readmes_fork_example_forks_the_run_the_readme_made(capsys, tmp_path, monkeypatch):
+    # it forked runs/a, a tso-failover run, killing proxy-1, a node that scenario does not have
+    monkeypatch.chdir(tmp_path)
+    commands = readme_commands()
+    [fork_args] = [args for args in commands if args[0] == "fork"]
+    [made_by] = [args for args in commands if args[0] == "simulate" and option(args, "--out") == fork_args[1]]
+    code, _, err = run_main(capsys, *made_by, "--duration", "3")
+    assert code == 0, err
+    code, out, err = run_main(capsys, *fork_args)
+    assert code == 0, err
+    assert "the runs first differ at event" in out and (tmp_path / option(fork_args, "--out") / "summary.json").exists()
