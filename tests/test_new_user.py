@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import milvus_edu
-from run_support import run_main
+from run_support import digests, run_main
 
 
 def test_a_fork_whose_fault_stops_progress_blames_the_fault_not_params_the_user_never_gave(capsys, tmp_path):
@@ -73,3 +73,22 @@ def test_the_readmes_fork_example_forks_the_run_the_readme_made(capsys, tmp_path
     code, out, err = run_main(capsys, *fork_args)
     assert code == 0, err
     assert "the runs first differ at event" in out and (tmp_path / option(fork_args, "--out") / "summary.json").exists()
+
+
+@pytest.mark.parametrize("force", [[], ["--force"]])
+@pytest.mark.parametrize("source, target", [("run", "run/events.jsonl"), ("run", "run/summary.json"),
+                                            ("run/events.parquet", "run/events.jsonl"),
+                                            ("run/events.jsonl", "run/./events.jsonl")])
+def test_export_never_writes_over_the_run_it_exports(capsys, tmp_path, monkeypatch, force, source, target):
+    # `export run --perfetto run/events.jsonl --force` replaced the run log with the trace (and without --force the
+    # refusal suggested adding it)
+    monkeypatch.chdir(tmp_path)
+    milvus_edu.simulate("tso-basics", duration_s=1, out_dir="run", keep_events=False)
+    before = digests(tmp_path)
+    code, out, err = run_main(capsys, "export", source, "--perfetto", target, *force)
+    assert code == 2 and out == ""
+    assert err == (f"milvus-edu: error: {Path(target)} is a file of the run being exported; choose another file, "
+                   "e.g. trace.json\n")
+    assert digests(tmp_path) == before
+    code, out, err = run_main(capsys, "export", source, "--perfetto", "run/trace.json", *force)
+    assert code == 0 and (tmp_path / "run" / "trace.json").is_file(), err
