@@ -92,3 +92,15 @@ def test_export_never_writes_over_the_run_it_exports(capsys, tmp_path, monkeypat
     assert digests(tmp_path) == before
     code, out, err = run_main(capsys, "export", source, "--perfetto", "run/trace.json", *force)
     assert code == 0 and (tmp_path / "run" / "trace.json").is_file(), err
+
+
+def test_binlog_rows_pd_reads_one_run_folder_given_as_a_string(tmp_path):
+    # binlog_rows_pd("runs/a") took each character of the name for a folder: "r: not a milvus-edu run folder"
+    from milvus_edu.mechanisms.flush.analysis import binlog_rows_pd
+
+    run = milvus_edu.simulate("seed-example", duration_s=5, out_dir=tmp_path / "a", keep_events=False)
+    assert run.summary["checks"]["ok"]
+    as_list = binlog_rows_pd([tmp_path / "a"])
+    assert len(as_list) >= 1 and as_list["binlog_rows"].sum() >= 1
+    for one in (str(tmp_path / "a"), tmp_path / "a"):
+        assert binlog_rows_pd(one).equals(as_list)
