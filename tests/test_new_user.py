@@ -104,3 +104,14 @@ def test_binlog_rows_pd_reads_one_run_folder_given_as_a_string(tmp_path):
     assert len(as_list) >= 1 and as_list["binlog_rows"].sum() >= 1
     for one in (str(tmp_path / "a"), tmp_path / "a"):
         assert binlog_rows_pd(one).equals(as_list)
+
+
+def test_load_run_of_something_not_a_path_says_what_it_reads_and_where_the_log_is():
+    # load_run(run) raised pathlib's "expected str, bytes or os.PathLike object, not RunResult"
+    run = milvus_edu.simulate("tso-basics", duration_s=1)
+    cases = [(run, "got RunResult; a run result holds its run log already: run.events"),
+             (run.events, "got DataFrame; a DataFrame is a run log already"), (None, "got NoneType"), (7, "got int")]
+    for given, says in cases:
+        with pytest.raises(TypeError) as info:
+            milvus_edu.load_run(given)
+        assert str(info.value) == f"load_run reads a run folder or an events.parquet/events.jsonl file, {says}"

@@ -110,8 +110,18 @@ def load_run(path: str | os.PathLike) -> pd.DataFrame:
     Columns follow :data:`milvus_edu.events.FIELDS`; integers are nullable ``Int64``, strings are
     pandas ``string``. Rows are in ``seq`` order. A log of an older schema version loads with the
     columns it lacks as nulls; one of a newer version raises :class:`RunLogError` naming it. A file that is empty, not a run log, or has a line
-    that does not fit the schema raises :class:`RunLogError` naming the file (and line).
+    that does not fit the schema raises :class:`RunLogError` naming the file (and line); anything but a path, such
+    as a run result, raises ``TypeError`` saying where its run log is.
     """
+    if not isinstance(path, (str, os.PathLike)):  # else pathlib's "expected str, bytes or os.PathLike object"
+        if isinstance(path, pd.DataFrame):
+            hint = "; a DataFrame is a run log already"
+        elif hasattr(path, "summary") and hasattr(path, "events"):
+            hint = "; a run result holds its run log already: run.events"
+        else:
+            hint = ""
+        raise TypeError(f"load_run reads a run folder or an events.parquet/events.jsonl file, "
+                        f"got {type(path).__name__}{hint}")
     p = _resolve(path)
     check_schema_version(p)
     if p.suffix == ".parquet":
