@@ -115,3 +115,22 @@ def test_load_run_of_something_not_a_path_says_what_it_reads_and_where_the_log_i
         with pytest.raises(TypeError) as info:
             milvus_edu.load_run(given)
         assert str(info.value) == f"load_run reads a run folder or an events.parquet/events.jsonl file, {says}"
+
+
+def test_simulate_takes_one_intervention_as_fork_does_and_refuses_a_class_in_one_line():
+    # simulate(interventions=Kill(...)) raised "'Kill' object is not iterable", fork(run, t, Kill) dataclasses'
+    # "replace() should be called on dataclass instances"
+    from milvus_edu import Kill, fork, simulate
+
+    one = simulate("seed-example", duration_s=2, interventions=Kill("proxy-1", 1000.0))
+    listed = simulate("seed-example", duration_s=2, interventions=[Kill("proxy-1", 1000.0)])
+    assert one.token == listed.token and one.events.equals(listed.events)
+    class_given = "Kill is the class, not an intervention: call it with the node (or switch) and the time"
+    for call in (lambda: simulate("seed-example", duration_s=2, interventions=Kill),
+                 lambda: simulate("seed-example", duration_s=2, interventions=[Kill]),
+                 lambda: fork(listed, 500.0, Kill)):
+        with pytest.raises(ValueError, match=re.escape(class_given)):
+            call()
+    for given in ("kill proxy-1", 5):
+        with pytest.raises(ValueError, match=f"^not an intervention: {given!r}; use Kill, Restart"):
+            simulate("seed-example", duration_s=2, interventions=given)
