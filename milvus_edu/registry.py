@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from .config import parse_flag
+from .config import did_you_mean, parse_flag
 from .events.schema import Kind, register_kinds
 
 _EMPTY: Mapping = MappingProxyType({})
@@ -195,7 +195,8 @@ def get_scenario(name: str) -> Scenario:
     try:
         return _SCENARIOS[name]
     except (KeyError, TypeError):
-        raise ValueError(f"unknown scenario {name!r}; choose from {', '.join(sorted(_SCENARIOS))}") from None
+        raise ValueError(f"unknown scenario {name!r}{did_you_mean(name, _SCENARIOS)}; choose from "
+                         f"{', '.join(sorted(_SCENARIOS))}") from None
 
 
 def scenario_mechanisms(scenario: Scenario) -> tuple[Mechanism, ...]:
@@ -248,7 +249,8 @@ def scenario_options(scenario: Scenario, given: Mapping[str, object] | None) -> 
     for name, raw in (given or {}).items():
         if name not in out:
             have = ", ".join(sorted(out)) or "none"
-            raise ValueError(f"scenario {scenario.name} has no option {name!r}; its options: {have}")
+            raise ValueError(f"scenario {scenario.name} has no option {name!r}{did_you_mean(name, out)}; its "
+                             f"options: {have}")
         default = out[name]
         if isinstance(default, tuple):  # a list of records (a workload): given in Python, or a JSON file's path
             out[name] = _records(name, raw)

@@ -134,3 +134,24 @@ def test_simulate_takes_one_intervention_as_fork_does_and_refuses_a_class_in_one
     for given in ("kill proxy-1", 5):
         with pytest.raises(ValueError, match=f"^not an intervention: {given!r}; use Kill, Restart"):
             simulate("seed-example", duration_s=2, interventions=given)
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--scenario", "tso-basic"], "unknown scenario 'tso-basic' (did you mean 'tso-basics'?); choose from "),
+    (["--scenario", "seed_example"], "unknown scenario 'seed_example' (did you mean 'seed-example'?); choose from "),
+    (["--scenario", "tso-basics", "--switch", "skip_wait_safe"],
+     "unknown bug switch 'skip_wait_safe' (did you mean 'skip_wait_tsafe'?); choose from "),
+    (["--scenario", "timetick-basics", "--option", "proxy=3"],
+     "scenario timetick-basics has no option 'proxy' (did you mean 'proxies'?); its options: "),
+    (["--scenario", "timetick-basics", "--param", "time_tick_interval_ns=100000000"],
+     "unknown parameter 'time_tick_interval_ns' (did you mean 'timetick.time_tick_interval_ns'?); parameters are "),
+    (["--scenario", "timetick-basics", "--param", "timetick.time_tick_interval=100000000"],
+     "unknown parameter 'timetick.time_tick_interval' (did you mean 'timetick.time_tick_interval_ns'?); timetick has "),
+    (["--scenario", "nope"], "unknown scenario 'nope'; choose from "),  # nothing close: no guess
+])
+def test_a_typo_in_a_name_is_answered_with_the_name_meant(capsys, tmp_path, args, says):
+    # the refusals listed every valid name (31 scenarios on one line) and left the user to spot the one they meant
+    code, out, err = run_main(capsys, "simulate", *args, "--duration", "1", "--out", str(tmp_path / "o"))
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
+    assert err.startswith(f"milvus-edu: error: {says}")
+    assert not (tmp_path / "o").exists()
