@@ -155,3 +155,19 @@ def test_a_typo_in_a_name_is_answered_with_the_name_meant(capsys, tmp_path, args
     assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
     assert err.startswith(f"milvus-edu: error: {says}")
     assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("scenario, options", [("seed-example", {}), ("flush-drop-collection", {"drop_at_s": 1})])
+def test_no_event_is_told_with_a_python_none_or_nan(scenario, options):
+    # `milvus-edu timeline` told a CreateCollection or DropCollection message as "... (0 row(s), ts ...) to
+    # by-dev-rootcoord-dml_0 for None."
+    from milvus_edu.narrate import describe
+
+    rows = milvus_edu.simulate(scenario, duration_s=2, options=options).events.to_dict("records")
+    ddl = [row for row in rows if row["kind"] == "mq.produce" and row["msg_type"] in ("CreateCollection",
+                                                                                       "DropCollection")]
+    assert ddl  # the run writes the messages this test is about
+    assert describe(ddl[-1]).endswith(" to by-dev-rootcoord-dml_1.")
+    for row in rows:
+        text = describe(row)
+        assert not re.search(r"\bNone\b|\bnan\b|<NA>", text), text
