@@ -1,6 +1,7 @@
 """Rough edges a new user met: following the README and the CLI with plausible mistakes, each pinned by a test that
 failed before its fix."""
 
+import json
 import re
 import shlex
 from pathlib import Path
@@ -171,3 +172,17 @@ def test_no_event_is_told_with_a_python_none_or_nan(scenario, options):
     for row in rows:
         text = describe(row)
         assert not re.search(r"\bNone\b|\bnan\b|<NA>", text), text
+
+
+def test_a_workload_step_that_fails_is_named_in_the_report_not_only_counted(capsys, tmp_path):
+    # an insert whose rows lack "id" failed in the run, and `simulate` printed only "1 client error" on the TSO's line
+    steps = [{"at": 0.5, "client": "Client1", "op": "create_collection", "collection": "C0"},
+             {"at": 0.9, "client": "Client1", "op": "insert", "collection": "C0", "data": [{"idx": "A1"}]}]
+    (tmp_path / "steps.json").write_text(json.dumps(steps))
+    code, out, err = run_main(capsys, "simulate", "--scenario", "workload", "--option",
+                              f"steps={tmp_path / 'steps.json'}", "--duration", "2", "--out", str(tmp_path / "o"))
+    assert code == 0, err
+    first = json.loads((tmp_path / "o" / "summary.json").read_text())["tso"]["first_client_error"]
+    assert first["node"] == "Client1" and "'id' field" in first["error"]
+    assert (f"1 client error (the first, event {first['event']:,} at 0.900 s: Client1's request failed: insert data "
+            "must be rows with an 'id' field") in out
