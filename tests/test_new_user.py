@@ -186,3 +186,15 @@ def test_a_workload_step_that_fails_is_named_in_the_report_not_only_counted(caps
     assert first["node"] == "Client1" and "'id' field" in first["error"]
     assert (f"1 client error (the first, event {first['event']:,} at 0.900 s: Client1's request failed: insert data "
             "must be rows with an 'id' field") in out
+
+
+@pytest.mark.parametrize("command", [["timeline"], ["why", "--read", "1"], ["export", "--perfetto", "OUT"]])
+def test_a_run_token_where_a_run_folder_goes_is_told_how_to_make_the_folder(capsys, tmp_path, command):
+    # `milvus-edu timeline me1-...` (the token `simulate` prints) said "me1-... does not exist"
+    token = milvus_edu.simulate("tso-basics", duration_s=1).token
+    args = [command[0], token] + [str(tmp_path / "t.json") if a == "OUT" else a for a in command[1:]]
+    code, out, err = run_main(capsys, *args)
+    assert code == 2 and out == ""
+    assert err == (f"milvus-edu: error: {token[:12]}... is a run token, not a run folder: `milvus-edu replay TOKEN "
+                   "--out DIR` makes its folder (in Python, pass milvus_edu.replay(token) instead)\n")
+    assert list(tmp_path.iterdir()) == []

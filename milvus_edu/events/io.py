@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -17,6 +18,10 @@ class RunLogError(Exception):
     """A path that is not a readable run log."""
 
 
+#: A run token's shape (``milvus_edu.sim.token``: ``me1-`` and URL-safe base64), to tell one from a missing path.
+_TOKEN = re.compile(r"me\d+-[A-Za-z0-9_-]{16,}")
+
+
 def _resolve(path: str | os.PathLike) -> Path:
     if isinstance(path, str) and not path.strip():  # Path("") is the current folder, which the user did not name
         raise RunLogError("the run path is empty; pass a run folder or an events.parquet/events.jsonl file")
@@ -27,6 +32,9 @@ def _resolve(path: str | os.PathLike) -> Path:
                 return p / name
         raise RunLogError(f"{p} has no events.parquet or events.jsonl; pass a run folder written by `milvus-edu simulate`")
     if not p.exists():
+        if _TOKEN.fullmatch(str(path)):  # copied from `simulate`'s output: a token names a run, it does not hold one
+            raise RunLogError(f"{str(path)[:12]}... is a run token, not a run folder: `milvus-edu replay TOKEN --out "
+                              "DIR` makes its folder (in Python, pass milvus_edu.replay(token) instead)")
         raise RunLogError(f"{p} does not exist; pass a run folder or an events.parquet/events.jsonl file")
     return p
 
