@@ -198,3 +198,13 @@ def test_a_run_token_where_a_run_folder_goes_is_told_how_to_make_the_folder(caps
     assert err == (f"milvus-edu: error: {token[:12]}... is a run token, not a run folder: `milvus-edu replay TOKEN "
                    "--out DIR` makes its folder (in Python, pass milvus_edu.replay(token) instead)\n")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_why_asks_about_a_flush_still_waiting_at_the_end_as_one_that_never_finished():
+    # the question read "Why did flush 1 take 198 ms?" above an answer saying it had not finished
+    run = milvus_edu.simulate("flush-manual", duration_s=12.2)  # the client flushes at 12 s
+    lines = milvus_edu.why(run, flush=1).lines()
+    assert lines[0] == "Why had flush 1 not finished when the run ended, 198 ms after it began?"
+    assert "had not finished when the run ended, 198 ms after it began" in lines[1]
+    assert milvus_edu.why(milvus_edu.simulate("flush-manual", duration_s=16), flush=1).lines()[0].startswith(
+        "Why did flush 1 take ")
