@@ -200,6 +200,7 @@ def test_a_run_token_where_a_run_folder_goes_is_told_how_to_make_the_folder(caps
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_why_asks_about_a_flush_still_waiting_at_the_end_as_one_that_never_finished():
     # the question read "Why did flush 1 take 198 ms?" above an answer saying it had not finished
     run = milvus_edu.simulate("flush-manual", duration_s=12.2)  # the client flushes at 12 s
