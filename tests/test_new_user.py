@@ -209,3 +209,22 @@ def test_why_asks_about_a_flush_still_waiting_at_the_end_as_one_that_never_finis
     assert "had not finished when the run ended, 198 ms after it began" in lines[1]
     assert milvus_edu.why(milvus_edu.simulate("flush-manual", duration_s=16), flush=1).lines()[0].startswith(
         "Why did flush 1 take ")
+
+
+def test_the_explorer_refuses_an_event_past_the_run_and_a_kind_no_log_has_in_one_line():
+    # details(10**9) and causal_past(10**9) raised pandas' and numpy's IndexError, details(-1) showed the last event
+    # as "event 0", and jump_to_next("client.reads") (a typo) answered None as if no read were left
+    explorer = milvus_edu.explore(milvus_edu.simulate("seed-example", duration_s=2))
+    n = len(explorer.events)
+    for call in (explorer.details, explorer.causal_past, explorer.question_at):
+        for seq in (n, -1):
+            with pytest.raises(ValueError, match=re.escape(f"there is no event {seq + 1:,} in this run of {n:,} "
+                                                           f"events (seq counts from 0: 0 to {n - 1:,})")):
+                call(seq)
+    assert explorer.details(n - 1)["number"] == n
+    assert explorer.answer({"type": "detail", "seq": n})["error"].startswith(f"there is no event {n + 1:,}")
+    with pytest.raises(ValueError, match=re.escape("no event kind is called 'client.reads' (did you mean "
+                                                   "'client.read'?)")):
+        explorer.jump_to_next("client.reads")
+    assert explorer.jump_to_next("client.read") is not None
+    assert explorer.jump_to_previous("client.read") is None and explorer.jump_to_next("fault.kill") is None
