@@ -87,8 +87,8 @@ class Mechanism:
     * ``scenarios``: its scenarios.
     * ``checker()``: a new streaming checker, a :class:`milvus_edu.check.violation.StreamingChecker` (a sink with
       ``write(row)``, ``close()``, ``invariants``, ``counts``, ``limit``, ``result() -> list[Violation]``,
-      ``configure(config)``, ``vacuous()``, ``stalls`` and the class attribute ``progress``) plus ``promise``, one
-      sentence saying what passing means.
+      ``configure(config)``, ``vacuous()``, ``stalls`` and the class attribute ``progress``) plus ``promises``, a
+      clause per invariant saying what its passing means.
     * ``summary()``: a new sink with ``write(row)``, ``close()`` and ``sections(counts) -> dict`` (its
       part of ``summary.json``). Checkers and summaries must pickle (plain attributes, no lambdas):
       a run that writes a folder runs them in a second process and brings them back
