@@ -258,3 +258,11 @@ def test_a_passing_run_promises_only_what_it_tested(capsys, tmp_path, scenario, 
             assert (m.checker.promises[name] in passed) == (name not in untested), name
             said += name not in untested
     assert 0 < said < len(checks["invariants"])  # both kinds are in the run
+
+
+def test_the_min_heap_run_differs_from_the_scan_only_in_run_start_as_the_readme_says():
+    # the README called it "same run log", yet the first event names the parameter
+    assert "# min-heap; only run.start differs" in README.read_text(encoding="utf-8")
+    scan = milvus_edu.simulate("timetick-basics", duration_s=1).events
+    heap = milvus_edu.simulate("timetick-basics", duration_s=1, params={"timetick.pchan_stats": "heap"}).events
+    assert not scan.iloc[:1].equals(heap.iloc[:1]) and scan.iloc[1:].equals(heap.iloc[1:])
