@@ -266,3 +266,15 @@ def test_the_min_heap_run_differs_from_the_scan_only_in_run_start_as_the_readme_
     scan = milvus_edu.simulate("timetick-basics", duration_s=1).events
     heap = milvus_edu.simulate("timetick-basics", duration_s=1, params={"timetick.pchan_stats": "heap"}).events
     assert not scan.iloc[:1].equals(heap.iloc[:1]) and scan.iloc[1:].equals(heap.iloc[1:])
+
+
+@pytest.mark.parametrize("summary", [{"token": "me1-x"}, {"checks": {"ok": False}}, {"checks": None}])
+def test_why_violation_on_a_summary_without_its_checks_does_not_say_every_invariant_held(capsys, tmp_path, summary):
+    # a summary.json without checks.violations (edited, or another tool's) was answered "this run has no violations:
+    # its checkers found every invariant held"
+    milvus_edu.simulate("tso-basics", duration_s=1, out_dir=tmp_path / "r", keep_events=False)
+    (tmp_path / "r" / "summary.json").write_text(json.dumps(summary))
+    code, out, err = run_main(capsys, "why", str(tmp_path / "r"), "--violation", "1")
+    assert code == 2 and out == ""
+    assert err == ("milvus-edu: error: this summary.json's checks.violations is not a list of violations (was it "
+                   "edited?); run the scenario again for its summary\n")
