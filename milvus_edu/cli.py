@@ -345,6 +345,10 @@ def _cmd_timeline(args) -> int:
     except RunLogError as exc:
         raise UserError(str(exc)) from None
     _print_timeline(events, key_only=not args.all)
+    last = events.iloc[-1]
+    if last["kind"] != "run.end":  # every run's log ends with run.end: this one was cut short (head, a copy, an edit)
+        print(f"  (the log stops at event {int(last['seq']) + 1:,}, {last['t_ms'] / 1000:.3f} s, without the run's end: "
+              "it was cut short, so what the run did after that is missing)")
     return 0
 
 

@@ -278,3 +278,18 @@ def test_why_violation_on_a_summary_without_its_checks_does_not_say_every_invari
     assert code == 2 and out == ""
     assert err == ("milvus-edu: error: this summary.json's checks.violations is not a list of violations (was it "
                    "edited?); run the scenario again for its summary\n")
+
+
+def test_the_timeline_of_a_log_cut_short_at_a_line_end_says_so(capsys, tmp_path):
+    # `head -n 300 events.jsonl > cut/events.jsonl` loaded and printed as if the run had ended there
+    milvus_edu.simulate("seed-example", duration_s=2, out_dir=tmp_path / "r", keep_events=False)
+    lines = (tmp_path / "r" / "events.jsonl").read_text().splitlines(keepends=True)
+    (tmp_path / "cut").mkdir()
+    (tmp_path / "cut" / "events.jsonl").write_text("".join(lines[:300]))
+    code, out, err = run_main(capsys, "timeline", str(tmp_path / "cut"))
+    last = json.loads(lines[299])
+    assert code == 0, err
+    assert out.splitlines()[-1] == (f"  (the log stops at event 300, {last['t_ms'] / 1000:.3f} s, without the run's end: "
+                                    "it was cut short, so what the run did after that is missing)")
+    code, out, err = run_main(capsys, "timeline", str(tmp_path / "r"))
+    assert code == 0 and "cut short" not in out
