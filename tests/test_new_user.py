@@ -293,3 +293,11 @@ def test_the_timeline_of_a_log_cut_short_at_a_line_end_says_so(capsys, tmp_path)
                                     "it was cut short, so what the run did after that is missing)")
     code, out, err = run_main(capsys, "timeline", str(tmp_path / "r"))
     assert code == 0 and "cut short" not in out
+
+
+def test_a_run_too_short_to_test_anything_promises_nothing(capsys, tmp_path):
+    code, out, err = run_main(capsys, "simulate", "--scenario", "tso-basics", "--duration", "0.01",
+                              "--out", str(tmp_path / "o"))
+    assert code == 0, err
+    assert "checks passed: nothing in this run gave an invariant a chance to fail (see below)\n" in out
+    assert "strictly greater" not in out and "not tested in this run" in out
