@@ -247,8 +247,15 @@ def _report(result) -> None:
             print(line)
     checks = s["checks"]
     if checks["ok"]:
-        promises = "; ".join(m.checker.promise for m in mechs if m.checker is not None)
-        print(f"checks passed ({', '.join(checks['invariants'])}): {promises}")
+        # only what the run tested: a promise over invariants nothing could break would be a claim the run never made
+        vacuous = checks.get("vacuous", {})
+        tested = {m.name: [n for n in m.checker.invariants if n not in vacuous.get(m.name, ())]
+                  for m in mechs if m.checker is not None}
+        promises = "; ".join(", ".join(m.checker.promises[n] for n in tested[m.name])
+                             for m in mechs if m.checker is not None and tested[m.name])
+        names = [n for m in mechs if m.checker is not None for n in tested[m.name]]
+        print(f"checks passed ({', '.join(names)}): {promises}" if names else
+              "checks passed: nothing in this run gave an invariant a chance to fail (see below)")
     else:
         counts = ", ".join(f"{n:,} {name}" for name, n in checks["violation_counts"].items() if n)
         print(f"checks FAILED: {counts} violation(s); the first:")
@@ -265,12 +272,14 @@ def _report(result) -> None:
 def _cmd_simulate(args) -> int:
     result = _run(args.scenario, args.seed, args.duration, args.out, args.force, args.switch, args.option, args.param)
     _report(result)
-    return _exit_status(result, bool(args.param or args.option))
+    return _exit_status(result, "the --param or --option values you gave keep this run from making progress"
+                        if args.param or args.option else None)
 
 
-def _exit_status(result, knobs_given: bool) -> int:
+def _exit_status(result, knobs: str | None) -> int:
     """0, or 1 for a violation that neither a bug switch (on from the start or flipped part-way), the scenario's
-    documented gap nor the ``--param`` / ``--option`` values the user gave (``knobs_given``) account for."""
+    documented gap nor what the user changed account for. ``knobs`` is the clause that names the user's change (the
+    ``--param`` and ``--option`` values, a fork's fault) as what stops progress, ``None`` when nothing was changed."""
     from .registry import get_scenario, scenario_mechanisms
 
     summary = result.summary
@@ -282,9 +291,8 @@ def _exit_status(result, knobs_given: bool) -> int:
         broken = {name for name, n in summary["checks"]["violation_counts"].items() if n}
         progress = {name for m in scenario_mechanisms(spec) if m.checker is not None
                     for name in m.checker.progress}
-        if knobs_given and broken <= progress:
-            print("(expected: the --param or --option values you gave keep this run from making progress; the "
-                  "progress checks above say what is stuck)")
+        if knobs is not None and broken <= progress:
+            print(f"(expected: {knobs}; the progress checks above say what is stuck)")
             return 0
         return 1  # a violation without a bug switch is a model bug worth a non-zero status
     return 0
@@ -298,6 +306,10 @@ def _cmd_timeline(args) -> int:
     except RunLogError as exc:
         raise UserError(str(exc)) from None
     _print_timeline(events, key_only=not args.all)
+    last = events.iloc[-1]
+    if last["kind"] != "run.end":  # every run's log ends with run.end: this one was cut short (head, a copy, an edit)
+        print(f"  (the log stops at event {int(last['seq']) + 1:,}, {last['t_ms'] / 1000:.3f} s, without the run's end: "
+              "it was cut short, so what the run did after that is missing)")
     return 0
 
 
@@ -425,7 +437,8 @@ def _cmd_replay(args) -> int:
         result = replay(args.token, args.out, force=args.force, keep_events=False, progress=_progress_printer())
     _report(result)
     spec = decode(args.token)
-    return _exit_status(result, bool(spec.params or spec.options))
+    return _exit_status(result, "the --param or --option values the token holds keep this run from making progress"
+                        if spec.params or spec.options else None)
 
 
 def _cmd_fork(args) -> int:
@@ -463,7 +476,7 @@ def _cmd_fork(args) -> int:
         print(f"the runs first differ at event {seq + 1:,}: the forked run ends there, the original goes on")
     # the fault given is a knob like --param: progress it stops is the fork's lesson, not a model bug (a switch
     # flipped on is listed in the summary's switches_flipped, which accounts for its violations)
-    return _exit_status(run, knobs_given=True)
+    return _exit_status(run, f"the fork's {change.describe()} keeps this run from making progress")
 
 
 def _cmd_export(args) -> int:

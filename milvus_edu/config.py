@@ -7,6 +7,7 @@ show why the rule exists; they are off by default and recorded in every run's me
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
 
@@ -206,7 +207,8 @@ class BugSwitches:
         known = set(cls.names())
         bad = [n for n in names if n not in known]
         if bad:
-            raise ValueError(f"unknown bug switch {bad[0]!r}; choose from {', '.join(sorted(known))}")
+            raise ValueError(f"unknown bug switch {bad[0]!r}{did_you_mean(bad[0], known)}; choose from "
+                             f"{', '.join(sorted(known))}")
         return cls(**{n: True for n in names})
 
 
@@ -247,11 +249,13 @@ class Config:
         for dotted, raw in params.items():
             group, _, name = str(dotted).partition(".")
             if group not in groups or not name:
-                raise ValueError(f"unknown parameter {dotted!r}; parameters are <group>.<name> with group one of "
-                                 f"{', '.join(sorted(groups))}")
+                every = [f"{g}.{f.name}" for g, params_of in groups.items() for f in fields(params_of)]
+                raise ValueError(f"unknown parameter {dotted!r}{did_you_mean(dotted, every)}; parameters are "
+                                 f"<group>.<name> with group one of {', '.join(sorted(groups))}")
             known = {f.name: f for f in fields(groups[group])}
             if name not in known:
-                raise ValueError(f"unknown parameter {dotted!r}; {group} has {', '.join(sorted(known))}")
+                raise ValueError(f"unknown parameter {dotted!r}{did_you_mean(dotted, [f'{group}.{k}' for k in known])}; {group} has "
+                                 f"{', '.join(sorted(known))}")
             changes.setdefault(group, {})[name] = _convert(dotted, getattr(groups[group], name), raw)
         updated = {}
         for g, c in changes.items():
@@ -262,6 +266,13 @@ class Config:
                 rule = str(exc).split(f".{bad} ", 1)[1]
                 raise ValueError(f"parameter {g}.{bad} {rule}") from None
         return replace(self, **updated)
+
+
+def did_you_mean(name, choices) -> str:
+    """`` (did you mean 'x'?)`` naming the one of ``choices`` closest to a mistyped ``name``, or ``""`` when none is
+    close: a typo's fix at a glance, before the full list of choices."""
+    close = difflib.get_close_matches(str(name), [str(c) for c in choices], n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def parse_flag(raw) -> bool | None:

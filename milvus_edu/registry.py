@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from .config import parse_flag
+from .config import did_you_mean, parse_flag
 from .events.schema import Kind, register_kinds
 
 _EMPTY: Mapping = MappingProxyType({})
@@ -87,8 +87,8 @@ class Mechanism:
     * ``scenarios``: its scenarios.
     * ``checker()``: a new streaming checker, a :class:`milvus_edu.check.violation.StreamingChecker` (a sink with
       ``write(row)``, ``close()``, ``invariants``, ``counts``, ``limit``, ``result() -> list[Violation]``,
-      ``configure(config)``, ``vacuous()``, ``stalls`` and the class attribute ``progress``) plus ``promise``, one
-      sentence saying what passing means.
+      ``configure(config)``, ``vacuous()``, ``stalls`` and the class attribute ``progress``) plus ``promises``, a
+      clause per invariant saying what its passing means.
     * ``summary()``: a new sink with ``write(row)``, ``close()`` and ``sections(counts) -> dict`` (its
       part of ``summary.json``). Checkers and summaries must pickle (plain attributes, no lambdas):
       a run that writes a folder runs them in a second process and brings them back
@@ -195,7 +195,8 @@ def get_scenario(name: str) -> Scenario:
     try:
         return _SCENARIOS[name]
     except (KeyError, TypeError):
-        raise ValueError(f"unknown scenario {name!r}; choose from {', '.join(sorted(_SCENARIOS))}") from None
+        raise ValueError(f"unknown scenario {name!r}{did_you_mean(name, _SCENARIOS)}; choose from "
+                         f"{', '.join(sorted(_SCENARIOS))}") from None
 
 
 def scenario_mechanisms(scenario: Scenario) -> tuple[Mechanism, ...]:
@@ -248,7 +249,8 @@ def scenario_options(scenario: Scenario, given: Mapping[str, object] | None) -> 
     for name, raw in (given or {}).items():
         if name not in out:
             have = ", ".join(sorted(out)) or "none"
-            raise ValueError(f"scenario {scenario.name} has no option {name!r}; its options: {have}")
+            raise ValueError(f"scenario {scenario.name} has no option {name!r}{did_you_mean(name, out)}; its "
+                             f"options: {have}")
         default = out[name]
         if isinstance(default, tuple):  # a list of records (a workload): given in Python, or a JSON file's path
             out[name] = _records(name, raw)

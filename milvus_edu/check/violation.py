@@ -29,8 +29,8 @@ class StreamingChecker(Dispatch):
     """What every mechanism's checker shares: counting and keeping violations; it reads the log through
     the handlers it declares per kind (:mod:`milvus_edu.events.dispatch`).
 
-    A subclass sets :attr:`invariants` (names, in report order) and :attr:`promise` (what passing
-    means, in one sentence) and declares a handler per kind it reads (:func:`~milvus_edu.events.dispatch.on`),
+    A subclass sets :attr:`invariants` (names, in report order) and :attr:`promises` (what passing
+    means, a clause per invariant) and declares a handler per kind it reads (:func:`~milvus_edu.events.dispatch.on`),
     calling :meth:`_add` for each violation. To say which invariants a run tested, it names in :attr:`chances` what
     gives an invariant a chance to fail and counts each such event in :attr:`tried`
     (``self.tried[name] += 1`` where the invariant is checked): an invariant listed there and never
@@ -38,7 +38,10 @@ class StreamingChecker(Dispatch):
     """
 
     invariants: tuple[str, ...] = ()
-    promise: str = ""
+    #: Invariant -> what its passing means, a clause ("checkpoints never went back"): the CLI's report of a run that
+    #: passed joins the clauses of the invariants the run tested, and of no other, so it never vouches for one that
+    #: nothing in the run could have broken.
+    promises: Mapping[str, str] = {}
     #: Invariant -> what gives it a chance to fail, in words ("a Session read was answered"); only the
     #: invariants listed here are counted in :attr:`tried` and may be reported :meth:`vacuous`.
     chances: Mapping[str, str] = {}

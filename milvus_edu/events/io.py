@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -17,6 +18,10 @@ class RunLogError(ValueError):
     """A path that is not a readable run log (a ``ValueError``, as every bad input to milvus-edu's API)."""
 
 
+#: A run token's shape (``milvus_edu.sim.token``: ``me1-`` and URL-safe base64), to tell one from a missing path.
+_TOKEN = re.compile(r"me\d+-[A-Za-z0-9_-]{16,}")
+
+
 def _resolve(path: str | os.PathLike) -> Path:
     if isinstance(path, str) and not path.strip():  # Path("") is the current folder, which the user did not name
         raise RunLogError("the run path is empty; pass a run folder or an events.parquet/events.jsonl file")
@@ -27,6 +32,9 @@ def _resolve(path: str | os.PathLike) -> Path:
                 return p / name
         raise RunLogError(f"{p} has no events.parquet or events.jsonl; pass a run folder written by `milvus-edu simulate`")
     if not p.exists():
+        if _TOKEN.fullmatch(str(path)):  # copied from `simulate`'s output: a token names a run, it does not hold one
+            raise RunLogError(f"{str(path)[:12]}... is a run token, not a run folder: `milvus-edu replay TOKEN --out "
+                              "DIR` makes its folder (in Python, pass milvus_edu.replay(token) instead)")
         raise RunLogError(f"{p} does not exist; pass a run folder or an events.parquet/events.jsonl file")
     return p
 
@@ -110,8 +118,18 @@ def load_run(path: str | os.PathLike) -> pd.DataFrame:
     Columns follow :data:`milvus_edu.events.FIELDS`; integers are nullable ``Int64``, strings are
     pandas ``string``. Rows are in ``seq`` order. A log of an older schema version loads with the
     columns it lacks as nulls; one of a newer version raises :class:`RunLogError` naming it. A file that is empty, not a run log, or has a line
-    that does not fit the schema raises :class:`RunLogError` naming the file (and line).
+    that does not fit the schema raises :class:`RunLogError` naming the file (and line); anything but a path, such
+    as a run result, raises ``TypeError`` saying where its run log is.
     """
+    if not isinstance(path, (str, os.PathLike)):  # else pathlib's "expected str, bytes or os.PathLike object"
+        if isinstance(path, pd.DataFrame):
+            hint = "; a DataFrame is a run log already"
+        elif hasattr(path, "summary") and hasattr(path, "events"):
+            hint = "; a run result holds its run log already: run.events"
+        else:
+            hint = ""
+        raise TypeError(f"load_run reads a run folder or an events.parquet/events.jsonl file, "
+                        f"got {type(path).__name__}{hint}")
     p = _resolve(path)
     check_schema_version(p)
     if p.suffix == ".parquet":

@@ -54,8 +54,9 @@ def summary_of(run) -> Mapping:
 def explain_violation(events: pd.DataFrame, summary: Mapping, number: int) -> Chain:
     """The chain for violation ``number`` (1-based, in the order ``summary.json`` lists them): its evidence events,
     the checker's explanation, then the chain of the first evidence request a lesson explains."""
-    checks = summary.get("checks") or {}
-    violations = (checks.get("violations") or []) if isinstance(checks, dict) else None
+    checks = summary.get("checks")
+    # no list at all is an edited summary, not a clean run: "every invariant held" would be a claim nobody made
+    violations = checks.get("violations") if isinstance(checks, dict) else None
     if not isinstance(violations, list) or not all(isinstance(v, dict) for v in violations):
         raise WhyError("this summary.json's checks.violations is not a list of violations (was it edited?); run the "
                        "scenario again for its summary")

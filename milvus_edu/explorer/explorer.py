@@ -32,12 +32,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..config import BugSwitches, Config
+from ..config import BugSwitches, Config, did_you_mean
 from ..explain import Chain, WhyError, why as ask_why
 from ..explain.violation import explain_violation
 from ..export.perfetto import Begin, row_items, rows, trace_mapping
 from ..narrate import describe
-from ..events.schema import detail_object
+from ..events.schema import EVENT_KINDS, detail_object
 from ..registry import asker, get_scenario, mechanisms_in, scenario_mechanisms, scenarios
 from ..sim.run import checks_report
 from ..viz.data import as_frame
@@ -257,14 +257,16 @@ class Explorer:
         return self._fork_marks[what] if self._showing == "fork" else getattr(self, what)
 
     def jump_to_next(self, kind: str) -> int | None:
-        """Move to the next event of ``kind`` after the cursor; ``None`` (cursor kept, message set) if none."""
+        """Move to the next event of ``kind`` after the cursor; ``None`` (cursor kept, message set) if none.
+        ``ValueError`` for a kind no run log has (a typo would otherwise read as "no such event left")."""
         kinds = self._shown()[1]["kind"].to_numpy()
-        return self._jump(np.flatnonzero(kinds == kind), True, kind)
+        return self._jump(np.flatnonzero(kinds == _known_kind(kind, kinds)), True, kind)
 
     def jump_to_previous(self, kind: str) -> int | None:
-        """Move to the previous event of ``kind`` before the cursor; ``None`` if none."""
+        """Move to the previous event of ``kind`` before the cursor; ``None`` if none; ``ValueError`` for a kind no
+        run log has."""
         kinds = self._shown()[1]["kind"].to_numpy()
-        return self._jump(np.flatnonzero(kinds == kind), False, kind)
+        return self._jump(np.flatnonzero(kinds == _known_kind(kind, kinds)), False, kind)
 
     def next_violation(self) -> int | None:
         """Move to the next violation's event (the last event its checker cites); ``None`` if none is left."""
@@ -319,11 +321,20 @@ class Explorer:
             mask &= on[a["chan"]]
         return mask
 
+    def _seq(self, seq) -> int:
+        """``seq`` as the 0-based index of an event of the run shown; ``ValueError`` past either end (a negative
+        index would count from the end, and pandas' and numpy's own errors do not say which run or range)."""
+        seq, n = int(seq), len(self._shown()[1])
+        if not 0 <= seq < n:
+            raise ValueError(f"there is no event {seq + 1:,} in this run of {n:,} events (seq counts from 0: "
+                             f"0 to {n - 1:,})")
+        return seq
+
     def causal_past(self, seq: int | None = None) -> np.ndarray:
         """The events that could have influenced event ``seq`` (default: the cursor's), as a boolean mask: its
         node's earlier events and, transitively, every event that sent a message one of them received
         (:func:`~milvus_edu.explorer.payload.causal_past`)."""
-        return causal_past(self._shown()[0], self.cursor if seq is None else int(seq))
+        return causal_past(self._shown()[0], self.cursor if seq is None else self._seq(seq))
 
     def influenced(self, on: bool = True) -> np.ndarray | None:
         """ShiViz's "show only what influenced this": dim every event outside the cursor event's causal past
@@ -367,10 +378,11 @@ class Explorer:
     def details(self, seq: int) -> dict:
         """Event ``seq`` (0-based) in words and its non-empty columns."""
         events = self._shown()[1]
-        row = events.iloc[int(seq)]
+        seq = self._seq(seq)
+        row = events.iloc[seq]
         columns = {k: (v.item() if hasattr(v, "item") else v) for k, v in row.items()
                    if k not in ("run_id",) and not (v is None or (not isinstance(v, str) and pd.isna(v)))}
-        return {"number": int(seq) + 1, "event": describe(row), "columns": columns}
+        return {"number": seq + 1, "event": describe(row), "columns": columns}
 
     def slice_details(self, k: int) -> dict:
         """Request slice ``k`` (in the order the payload lists them): its name, begin and end events, duration,
@@ -393,7 +405,7 @@ class Explorer:
     def question_at(self, seq: int | None = None) -> dict:
         """What "Why?" asks at event ``seq`` (default: the cursor): a violation that cites it, else the read it
         belongs to, else the client flush it is; ``WhyError`` (one line) for an event that is none of these."""
-        seq = self.cursor if seq is None else int(seq)
+        seq = self.cursor if seq is None else self._seq(seq)
         if self._showing == "fork":
             raise WhyError("ask why in the original run (switch back to it): a fork's chains are not kept")
         for v in self.violations:
@@ -497,6 +509,15 @@ class Explorer:
         except (WhyError, ValueError, KeyError, IndexError) as exc:
             return {"type": kind or "error", "req": ask.get("req"), "error": str(exc).splitlines()[0]}
         return {"type": "error", "req": ask.get("req"), "error": f"unknown request {kind!r}"}
+
+
+def _known_kind(kind: str, in_run) -> str:
+    """``kind`` if some run log may hold it (a registered kind, or one of ``in_run``, the kinds of the run shown);
+    ``ValueError`` naming the closest kind otherwise."""
+    if kind not in EVENT_KINDS and kind not in set(in_run):
+        raise ValueError(f"no event kind is called {kind!r}{did_you_mean(kind, EVENT_KINDS)}; "
+                         "milvus_edu.events.EVENT_KINDS lists them")
+    return kind
 
 
 def _detail_html(d: dict) -> str:

@@ -258,10 +258,27 @@ def perfetto_trace(events) -> dict:
     return {"traceEvents": out, "displayTimeUnit": "ms", "otherData": {"run_id": run_id or ""}}
 
 
+#: The files of a run folder, which an export of that run must never write over.
+_RUN_FILE_NAMES = ("events.parquet", "events.jsonl", "summary.json")
+
+
+def _run_files(run) -> set[Path]:
+    """The run's own files when ``run`` is a path: the folder's run files, or an events file and the run files
+    beside it."""
+    if not isinstance(run, (str, os.PathLike)):
+        return set()
+    path = Path(run)
+    folder = path if path.is_dir() else path.parent
+    return {(folder / name).resolve() for name in _RUN_FILE_NAMES} | {path.resolve()}
+
+
 def export_perfetto(run, out: str | os.PathLike, force: bool = False) -> int:
     """Write the run (a folder, a run-log file or its DataFrame) as trace-event JSON to ``out``; returns the count of
-    trace events. An existing ``out`` needs ``force``: :class:`ExportError` otherwise, and nothing is written."""
+    trace events. An existing ``out`` needs ``force``: :class:`ExportError` otherwise, and nothing is written. ``out``
+    naming one of the run's own files (its ``events.jsonl``, say) is refused even with ``force``."""
     target = Path(out)
+    if target.resolve() in _run_files(run):  # --force would replace the very log being exported
+        raise ExportError(f"{target} is a file of the run being exported; choose another file, e.g. trace.json")
     if target.exists() and (target.is_dir() or not force):
         what = "is a folder" if target.is_dir() else "exists"
         raise ExportError(f"{target} {what}; choose another file" + ("" if target.is_dir() else " or add --force"))

@@ -246,13 +246,26 @@ def from_dict(data: dict) -> _Intervention:
     return cls(**rest)
 
 
+def _not_one(item) -> ValueError:
+    """The one-line refusal of ``item``, which is not an intervention."""
+    if isinstance(item, type) and issubclass(item, _Intervention):
+        return ValueError(f"{item.__name__} is the class, not an intervention: call it with the node (or switch) and "
+                          f"the time, e.g. Kill('proxy-1', 2000.0)")
+    return ValueError(f"not an intervention: {item!r}; use Kill, Restart, Pause, ClockJump or SetSwitch")
+
+
 def canonical(interventions: Iterable) -> tuple:
-    """``interventions`` (objects or their dict forms) as objects sorted by time; equal times keep their order,
-    which is the order they are applied in."""
-    items = [from_dict(i) if isinstance(i, dict) else i for i in interventions]
+    """``interventions`` (objects or their dict forms, a list or one) as objects sorted by time; equal times keep
+    their order, which is the order they are applied in."""
+    if isinstance(interventions, (_Intervention, dict, str)):  # one, not a list of them (nor of characters)
+        interventions = [interventions]
+    try:
+        items = [from_dict(i) if isinstance(i, dict) else i for i in interventions]
+    except TypeError:  # not iterable: one thing that is not an intervention
+        raise _not_one(interventions) from None
     for item in items:
         if not isinstance(item, _Intervention):
-            raise ValueError(f"not an intervention: {item!r}; use Kill, Restart, Pause, ClockJump or SetSwitch")
+            raise _not_one(item)
         if item.t_ms is None:
             raise ValueError(f"{item!r} has no time: give t_ms")
     return tuple(sorted(items, key=lambda i: i.t_ms))
@@ -260,6 +273,8 @@ def canonical(interventions: Iterable) -> tuple:
 
 def at(intervention: _Intervention, t_ms: float) -> _Intervention:
     """``intervention`` at ``t_ms`` when it has no time of its own."""
+    if not isinstance(intervention, _Intervention):
+        raise _not_one(intervention)
     return intervention if intervention.t_ms is not None else replace(intervention, t_ms=t_ms)
 
 

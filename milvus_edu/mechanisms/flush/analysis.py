@@ -20,6 +20,7 @@ inside a vchannel is ``seq``. Only run-log columns are read; nothing of the mode
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 
@@ -251,6 +252,8 @@ def _binlog_files(run_dirs) -> list[tuple[str, str, int, Path]]:
     checked to be a readable Parquet file (a damaged one: ``ValueError`` naming it; nothing is changed)."""
     import pyarrow.parquet as pq
 
+    if isinstance(run_dirs, (str, os.PathLike)):  # one folder, not the characters of its name
+        run_dirs = [run_dirs]
     out = []
     for run_dir in (Path(d) for d in run_dirs):
         run_id = _run_id(run_dir)
@@ -270,7 +273,8 @@ def _binlog_files(run_dirs) -> list[tuple[str, str, int, Path]]:
 
 
 def binlog_rows_pd(run_dirs) -> pd.DataFrame:
-    """Per run and segment, what its binlogs hold, read with pyarrow (the twin of :func:`binlog_rows`)."""
+    """Per run and segment, what its binlogs hold, read with pyarrow (the twin of :func:`binlog_rows`); ``run_dirs``
+    is a list of run folders, or one."""
     import pyarrow.parquet as pq
 
     acc: dict[tuple[str, int], dict] = {}
@@ -291,7 +295,8 @@ def binlog_rows_pd(run_dirs) -> pd.DataFrame:
 
 
 def binlog_rows(spark, run_dirs):
-    """Per run and segment, what its binlogs hold, read by Spark from the run folders' object stores.
+    """Per run and segment, what its binlogs hold, read by Spark from the object stores of ``run_dirs`` (a list of run
+    folders, or one).
 
     Insert binlogs of the primary-key field (``insert_log/{collection}/{partition}/{segment}/100/{logID}``) and
     delta logs (``delta_log/{collection}/{partition}/{segment}/{logID}``) are plain Parquet; the segment comes

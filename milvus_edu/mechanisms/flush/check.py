@@ -101,10 +101,15 @@ class FlushChecker(StreamingChecker):
     """Streaming check of the flush invariants; keeps at most ``limit`` violations per invariant."""
 
     invariants = INVARIANTS
-    promise = ("no stored channel checkpoint passed a row that was not yet in a binlog, checkpoints never went back, "
-               "no flush was declared done before its rows were in binlogs, failed checkpoint updates were sent "
-               "again, the final binlogs held every acknowledged row once, every flush completed and every channel "
-               "checkpoint advanced within its bound (a run too short for a bound is not judged on it)")
+    promises = {
+        "checkpoint-safe": "no stored channel checkpoint passed a row that was not yet in a binlog",
+        "checkpoint-monotonic": "checkpoints never went back",
+        "flush-durable": "no flush was declared done before its rows were in binlogs",
+        "checkpoint-retried": "failed checkpoint updates were sent again",
+        "durable": "the final binlogs held every acknowledged row once",
+        "flush-completes": "every flush completed within its bound (or the run ended before it)",
+        "checkpoint-advances": "every channel checkpoint advanced within its bound (or the run ended before it)",
+    }
     progress = frozenset({"flush-completes", "checkpoint-advances"})
     chances = {
         "checkpoint-safe": "DataCoord stored a channel checkpoint",

@@ -119,6 +119,9 @@ def explain_flush(events: pd.DataFrame, subject) -> Answer:
         first = Link.of(events.iloc[-1], f"flush {number} by {start['node']} (flushTs {ts_text(flush_ts)}, sealed "
                                          f"segments {seg_text}) had not finished when the run ended, {took_ms:,.0f} ms "
                                          f"after it began")
+    # a flush still waiting when the run ended did not "take" its time: the question says it never finished
+    title = (f"Why did flush {number} take {took_ms:,.0f} ms?" if done is not None else
+             f"Why had flush {number} not finished when the run ended, {took_ms:,.0f} ms after it began?")
     links = [first]
     held = [(name, row) for name, _, row in conditions if row is not None]
     path: list[tuple[object, str]] = []
@@ -147,10 +150,10 @@ def explain_flush(events: pd.DataFrame, subject) -> Answer:
         links.append(Link.of(begin, "nothing on the way failed or stood out: the flush waited the ordinary round of "
                                     "the DataNode's time tick, syncs and checkpoint updates after flushTs was "
                                     "allocated here"))
-        return Answer(tuple(links), title=f"Why did flush {number} take {took_ms:,.0f} ms?")
+        return Answer(tuple(links), title=title)
     _, _, row, text = min(causes, key=lambda c: (c[0], -c[1]))
     links = [link for link in links if link.seq != int(row["seq"])] + [Link.of(row, text)]
-    return Answer(tuple(links), title=f"Why did flush {number} take {took_ms:,.0f} ms?")
+    return Answer(tuple(links), title=title)
 
 
 def _missing(window, missing, flush_ts, path, causes):

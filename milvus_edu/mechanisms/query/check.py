@@ -98,10 +98,17 @@ class QueryChecker(StreamingChecker):
     """Streaming check of the read-consistency invariants; keeps at most ``limit`` violations per invariant."""
 
     invariants = INVARIANTS
-    promise = ("every read returned exactly the rows visible at its read timestamp, at or after its guarantee; "
-               "Strong reads saw every acknowledged write, Session reads their client's own, Bounded reads were at "
-               "most gracefulTime stale; tsafe never went back nor passed the time tick, and followed the ticks; "
-               "every read was answered or still waited for its guarantee")
+    promises = {
+        "mvcc-exact": "every read returned exactly the rows visible at its read timestamp",
+        "read-after-guarantee": "every read was served at or after its guarantee",
+        "strong-sees-acked": "Strong reads saw every acknowledged write",
+        "session-sees-own": "Session reads saw their client's own writes",
+        "bounded-staleness": "Bounded reads were at most gracefulTime stale",
+        "tsafe-monotonic": "tsafe never went back",
+        "tsafe-below-tick": "tsafe never passed the time tick",
+        "tsafe-progress": "tsafe followed the ticks",
+        "read-answered": "every read was answered or still waited for its guarantee",
+    }
     progress = frozenset({"tsafe-progress", "read-answered"})
     chances = {
         "mvcc-exact": "a shard read answered",

@@ -63,8 +63,11 @@ def _produce(row) -> str:
         why = f" (the minimum came from {source})" if who else ""
         return (f"{node} writes time tick {ts_text(value(row, 'tick_ts'))} to {ch} as message "
                 f"{value(row, 'msg_id')}{why}: nothing at or below it may follow.")
+    vchannel = value(row, "vchannel")
+    if vchannel is None:  # a DDL message (CreateCollection, DropCollection): no rows, no one vchannel
+        return f"{node} writes {mtype} message {value(row, 'msg_id')} (ts {ts_text(value(row, 'end_ts'))}) to {ch}."
     return (f"{node} writes {mtype} message {value(row, 'msg_id')} ({value(row, 'count')} row(s), ts "
-            f"{ts_text(value(row, 'end_ts'))}) to {ch} for {value(row, 'vchannel')}.")
+            f"{ts_text(value(row, 'end_ts'))}) to {ch} for {vchannel}.")
 
 
 def _pack(row) -> str:

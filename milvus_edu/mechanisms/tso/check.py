@@ -28,8 +28,11 @@ class TSOChecker(StreamingChecker):
     """Streaming check of the three TSO invariants; keeps at most ``limit`` violations per invariant."""
 
     invariants = INVARIANTS
-    #: What passing means, in one sentence (the CLI's report).
-    promise = "every timestamp handed out is strictly greater than every earlier one, and none passed the saved window"
+    promises = {
+        "global-monotonic": "every timestamp handed out is strictly greater than every earlier one",
+        "client-monotonic": "each client's timestamps increased",
+        "window": "no timestamp passed the saved window",
+    }
     chances = {
         "global-monotonic": "a batch handed out after an earlier one",
         "client-monotonic": "a client's second timestamp",

@@ -25,6 +25,7 @@ class TSOSummary(Dispatch):
         self.first_recv_after_kill: float | None = None
         self._renewed: dict[str, float] = {}  # node -> last time etcd answered its keep-alive
         self.renewed_before_kill: float | None = None
+        self.first_client_error: dict | None = None
 
     @on("rootcoord.alloc_timestamp", columns=("error", "count", "ts"), fold=True)
     def _allocated(self, seqs, errors, counts, tss) -> None:
@@ -44,6 +45,12 @@ class TSOSummary(Dispatch):
             self.last_recv_before_kill = t_ms
         elif self.first_recv_after_kill is None and t_ms > self.kill[1]:
             self.first_recv_after_kill = t_ms
+
+    @on("client.error", columns=("node", "t_ms", "error"))
+    def _client_error(self, seq: int, node: str, t_ms: float, error: str) -> None:
+        # kept so the report can say what went wrong: a workload's own mistake (an insert without ids) shows only here
+        if self.first_client_error is None:
+            self.first_client_error = {"event": seq + 1, "t_ms": t_ms, "node": node, "error": error}
 
     @on("fault.kill", "fault.pause", columns=("node", "t_ms"))
     def _fault(self, seq: int, node: str, t_ms: float) -> None:
@@ -87,6 +94,7 @@ class TSOSummary(Dispatch):
                 "window_saves": int(counts.get("tso.save", 0)),
                 "client_answers": self.client_answers,
                 "client_errors": int(counts.get("client.error", 0)),
+                "first_client_error": self.first_client_error,
                 "first_ts": self.first_ts,
                 "first_ts_text": ts_text(self.first_ts) if self.first_ts is not None else None,
                 "last_ts": self.last_ts,
@@ -105,8 +113,11 @@ def report(summary: dict) -> list[str]:
     t = summary.get("tso")
     if not t:
         return []
+    first = t.get("first_client_error")
+    said = (f" (the first, event {first['event']:,} at {first['t_ms'] / 1000:.3f} s: {first['node']}'s request "
+            f"failed: {first['error']})" if first else "")
     return [f"{_plural(t['timestamps_handed_out'], 'timestamp')} in {_plural(t['allocations'], 'allocation')}, "
-            f"{_plural(t['window_saves'], 'window save')}, {_plural(t['client_errors'], 'client error')}"
+            f"{_plural(t['window_saves'], 'window save')}, {_plural(t['client_errors'], 'client error')}{said}"
             ] + failover_line(summary)
 
 
