@@ -87,21 +87,20 @@ class TSOSummary(Dispatch):
 
     def sections(self, counts: dict) -> dict:
         """The ``tso`` and ``failover`` sections of ``summary.json``; ``counts`` = events per kind."""
-        return {
-            "tso": {
-                "allocations": self.allocations,
-                "timestamps_handed_out": self.handed_out,
-                "window_saves": int(counts.get("tso.save", 0)),
-                "client_answers": self.client_answers,
-                "client_errors": int(counts.get("client.error", 0)),
-                "first_client_error": self.first_client_error,
-                "first_ts": self.first_ts,
-                "first_ts_text": ts_text(self.first_ts) if self.first_ts is not None else None,
-                "last_ts": self.last_ts,
-                "last_ts_text": ts_text(self.last_ts) if self.last_ts is not None else None,
-            },
-            "failover": self.failover(),
+        tso = {
+            "allocations": self.allocations,
+            "timestamps_handed_out": self.handed_out,
+            "window_saves": int(counts.get("tso.save", 0)),
+            "client_answers": self.client_answers,
+            "client_errors": int(counts.get("client.error", 0)),
+            "first_ts": self.first_ts,
+            "first_ts_text": ts_text(self.first_ts) if self.first_ts is not None else None,
+            "last_ts": self.last_ts,
+            "last_ts_text": ts_text(self.last_ts) if self.last_ts is not None else None,
         }
+        if self.first_client_error is not None:  # only then: a run without client errors keeps its summary.json
+            tso["first_client_error"] = self.first_client_error
+        return {"tso": tso, "failover": self.failover()}
 
 
 def _plural(n: int, word: str) -> str:
