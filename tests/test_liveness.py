@@ -215,6 +215,48 @@ def test_tsafe_that_follows_the_ticks_late_or_never_breaks_tsafe_progress():
     assert _check(QueryChecker, [_tick(100.0, 10), _watch(200.0, 10), _end(3000.0)]).result() == []
 
 
+def _seeking_watch(t_ms: float = 0.0, ts: int = 1, start_msg_id: int = 3) -> tuple:
+    """A watch whose new dispatcher seeks to the position (message ``start_msg_id``, timestamp ``ts``)."""
+    return (t_ms, "querynode.watch", "querynode-1", {"channel": CH, "vchannel": VCH, "ts": ts,
+                                                     "detail": {"start_msg_id": start_msg_id}})
+
+
+def _tick_id(t_ms: float, ts: int, msg_id: int) -> tuple:
+    t = _tick(t_ms, ts)
+    return (t[0], t[1], t[2], {**t[3], "msg_id": msg_id})
+
+
+def test_the_tick_that_ends_a_new_dispatchers_seek_asks_nothing_and_the_next_tick_carries_its_obligation():
+    """Go's Seek reads the first tick at or past the watch position and drops it: no pack ends there, so tsafe reaches
+    it only with the next tick. When ticks stop right after it, the stall is TimeTick's, not a tsafe-progress one."""
+    stopped = _check(QueryChecker, [_seeking_watch(), _tick_id(100.0, 10, 4), _end(3000.0)])
+    assert stopped.result() == [] and stopped.tried["tsafe-progress"] == 0
+    # the next tick is owed: applied late, it is a violation naming that tick
+    late = _check(QueryChecker, [_seeking_watch(), _tick_id(100.0, 10, 4), _tick_id(300.0, 20, 5),
+                                 _tsafe(1500.0, 20), _end(3000.0)])
+    (v,) = late.result()
+    assert v.invariant == "tsafe-progress" and "the time tick 20 (no time)" in v.explanation
+    # a tick below the position is skipped by the seek and asks nothing; the first one at the position ends it
+    below = _check(QueryChecker, [_seeking_watch(ts=10), _tick_id(100.0, 5, 4), _tick_id(300.0, 10, 5),
+                                  _end(3000.0)])
+    assert below.result() == [] and below.tried["tsafe-progress"] == 0
+    # the seek's stop tick already written (a position in the past): the first tick after the watch is owed
+    past = _check(QueryChecker, [_tick_id(100.0, 10, 4), _seeking_watch(200.0, ts=5, start_msg_id=2),
+                                 _tick_id(300.0, 20, 5), _end(3000.0)])
+    (v,) = past.result()
+    assert v.invariant == "tsafe-progress" and "had not reached it when the run ended" in v.explanation
+
+
+def test_a_fork_that_kills_a_proxy_right_after_the_querynode_seeked_is_a_stall_not_a_violation(tmp_path):
+    """seed-example's QueryNode watches at 0.50 s; its seek ends at the 0.86 s tick; proxy-1 dies at 1 s and no tick
+    comes again. The checker once called that tick's missing pack a tsafe-progress violation."""
+    run = milvus_edu.simulate("seed-example", seed=1)
+    forked, _ = milvus_edu.fork(run, 1000.0, milvus_edu.Kill("proxy-1"))
+    checks = forked.summary["checks"]
+    assert checks["ok"] and checks["violation_counts"].get("tsafe-progress", 0) == 0
+    assert [s["mechanism"] for s in checks["stalls"]] == ["timetick"]
+
+
 def _read(t_ms: float, request: int = 1) -> tuple:
     return (t_ms, "client.read_start", "Client1", {"request": request, "level": "Strong", "guarantee_ts": 0})
 

@@ -24,7 +24,9 @@ What a read must return is worked out from the messages the proxies wrote into t
 8. **tsafe follows the ticks** (``tsafe-progress``) - once a time tick ``T`` is written to a pchannel, the tsafe of
    every vchannel the QueryNode serves on it reaches ``T`` within ``5 x proxy.timeTickInterval`` (1 s by default;
    the pipeline needs one pack per tick). When ticks stop, tsafe may stand still: that stall is TimeTick's to
-   explain (``tick-progress``), not this one's.
+   explain (``tick-progress``), not this one's. The tick that ends the seek of a vchannel's new dispatcher (the first
+   one at or past its watch position) closes no pack: Go's ``MqTtMsgStream.Seek`` reads it and drops it, so tsafe
+   reaches it with the next tick, and the next tick carries its obligation.
 9. **Every read is answered** (``read-answered``) - a read the client sent is answered (rows or an error, such as
    its timeout) by the end of the run, unless it was sent less than that bound before the end, or one of its
    shards is still waiting for a tsafe below its guarantee (a wait Milvus ends only by the read's timeout, which
@@ -132,7 +134,8 @@ class QueryChecker(StreamingChecker):
         self._shard_reads: list[dict] = []
         self._client_reads: list[dict] = []
         self._tsafe: dict[str, tuple[int, int]] = {}  # vchannel -> (ts, seq)
-        self._tick: dict[str, tuple[int, int]] = {}  # pchannel -> (last tick ts, seq)
+        self._tick: dict[str, tuple[int, int, int | None]] = {}  # pchannel -> (last tick ts, seq, msg id)
+        self._seek_stop: dict[str, int] = {}  # vchannel -> its watch position's ts, until its seek's stop tick
         self.configure(None)
         self._served: dict[str, list[tuple[str, int]]] = {}  # pchannel -> (vchannel, its start tsafe) served
         self._behind: dict[str, deque] = {}  # vchannel -> (t_ms, tick ts, seq) written above its tsafe, oldest first
@@ -146,10 +149,11 @@ class QueryChecker(StreamingChecker):
         self.interval_ms = timetick.time_tick_interval_ns / MS
         self.bound_ms = PROGRESS_INTERVALS * self.interval_ms
 
-    @on("mq.produce", columns=("msg_type", "channel", "ts", "detail", "vchannel", "t_ms"), objects=("detail",))
-    def _produced(self, seq: int, msg_type: str, ch: str, ts, detail, vch, t_ms: float) -> None:
+    @on("mq.produce", columns=("msg_type", "channel", "ts", "detail", "vchannel", "t_ms", "msg_id"),
+        objects=("detail",))
+    def _produced(self, seq: int, msg_type: str, ch: str, ts, detail, vch, t_ms: float, msg_id) -> None:
         if msg_type == "TimeTick":
-            self._tick_written(seq, ch, ts, t_ms)
+            self._tick_written(seq, ch, ts, t_ms, msg_id)
         elif msg_type in ("Insert", "Delete"):
             self._written(seq, msg_type, ts, detail, vch)
 
@@ -181,10 +185,18 @@ class QueryChecker(StreamingChecker):
     def _wait(self, seq: int, request, vch, guarantee) -> None:
         self._waits[(request, vch)] = (seq, guarantee)
 
-    @on("querynode.watch", columns=("channel", "vchannel", "ts"))
-    def _watch(self, seq: int, ch, vch, ts) -> None:
-        if ts is not None and vch is not None:
-            self._served.setdefault(ch, []).append((vch, ts))
+    @on("querynode.watch", columns=("channel", "vchannel", "ts", "detail"), objects=("detail",))
+    def _watch(self, seq: int, ch, vch, ts, detail) -> None:
+        if ts is None or vch is None:
+            return
+        start_id = detail.get("start_msg_id") if isinstance(detail, dict) else None
+        if start_id is not None and not self._served.get(ch):
+            # the pchannel's first vchannel: a new dispatcher seeks to the position, and its seek ends at the first
+            # tick at or past it (msgdispatcher's NewDispatcher, MqTtMsgStream.Seek), unless one is already written
+            last = self._tick.get(ch)
+            if last is None or last[2] is None or last[2] < start_id or last[0] < ts:
+                self._seek_stop[vch] = ts
+        self._served.setdefault(ch, []).append((vch, ts))
 
     @on("querynode.release", columns=("vchannel",))
     def _release(self, seq: int, vch: str) -> None:
@@ -192,6 +204,7 @@ class QueryChecker(StreamingChecker):
         served = self._served.get(to_physical_channel(vch), [])
         served[:] = [s for s in served if s[0] != vch]
         self._behind.pop(vch, None)
+        self._seek_stop.pop(vch, None)
 
     @on("run.end", columns=("t_ms",))
     def _end(self, seq: int, t_ms: float) -> None:
@@ -213,11 +226,15 @@ class QueryChecker(StreamingChecker):
             self._client_reads.append({"seq": seq, "request": request, "ts": ts, "level": level, "client": client,
                                        "guarantee": guarantee})
 
-    def _tick_written(self, seq: int, ch: str, ts: int, t_ms: float) -> None:
+    def _tick_written(self, seq: int, ch: str, ts: int, t_ms: float, msg_id=None) -> None:
         prev = self._tick.get(ch)
         if prev is None or ts >= prev[0]:
-            self._tick[ch] = (ts, seq)
+            self._tick[ch] = (ts, seq, msg_id)
         for vch, start in self._served.get(ch, ()):
+            stop = self._seek_stop.get(vch)
+            if stop is not None and ts >= stop:  # the seek reads this tick and drops it: no pack ends here
+                del self._seek_stop[vch]
+                continue
             tsafe = self._tsafe.get(vch)
             if ts > (start if tsafe is None else tsafe[0]):
                 self.tried["tsafe-progress"] += 1
