@@ -261,6 +261,8 @@ def scenario_options(scenario: Scenario, given: Mapping[str, object] | None) -> 
         try:
             if isinstance(default, int) and isinstance(raw, float) and not raw.is_integer():
                 raise ValueError  # int(1.5) would quietly run with 1
+            if isinstance(raw, bool):
+                raise ValueError  # True would quietly run as 1
             out[name] = type(default)(raw)
         except (TypeError, ValueError, OverflowError):
             what = {int: "a whole number", float: "a number"}.get(type(default), type(default).__name__)

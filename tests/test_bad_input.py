@@ -84,10 +84,14 @@ def test_a_parameter_too_large_for_go_is_refused(tmp_path, capsys):
     ({"options": [("proxies", 3)]}, "options are a dict"),  # AttributeError: 'list' object has no attribute 'items'
     ({"params": ["timetick.time_tick_interval_ns"]}, "params are a dict"),
     ({"options": {"proxies": 1.5}}, "option proxies takes a whole number, got 1.5"),  # ran with 1 proxy
+    ({"options": {"proxies": True}}, "option proxies takes a whole number, got True"),  # ran with 1 proxy
+    ({"switches": 5}, "switches are a switch's name or a list of names"),  # TypeError: 'int' object is not iterable
+    ({"duration_s": True}, "duration must be a positive number of seconds, got True"),  # ran for 1 s
+    ({"duration_s": 1e300}, r"duration must be at most 100 years \(3.156e\+09 s\)"),  # ran until killed
 ])
 def test_simulate_names_a_bad_options_or_params_argument(kwargs, needle):
     with pytest.raises(ValueError, match=needle):
-        milvus_edu.simulate("timetick-basics", duration_s=1, **kwargs)
+        milvus_edu.simulate("timetick-basics", **{"duration_s": 1, **kwargs})
 
 
 _READ = {"at": 1, "client": "c2", "op": "query", "collection": "C0", "ids": ["A1"]}

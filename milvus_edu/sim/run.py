@@ -30,12 +30,15 @@ from ..storage.objectstore import RUN_OBJECTS_DIR, RUN_OBJECTS_MARKER
 from .token import PREFIX as TOKEN_PREFIX
 from .token import TokenError, decode, encode, spec_of_run
 from .collector import collector_paused
-from .interventions import at as at_time, canonical
+from .interventions import MAX_CLOCK_JUMP_MS, at as at_time, canonical
 from .interventions import schedule as schedule_interventions, validate as validate_interventions
 from .kernel import NetworkParams, Simulation
 from .progress import resolve_progress
 
 RUN_FILES = ("events.parquet", "events.jsonl", "summary.json")
+#: The longest run, 100 years (as the largest clock jump): far below what a hybrid timestamp's 46-bit physical part
+#: holds, so no clock of the run passes it. A run that long would take far longer to simulate than anyone waits.
+MAX_DURATION_S = MAX_CLOCK_JUMP_MS / 1000.0
 #: How often, in wall seconds, a run advanced in steps (``simulate(progress=...)``) reports: a step that took
 #: longer makes the next one shorter in simulated time, so a slow run (a 1-µs tick interval) still shows progress.
 PROGRESS_EVERY_S = 0.5
@@ -197,12 +200,16 @@ def simulate(
         raise ValueError(f"seed must be a non-negative whole number, got {seed!r}")
     if duration_s is None:
         duration_s = spec.duration_s
-    if not (isinstance(duration_s, (int, float)) and 0 < duration_s < float("inf")):
+    if isinstance(duration_s, bool) or not (isinstance(duration_s, (int, float)) and 0 < duration_s < float("inf")):
         raise ValueError(f"duration must be a positive number of seconds, got {duration_s!r}")
+    if duration_s > MAX_DURATION_S:
+        raise ValueError(f"duration must be at most 100 years ({MAX_DURATION_S:.4g} s), got {duration_s:g} s")
     if isinstance(switches, BugSwitches):
         sw = switches
-    else:
+    elif switches is None or isinstance(switches, (str, list, tuple, set, frozenset)):
         sw = BugSwitches.from_names([switches] if isinstance(switches, str) else list(switches or []))
+    else:
+        raise ValueError(f"switches are a switch's name or a list of names, e.g. ['skip_wait_tsafe'], got {switches!r}")
     if network is not None and not isinstance(network, NetworkParams):  # else an AttributeError from mid-run
         raise TypeError(f"network is a milvus_edu.sim.kernel.NetworkParams, got {type(network).__name__}")
     progress = resolve_progress(progress)
