@@ -155,8 +155,9 @@ def executed_labs(tmp_path_factory) -> dict[str, ExecutedLab]:
         run = _interleave_answers(nb, SOLUTIONS.get(path.name, {}))
         workdir = out / "work" / path.stem
         workdir.mkdir(parents=True)
+        # coalesce_streams: a kernel flushes stdout on a timer, so one print may come as two stream outputs
         NotebookClient(run, timeout=CELL_TIMEOUT_S, kernel_name="python3", allow_errors=True,
-                       resources={"metadata": {"path": str(workdir)}}).execute()
+                       coalesce_streams=True, resources={"metadata": {"path": str(workdir)}}).execute()
         shipped, answered = _split(run)
         nbformat.write(shipped, out / path.name)
         return path.name, ExecutedLab(out / path.name, answered)
