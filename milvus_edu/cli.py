@@ -11,6 +11,7 @@ import argparse
 import os
 import re
 import sys
+import warnings
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -493,6 +494,12 @@ def _cmd_export(args) -> int:
     return 0
 
 
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """A warning of a command (a workload step after the run's end), in one line: no file name, no source line."""
+    _end_progress_line()
+    print(f"milvus-edu: warning: {message}", file=sys.stderr)
+
+
 def _end_progress_line() -> None:
     """End the progress line of a run that stopped part-way, if one is open."""
     progress = sys.modules.get("milvus_edu.sim.progress")  # not imported: no line was shown
@@ -526,11 +533,13 @@ def main(argv: list[str] | None = None) -> int:
                    "why": _cmd_why,
                    "demo": _cmd_demo, "sweep": _cmd_sweep, "compare": _cmd_compare,
                    "replay": _cmd_replay, "fork": _cmd_fork, "export": _cmd_export}[args.command]
-        try:
-            return handler(args)
-        except BaseException:
-            _end_progress_line()  # what is printed next starts a line of its own
-            raise
+        with warnings.catch_warnings():
+            warnings.showwarning = _show_warning
+            try:
+                return handler(args)
+            except BaseException:
+                _end_progress_line()  # what is printed next starts a line of its own
+                raise
     except UserError as exc:
         print(f"milvus-edu: error: {exc}", file=sys.stderr)
         return EXIT_USAGE

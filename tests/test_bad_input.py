@@ -7,7 +7,9 @@ this process, as in tests/test_cli.py.
 
 import contextlib
 import io
+import json
 import math
+import warnings
 
 import pytest
 from hypothesis import given, settings
@@ -412,3 +414,28 @@ def test_every_bad_input_to_the_api_is_a_value_error_naming_the_fix(tmp_path):
         with pytest.raises(ValueError, match=needle):
             call()
     assert (tmp_path / "mine" / "notes.txt").read_text() == "my notes" and existing.read_text() == "{}"
+
+
+_LATE = [{"at": 0.1, "client": "c1", "op": "create_collection", "collection": "C0"},
+         {"at": 500, "client": "c1", "op": "insert", "collection": "C0", "data": [{"id": 1}]},
+         {"at": 900, "client": "c1", "op": "query", "collection": "C0", "ids": [1]}]
+
+
+def test_workload_steps_after_the_runs_end_are_named_not_silently_dropped(tmp_path, capsys):
+    """A workload whose times were meant as milliseconds ran its first step and quietly nothing else."""
+    with pytest.warns(UserWarning, match=r"2 of the workload's 3 steps are at or after the run's end \(5 s\), "
+                                         r"the first at 500 s, and will not run; a step's at is in seconds"):
+        run = milvus_edu.simulate("workload", duration_s=5, options={"steps": _LATE})
+    assert run.summary["events_by_kind"].get("client.insert", 0) == 0  # it is true: they did not run
+    path = tmp_path / "late.json"
+    path.write_text(json.dumps(_LATE), encoding="utf-8")
+    code, _, err = run_main(capsys, "simulate", "--scenario", "workload", "--option", f"steps={path}",
+                            "--duration", "5", "--out", str(tmp_path / "r"))
+    assert code == 0 and err.splitlines()[0].startswith("milvus-edu: warning: 2 of the workload's 3 steps are")
+
+
+def test_a_scenarios_own_steps_cut_by_a_short_duration_warn_nothing():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        milvus_edu.simulate("insert-then-search", duration_s=2)  # its steps go on to 6.5 s
+        milvus_edu.simulate("workload", duration_s=10, options={"steps": _LATE[:1]})

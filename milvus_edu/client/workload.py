@@ -10,6 +10,8 @@ This module is the one place the names of pymilvus's operations are spelled (:da
 
 from __future__ import annotations
 
+import warnings
+
 from dataclasses import dataclass, field
 
 from ..proto import ConsistencyLevel
@@ -51,6 +53,19 @@ _OP_ARGS = {
                "output_fields"},
     "query": {"consistency_level", "guarantee_timestamp", "filter", "ids", "limit", "timeout", "output_fields"},
 }
+
+
+def warn_steps_after(steps: list[Step], until_ms: float | None) -> None:
+    """Warn (``UserWarning``) when some of a workload's ``steps`` are at or after the run's end ``until_ms``: they
+    never run, and a workload whose times were meant as milliseconds (``at`` is in seconds) looks like this."""
+    if until_ms is None:
+        return
+    late = [s for s in steps if isinstance(s.at, (int, float)) and s.at * 1000.0 >= until_ms]
+    if late:
+        verb = "is" if len(late) == 1 else "are"
+        warnings.warn(f"{len(late)} of the workload's {len(steps)} steps {verb} at or after the run's end "
+                      f"({until_ms / 1000:g} s), the first at {late[0].at:g} s, and will not run; a step's at is in "
+                      "seconds: give a longer duration or earlier times", UserWarning, stacklevel=3)
 
 
 def parse_steps(steps) -> list[Step]:

@@ -92,6 +92,9 @@ class Simulation:
         self._net_rngs: dict[str, random.Random] = {}  # src -> rng("net/<src>"), looked up on every RPC leg
         #: The bug switches flipped part-way (:meth:`set_switch`), in order: ``{"switch", "on", "t_ms"}``.
         self.switches_flipped: list[dict] = []
+        #: The run's planned end in simulated ms (``simulate`` sets it before the scenario is built), None when
+        #: not known: a workload checks its steps against it.
+        self.until_ms: float | None = None
         self._lessor_started = False
 
     def rng(self, name: str) -> random.Random:

@@ -237,6 +237,7 @@ def simulate(
         local = [memory] if keep_events else []
         recorder = Recorder(run_id, sinks=local + checkers + summaries)
         sim = Simulation(seed, recorder, config, network)
+        sim.until_ms = duration_s * 1000.0
         # Building emits nothing (processes start when the run does), so a bad option fails here,
         # before the run folder is even created.
         spec.build(sim, **opts)

@@ -12,7 +12,7 @@ from ...registry import Scenario
 from ...sim.interventions import MAX_CLOCK_JUMP_MS
 from ...sim.kernel import Simulation
 from ...tsoutil import compose_ts
-from ...client.workload import SEED_STEPS, T0_S
+from ...client.workload import SEED_STEPS, T0_S, parse_steps, warn_steps_after
 from ...cluster.builder import Cluster, ClusterSpec, DataNodeSpec, ProxySpec, build, check_proxy_count
 
 #: ``rootCoord.dmlChannelNum`` is 16 in Milvus; two keep the lesson readable (every collection has a shard on each).
@@ -57,6 +57,8 @@ def _seed(sim: Simulation, proxies: int = 2) -> Cluster:
 
 
 def _workload(sim: Simulation, steps=(), proxies: int = 2, proxy2_clock_offset_ms: float = 0.0) -> Cluster:
+    if steps:  # the learner's own workload: a step after the run's end would quietly never run
+        warn_steps_after(parse_steps(steps), sim.until_ms)
     return _cluster(sim, steps or SEED_STEPS, proxies=proxies, proxy_clock_offsets_ms=(0.0, proxy2_clock_offset_ms))
 
 
