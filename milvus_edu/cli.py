@@ -209,9 +209,16 @@ def _cmd_scenarios(args) -> int:
     for name, spec in catalogue.items():
         print(f"{name:<{width}}  {spec.description} (default {spec.duration_s:g} s)")
         if spec.options:
-            knobs = ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in spec.options.items())
+            knobs = ", ".join(_option_text(k, v) for k, v in spec.options.items())
             print(f"{'':<{width}}  options: {knobs}")
     return 0
+
+
+def _option_text(name: str, default) -> str:
+    """How ``scenarios`` shows an option and its default: a list option as what it takes (its default is empty)."""
+    if isinstance(default, tuple):
+        return f"{name}=FILE.json (a JSON list; none by default)"
+    return f"{name}={default:g}" if isinstance(default, float) else f"{name}={default}"
 
 
 def _progress_printer():

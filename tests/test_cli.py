@@ -41,6 +41,8 @@ def test_scenarios_lists_each_with_a_description(capsys):
     out = capsys.readouterr().out
     for name in ("tso-basics", "tso-failover", "tso-clock-skew"):
         assert name in out
+    # a list option shows what it takes, not its empty default as a Python tuple
+    assert "options: steps=FILE.json (a JSON list; none by default), proxies=2" in out and "=()" not in out
 
 
 @pytest.mark.parametrize("args,needle", [
