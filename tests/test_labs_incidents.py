@@ -210,6 +210,8 @@ def test_largest_waited_guarantee_check(lag):
     assert "refused" in check_largest_waited_guarantee(compose_ts(limit + 5000, 0), lag).message
     assert "larger guarantee" in check_largest_waited_guarantee(compose_ts(limit - 5000, 0), lag).message
     assert "too small" in check_largest_waited_guarantee(limit, lag).message
+    # milliseconds added to the hybrid timestamp itself: a fraction of a second, not a day
+    assert "physical part (`tick_ts >> 18`)" in check_largest_waited_guarantee(tsafe + 86_400_000, lag).message
     assert "float" in check_largest_waited_guarantee(float(want), lag).message
     assert not check_largest_waited_guarantee(None, lag).answered
     # the rule is waitTSafe's: one past the answer is refused by the model, the answer itself is not

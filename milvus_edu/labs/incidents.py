@@ -222,6 +222,10 @@ def check_largest_waited_guarantee(answer, events: pd.DataFrame,
         if value < compose_ts(physical_time(tsafe) // 2, 0):
             return wrong("That is too small to be a hybrid timestamp of this run (a time in ms, perhaps): shift the "
                          "physical part (ms) left by 18 bits and add the logical part: `(physical << 18) + logical`.")
+        if value == tsafe + max_ms:
+            return wrong(f"That adds {max_ms:,} to the hybrid timestamp itself, whose low 18 bits count logical "
+                         f"ticks, not milliseconds: it lands at {ts_text(value)}, a fraction of a second past tsafe. "
+                         "Add the milliseconds to the physical part (`tick_ts >> 18`), then shift back left.")
         phys = physical_time(value)
         if phys == limit:
             return wrong(f"The physical part is right ({ts_text(value)}): that read would wait. But it is not the largest: "
