@@ -132,6 +132,13 @@ def test_unlocked_enqueue_breaks_the_watermark_and_the_checker_explains_it():
     # the late message's ts is at or below the tick it came after
     tick, late = ev.loc[seqs[2]], ev.loc[seqs[3]]
     assert tick.msg_type == "TimeTick" and int(late.end_ts) <= int(tick.tick_ts)
+    # every such violation cites its task's enqueue on the violation's own pchannel (a task enqueues once per
+    # pchannel; the checker once cited the task's last enqueue, on another pchannel)
+    cited = [v for v in run.violations if v["invariant"] == "watermark" and len(v["seqs"]) == 4]
+    assert len(cited) > 1
+    for v in cited:
+        report, enqueue, tick, message = (ev.loc[s] for s in v["seqs"])
+        assert enqueue.channel == tick.channel == message.channel and int(enqueue.ts) == int(message.end_ts)
 
 
 def test_same_scenario_without_the_switch_keeps_every_promise():

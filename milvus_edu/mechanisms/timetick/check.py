@@ -77,7 +77,8 @@ class TimeTickChecker(StreamingChecker):
         self._tick: dict[str, tuple[int, int, str]] = {}  # pchannel -> (highest tick, its seq, writer)
         # proxy -> pchannel -> (reported value, seq); "" holds the report's default for unlisted pchannels.
         self._reported: dict[str, dict[str, tuple[int, int]]] = {}
-        self._late: dict[tuple[str, int], tuple[int, int, int]] = {}  # (proxy, task ts) -> (enqueue seq, report seq, value)
+        # (proxy, task ts, pchannel) -> (enqueue seq, report seq, value): a task enqueues once per pchannel it writes
+        self._late: dict[tuple[str, int, str], tuple[int, int, int]] = {}
         self._pending: dict[str, dict[int, tuple[int, int]]] = {}  # vchannel -> msg_id -> (end_ts, produce seq)
         self._due: dict[str, list[tuple[int, int]]] = {}  # vchannel -> heap of (end_ts, msg_id) not yet consumed
         self._pack_end: dict[str, tuple[int, int]] = {}  # vchannel -> (last pack's end_ts, its seq)
@@ -111,7 +112,7 @@ class TimeTickChecker(StreamingChecker):
             last = reported.get(ch) or reported.get("")
             if last is not None and last[0] >= ts:
                 # a DML task is known by its ts (Go gives a task its ts as its id), which its messages carry as end_ts
-                self._late[(node, ts)] = (seq, last[1], last[0])
+                self._late[(node, ts, ch)] = (seq, last[1], last[0])
 
     @on("mq.produce", columns=("node", "channel", "msg_type", "tick_ts", "end_ts", "vchannel", "msg_id", "t_ms",
                                "detail"), ints=("tick_ts", "end_ts", "msg_id"), objects=("detail",))
@@ -162,7 +163,7 @@ class TimeTickChecker(StreamingChecker):
 
     def _below_tick(self, seq: int, node: str, ch: str, msg_type: str, end_ts: int, tick: tuple[int, int, str]) -> None:
         """A DML message written at or below the tick already in its pchannel."""
-        late = self._late.get((node, end_ts))
+        late = self._late.get((node, end_ts, ch))
         if late is not None:
             why = (f"its task entered {node}'s queue statistics at event {late[0] + 1:,}, after {node} had reported "
                    f"{ts_text(late[2])} for {ch} at event {late[1] + 1:,}: the timestamp was allocated before the task "
