@@ -498,3 +498,18 @@ def test_a_read_refused_for_a_guarantee_past_max_timestamp_lag_is_explained_not_
     assert chain.question == f"Why was read {request} refused?"
     assert chain.links[0].seq == int(refused.iloc[0]["seq"]) and "maxTimestampLag" in chain.links[0].text
     assert event(events, chain.root.seq)["kind"] == "client.read_start" and "the client sent" in chain.root.text
+
+
+def test_a_violations_chain_explains_the_wait_on_the_shard_the_violation_names():
+    """Read 1 of insert-delete-reorder waited on both shards (224 ms on dml_0, 222 ms on dml_1); the MVCC violation
+    is on dml_1, so the chain follows dml_1's wait, not the longest one (as the lab 8 student pass found)."""
+    run = milvus_edu.simulate("insert-delete-reorder", seed=1, switches=["delete_ignores_timestamps"])
+    violation = run.violations[0]
+    assert violation["invariant"] == "mvcc-exact" and "dml_1_100v1" in violation["explanation"]
+    texts = [link.text for link in milvus_edu.why(run, violation=1).links]
+    waited = [t for t in texts if t.startswith("read 1 (") and " waited " in t]
+    assert waited and all("for vchannel by-dev-rootcoord-dml_1_100v1" in t for t in waited)
+    assert not any("by-dev-rootcoord-dml_0_100v0" in t for t in texts)
+    # asked about the read alone, why still explains its longest wait
+    alone = [link.text for link in milvus_edu.why(run, read=1).links]
+    assert any("for vchannel by-dev-rootcoord-dml_0_100v0" in t for t in alone)

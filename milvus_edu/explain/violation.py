@@ -89,8 +89,12 @@ def explain_violation(events: pd.DataFrame, summary: Mapping, number: int) -> Ch
     requests = [int(r) for r in rows["request"].dropna()] if "request" in rows else []
     if explainer(REQUEST_QUESTION) is not None:
         for request in dict.fromkeys(requests):
+            subject = {"request": request}
+            shards = rows[(rows["request"] == request) & rows["vchannel"].notna()]["vchannel"]
+            if len(shards):  # the shard the violation names, not whichever the request waited longest on
+                subject["vchannel"] = str(shards.iloc[0])
             try:
-                more = ask(events, Question(REQUEST_QUESTION, {"request": request}), "")
+                more = ask(events, Question(REQUEST_QUESTION, subject), "")
             except WhyError:
                 continue
             links.extend(link for link in more.links if link not in links)

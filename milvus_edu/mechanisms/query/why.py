@@ -49,11 +49,13 @@ def _listing(numbers: list[int], limit: int = 12) -> str:
     return shown + (f" and {len(numbers) - limit} more" if len(numbers) > limit else "")
 
 
-def _shard(events: pd.DataFrame, request: int):
-    """The shard the read waited longest on: its ``querynode.wait`` row and its ``querynode.read`` row (``None`` when
-    the run ended while it waited)."""
+def _shard(events: pd.DataFrame, request: int, vchannel: str | None = None):
+    """The shard the read waited longest on (on ``vchannel``, when the read waited there: the shard a violation
+    names): its ``querynode.wait`` row and its ``querynode.read`` row (``None`` when the run ended while it waited)."""
     mine = events[events["request"] == request]
     waits = mine[mine["kind"] == "querynode.wait"]
+    if vchannel is not None and (waits["vchannel"] == vchannel).any():
+        waits = waits[waits["vchannel"] == vchannel]
     done = mine[mine["kind"] == "querynode.read"]
     best = None
     for _, wait in waits.iterrows():
@@ -93,13 +95,14 @@ def explain_read(events: pd.DataFrame, subject) -> Answer:
     reach the guarantee sooner (ticks that stopped, as a follow-up question, or a guarantee in the future). A read
     that did not wait but read stale data (at a tsafe whose ticks had stopped) is explained by the stopped ticks, one
     a delegator refused at once (its guarantee too far past tsafe) by the refusal and where the guarantee came from.
-    ``WhyError`` for a read not in the run, or one that neither waited, nor was stale, nor was refused so."""
+    ``WhyError`` for a read not in the run, or one that neither waited, nor was stale, nor was refused so.
+    ``subject['vchannel']``, when given, is the shard to explain if the read waited there (a violation's shard)."""
     request = int(subject["request"])
     reads = _reads(events)
     if request not in reads:
         have = f"its reads are numbered {reads[0]} to {reads[-1]}" if reads else "it holds no reads"
         raise WhyError(f"there is no read {request} in this run: {have} (`milvus-edu timeline RUN --all` lists them)")
-    shard = _shard(events, request)
+    shard = _shard(events, request, subject.get("vchannel"))
     if shard is None:
         refused = _explain_refused(events, request)
         if refused is not None:
