@@ -143,6 +143,8 @@ def test_prediction_wrong_gets_a_hint_not_the_answer():
     said = check_prediction("global-monotonic", "tso_no_window_save")
     assert not said and "held in this run" in str(said) and "Timestamp oracle" in str(said)
     assert "window" not in str(said).replace("the wrong", "")
+    # it says what the guessed checker promises, so the student sees why it held
+    assert "(its promise: every timestamp handed out is strictly greater than every earlier one)" in str(said)
     said = check_prediction("none", "session_uses_zero_ts")
     assert not said and "does fail" in str(said)
     assert "is a bug switch" in str(check_prediction("session_uses_zero_ts", "session_uses_zero_ts"))

@@ -220,17 +220,27 @@ def check_prediction(answer, switch: str) -> Feedback:
                      "a checker holds Milvus to. Would a client see anything different?")
     lessons = sorted({lesson_title(b, n) for n in fired})
     some = "one checker" if len(fired) == 1 else f"{len(fired)} checkers"
-    return wrong(f"{a} held in this run; {some} of {' and '.join(lessons)} failed. Which promise does the wrong "
-                 "rule let the cluster break?")
+    return wrong(f"{a} held in this run (its promise: {promise_of(b, a)}); {some} of {' and '.join(lessons)} "
+                 "failed. Which promise does the wrong rule let the cluster break?")
+
+
+def _checker_of(b: Break, invariant: str):
+    """The checker class among ``b``'s scenario's mechanisms that holds ``invariant``, and its mechanism."""
+    for name in get_scenario(b.scenario).mechanisms:
+        m = get_mechanism(name)
+        if m.checker is not None and invariant in m.checker.invariants:
+            return m.checker, m
+    raise ValueError(f"no checker of {b.scenario} holds {invariant!r}")
 
 
 def lesson_title(b: Break, invariant: str) -> str:
     """The title of the mechanism among ``b``'s scenario's whose checker holds ``invariant``."""
-    for name in get_scenario(b.scenario).mechanisms:
-        m = get_mechanism(name)
-        if invariant in m.checker().invariants:
-            return m.title
-    raise ValueError(f"no checker of {b.scenario} holds {invariant!r}")
+    return _checker_of(b, invariant)[1].title
+
+
+def promise_of(b: Break, invariant: str) -> str:
+    """What ``invariant`` holding means, in the words of its checker (``promises``)."""
+    return _checker_of(b, invariant)[0].promises[invariant]
 
 
 # ---- exercise: find the rule in Milvus's code ------------------------------------------------------------------
