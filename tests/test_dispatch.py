@@ -162,7 +162,7 @@ def test_an_enqueue_is_late_exactly_when_its_proxys_latest_report_is_at_or_above
         ("mq.produce", "proxy-1", {"channel": ch, "msg_type": "Insert", "end_ts": 7, "msg_id": 1}),
     ], batch_rows)
     slow = _rows(TimeTickChecker, batches)
-    assert sorted(slow._late) == [("proxy-1", 3), ("proxy-1", 5), ("proxy-1", 7)]
+    assert sorted(slow._late) == [("proxy-1", 3, ch), ("proxy-1", 5, "other"), ("proxy-1", 7, ch)]
     assert [len(v.seqs) for v in slow.violations] == [4]  # the broken watermark names the late enqueue
     _assert_same(_batched(TimeTickChecker, batches), slow, {})
 
