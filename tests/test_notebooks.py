@@ -59,6 +59,19 @@ def test_notebooks_are_committed_without_outputs():
                 assert not cell.outputs and cell.execution_count is None, f"{path.name} has outputs"
 
 
+#: Characters of a code line JupyterLab shows whole at 1280 px with the file browser open (it shows
+#: about 95 to 100); a longer line is cut off on a student's laptop.
+MAX_CODE_LINE = 95
+
+
+def test_code_lines_fit_a_laptop_wide_jupyterlab():
+    too_long = [f"{path.name} cell {i} line {j + 1} ({len(line)} characters): {line}"
+                for path in NOTEBOOKS
+                for i, cell in enumerate(nbformat.read(path, as_version=4).cells) if cell.cell_type == "code"
+                for j, line in enumerate(cell.source.split("\n")) if len(line) > MAX_CODE_LINE]
+    assert not too_long, f"wrap these code lines to {MAX_CODE_LINE} characters:\n" + "\n".join(too_long)
+
+
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_exercises_ship_unanswered_and_have_reference_answers(path):
     nb = nbformat.read(path, as_version=4)
