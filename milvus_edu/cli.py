@@ -214,6 +214,14 @@ def _cmd_scenarios(args) -> int:
     return 0
 
 
+def _user_text(exc: Exception) -> str:
+    """A user's mistake as the command line says it: a run folder's error in ``--out``/``--force`` words."""
+    cli = getattr(exc, "cli", None)
+    if isinstance(cli, str):
+        return cli
+    return exc.args[0] if exc.args else str(exc)
+
+
 def _option_text(name: str, default) -> str:
     """How ``scenarios`` shows an option and its default: a list option as what it takes (its default is empty)."""
     if isinstance(default, tuple):
@@ -236,7 +244,7 @@ def _run(scenario, seed, duration, out, force, switches, options=(), params=()):
         return simulate(scenario, seed=seed, duration_s=duration, out_dir=out, force=force, switches=switches,
                         keep_events=False, progress=_progress_printer(), options=dict(options), params=dict(params))
     except ValueError as exc:  # RunFolderError is one
-        raise UserError(exc.args[0] if exc.args else str(exc)) from None
+        raise UserError(_user_text(exc)) from None
     except OSError as exc:  # the disk filled up, the folder vanished, ...: the machine's trouble, not the command's
         raise RunFailed(f"could not write the run folder {out}: {exc.strerror or exc}") from None
     except SinkProcessError as exc:
@@ -342,7 +350,7 @@ def _cmd_demo(args) -> int:
     try:
         out = prepare_out_dir(args.out if args.out is not None else _free_demo_dir(), args.force)
     except RunFolderError as exc:
-        raise UserError(str(exc)) from None
+        raise UserError(_user_text(exc)) from None
     for line in tour.intro:
         print(line)
     result = _run(tour.scenario, tour.seed, None, out, True, [])
@@ -413,7 +421,7 @@ def _cmd_compare(args) -> int:
             print(line)
         raise UserError(str(exc)) from None
     except (ValueError, RunFolderError, RealMilvusError) as exc:
-        raise UserError(str(exc).replace("option workload", "--workload")) from None
+        raise UserError(_user_text(exc).replace("option workload", "--workload")) from None
     for line in report(result):
         print(line)
     if args.out:
@@ -430,7 +438,7 @@ def _run_errors(out):
     try:
         yield
     except ValueError as exc:  # TokenError and RunFolderError are ValueErrors
-        raise UserError(exc.args[0] if exc.args else str(exc)) from None
+        raise UserError(_user_text(exc)) from None
     except OSError as exc:
         raise RunFailed(f"could not write the run folder {out}: {exc.strerror or exc}") from None
     except SinkProcessError as exc:

@@ -406,7 +406,8 @@ def test_every_bad_input_to_the_api_is_a_value_error_naming_the_fix(tmp_path):
     run = milvus_edu.simulate("tso-basics", seed=1, duration_s=1, out_dir=tmp_path / "run")
     cases = [
         (lambda: milvus_edu.load_run(tmp_path / "absent"), "does not exist"),  # RunLogError
-        (lambda: milvus_edu.simulate("tso-basics", duration_s=1, out_dir=tmp_path / "mine"), "--force"),  # RunFolderError
+        (lambda: milvus_edu.simulate("tso-basics", duration_s=1, out_dir=tmp_path / "mine"),  # RunFolderError
+         r"choose another out_dir or pass force=True to replace its run files"),  # Python's words, not the CLI's
         (lambda: milvus_edu.export_perfetto(run.out_dir, existing), "exists"),  # ExportError
         (lambda: milvus_edu.replay("not-a-token"), "token"),  # TokenError
     ]
@@ -439,3 +440,14 @@ def test_a_scenarios_own_steps_cut_by_a_short_duration_warn_nothing():
         warnings.simplefilter("error")
         milvus_edu.simulate("insert-then-search", duration_s=2)  # its steps go on to 6.5 s
         milvus_edu.simulate("workload", duration_s=10, options={"steps": _LATE[:1]})
+
+
+def test_a_run_folder_error_speaks_python_to_python_and_the_command_line_to_the_command_line(tmp_path, capsys):
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("my notes")
+    with pytest.raises(ValueError) as raised:
+        milvus_edu.simulate("tso-basics", duration_s=1, out_dir=tmp_path / "mine")
+    assert "--" not in str(raised.value) and "out_dir" in str(raised.value)
+    code, _, err = run_main(capsys, "simulate", "--scenario", "tso-basics", "--out", str(tmp_path / "mine"))
+    assert code == 2 and err.strip().endswith("choose another --out or add --force to replace its run files")
+    assert (tmp_path / "mine" / "notes.txt").read_text() == "my notes"

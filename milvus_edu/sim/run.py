@@ -72,7 +72,13 @@ def advance_in_steps(sim: Simulation, total_ms: float, report: Callable[[float],
 
 class RunFolderError(ValueError):
     """The output folder cannot be used (exists and is not empty, not writable, ...). A ``ValueError``, as every bad
-    input to milvus-edu's API."""
+    input to milvus-edu's API. Its message names the Python arguments (``out_dir``, ``force=True``); :attr:`cli`
+    says the same in the command line's words (``--out``, ``--force``)."""
+
+    def __init__(self, template: str):
+        super().__init__(template.replace("<out>", "out_dir").replace("<force>", "pass force=True"))
+        #: The message as the command line says it.
+        self.cli = template.replace("<out>", "--out").replace("<force>", "add --force")
 
 
 @dataclass(repr=False)
@@ -119,17 +125,17 @@ def prepare_out_dir(out_dir: str | os.PathLike, force: bool) -> Path:
     someone else's, and the run refuses to touch it.
     """
     if not str(out_dir).strip():  # Path("") is the current folder, which the user did not name
-        raise RunFolderError("--out is empty; give the name of a new folder")
+        raise RunFolderError("<out> is empty; give the name of a new folder")
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
-        raise RunFolderError(f"{out} exists and is not a folder; choose another --out")
+        raise RunFolderError(f"{out} exists and is not a folder; choose another <out>")
     if out.is_dir() and any(out.iterdir()) and not force:
-        raise RunFolderError(f"{out} exists and is not empty; choose another --out or add --force to replace its run files")
+        raise RunFolderError(f"{out} exists and is not empty; choose another <out> or <force> to replace its run files")
     objects = out / RUN_OBJECTS_DIR
     if objects.exists():
         if not (objects / RUN_OBJECTS_MARKER).is_file():
             raise RunFolderError(f"{objects} exists and was not written by a milvus-edu run; move it away or choose "
-                                 "another --out")
+                                 "another <out>")
         shutil.rmtree(objects)
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -137,7 +143,7 @@ def prepare_out_dir(out_dir: str | os.PathLike, force: bool) -> Path:
         probe.write_bytes(b"")
         probe.unlink()
     except OSError as exc:
-        raise RunFolderError(f"cannot write to {out} ({exc.strerror}); choose a writable --out") from None
+        raise RunFolderError(f"cannot write to {out} ({exc.strerror}); choose a writable <out>") from None
     return out
 
 
