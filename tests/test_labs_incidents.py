@@ -139,6 +139,8 @@ def test_future_guarantee_check():
     assert "minus" in check_future_guarantee(6500, ahead_ms=6500).message
     assert "does not add" in check_future_guarantee(11500, ahead_ms=6500).message
     assert "wrong sign" in check_future_guarantee(-1500, ahead_ms=6500).message
+    # the run above's answer (proxy-2 8 s ahead) copied for the 6.5-s question
+    assert "what the run above shows, with proxy-2 8,000 ms ahead" in check_future_guarantee(3000, ahead_ms=6500).message
     assert "is not it" in check_future_guarantee(1000, ahead_ms=6500).message
     assert check_future_guarantee(4000, ahead_ms=9000).ok
     assert not check_future_guarantee(None, ahead_ms=6500).answered

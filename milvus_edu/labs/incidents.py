@@ -22,6 +22,7 @@ from ..config import QueryParams
 from ..events import SIM_EPOCH_MS
 from ..narrate import detail_dict, ts_text
 from ..querynode import TS_LAG_TOO_LARGE
+from ..registry import get_scenario
 from ..tsoutil import LOGICAL_BITS_MASK, compose_ts, physical_time
 from .feedback import Feedback, judge_integer, right, wrong
 
@@ -136,6 +137,10 @@ def check_future_guarantee(answer, ahead_ms: float, seed: int = 1) -> Feedback:
             return wrong("Bounded subtracts the graceful time from the clock; it does not add it.")
         if value == -want:
             return wrong("Right size, wrong sign: the clock is ahead, so the guarantee lies in the future (positive).")
+        shown_ahead = float(get_scenario("clock-skew-bounded").options["ahead_ms"])
+        if ahead_ms != shown_ahead and value == round(shown_ahead) - graceful:
+            return wrong(f"{value:,} ms is what the run above shows, with proxy-2 {shown_ahead:,.0f} ms ahead; this "
+                         f"question moves its clock {ahead_ms:,.0f} ms ahead. Work it out the same way.")
         return wrong(f"{value:,} ms is not it. The guarantee is proxy-2's clock reading minus {graceful:,} ms; its clock "
                      f"reads the true time plus {ahead_ms:,.0f} ms.")
 
