@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import sys
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import TextIO
 
@@ -57,7 +58,7 @@ def progress_text(elapsed_s: float, done_s: float, total_s: float) -> str:
     return f"{done_s / total_s:4.0%} ({done} of {total_s:,.0f} simulated s){remaining_text(elapsed_s, done_s, total_s)}"
 
 
-class _Display:
+class _Display(ABC):
     """A progress callback that shows nothing until the run has taken :data:`SHOW_AFTER_S` (a run shorter than that
     shows nothing at all), then calls ``show`` with the text of every report, ``final`` on the last."""
 
@@ -71,8 +72,10 @@ class _Display:
             return
         self.show(progress_text(elapsed, done_s, total_s), done_s, total_s, done_s >= total_s, elapsed)
 
+    @abstractmethod
     def show(self, text: str, done_s: float, total_s: float, final: bool, elapsed: float) -> None:
-        raise NotImplementedError
+        """Show ``text`` (how far the run is, its time left) for a report at ``done_s`` of ``total_s`` simulated s,
+        ``elapsed`` wall seconds after the run started; ``final`` on the run's last report."""
 
 
 class TerminalLine(_Display):
