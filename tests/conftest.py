@@ -27,8 +27,10 @@ from milvus_edu.storage.kv import MemoryKV, SQLiteKV
 # tests here used 40% less CPU with it (195 -> 117 CPU s for test_sweep_spark, test_analysis and
 # test_analysis_many on 2 cores), in a suite that is CPU-bound. Set before any JVM starts and inherited by every
 # process the tests start (notebook kernels included). Users' JVMs keep the default tiered JIT, which long analyses
-# want; a JAVA_TOOL_OPTIONS of the caller's own is left as it is.
-os.environ.setdefault("JAVA_TOOL_OPTIONS", "-XX:TieredStopAtLevel=1")
+# want; a JAVA_TOOL_OPTIONS of the caller's own is left as it is. C1 alone shrinks the JIT's code cache to 48 MB,
+# which a worker's session filled after a few hundred Spark jobs in one fresh-clone run ("CodeCache is full.
+# Compiler has been disabled"), and its SparkContext then shut down mid-suite: the cache gets tiered mode's 240 MB.
+os.environ.setdefault("JAVA_TOOL_OPTIONS", "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m")
 
 
 @pytest.fixture
