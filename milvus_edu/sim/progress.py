@@ -144,8 +144,8 @@ class NotebookBar(_Display):
             self.bar.bar_style = "success"
 
 
-def _notebook_display():
-    """IPython's ``display`` when running in a notebook kernel, else None."""
+def notebook_display():
+    """IPython's ``display`` when running in a notebook kernel, else None (a sweep's progress bar uses it too)."""
     ipython = sys.modules.get("IPython")  # a kernel has imported it; a script that never did is not in one
     if ipython is None:
         return None
@@ -165,7 +165,7 @@ def terminal_line() -> Progress | None:
 def progress_display() -> Progress:
     """What ``progress=True`` shows: a :class:`NotebookBar` in a notebook kernel, a :class:`TerminalLine` on a
     terminal, else :class:`LogLines` on stderr."""
-    display = _notebook_display()
+    display = notebook_display()
     if display is not None:
         return NotebookBar(display)
     if sys.stderr.isatty():

@@ -215,15 +215,12 @@ class _Progress:
 
     @staticmethod
     def _make_widget():
-        try:
-            from IPython import get_ipython
-        except ImportError:
-            return None
-        shell = get_ipython()
-        if shell is None or not hasattr(shell, "kernel"):
+        from ..sim.progress import notebook_display
+
+        display = notebook_display()
+        if display is None:
             return None
         import ipywidgets as w
-        from IPython.display import display
 
         bar = w.IntProgress(min=0, description="runs")
         label = w.Label()
