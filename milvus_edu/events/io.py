@@ -14,6 +14,10 @@ import pyarrow.parquet as pq
 from .schema import FIELD_NAMES, FIELDS, SCHEMA_VERSION, arrow_schema
 
 
+#: The files a run folder holds (``simulate`` writes them; nothing else of the folder's is the run's).
+RUN_FILES = ("events.parquet", "events.jsonl", "summary.json")
+
+
 class RunLogError(ValueError):
     """A path that is not a readable run log (a ``ValueError``, as every bad input to milvus-edu's API)."""
 

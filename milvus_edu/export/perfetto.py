@@ -34,6 +34,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..events.io import RUN_FILES
 from ..events.schema import SIM_EPOCH_MS
 from ..tsoutil import physical_time
 
@@ -258,18 +259,14 @@ def perfetto_trace(events) -> dict:
     return {"traceEvents": out, "displayTimeUnit": "ms", "otherData": {"run_id": run_id or ""}}
 
 
-#: The files of a run folder, which an export of that run must never write over.
-_RUN_FILE_NAMES = ("events.parquet", "events.jsonl", "summary.json")
-
-
 def _run_files(run) -> set[Path]:
-    """The run's own files when ``run`` is a path: the folder's run files, or an events file and the run files
-    beside it."""
+    """The run's own files when ``run`` is a path (an export must never write over them): the folder's run files,
+    or an events file and the run files beside it."""
     if not isinstance(run, (str, os.PathLike)):
         return set()
     path = Path(run)
     folder = path if path.is_dir() else path.parent
-    return {(folder / name).resolve() for name in _RUN_FILE_NAMES} | {path.resolve()}
+    return {(folder / name).resolve() for name in RUN_FILES} | {path.resolve()}
 
 
 def export_perfetto(run, out: str | os.PathLike, force: bool = False) -> int:

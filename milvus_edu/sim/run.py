@@ -35,7 +35,6 @@ from .interventions import schedule as schedule_interventions, validate as valid
 from .kernel import NetworkParams, Simulation
 from .progress import resolve_progress
 
-RUN_FILES = ("events.parquet", "events.jsonl", "summary.json")
 #: The longest run, 100 years (as the largest clock jump): far below what a hybrid timestamp's 46-bit physical part
 #: holds, so no clock of the run passes it. A run that long would take far longer to simulate than anyone waits.
 MAX_DURATION_S = MAX_CLOCK_JUMP_MS / 1000.0

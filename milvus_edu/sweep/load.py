@@ -19,12 +19,14 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
+from ..events.io import RUN_FILES
 from .grid import GRID_KEYS, dimensions, run_specs
 
 #: The completion marker a sweep writes last in each run's folder (its record: status, events, verdicts).
 MARKER = "run.json"
 DEFAULT_MASTER = "local[2]"
-RUN_FILES = {"events.parquet", "events.jsonl", "summary.json", MARKER}
+#: What a sweep's run folder holds: the run's files and the sweep's marker.
+SWEEP_RUN_FILES = {*RUN_FILES, MARKER}
 RUN_FOLDERS = {"objects"}  # the object store some scenarios' runs keep beside their log
 #: The kinds of trouble a set-aside file has, as :func:`report_set_aside` names them.
 KINDS = {"truncated": "truncated or not Parquet", "foreign": "foreign", "version": "of another schema version",
@@ -120,7 +122,7 @@ def inspect_runs(out: Path, grid: dict) -> tuple[list[str], list[str], list[SetA
             failed.append(run_id)  # its error is in the runs table; it has no log to check
             continue
         for extra in sorted(folder.iterdir()):
-            if extra.name not in RUN_FILES and not (extra.is_dir() and extra.name in RUN_FOLDERS):
+            if extra.name not in SWEEP_RUN_FILES and not (extra.is_dir() and extra.name in RUN_FOLDERS):
                 aside.append(SetAside(extra, run_id, "stray", "not a file a sweep writes"))
         try:
             version = json.loads((folder / "summary.json").read_text(encoding="utf-8")).get("schema_version")
