@@ -376,12 +376,13 @@ def _cmd_sweep(args) -> int:
     import pyarrow.parquet as pq
 
     from .analysis.session import SparkUnavailableError
+    from .sim.run import RunFolderError
     from .sweep import GridError, SweepFolderError, run_sweep
 
     try:
         sweep = run_sweep(args.grid, args.out, master=args.master, jsonl=args.jsonl)
-    except (GridError, SweepFolderError) as exc:
-        raise UserError(str(exc)) from None
+    except (GridError, SweepFolderError, RunFolderError) as exc:
+        raise UserError(_user_text(exc)) from None
     except SparkUnavailableError as exc:
         raise RunFailed(str(exc)) from None
     except OSError as exc:

@@ -290,6 +290,26 @@ def test_compare_refuses_an_empty_out_before_running_either_side(tmp_path, capsy
     assert "--out is empty; give the name of a new folder" in err and list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("api, arg", [("simulate", "out_dir"), ("run_sweep", "out"), ("compare", "out_dir")])
+def test_an_empty_folder_name_in_python_names_the_python_argument(tmp_path, monkeypatch, api, arg):
+    """One check for an empty folder name, worded for the caller: Python names its own argument (the command
+    line says --out, above); nothing is written to the current folder and nothing starts."""
+    from milvus_edu.real.compare import compare
+    from milvus_edu.sweep import run_sweep
+
+    calls = {"simulate": lambda out: milvus_edu.simulate("tso-basics", duration_s=1, out_dir=out),
+             "run_sweep": lambda out: run_sweep({"scenario": "tso-basics", "seeds": 1}, out),
+             "compare": lambda out: compare(out_dir=out)}
+    from milvus_edu.sim.run import RunFolderError
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(RunFolderError) as caught:
+        calls[api](" ")
+    assert str(caught.value) == f"{arg} is empty; give the name of a new folder"
+    assert caught.value.cli == "--out is empty; give the name of a new folder"
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.parametrize("master", ["nope", "", "local[", "spark://"])
 def test_sweep_refuses_a_master_that_is_no_spark_master_before_writing_or_starting_anything(tmp_path, capsys, master):
     grid = tmp_path / "grid.json"

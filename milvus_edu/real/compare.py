@@ -27,6 +27,7 @@ import pandas as pd
 
 from ..client.workload import KIND_OF_OP, READ_OPS, SEED_STEPS, parse_steps
 from ..narrate import detail_dict
+from ..sim.run import require_folder_name
 from .server import RealMilvus, RealMilvusError
 from .workload import run_workload
 
@@ -213,8 +214,8 @@ def compare(steps=(), server: RealMilvus | None = None, seed: int = 1, params: d
     """
     from .. import simulate
 
-    if out_dir is not None and not str(out_dir).strip():  # Path("") would put model/ and real/ in the current folder
-        raise ValueError("--out is empty; give the name of a new folder")
+    if out_dir is not None:  # Path("") would put model/ and real/ in the current folder
+        require_folder_name(out_dir)
     steps = list(steps) or [dict(s) for s in SEED_STEPS]
     parsed = parse_steps(steps)
     duration = max(10.0, (parsed[-1].at if parsed else 0.0) + MODEL_MARGIN_S)

@@ -74,8 +74,8 @@ class RunFolderError(ValueError):
     input to milvus-edu's API. Its message names the Python arguments (``out_dir``, ``force=True``); :attr:`cli`
     says the same in the command line's words (``--out``, ``--force``)."""
 
-    def __init__(self, template: str):
-        super().__init__(template.replace("<out>", "out_dir").replace("<force>", "pass force=True"))
+    def __init__(self, template: str, arg: str = "out_dir"):
+        super().__init__(template.replace("<out>", arg).replace("<force>", "pass force=True"))
         #: The message as the command line says it.
         self.cli = template.replace("<out>", "--out").replace("<force>", "add --force")
 
@@ -115,6 +115,13 @@ class RunResult:
         return self.summary["checks"]["violations"]
 
 
+def require_folder_name(out, arg: str = "out_dir") -> None:
+    """Refuse an empty folder name (``Path("")`` is the current folder, which the user did not name): a
+    :class:`RunFolderError` naming the Python argument ``arg``, or ``--out`` on the command line."""
+    if not str(out).strip():
+        raise RunFolderError("<out> is empty; give the name of a new folder", arg)
+
+
 def prepare_out_dir(out_dir: str | os.PathLike, force: bool) -> Path:
     """Create ``out_dir`` or check it may be written; never touches files other than the run's own.
 
@@ -123,8 +130,7 @@ def prepare_out_dir(out_dir: str | os.PathLike, force: bool) -> Path:
     marker file ``objects/.milvus-edu-run``) are replaced; an ``objects/`` folder without the marker is
     someone else's, and the run refuses to touch it.
     """
-    if not str(out_dir).strip():  # Path("") is the current folder, which the user did not name
-        raise RunFolderError("<out> is empty; give the name of a new folder")
+    require_folder_name(out_dir)
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise RunFolderError(f"{out} exists and is not a folder; choose another <out>")

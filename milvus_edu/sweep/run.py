@@ -28,6 +28,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .grid import GridError, column_name, normalise_grid, run_specs
+from ..sim.run import require_folder_name
 from .load import MARKER, load_sweep, start_spark
 
 RUN_SCHEMA_BASE = (("run_id", pa.string()), ("scenario", pa.string()), ("seed", pa.int64()),
@@ -334,8 +335,7 @@ def run_sweep(grid, out, *, master: str | None = None, spark=None, progress: boo
 
     normal = normalise_grid(grid)
     specs = run_specs(normal)
-    if not str(out).strip():  # Path("") is the current folder, which the user did not name
-        raise GridError("--out is empty; give the name of a new folder")
+    require_folder_name(out, "out")
     out = Path(out).absolute()
     prepare_sweep_dir(out, normal)
     runs_dir = out / "runs"
