@@ -55,11 +55,11 @@ def test_a_forks_prefix_is_byte_identical_and_the_runs_first_differ_at_the_inter
 
 
 def test_a_forked_runs_token_replays_it_byte_for_byte(tmp_path):
-    simulate("timetick-basics", duration_s=3, out_dir=tmp_path / "a")
+    simulate("timetick-basics", duration_s=2, out_dir=tmp_path / "a")
     reported = []
     run, _ = fork(tmp_path / "a", 1000.0, [Kill("proxy-2"), Restart("proxy-2", 1800.0)], out_dir=tmp_path / "b",
                   progress=lambda done, total: reported.append((done, total)))
-    assert reported[-1] == (3, 3) and len(reported) >= 50  # the forked run reports its progress as simulate does
+    assert reported[-1] == (2, 2) and len(reported) >= 50  # the forked run reports its progress as simulate does
     again = replay(run.token, tmp_path / "c")
     assert again.token == run.token
     assert digests(tmp_path / "b") == digests(tmp_path / "c")
@@ -150,7 +150,7 @@ def test_the_cli_flips_a_switch_part_way_and_the_flip_accounts_for_its_violation
 
 
 def test_the_cli_turns_a_switch_off_part_way(capsys, tmp_path):
-    simulate("timetick-unlocked-enqueue", duration_s=3, switches=["allocate_outside_enqueue_lock"],
+    simulate("timetick-unlocked-enqueue", duration_s=2, switches=["allocate_outside_enqueue_lock"],
              out_dir=tmp_path / "a")
     code, out, err = run_main(capsys, "fork", str(tmp_path / "a"), "--at", "1", "--switch-off",
                               "allocate_outside_enqueue_lock", "--out", str(tmp_path / "b"))
@@ -160,7 +160,7 @@ def test_the_cli_turns_a_switch_off_part_way(capsys, tmp_path):
     summary = json.loads((tmp_path / "b" / "summary.json").read_text())
     assert summary["switches_flipped"] == [{"switch": "allocate_outside_enqueue_lock", "on": False, "t_ms": 1000.0}]
     # a switch that is off already: nothing to turn off, and the two runs are the same
-    code, out, _ = run_main(capsys, "fork", str(tmp_path / "b"), "--at", "2", "--switch-off",
+    code, out, _ = run_main(capsys, "fork", str(tmp_path / "b"), "--at", "1.5", "--switch-off",
                             "allocate_outside_enqueue_lock", "--out", str(tmp_path / "c"))
     assert code == 0 and "the runs do not differ" in out
 
