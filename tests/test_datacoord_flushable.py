@@ -1,8 +1,10 @@
 """DataCoord's half of a flush that completes: flushable sealed segments on a DataNode time tick, postFlush.
 
 Ports the applicable cases of Milvus 2.5 ``internal/datacoord/segment_manager_test.go``
-(``TestGetFlushableSegments``) and ``server_test.go`` (``TestDataNodeTtChannel``: a sealed segment is
-sent to its DataNode for flushing on the node's time tick), reduced to what the model keeps.
+(``TestGetFlushableSegments``) and of Milvus 2.3's ``server_test.go`` ``TestDataNodeTtChannel`` (a sealed
+segment is sent to its DataNode for flushing on the node's time tick; 2.5 has no test of
+``handleDataNodeTtMsg``, the last ones went with the MQ-reported DataNode time tick in milvus#34421), reduced to
+what the model keeps.
 """
 
 from __future__ import annotations
