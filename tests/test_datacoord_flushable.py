@@ -57,7 +57,8 @@ def test_sealed_segment_without_rows_is_not_flushable_yet():
 
 def test_a_sealed_segment_is_flushable_only_once_its_last_allocation_expired():
     """``flushPolicyL1``: ``LastExpireTime <= ts``; every ``AllocSegment`` pushes it to now + 2 s
-    (``segAssignmentExpiration``), so an insert granted the segment before the seal is consumed before its flush."""
+    (``dataCoord.segment.assignmentExpiration``), so an insert granted the segment before the seal is consumed before
+    its flush."""
     clock = [0]
     server = _server(clock)
     seg = server.assign_segment_id(100, 1001, CH, 3)
