@@ -135,7 +135,7 @@ class DataNodeParams(_Positive):
     skip_mode_enable: bool = True  # dataNode.dataSync.skipMode.enable
     skip_mode_skip_num: int = 4  # dataNode.dataSync.skipMode.skipNum
     skip_mode_cold_time_ns: int = 60 * S  # dataNode.dataSync.skipMode.coldTime
-    skip_bf_stats_load: bool = True  # dataNode.skip.BFStatsLoad
+    skip_bf_stats_load: bool = True  # dataNode.skip.BFStats.Load
     timetick_interval_ns: int = 500 * MS  # dataNode.timetick.interval (segment statistics to DataCoord)
 
 

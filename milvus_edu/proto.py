@@ -1,9 +1,9 @@
 """The few Milvus protobuf messages that cross component boundaries, as plain dataclasses.
 
-Mirrors ``pkg/proto/commonpb`` (``MsgBase``, ``MsgType``, ``ConsistencyLevel``), ``pkg/proto/msgpb``
-(``MsgPosition``) and ``pkg/proto/internalpb`` (``ChannelTimeTickMsg``). Only the fields the modelled
-mechanisms read are kept. Simplification: message ids are integers (a position in an append-only pchannel log) rather than
-the opaque byte strings of Pulsar/Kafka/RocksMQ.
+Mirrors ``commonpb`` (``MsgBase``, ``MsgType``, ``ConsistencyLevel``) and ``msgpb`` (``MsgPosition``) of
+``github.com/milvus-io/milvus-proto/go-api/v2`` (v2.5.24 in 2.5's ``go.mod``) and ``pkg/proto/internalpb``
+(``ChannelTimeTickMsg``). Only the fields the modelled mechanisms read are kept. Simplification: message ids are
+integers (a position in an append-only pchannel log) rather than the opaque byte strings of Pulsar/Kafka/RocksMQ.
 """
 
 from __future__ import annotations

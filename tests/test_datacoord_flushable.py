@@ -1,8 +1,10 @@
 """DataCoord's half of a flush that completes: flushable sealed segments on a DataNode time tick, postFlush.
 
 Ports the applicable cases of Milvus 2.5 ``internal/datacoord/segment_manager_test.go``
-(``TestGetFlushableSegments``) and ``server_test.go`` (``TestDataNodeTtChannel``: a sealed segment is
-sent to its DataNode for flushing on the node's time tick), reduced to what the model keeps.
+(``TestGetFlushableSegments``) and of Milvus 2.3's ``server_test.go`` ``TestDataNodeTtChannel`` (a sealed
+segment is sent to its DataNode for flushing on the node's time tick; 2.5 has no test of
+``handleDataNodeTtMsg``, the last ones went with the MQ-reported DataNode time tick in milvus#34421), reduced to
+what the model keeps.
 """
 
 from __future__ import annotations
@@ -55,7 +57,8 @@ def test_sealed_segment_without_rows_is_not_flushable_yet():
 
 def test_a_sealed_segment_is_flushable_only_once_its_last_allocation_expired():
     """``flushPolicyL1``: ``LastExpireTime <= ts``; every ``AllocSegment`` pushes it to now + 2 s
-    (``segAssignmentExpiration``), so an insert granted the segment before the seal is consumed before its flush."""
+    (``dataCoord.segment.assignmentExpiration``), so an insert granted the segment before the seal is consumed before
+    its flush."""
     clock = [0]
     server = _server(clock)
     seg = server.assign_segment_id(100, 1001, CH, 3)

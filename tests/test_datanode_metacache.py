@@ -1,8 +1,8 @@
 """The DataNode metacache (``milvus_edu.datanode.metacache``).
 
 Ports Milvus 2.5 ``internal/flushcommon/metacache/meta_cache_test.go`` (``MetaCacheSuite``) and
-``actions_test.go`` (``SegmentFilterSuite``, ``SegmentActionSuite``). Left out: ``Test_UpdateSegmentView``
-(the model has no ``UpdateSegmentView``) and ``TestMetaInfo``'s schema half (no schema).
+``actions_test.go`` (``SegmentFilterSuite``, ``SegmentActionSuite``). Left out: ``MetaCacheSuite``'s
+``Test_UpdateSegmentView`` (the model has no ``UpdateSegmentView``) and ``TestMetaInfo``'s schema half (no schema).
 """
 
 from __future__ import annotations

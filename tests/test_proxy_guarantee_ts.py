@@ -1,7 +1,8 @@
 """The proxy's read path and the SDK's session timestamps: which ts a read starts at and which it waits for.
 
 Ports Go's ``Test_ParseGuaranteeTs``, ``Test_ParseGuaranteeTsFromConsistency`` (internal/proxy/util_test.go) and
-``TestQueryTask_CanSkipAllocTimestamp`` / ``TestSearchTask_CanSkipAllocTimestamp`` (the same cases for both tasks),
+``TestQueryTask_CanSkipAllocTimestamp`` / ``TestSearchTask_CanSkipAllocTimestamp`` (``task_query_test.go`` /
+``task_search_test.go``, the same cases for both tasks),
 plus the pymilvus rules of reference §5.2 and hypothesis properties.
 """
 

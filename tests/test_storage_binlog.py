@@ -240,7 +240,7 @@ def test_from_file_uri_is_the_same_bucket_as_local(tmp_path):
 
 
 def test_multi_write_read_exist_list_remove(chunk_manager):
-    """``MultiWrite``/``Read``/``Exist``/``ListWithPrefix``/``Remove``, with string-prefix listing as MinIO."""
+    """``MultiWrite``/``Read``/``Exist``/``WalkWithPrefix``/``Remove``, with string-prefix listing as MinIO."""
     cm = chunk_manager
     cm.multi_write({"files/insert_log/1/2/3/100/7": b"a", "files/insert_log/1/2/30/100/8": b"b"})
     assert cm.exist("files/insert_log/1/2/3/100/7") and not cm.exist("files/insert_log/1/2/3/100/8")

@@ -14,7 +14,7 @@ The Go dispatcher pushes packs into each target's Go channel from a goroutine; h
 returns them.
 
 Simplification: replicate messages and targets' replicate configs (CDC) are left out.
-Simplification: no pause/resume/terminate signals, no send timeout (``mq.maxTolerantLag``), so no
+Simplification: no pause/resume/terminate signals, no send timeout (``mq.dispatcher.maxTolerantLag``), so no
 lagging target is split off into its own dispatcher; no ``DispatcherManager`` merging, no pullback.
 """
 

@@ -1,9 +1,10 @@
 """Object storage: MinIO's role, over any ``pyarrow.fs`` file system.
 
 Models ``internal/storage/types.go`` ``ChunkManager`` as the sync path uses it (``RootPath``,
-``MultiWrite``, ``Read``, ``Exist``, ``ListWithPrefix``, ``Remove``) with the behaviour of
-``internal/storage/minio_chunk_manager.go``: an object key is a ``/``-separated path that starts with
-the root path (``files/insert_log/...``), and the bucket is a directory. The default is a local folder
+``MultiWrite``, ``Read``, ``Exist``, ``WalkWithPrefix``, ``Remove``) with the behaviour of
+``internal/storage/remote_chunk_manager.go`` (``RemoteChunkManager`` over ``minio_object_storage.go``; 2.3's
+``minio_chunk_manager.go``): an object key is a ``/``-separated path that starts with the root path
+(``files/insert_log/...``), and the bucket is a directory. The default is a local folder
 ``<dir>/a-bucket``; :meth:`ChunkManager.from_uri` takes ``file://...``, ``mock://`` (pyarrow's
 in-memory file system) or any URI pyarrow understands, so a real bucket works the same way.
 
@@ -11,7 +12,8 @@ One rule MinIO does not enforce but Milvus relies on: a log id is never reused, 
 rewritten with other bytes. ``multi_write`` refuses that loudly instead of silently replacing a file a
 segment's metadata may already point at; writing the same bytes again (a retried write) is fine.
 
-Simplification: ``ListWithPrefix`` is recursive only and returns keys without modification times.
+Simplification: ``WalkWithPrefix`` (2.3's ``ListWithPrefix``) is recursive only and returns the sorted keys
+instead of calling a ``ChunkObjectWalkFunc`` per object, so without modification times.
 Simplification: no ``Reader``/``ReadAt``/``Mmap``/``Size``/``MultiRead``/``MultiRemove``/``RemoveWithPrefix``.
 """
 
@@ -118,7 +120,7 @@ class ChunkManager:
                 stream.write(bytes(objects[key]))
 
     def list_with_prefix(self, prefix: str) -> list[str]:
-        """``ListWithPrefix`` (recursive): every key that starts with ``prefix`` as a string, sorted.
+        """``WalkWithPrefix`` (recursive): every key that starts with ``prefix`` as a string, sorted.
 
         As with MinIO, ``files/insert_log/1/2/3`` also matches ``files/insert_log/1/2/30/...``;
         end the prefix with ``/`` to list one folder.
