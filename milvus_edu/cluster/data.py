@@ -62,6 +62,18 @@ RARE_SYNC_POLICIES = ("buffer stale", "oldest buffers")
 DATACOORD_SERVER_ID = 2
 
 
+def next_grid_tick(taken_ms: float, period_ms: float, now_ms: float) -> float:
+    """When a ``time.Ticker`` of ``period_ms`` delivers next, its tick due at ``taken_ms`` having been taken at
+    ``now_ms``: the first point of its grid after ``now_ms``, as the ticks that fell due while one was waiting
+    were dropped (``taken_ms + period_ms`` when the tick was taken on time)."""
+    if period_ms <= 0:
+        raise ValueError(f"a ticker's period must be positive, got {period_ms} ms")
+    nxt = taken_ms + period_ms
+    while nxt <= now_ms:
+        nxt += period_ms
+    return nxt
+
+
 class IdAllocator:
     """rootcoord's ``AllocID``: consecutive ids from one counter (segments, L0 segments, log ids)."""
 
@@ -545,7 +557,13 @@ class DataNodeNode(PackConsumer, Node):
             self.notify.succeed()
 
     def _updater_loop(self):
-        """``ChannelCheckpointUpdater.Start``: the 10 s tick sends every task, a notification the flush tasks."""
+        """``ChannelCheckpointUpdater.Start``: the 10 s tick sends every task, a notification the flush tasks.
+
+        The ticker is Go's ``time.Ticker``: it ticks on a fixed grid and holds at most one tick the loop has
+        not taken, dropping the others. So after an update that outlasted the period (an RPC waiting on a
+        paused DataCoord) one tick is taken at once and the next comes at the grid's next point, not one
+        round per missed tick.
+        """
         env = self.sim.env
         period = self.params.channel_checkpoint_update_tick_ns / MS
         next_tick = env.now + period
@@ -556,7 +574,7 @@ class DataNodeNode(PackConsumer, Node):
                 self.notify = env.event()
                 yield from self.updater.update_checkpoints(self.updater.take_flush_tasks())
             else:
-                next_tick += period
+                next_tick = next_grid_tick(next_tick, period, env.now)
                 yield from self.updater.execute()
 
     def _perform_update_channel_checkpoints(self, effect: UpdateChannelCheckpoints):
