@@ -27,6 +27,11 @@ Simplification: after a DropCollection's drop syncs the DataNode does not call `
 DataCoord neither marks the channel checkpoint dropped nor releases the channel; the flowgraph stays in drop mode.
 Simplification: the object store's latency is one draw per ``MultiWrite``; a failed write fails the
 whole batch (Go retries the batch as a whole too).
+Simplification: a channel watch reads its segments' pk stats logs (``initMetaCache``) in no simulated time
+and never fails to (Go's ``MultiRead`` waits for the object store and fails the watch on an error).
+Simplification: the checkpoint updater's RPC deadline (``updateChannelCheckpointRPCTimeout``, 20 s) is not
+enforced: an update sent to a paused DataCoord waits for it to resume (Go's fails after 20 s; its tasks stay
+and go out with the next tick).
 """
 
 from __future__ import annotations
@@ -38,9 +43,9 @@ from ..config import MS, DataNodeParams
 from ..datacoord import Catalog, Server
 from ..datanode.checkpoint_updater import ChannelCheckpointUpdater
 from ..datanode.metacache import MetaCache
-from ..datanode.pipeline import DataSyncService
+from ..datanode.pipeline import DataSyncService, init_meta_cache
 from ..datanode.syncmgr.meta_writer import BrokerMetaWriter
-from ..datanode.syncmgr.storage_serializer import StorageSerializer
+from ..datanode.syncmgr.storage_serializer import StorageSerializer, load_stats
 from ..datanode.syncmgr.sync_manager import SyncManager
 from ..datanode.syncmgr.task import SyncTask
 from ..effects import (AllocIDs, AllocTimestamp, Call, FlushChannels, Parallel, SaveBinlogPaths, Sleep,
@@ -412,7 +417,9 @@ class DataNodeNode(PackConsumer, Node):
             return
         if self._crashed_at_step("watch"):
             return
-        metacache = MetaCache(collection_id, vchannel, flushed=flushed, unflushed=unflushed)
+        metacache = init_meta_cache(collection_id, vchannel, self.params,
+                                    partial(load_stats, self.store.read, root_path=self.store.root_path),
+                                    flushed=flushed, unflushed=unflushed)
         service = DataSyncService(
             collection_id, vchannel, _Notifying(self, vchannel), self.updater, self.params, self.clock.now_ms,
             flushed=flushed, unflushed=unflushed, dropped_segment_ids=vinfo.dropped_segment_ids,
