@@ -65,6 +65,18 @@ FILTER_CASES = [
 ]
 
 
+@pytest.mark.parametrize("sealed,growing", [
+    ([segment(100, 10000), segment(101, 10000), segment(102, 10000)], [segment(200, 10000)]),
+    ([], []),
+], ids=["3 sealed segments and 1 growing segment", "0 sealed segments and 0 growing segment"])
+def test_new_dd_node_keeps_the_watch_time_segments_by_id(sealed, growing):
+    """Ports ``TestFlowGraph_DDNode_newDDNode``: the flushed and unflushed records given at watch time become
+    the sealed and growing filter maps."""
+    node = dd(sealed=sealed, growing=growing)
+    assert sorted(node.sealed_seg_info) == [s.id for s in sealed]
+    assert sorted(node.growing_seg_info) == [s.id for s in growing]
+
+
 @pytest.mark.parametrize("description,dropped,sealed,growing,msg,expected", FILTER_CASES,
                          ids=[c[0] for c in FILTER_CASES])
 def test_filter_segment_insert_messages(description, dropped, sealed, growing, msg, expected):
