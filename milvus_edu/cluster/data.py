@@ -55,12 +55,15 @@ from ..merr import MilvusError
 from ..mq import Broker
 from ..mq.names import to_physical_channel
 from ..proto import MsgType, SegmentLevel
+from ..sessionutil import retry_do_sleeps
 from ..sim.kernel import NodeClock, RPCError, Simulation
 from ..storage.binlog import get_log_id_from_binlog_path
 from .consumer import STOP, PackConsumer
 from .node import Node
 
 DATACOORD = "datacoord-1"
+#: ``retry.Do``'s default attempts, which ``TimeTickSender.sendReport`` uses (``NewTimeTickSender`` gets no option).
+REPORT_TIME_TICK_ATTEMPTS = 10
 #: The sync policies whose choices get a ``datanode.sync_policy`` event: the stale buffer's (``syncPeriod``, 600 s
 #: of message time) and the memory check's, which no run with Milvus's defaults and a short workload reaches.
 RARE_SYNC_POLICIES = ("buffer stale", "oldest buffers")
@@ -469,8 +472,8 @@ class DataNodeNode(PackConsumer, Node):
                      msg_id=end.msg_id if end is not None else None, count=sum(per_segment.values()),
                      detail={"segments": {str(k): v for k, v in sorted(per_segment.items())},
                              "deletes": sum(m.num_rows() for m in deletes)})
-        if end is not None:
-            self.latest_ts[vchannel] = pack.end_ts
+        if result.written:  # the writeNode's ``timetickSender.Update`` with the end position's timestamp
+            self.latest_ts[vchannel] = end.timestamp
         sub = result.submission
         if sub is not None and sub.position is not None:
             rec.emit("datanode.checkpoint", self.name, vchannel=vchannel, ts=sub.position.timestamp,
@@ -618,7 +621,18 @@ class DataNodeNode(PackConsumer, Node):
     # ------------------------------------------------------------------------------ background loops
 
     def _tt_sender_loop(self):
-        """``TimeTickSender``: every 500 ms, the channels whose ts moved go to DataCoord."""
+        """``TimeTickSender.work``: every ``dataNode.timetick.interval`` (500 ms), ``sendReport``: every channel
+        whose writeNode buffered a pack since the last report that got through goes to DataCoord with the end
+        timestamp of its latest pack, under ``retry.Do`` (10 attempts, 200 ms first back-off doubling to 3 s, a
+        back-off after the last failure too). A report that still fails is only logged; its channels go again
+        with the next one.
+
+        Simplification: the next report waits a full interval after the previous one ended, where Go's
+        ``time.Ticker`` keeps to its grid (one missed tick held, the rest dropped), so here reports drift by
+        each report's round trip (about 1 ms in 500).
+        Simplification: with no channel to report the RPC is not sent (Go sends an empty
+        ``ReportDataNodeTtMsgs``, which DataCoord answers without doing anything).
+        """
         env = self.sim.env
         period = self.params.timetick_interval_ns / MS
         dc = self.datacoord
@@ -627,12 +641,15 @@ class DataNodeNode(PackConsumer, Node):
             ticks = [(ch, ts) for ch, ts in sorted(self.latest_ts.items()) if self.sent_ts.get(ch) != ts]
             if not ticks:
                 continue
-            try:
-                yield Call(dc.name, partial(dc.handle_report_tt, self.server_id, self.name, ticks))
-            except RPCError:
-                continue  # retried with the next report
-            for ch, ts in ticks:
-                self.sent_ts[ch] = ts
+            for sleep_ns in retry_do_sleeps(REPORT_TIME_TICK_ATTEMPTS):
+                try:
+                    yield Call(dc.name, partial(dc.handle_report_tt, self.server_id, self.name, ticks))
+                except RPCError:
+                    yield env.timeout(sleep_ns / MS)
+                    continue
+                for ch, ts in ticks:
+                    self.sent_ts[ch] = ts
+                break
 
     def _memory_loop(self):
         """The buffer manager's memory check every ``dataNode.memory.checkInterval``."""

@@ -384,6 +384,9 @@ class OperateResult:
     filtered: list[InsertMsg] = field(default_factory=list)
     submission: CheckpointSubmission | None = None
     skipped: bool = False
+    written: bool = False
+    """The writeNode buffered the pack (``BufferData``), so Go's writeNode reports its end timestamp to the
+    time-tick sender; not for a pack skipped, dropped in drop mode or without positions, nor a close."""
 
 
 class DataSyncService:
@@ -432,5 +435,6 @@ class DataSyncService:
         result.sync_packs = packs
         if fg is None:
             return result
+        result.written = not fg.is_close
         result.submission = self.tt_node.operate(fg)
         return result
