@@ -27,6 +27,9 @@ Simplification: after a DropCollection's drop syncs the DataNode does not call `
 DataCoord neither marks the channel checkpoint dropped nor releases the channel; the flowgraph stays in drop mode.
 Simplification: the object store's latency is one draw per ``MultiWrite``; a failed write fails the
 whole batch (Go retries the batch as a whole too).
+Simplification: a sync's ``prefetchIDs`` is an ``AllocID`` RPC to rootcoord for just the ids it needs, from one
+counter for the cluster; Go's DataNode ``IDAllocator`` fetches 200,000 ids per RPC (``idCountPerRPC``) and
+serves a sync from that block, so its log ids come in per-node blocks and a sync rarely waits for rootcoord.
 Simplification: a channel watch reads its segments' pk stats logs (``initMetaCache``) in no simulated time
 and never fails to (Go's ``MultiRead`` waits for the object store and fails the watch on an error).
 Simplification: the checkpoint updater's RPC deadline (``updateChannelCheckpointRPCTimeout``, 20 s) is not
