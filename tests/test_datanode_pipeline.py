@@ -14,6 +14,7 @@ from hypothesis import given, strategies as st
 
 from milvus_edu.config import DataNodeParams, S
 from milvus_edu.datanode.pipeline import (
+    DataSyncService,
     DDNode,
     FlowGraphMsg,
     InputNode,
@@ -431,3 +432,29 @@ def test_init_meta_cache_loads_unflushed_stats_always_and_flushed_ones_only_with
     assert sorted(asked) == ([1, 2] if flushed_loaded else [2])
     assert cache.get_segment_by_id(2).pk_stats == {20} and cache.get_segment_by_id(2).state == SegmentState.GROWING
     assert cache.get_segment_by_id(1).pk_stats == ({10} if flushed_loaded else frozenset())
+
+
+class _FlowManager(_DroppingBuffers, _Manager):
+    """Everything the four nodes call on the buffer manager."""
+
+    def __init__(self):
+        _DroppingBuffers.__init__(self)
+        _Manager.__init__(self)
+
+
+def test_data_sync_service_says_which_packs_the_write_node_buffered():
+    """``written`` (Go's writeNode then reports the pack's end timestamp to the time-tick sender): a pack with
+    positions, the one carrying a DropCollection included; not the packs after it (drop mode), the close, or a
+    pack without positions."""
+    service = DataSyncService(1, CHANNEL, _FlowManager(), _Updater(), DataNodeParams(), lambda: 0)
+
+    def pack(ts, *msgs):
+        p = MsgPosition("by-dev-rootcoord-dml_0", ts, ts)
+        return MsgPack(ts - 1, ts, msgs, (p,), (p,))
+
+    assert service.operate(pack(10, insert(1, 10))).written
+    assert service.operate(pack(20, DropCollectionMsg(timestamp=20, collection_id=1))).written
+    assert not service.operate(pack(30, insert(1, 30))).written
+    assert not service.operate(None).written
+    fresh = DataSyncService(1, CHANNEL, _FlowManager(), _Updater(), DataNodeParams(), lambda: 0)
+    assert not fresh.operate(MsgPack(39, 40)).written  # no positions: the writeNode drops it
