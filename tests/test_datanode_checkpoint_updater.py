@@ -12,6 +12,8 @@ import pytest
 from hypothesis import find, given, settings
 from hypothesis import strategies as st
 
+import milvus_edu
+from milvus_edu.cluster.data import DataNodeNode, next_grid_tick
 from milvus_edu.config import S, DataNodeParams
 from milvus_edu.datanode.checkpoint_updater import (
     DEFAULT_UPDATE_CHAN_CP_MAX_PARALLEL,
@@ -19,9 +21,10 @@ from milvus_edu.datanode.checkpoint_updater import (
     CheckpointTaskView,
     Parallel,
     UpdateChannelCheckpoints,
+    UpdateOutcome,
     update_chan_cp_max_parallel,
 )
-from milvus_edu.effects import drive
+from milvus_edu.effects import Sleep, drive
 from milvus_edu.merr import ServiceNotReadyError
 from milvus_edu.proto import MsgPosition
 
@@ -341,3 +344,40 @@ def test_with_the_switch_a_failure_can_lose_the_newest_position():
                   settings=settings(max_examples=500, database=None))
     _, datacoord, newest, _ = _play(script, switch=False)
     assert datacoord.cp == newest
+
+
+# =================================================================================================
+# The updater's loop in the simulated DataNode (Go's ``Start``: a ``time.Ticker``)
+# =================================================================================================
+
+def test_next_grid_tick_follows_the_ticker_grid_and_drops_missed_ticks():
+    assert next_grid_tick(10.0, 10.0, 10.0) == 20.0  # taken on time
+    assert next_grid_tick(10.0, 10.0, 35.0) == 40.0  # 20 was held, 30 dropped: next is the grid's 40
+    assert next_grid_tick(10.0, 10.0, 40.0) == 50.0  # a tick falling due at the very instant is the one taken
+    with pytest.raises(ValueError, match="period must be positive"):
+        next_grid_tick(10.0, 0.0, 10.0)
+
+
+def test_a_slow_tick_round_is_followed_by_one_round_not_one_per_missed_tick(monkeypatch):
+    """Go's ticker holds one missed tick and drops the rest: after a round that took 25 s of a 10 s period, the
+    loop runs one round at once and then keeps to the grid (the model used to run a round per missed tick)."""
+    nodes: list[DataNodeNode] = []
+    calls: list[float] = []
+    start = DataNodeNode.start
+
+    def recording_start(self, channels):
+        nodes.append(self)
+        start(self, channels)
+
+    def execute(self):
+        calls.append(nodes[0].sim.env.now)
+        if len(calls) == 1:
+            yield Sleep(25 * S)
+        return UpdateOutcome((), (), (), 0)
+
+    monkeypatch.setattr(DataNodeNode, "start", recording_start)
+    monkeypatch.setattr(ChannelCheckpointUpdater, "execute", execute)
+    milvus_edu.simulate("flush-basics", seed=1, duration_s=52,
+                        options={"inserts_per_s": 5.0, "deletes_per_s": 0.0, "workload_s": 2.0})
+    first = calls[0]
+    assert [round((t - first) / 1000, 3) for t in calls] == [0, 25, 30, 40]  # env.now is in ms

@@ -1,8 +1,10 @@
-"""The DataNode flowgraph nodes: input skip mode, ddNode's drops and recovery filter.
+"""The DataNode flowgraph nodes: input skip mode, ddNode's drops and recovery filter, writeNode, ttNode.
 
 Ports of ``internal/flushcommon/pipeline/flow_graph_dd_node_test.go`` and
-``internal/util/flowgraph/input_node_test.go`` (Milvus 2.5). The ttNode and writeNode are tested with
-the real write buffer and checkpoint updater in ``test_datanode_flow.py``.
+``internal/util/flowgraph/input_node_test.go`` (Milvus 2.5). Go has no unit test of the writeNode and the
+ttNode; their rules (``flow_graph_write_node.go``, ``flow_graph_time_tick_node.go``) are pinned here one at a
+time with a recording buffer manager and checkpoint updater, as is ``initMetaCache``'s choice of which
+segments' pk statistics to load.
 """
 
 from __future__ import annotations
@@ -11,9 +13,20 @@ import pytest
 from hypothesis import given, strategies as st
 
 from milvus_edu.config import DataNodeParams, S
-from milvus_edu.datanode.pipeline import DDNode, FlowGraphMsg, InputNode, MsgStreamMsg, WriteNode
+from milvus_edu.datanode.pipeline import (
+    DataSyncService,
+    DDNode,
+    FlowGraphMsg,
+    InputNode,
+    MsgStreamMsg,
+    TTNode,
+    WriteNode,
+    init_meta_cache,
+)
+from milvus_edu.merr import wrap_err_channel_not_found
 from milvus_edu.mq.msg import DeleteMsg, DropCollectionMsg, DropPartitionMsg, InsertMsg, MsgPack, TimeTickMsg
-from milvus_edu.proto import MsgPosition, SegmentInfo
+from milvus_edu.proto import MsgPosition, SegmentInfo, SegmentState
+from milvus_edu.tsoutil import compose_ts
 
 CHANNEL = "by-dev-rootcoord-dml_0_1v0"
 OTHER_CHANNEL = "by-dev-rootcoord-dml_0_1v1"
@@ -51,6 +64,18 @@ FILTER_CASES = [
      insert(111, 70000), False),
     ("test insert msg with different channelName", [100], [], [], insert(100, 10000, OTHER_CHANNEL), True),
 ]
+
+
+@pytest.mark.parametrize("sealed,growing", [
+    ([segment(100, 10000), segment(101, 10000), segment(102, 10000)], [segment(200, 10000)]),
+    ([], []),
+], ids=["3 sealed segments and 1 growing segment", "0 sealed segments and 0 growing segment"])
+def test_new_dd_node_keeps_the_watch_time_segments_by_id(sealed, growing):
+    """Ports ``TestFlowGraph_DDNode_newDDNode``: the flushed and unflushed records given at watch time become
+    the sealed and growing filter maps."""
+    node = dd(sealed=sealed, growing=growing)
+    assert sorted(node.sealed_seg_info) == [s.id for s in sealed]
+    assert sorted(node.growing_seg_info) == [s.id for s in growing]
 
 
 @pytest.mark.parametrize("description,dropped,sealed,growing,msg,expected", FILTER_CASES,
@@ -228,3 +253,208 @@ def test_write_node_names_positions_after_its_vchannel_pack_after_pack():
                     MsgPosition(CHANNEL, end.msg_id, end.timestamp, end.msg_group))
         assert buffers.calls[-1] == (CHANNEL, *expected)
         assert (out.start_positions, out.end_positions) == ((expected[0],), (expected[1],))
+
+
+def test_write_node_drops_a_pack_without_positions_and_passes_a_close_message():
+    """``writeNode.Operate``: a close message passes untouched; a pack without start or end positions emits
+    nothing and buffers nothing."""
+    buffers = _RecordingBuffers()
+    node = WriteNode(CHANNEL, buffers)
+    close = FlowGraphMsg(is_close=True)
+    assert node.operate(close) == (close, [])
+    p = MsgPosition("by-dev-rootcoord-dml_0", 1, 100)
+    assert node.operate(FlowGraphMsg(start_positions=(p,))) == (None, [])
+    assert node.operate(FlowGraphMsg(end_positions=(p,))) == (None, [])
+    assert buffers.calls == []
+
+
+class _DroppingBuffers(_RecordingBuffers):
+    """Also records drops, in the order they come."""
+
+    def drop_channel(self, channel):
+        self.calls.append(("drop_channel", channel))
+        return []
+
+    def drop_partitions(self, channel, partition_ids):
+        self.calls.append(("drop_partitions", channel, tuple(partition_ids)))
+
+
+def test_write_node_buffers_then_drops_the_channel_and_partitions():
+    """``writeNode.Operate``: the pack is buffered first, then a dropped collection drops the channel's buffer
+    and dropped partitions go to the manager; the message for ttNode keeps ``dropCollection``."""
+    buffers = _DroppingBuffers()
+    p = MsgPosition("by-dev-rootcoord-dml_0", 1, 100)
+    out, _ = WriteNode(CHANNEL, buffers).operate(
+        FlowGraphMsg(start_positions=(p,), end_positions=(p,), drop_collection=True, drop_partitions=(10, 11)))
+    assert [c[0] for c in buffers.calls] == [CHANNEL, "drop_channel", "drop_partitions"]
+    assert buffers.calls[2] == ("drop_partitions", CHANNEL, (10, 11))
+    assert out.drop_collection and out.drop_partitions == ()
+
+
+# =================================================================================================
+# ttNode (flow_graph_time_tick_node.go; Go has no unit test of it)
+# =================================================================================================
+
+INTERVAL_MS = DataNodeParams().update_channel_checkpoint_interval_ns // 1_000_000  # 60 s
+
+
+class _Manager:
+    """The buffer manager as ttNode sees it: a checkpoint, a ``need_update`` flag, and the notifications."""
+
+    def __init__(self, cp: MsgPosition | None = MsgPosition(CHANNEL, 1, 7), need_update: bool = False):
+        self.cp, self.need_update, self.missing = cp, need_update, False
+        self.notified: list[tuple[str, int]] = []
+
+    def get_checkpoint(self, channel):
+        if self.missing:
+            raise wrap_err_channel_not_found(channel)
+        return self.cp, self.need_update
+
+    def notify_checkpoint_updated(self, channel, ts):
+        self.notified.append((channel, ts))
+
+
+class _Updater:
+    def __init__(self):
+        self.tasks: list[tuple[MsgPosition | None, bool, object]] = []
+
+    def add_task(self, pos, flush, callback):
+        self.tasks.append((pos, flush, callback))
+        return flush
+
+
+def _fg(ms: int, **kw) -> FlowGraphMsg:
+    """A pack whose TimestampMax is at physical time ``ms`` (message time, all ttNode looks at)."""
+    return FlowGraphMsg(timestamp_max=compose_ts(ms, 0), **kw)
+
+
+def _tt(manager=None, dropped=None):
+    manager = manager or _Manager()
+    updater = _Updater()
+    return TTNode(CHANNEL, manager, updater, DataNodeParams(), drop_callback=dropped), manager, updater
+
+
+def test_tt_node_first_pack_submits_then_waits_the_interval_of_message_time():
+    """``lastUpdateTime`` starts at the zero time, so the first pack submits; the next periodic submission
+    comes once ``curTs - lastUpdateTime >= updateChannelCheckpointInterval`` (60 s), inclusive."""
+    node, _, updater = _tt()
+    first = node.operate(_fg(1_000))
+    assert (first.flush, first.periodic) == (False, True) and node.last_update_ms == 1_000
+    assert node.operate(_fg(1_000 + INTERVAL_MS - 1)) is None
+    again = node.operate(_fg(1_000 + INTERVAL_MS))
+    assert again.periodic and len(updater.tasks) == 2
+    assert node.last_update_ms == 1_000 + INTERVAL_MS
+
+
+def test_tt_node_need_update_submits_a_flush_task_between_periodic_ones():
+    manager = _Manager(need_update=False)
+    node, _, updater = _tt(manager)
+    node.operate(_fg(1_000))
+    manager.need_update = True
+    sub = node.operate(_fg(2_000))
+    assert (sub.flush, sub.periodic) == (True, False)
+    assert updater.tasks[-1][1] is True and node.last_update_ms == 2_000
+
+
+def test_tt_node_periodic_path_wins_over_need_update_quirk_6():
+    """Quirk 6: when the interval has passed, the periodic (non-flush) submission returns first, so a flush
+    waiting on the same pack is submitted without the flush flag."""
+    node, manager, updater = _tt(_Manager(need_update=True))
+    sub = node.operate(_fg(5_000))
+    assert (sub.flush, sub.periodic) == (False, True)
+    assert [flush for _, flush, _ in updater.tasks] == [False]
+
+
+def test_tt_node_callback_reports_the_submitted_checkpoint_timestamp():
+    """The callback (run by the updater after DataCoord stored the task) tells the manager the timestamp of the
+    position submitted with it; a missing position reports 0 (Go's ``GetTimestamp`` of nil)."""
+    manager = _Manager(cp=MsgPosition(CHANNEL, 4, 42))
+    node, _, updater = _tt(manager)
+    node.operate(_fg(1_000))
+    manager.cp = None
+    node.operate(_fg(1_000 + INTERVAL_MS))
+    for _, _, callback in updater.tasks:
+        callback()
+    assert manager.notified == [(CHANNEL, 42), (CHANNEL, 0)]
+
+
+def test_tt_node_channel_not_found_submits_nothing_and_keeps_its_clock():
+    manager = _Manager()
+    manager.missing = True
+    node, _, updater = _tt(manager)
+    assert node.operate(_fg(1_000)) is None
+    assert updater.tasks == [] and node.last_update_ms is None
+
+
+def test_tt_node_close_message_submits_once_if_it_has_end_positions():
+    """``flowgraph is closing, force update channel CP``: a close message with end positions submits the
+    checkpoint (no flush), even inside the interval; one without end positions submits nothing."""
+    node, _, updater = _tt()
+    node.operate(_fg(1_000))
+    assert node.operate(_fg(1_500, is_close=True)) is None
+    sub = node.operate(_fg(2_000, is_close=True, end_positions=(MsgPosition(CHANNEL, 3, 9),)))
+    assert (sub.flush, sub.periodic) == (False, False) and len(updater.tasks) == 2
+
+
+def test_tt_node_drop_mode_submits_nothing_ever_again():
+    """A dropped collection puts ttNode in drop mode (the drop callback runs once): no checkpoint is
+    submitted for it, not even by the close message."""
+    dropped = []
+    node, _, updater = _tt(dropped=lambda: dropped.append(True))
+    assert node.operate(_fg(1_000, drop_collection=True)) is None
+    assert node.operate(_fg(1_000 + 2 * INTERVAL_MS)) is None
+    assert node.operate(_fg(1_000 + 3 * INTERVAL_MS, is_close=True,
+                            end_positions=(MsgPosition(CHANNEL, 3, 9),))) is None
+    assert updater.tasks == [] and dropped == [True]
+
+
+# =================================================================================================
+# initMetaCache (data_sync_service.go)
+# =================================================================================================
+
+def _record(segment_id: int, state: str) -> SegmentInfo:
+    return SegmentInfo(segment_id, 1, 10, CHANNEL, state=state, dml_position=MsgPosition(CHANNEL, 1, 5))
+
+
+@pytest.mark.parametrize("skip_bf_stats_load, flushed_loaded", [(True, False), (False, True)])
+def test_init_meta_cache_loads_unflushed_stats_always_and_flushed_ones_only_without_skip(
+        skip_bf_stats_load, flushed_loaded):
+    """``initMetaCache``: growing segments' pk stats are always loaded; flushed ones' only when
+    ``dataNode.skip.BFStatsLoad`` is off. Unflushed segments come back Growing."""
+    asked = []
+
+    def load(info):
+        asked.append(info.id)
+        return {info.id * 10}
+
+    cache = init_meta_cache(1, CHANNEL, DataNodeParams(skip_bf_stats_load=skip_bf_stats_load), load,
+                            flushed=[_record(1, SegmentState.FLUSHED)], unflushed=[_record(2, SegmentState.SEALED)])
+    assert sorted(asked) == ([1, 2] if flushed_loaded else [2])
+    assert cache.get_segment_by_id(2).pk_stats == {20} and cache.get_segment_by_id(2).state == SegmentState.GROWING
+    assert cache.get_segment_by_id(1).pk_stats == ({10} if flushed_loaded else frozenset())
+
+
+class _FlowManager(_DroppingBuffers, _Manager):
+    """Everything the four nodes call on the buffer manager."""
+
+    def __init__(self):
+        _DroppingBuffers.__init__(self)
+        _Manager.__init__(self)
+
+
+def test_data_sync_service_says_which_packs_the_write_node_buffered():
+    """``written`` (Go's writeNode then reports the pack's end timestamp to the time-tick sender): a pack with
+    positions, the one carrying a DropCollection included; not the packs after it (drop mode), the close, or a
+    pack without positions."""
+    service = DataSyncService(1, CHANNEL, _FlowManager(), _Updater(), DataNodeParams(), lambda: 0)
+
+    def pack(ts, *msgs):
+        p = MsgPosition("by-dev-rootcoord-dml_0", ts, ts)
+        return MsgPack(ts - 1, ts, msgs, (p,), (p,))
+
+    assert service.operate(pack(10, insert(1, 10))).written
+    assert service.operate(pack(20, DropCollectionMsg(timestamp=20, collection_id=1))).written
+    assert not service.operate(pack(30, insert(1, 30))).written
+    assert not service.operate(None).written
+    fresh = DataSyncService(1, CHANNEL, _FlowManager(), _Updater(), DataNodeParams(), lambda: 0)
+    assert not fresh.operate(MsgPack(39, 40)).written  # no positions: the writeNode drops it

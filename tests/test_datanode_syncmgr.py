@@ -32,7 +32,12 @@ from milvus_edu.datanode.syncmgr.meta_writer import (
     retry_unless_canceled,
 )
 from milvus_edu.datanode.syncmgr.pack import PK_FIELD_ID, TIMESTAMP_FIELD_ID, DeleteData, InsertData, SyncPack
-from milvus_edu.datanode.syncmgr.storage_serializer import StorageSerializer, read_insert_binlog, read_stats_log
+from milvus_edu.datanode.syncmgr.storage_serializer import (
+    StorageSerializer,
+    load_stats,
+    read_insert_binlog,
+    read_stats_log,
+)
 from milvus_edu.datanode.syncmgr.sync_manager import SyncManager, SyncManagerClosedError
 from milvus_edu.datanode.syncmgr.task import (
     PHASE_DISCARDED,
@@ -42,6 +47,8 @@ from milvus_edu.datanode.syncmgr.task import (
     SyncTask,
     WriteObjects,
 )
+from milvus_edu.datacoord.catalog import compress_field_binlogs
+from milvus_edu.datacoord.meta import merge_field_binlogs
 from milvus_edu.effects import drive
 from milvus_edu.merr import (
     ParameterInvalidError,
@@ -50,7 +57,7 @@ from milvus_edu.merr import (
     wrap_err_channel_not_found,
     wrap_err_segment_not_found,
 )
-from milvus_edu.proto import FieldBinlog, MsgPosition, SegmentInfo, SegmentLevel, SegmentState
+from milvus_edu.proto import Binlog, FieldBinlog, MsgPosition, SegmentInfo, SegmentLevel, SegmentState
 from milvus_edu.storage.binlog import parse_insert_log_path
 from milvus_edu.storage.objectstore import ChunkManager
 
@@ -206,6 +213,36 @@ def test_run_flush_writes_the_merged_stats_log_under_log_id_1_and_marks_flushed(
     assert stats[1].entries_num == 5  # the segment's rows when the task ran: 2 flushed + 3 syncing
     assert req.flushed and not req.dropped
     assert cache.get_segment_by_id(SEG).state == SegmentState.FLUSHED
+
+
+def test_load_stats_reads_every_batch_log_or_only_the_merged_one():
+    """``compaction.LoadStats`` over what DataCoord recorded (log ids only): the pk field's batch stats logs
+    together, but the merged log (log id 1) alone once there is one; another field's logs are not read."""
+    cache = default_cache(state=SegmentState.FLUSHING)
+    world = World()
+    drive(make_task(cache, make_pack(cache)).run(), world)
+    drive(make_task(cache, make_pack(cache, rows=((4, 5), (104, 105)))).run(), world)
+
+    def recorded(requests):
+        stats = merge_field_binlogs((), [fb for r in requests for fb in r.field2_statslog_paths])
+        stats += (FieldBinlog(TIMESTAMP_FIELD_ID, (Binlog(1, 0, 0, log_id=777),)),)  # no such object
+        return SegmentInfo(id=SEG, collection_id=COLL, partition_id=PART, insert_channel=CH,
+                           statslogs=compress_field_binlogs(stats))
+
+    read: list[str] = []
+
+    def reader(path: str) -> bytes:
+        read.append(path.rsplit("/", 2)[1:])
+        return world.bucket.read(path)
+
+    assert load_stats(reader, recorded(world.saved)) == {1, 2, 3, 4, 5}
+    assert read == [[str(PK_FIELD_ID), "5002"], [str(PK_FIELD_ID), "5005"]]  # each task: 2 binlogs, then stats
+    cache.update_segments(roll_stats({99}), with_segment_ids(SEG))  # in the merged log only
+    drive(make_task(cache, make_pack(cache, rows=((6,), (106,)), flush=True)).run(), world)
+    read.clear()
+    assert load_stats(reader, recorded(world.saved)) == {1, 2, 3, 4, 5, 6, 99}
+    assert read == [[str(PK_FIELD_ID), "1"]]
+    assert load_stats(world.bucket.read, SegmentInfo(SEG, COLL, PART, CH)) == frozenset()
 
 
 def test_run_drop_with_deletes_writes_the_delta_log_and_removes_the_segment():

@@ -8,13 +8,16 @@ client flush, and checks durability each time.
 from __future__ import annotations
 
 import json
+from functools import partial
 
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
 import milvus_edu
+from milvus_edu.cluster.data import DataCoordNode
 from milvus_edu.mechanisms.flush.check import FlushChecker
+from milvus_edu.sim.kernel import Simulation
 
 SMALL = {"inserts_per_s": 40.0, "deletes_per_s": 2.0, "workload_s": 6.0}
 
@@ -78,6 +81,58 @@ def test_crash_recovery_filters_flushed_rows_and_loses_nothing():
     assert f["datanode_crashes"] == 1 and f["datanode_restarts"] == 1
     assert f["rows_filtered_on_replay"] > 0
     assert f["audit_rows"] == f["acknowledged_rows"]
+
+
+@pytest.mark.slow
+def test_a_restart_with_bloom_filters_on_reloads_them_and_keeps_every_delete():
+    """With ``dataNode.skip.BFStatsLoad`` off, a delete is buffered only if a segment's pk statistics may hold
+    its key. A restarted DataNode reloads them from the segments' stats logs (``initMetaCache``); without
+    that, deletes of rows flushed or synced before the crash were filtered out and lost."""
+    run = milvus_edu.simulate("datanode-crash-recovery", seed=1, params={"datanode.skip_bf_stats_load": False})
+    f = _flush(run.summary)
+    assert f["datanode_restarts"] == 1
+    assert run.summary["checks"]["ok"], run.violations[:2]
+
+
+def test_a_failed_time_tick_report_is_retried_with_retry_do_back_off(monkeypatch):
+    """``TimeTickSender.sendReport`` wraps ``ReportDataNodeTtMsgs`` in ``retry.Do``: with DataCoord gone, the
+    attempts are 200, 400, 800, 1,600 ms apart, then 3 s (the back-off's cap), not one per 500 ms interval."""
+    attempts = []
+    call = Simulation.call
+
+    def recording_call(self, src, dst, handler):
+        if isinstance(handler, partial) and handler.func.__name__ == "handle_report_tt":
+            attempts.append(self.env.now)
+        return call(self, src, dst, handler)
+
+    monkeypatch.setattr(Simulation, "call", recording_call)
+    milvus_edu.simulate("flush-basics", seed=1, duration_s=16,
+                        options={"inserts_per_s": 5.0, "deletes_per_s": 0.0, "workload_s": 2.0},
+                        interventions=[milvus_edu.Kill("datacoord-1", 3_000)])
+    after = [t for t in attempts if t >= 3_000]
+    gaps = [round(b - a, -2) for a, b in zip(after, after[1:])]
+    assert gaps == [200, 400, 800, 1600, 3000, 3000, 3000]
+
+
+@pytest.mark.slow
+def test_a_dropped_channel_reports_no_time_tick_past_its_dropping_pack(monkeypatch):
+    """Go's writeNode reports a pack's end timestamp to the time-tick sender only for a pack it buffered; once
+    the ddNode is in drop mode no pack reaches it, so DataCoord hears nothing of the channel past the pack
+    that carried the DropCollection."""
+    reported: dict[str, list[int]] = {}
+    handle = DataCoordNode.handle_report_tt
+
+    def recording(self, node_id, node_name, ticks):
+        for ch, ts in ticks:
+            reported.setdefault(ch, []).append(ts)
+        return handle(self, node_id, node_name, ticks)
+
+    monkeypatch.setattr(DataCoordNode, "handle_report_tt", recording)
+    ev = milvus_edu.simulate("flush-drop-collection", seed=1).events
+    drops = ev[ev.kind == "datanode.drop"]
+    assert len(drops) >= 1
+    for vchannel, drop_ts in zip(drops.vchannel, drops.ts):
+        assert reported[vchannel] and max(reported[vchannel]) == drop_ts
 
 
 @pytest.mark.slow

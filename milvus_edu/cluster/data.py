@@ -27,6 +27,14 @@ Simplification: after a DropCollection's drop syncs the DataNode does not call `
 DataCoord neither marks the channel checkpoint dropped nor releases the channel; the flowgraph stays in drop mode.
 Simplification: the object store's latency is one draw per ``MultiWrite``; a failed write fails the
 whole batch (Go retries the batch as a whole too).
+Simplification: a sync's ``prefetchIDs`` is an ``AllocID`` RPC to rootcoord for just the ids it needs, from one
+counter for the cluster; Go's DataNode ``IDAllocator`` fetches 200,000 ids per RPC (``idCountPerRPC``) and
+serves a sync from that block, so its log ids come in per-node blocks and a sync rarely waits for rootcoord.
+Simplification: a channel watch reads its segments' pk stats logs (``initMetaCache``) in no simulated time
+and never fails to (Go's ``MultiRead`` waits for the object store and fails the watch on an error).
+Simplification: the checkpoint updater's RPC deadline (``updateChannelCheckpointRPCTimeout``, 20 s) is not
+enforced: an update sent to a paused DataCoord waits for it to resume (Go's fails after 20 s; its tasks stay
+and go out with the next tick).
 """
 
 from __future__ import annotations
@@ -38,9 +46,9 @@ from ..config import MS, DataNodeParams
 from ..datacoord import Catalog, Server
 from ..datanode.checkpoint_updater import ChannelCheckpointUpdater
 from ..datanode.metacache import MetaCache
-from ..datanode.pipeline import DataSyncService
+from ..datanode.pipeline import DataSyncService, init_meta_cache
 from ..datanode.syncmgr.meta_writer import BrokerMetaWriter
-from ..datanode.syncmgr.storage_serializer import StorageSerializer
+from ..datanode.syncmgr.storage_serializer import StorageSerializer, load_stats
 from ..datanode.syncmgr.sync_manager import SyncManager
 from ..datanode.syncmgr.task import SyncTask
 from ..effects import (AllocIDs, AllocTimestamp, Call, FlushChannels, Parallel, SaveBinlogPaths, Sleep,
@@ -50,16 +58,31 @@ from ..merr import MilvusError
 from ..mq import Broker
 from ..mq.names import to_physical_channel
 from ..proto import MsgType, SegmentLevel
+from ..sessionutil import retry_do_sleeps
 from ..sim.kernel import NodeClock, RPCError, Simulation
 from ..storage.binlog import get_log_id_from_binlog_path
 from .consumer import STOP, PackConsumer
 from .node import Node
 
 DATACOORD = "datacoord-1"
+#: ``retry.Do``'s default attempts, which ``TimeTickSender.sendReport`` uses (``NewTimeTickSender`` gets no option).
+REPORT_TIME_TICK_ATTEMPTS = 10
 #: The sync policies whose choices get a ``datanode.sync_policy`` event: the stale buffer's (``syncPeriod``, 600 s
 #: of message time) and the memory check's, which no run with Milvus's defaults and a short workload reaches.
 RARE_SYNC_POLICIES = ("buffer stale", "oldest buffers")
 DATACOORD_SERVER_ID = 2
+
+
+def next_grid_tick(taken_ms: float, period_ms: float, now_ms: float) -> float:
+    """When a ``time.Ticker`` of ``period_ms`` delivers next, its tick due at ``taken_ms`` having been taken at
+    ``now_ms``: the first point of its grid after ``now_ms``, as the ticks that fell due while one was waiting
+    were dropped (``taken_ms + period_ms`` when the tick was taken on time)."""
+    if period_ms <= 0:
+        raise ValueError(f"a ticker's period must be positive, got {period_ms} ms")
+    nxt = taken_ms + period_ms
+    while nxt <= now_ms:
+        nxt += period_ms
+    return nxt
 
 
 class IdAllocator:
@@ -400,7 +423,9 @@ class DataNodeNode(PackConsumer, Node):
             return
         if self._crashed_at_step("watch"):
             return
-        metacache = MetaCache(collection_id, vchannel, flushed=flushed, unflushed=unflushed)
+        metacache = init_meta_cache(collection_id, vchannel, self.params,
+                                    partial(load_stats, self.store.read, root_path=self.store.root_path),
+                                    flushed=flushed, unflushed=unflushed)
         service = DataSyncService(
             collection_id, vchannel, _Notifying(self, vchannel), self.updater, self.params, self.clock.now_ms,
             flushed=flushed, unflushed=unflushed, dropped_segment_ids=vinfo.dropped_segment_ids,
@@ -450,8 +475,8 @@ class DataNodeNode(PackConsumer, Node):
                      msg_id=end.msg_id if end is not None else None, count=sum(per_segment.values()),
                      detail={"segments": {str(k): v for k, v in sorted(per_segment.items())},
                              "deletes": sum(m.num_rows() for m in deletes)})
-        if end is not None:
-            self.latest_ts[vchannel] = pack.end_ts
+        if result.written:  # the writeNode's ``timetickSender.Update`` with the end position's timestamp
+            self.latest_ts[vchannel] = end.timestamp
         sub = result.submission
         if sub is not None and sub.position is not None:
             rec.emit("datanode.checkpoint", self.name, vchannel=vchannel, ts=sub.position.timestamp,
@@ -545,7 +570,13 @@ class DataNodeNode(PackConsumer, Node):
             self.notify.succeed()
 
     def _updater_loop(self):
-        """``ChannelCheckpointUpdater.Start``: the 10 s tick sends every task, a notification the flush tasks."""
+        """``ChannelCheckpointUpdater.Start``: the 10 s tick sends every task, a notification the flush tasks.
+
+        The ticker is Go's ``time.Ticker``: it ticks on a fixed grid and holds at most one tick the loop has
+        not taken, dropping the others. So after an update that outlasted the period (an RPC waiting on a
+        paused DataCoord) one tick is taken at once and the next comes at the grid's next point, not one
+        round per missed tick.
+        """
         env = self.sim.env
         period = self.params.channel_checkpoint_update_tick_ns / MS
         next_tick = env.now + period
@@ -556,7 +587,7 @@ class DataNodeNode(PackConsumer, Node):
                 self.notify = env.event()
                 yield from self.updater.update_checkpoints(self.updater.take_flush_tasks())
             else:
-                next_tick += period
+                next_tick = next_grid_tick(next_tick, period, env.now)
                 yield from self.updater.execute()
 
     def _perform_update_channel_checkpoints(self, effect: UpdateChannelCheckpoints):
@@ -593,7 +624,18 @@ class DataNodeNode(PackConsumer, Node):
     # ------------------------------------------------------------------------------ background loops
 
     def _tt_sender_loop(self):
-        """``TimeTickSender``: every 500 ms, the channels whose ts moved go to DataCoord."""
+        """``TimeTickSender.work``: every ``dataNode.timetick.interval`` (500 ms), ``sendReport``: every channel
+        whose writeNode buffered a pack since the last report that got through goes to DataCoord with the end
+        timestamp of its latest pack, under ``retry.Do`` (10 attempts, 200 ms first back-off doubling to 3 s, a
+        back-off after the last failure too). A report that still fails is only logged; its channels go again
+        with the next one.
+
+        Simplification: the next report waits a full interval after the previous one ended, where Go's
+        ``time.Ticker`` keeps to its grid (one missed tick held, the rest dropped), so here reports drift by
+        each report's round trip (about 1 ms in 500).
+        Simplification: with no channel to report the RPC is not sent (Go sends an empty
+        ``ReportDataNodeTtMsgs``, which DataCoord answers without doing anything).
+        """
         env = self.sim.env
         period = self.params.timetick_interval_ns / MS
         dc = self.datacoord
@@ -602,12 +644,15 @@ class DataNodeNode(PackConsumer, Node):
             ticks = [(ch, ts) for ch, ts in sorted(self.latest_ts.items()) if self.sent_ts.get(ch) != ts]
             if not ticks:
                 continue
-            try:
-                yield Call(dc.name, partial(dc.handle_report_tt, self.server_id, self.name, ticks))
-            except RPCError:
-                continue  # retried with the next report
-            for ch, ts in ticks:
-                self.sent_ts[ch] = ts
+            for sleep_ns in retry_do_sleeps(REPORT_TIME_TICK_ATTEMPTS):
+                try:
+                    yield Call(dc.name, partial(dc.handle_report_tt, self.server_id, self.name, ticks))
+                except RPCError:
+                    yield env.timeout(sleep_ns / MS)
+                    continue
+                for ch, ts in ticks:
+                    self.sent_ts[ch] = ts
+                break
 
     def _memory_loop(self):
         """The buffer manager's memory check every ``dataNode.memory.checkInterval``."""

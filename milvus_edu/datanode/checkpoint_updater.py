@@ -19,6 +19,8 @@ Simplification: ``Start``/``Close`` and the ticker are the simulator's; ``notify
 the :attr:`notify_pending` flag.
 Simplification: Go ranges over the task map (random order); here tasks go out by channel name.
 Simplification: Go reads the parameters on every call (they can change at run time); here once.
+Simplification: a wave's callbacks run once every RPC of the wave is back, group by group in order; Go's
+goroutine of a group runs its callbacks as soon as its own RPC succeeded.
 """
 
 from __future__ import annotations

@@ -6,6 +6,7 @@ flow_graph_time_tick_node.go, data_sync_service.go}`` of Milvus 2.5. A pack from
 through the four nodes in one call (:meth:`DataSyncService.operate`), as the flowgraph passes one
 message per node per tick; what the nodes ask of the outside (syncs to run, checkpoint tasks) comes
 back as return values and calls on the injected buffer manager and checkpoint updater.
+:func:`init_meta_cache` is ``initMetaCache``, which builds the channel's metacache before the nodes.
 
 The lesson is in two places:
 
@@ -34,6 +35,7 @@ from ..merr import ChannelNotFoundError
 from ..mq.msg import DeleteMsg, InsertMsg, MsgPack
 from ..proto import MsgPosition, MsgType, SegmentInfo
 from ..tsoutil import physical_time
+from .metacache import MetaCache
 from .syncmgr.pack import SyncPack
 
 #: ``time.Time{}`` as milliseconds: so long ago that the first pack always submits a checkpoint.
@@ -350,6 +352,30 @@ class TTNode:
         return CheckpointSubmission(position, flush, periodic)
 
 
+def init_meta_cache(
+    collection_id: int,
+    vchannel: str,
+    params: DataNodeParams,
+    load_pk_stats: Callable[[SegmentInfo], Iterable],
+    *,
+    flushed: Iterable[SegmentInfo] = (),
+    unflushed: Iterable[SegmentInfo] = (),
+) -> MetaCache:
+    """``initMetaCache``: the metacache of a vchannel being watched, with its segments' pk statistics.
+
+    The statistics of the unflushed segments are always loaded (the merged stats log a later flush writes
+    covers the whole segment); those of the flushed ones only when ``dataNode.skip.BFStatsLoad`` is off,
+    because only then do deletes consult them. ``load_pk_stats`` is ``compaction.LoadStats`` over the
+    object store (:func:`~milvus_edu.datanode.syncmgr.storage_serializer.load_stats`).
+    """
+    flushed, unflushed = tuple(flushed), tuple(unflushed)
+    wanted = {s.id for s in unflushed}
+    if not params.skip_bf_stats_load:
+        wanted.update(s.id for s in flushed)
+    return MetaCache(collection_id, vchannel, flushed=flushed, unflushed=unflushed,
+                     pk_stats=lambda info: load_pk_stats(info) if info.id in wanted else ())
+
+
 @dataclass
 class OperateResult:
     """What one pack did to a channel's flowgraph: syncs to run, inserts filtered, checkpoint submitted."""
@@ -358,6 +384,9 @@ class OperateResult:
     filtered: list[InsertMsg] = field(default_factory=list)
     submission: CheckpointSubmission | None = None
     skipped: bool = False
+    written: bool = False
+    """The writeNode buffered the pack (``BufferData``), so Go's writeNode reports its end timestamp to the
+    time-tick sender; not for a pack skipped, dropped in drop mode or without positions, nor a close."""
 
 
 class DataSyncService:
@@ -406,5 +435,6 @@ class DataSyncService:
         result.sync_packs = packs
         if fg is None:
             return result
+        result.written = not fg.is_close
         result.submission = self.tt_node.operate(fg)
         return result

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
@@ -48,7 +48,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ...merr import wrap_err_parameter_invalid_msg, wrap_err_segment_not_found
-from ...proto import SegmentLevel
+from ...proto import SegmentInfo as SegmentInfoPB, SegmentLevel
+from ...storage.binlog import COMPOUND_STATS_TYPE, DEFAULT_ROOT_PATH, STATS_BINLOG, decompress_bin_log
 from ..metacache import MetaCache, roll_stats, with_segment_ids
 from .pack import META_FIELD_ID, PK_FIELD_ID, TIMESTAMP_FIELD_ID, SyncPack
 
@@ -289,8 +290,32 @@ def read_stats_log(source: bytes | str | os.PathLike, name: str | None = None) -
     return _read(source, KIND_STATS, name)
 
 
+def load_stats(read: Callable[[str], bytes], segment: SegmentInfoPB, pk_field_id: int = PK_FIELD_ID,
+               root_path: str = DEFAULT_ROOT_PATH) -> frozenset:
+    """``compaction.LoadStats``: the primary keys a segment's pk stats logs hold, read with ``read(key)``.
+
+    Only the pk field's stats logs count. When the merged log (log id 1, ``CompoundStatsType``) is among them
+    it alone is read; otherwise every per-batch log is. No stats log gives no keys (Go: a new, empty filter).
+    DataCoord's records hold log ids only, so the paths are rebuilt under ``root_path`` first.
+    """
+    ids = (segment.collection_id, segment.partition_id, segment.id)
+    paths: list[str] = []
+    for field_binlog in decompress_bin_log(STATS_BINLOG, *ids, segment.statslogs, root_path=root_path):
+        if field_binlog.field_id != pk_field_id:
+            continue
+        for binlog in field_binlog.binlogs:
+            if binlog.log_path.rsplit("/", 1)[-1] == str(COMPOUND_STATS_TYPE):
+                paths = [binlog.log_path]
+                break
+            paths.append(binlog.log_path)
+    pks: set = set()
+    for path in paths:
+        pks.update(read_stats_log(read(path), name=path).columns[PK_COLUMN])
+    return frozenset(pks)
+
+
 __all__ = [
     "BINLOG_MARKER_KEY", "BINLOG_VERSION", "KIND_INSERT", "KIND_DELTA", "KIND_STATS", "TIMESTAMP_COLUMN",
     "PK_COLUMN", "TS_COLUMN", "META_COLUMN", "BinlogError", "Blob", "EncodedBuffer", "ParquetBinlog", "StorageSerializer",
-    "read_insert_binlog", "read_delta_log", "read_stats_log",
+    "read_insert_binlog", "read_delta_log", "read_stats_log", "load_stats",
 ]

@@ -18,6 +18,9 @@ task observer, no streaming-service mode, no BM25 statistics, no schema.
 Simplification: the RPCs ``NotifyDropPartition`` (before :meth:`~WriteBuffer.drop_partitions`) and
 ``DropVirtualChannel`` (after the drop syncs of :meth:`~WriteBuffer.close`) are the caller's; Go panics
 when either fails.
+Simplification: :meth:`WriteBuffer.evict_buffer` returns the packs it cut and waits for nothing; Go's
+``EvictBuffer`` waits for their syncs (``conc.AwaitAll``) holding the write buffer's lock, so the channel's
+``BufferData`` (its writeNode) and the memory check that asked wait until they end.
 Simplification: the L0 segment id comes from an injected ``alloc_segment_id`` (Go: ``idAllocator.AllocOne``
 with retry, panicking on failure).
 Simplification: with ``skip_bf_stats_load=False`` the bloom filters are exact pk sets (metacache
