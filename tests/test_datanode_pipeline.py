@@ -420,7 +420,7 @@ def _record(segment_id: int, state: str) -> SegmentInfo:
 def test_init_meta_cache_loads_unflushed_stats_always_and_flushed_ones_only_without_skip(
         skip_bf_stats_load, flushed_loaded):
     """``initMetaCache``: growing segments' pk stats are always loaded; flushed ones' only when
-    ``dataNode.skip.BFStatsLoad`` is off. Unflushed segments come back Growing."""
+    ``dataNode.skip.BFStats.Load`` is off. Unflushed segments come back Growing."""
     asked = []
 
     def load(info):

@@ -463,7 +463,7 @@ def test_close_without_drop_abandons_and_with_drop_cuts_drop_packs():
 
 
 def test_bloom_filter_path_keeps_only_deletes_that_may_hit():
-    """``dispatchDeleteMsgs`` (``skip.BFStatsLoad=false``): a delete is kept if a segment of its
+    """``dispatchDeleteMsgs`` (``dataNode.skip.BFStats.Load=false``): a delete is kept if a segment of its
     partition holds the key, or this pack inserted it at an *earlier* timestamp."""
     cache = MetaCache(COLLECTION_ID, CHANNEL, flushed=[
         SegmentInfoPB(id=1, collection_id=COLLECTION_ID, partition_id=1, insert_channel=CHANNEL,

@@ -16,7 +16,6 @@ import pytest
 
 import milvus_edu
 from milvus_edu.cluster.data import DataCoordNode
-from milvus_edu.mechanisms.flush.check import FlushChecker
 from milvus_edu.sim.kernel import Simulation
 
 SMALL = {"inserts_per_s": 40.0, "deletes_per_s": 2.0, "workload_s": 6.0}
@@ -85,7 +84,7 @@ def test_crash_recovery_filters_flushed_rows_and_loses_nothing():
 
 @pytest.mark.slow
 def test_a_restart_with_bloom_filters_on_reloads_them_and_keeps_every_delete():
-    """With ``dataNode.skip.BFStatsLoad`` off, a delete is buffered only if a segment's pk statistics may hold
+    """With ``dataNode.skip.BFStats.Load`` off, a delete is buffered only if a segment's pk statistics may hold
     its key. A restarted DataNode reloads them from the segments' stats logs (``initMetaCache``); without
     that, deletes of rows flushed or synced before the crash were filtered out and lost."""
     run = milvus_edu.simulate("datanode-crash-recovery", seed=1, params={"datanode.skip_bf_stats_load": False})

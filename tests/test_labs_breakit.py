@@ -45,7 +45,7 @@ def test_every_switch_has_a_section_with_both_self_checks_and_its_rule_named(lab
     sections = _sections(lab)
     assert set(sections) == set(BugSwitches.names()), "every bug switch needs a `### n.m `switch`` section in lab 8"
     for switch, text in sections.items():
-        assert f'check_prediction(answer_' in text and f', "{switch}")' in text, switch
+        assert 'check_prediction(answer_' in text and f', "{switch}")' in text, switch
         assert re.search(rf'check_go_rule\(answer_\d+, "{switch}"\)', text), switch
         rule = RULES[switch]
         assert rule.file.split(" ")[0] in text and rule.function.split(" ")[0] in text, \

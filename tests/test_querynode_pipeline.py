@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from milvus_edu.mq.msg import CreateCollectionMsg, DeleteMsg, InsertMsg, MsgPack, TimeTickMsg
 from milvus_edu.proto import MsgType
-from milvus_edu.querynode import (DeleteNode, ExcludedSegments, FilterNode, GrowingSegment, InsertNode, PackResult,
+from milvus_edu.querynode import (DeleteNode, ExcludedSegments, GrowingSegment, InsertNode, PackResult,
                                   Pipeline, Row, ShardDelegator, TimeRange)
 from milvus_edu.querynode.pipeline import InsertNodeMsg
 from milvus_edu.tsoutil import compose_ts

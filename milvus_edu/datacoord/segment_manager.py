@@ -10,7 +10,7 @@ What Milvus's segment allocation does that this does not (one line each for the 
 * Simplification: no size limit - Go estimates a segment's max rows from the schema and
   ``dataCoord.segment.maxSize`` and opens a new segment when the request does not fit.
 * Simplification: allocations are reduced to their expiry - each ``assign_segment_id`` stamps the segment's
-  ``LastExpireTime`` (DataCoord's clock + ``segAssignmentExpiration`` 2 s, where Go asks the TSO), which
+  ``LastExpireTime`` (DataCoord's clock + ``dataCoord.segment.assignmentExpiration``, 2 s, where Go asks the TSO), which
   ``flushPolicyL1`` waits for; the granted rows are not counted against a capacity (there is none).
 * Simplification: no seal policies - Go seals by size, lifetime, idle time, binlog count and per
   channel (``tryToSealSegment`` on every DataNode time tick); here only ``Flush`` seals.
@@ -96,7 +96,7 @@ class SegmentManager:
         return chosen
 
     def _gen_expire_ts(self) -> int:
-        """``genExpireTs``: now plus ``segAssignmentExpiration`` as a hybrid ts (logical 0: Go keeps the TSO's)."""
+        """``genExpireTs``: now plus ``dataCoord.segment.assignmentExpiration`` as a hybrid ts (logical 0: Go keeps the TSO's)."""
         return compose_ts((self.meta.now_ns() + self.seg_assignment_expiration_ns) // 1_000_000, 0)
 
     def last_expire_time(self, segment_id: int) -> int:

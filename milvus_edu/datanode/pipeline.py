@@ -364,7 +364,7 @@ def init_meta_cache(
     """``initMetaCache``: the metacache of a vchannel being watched, with its segments' pk statistics.
 
     The statistics of the unflushed segments are always loaded (the merged stats log a later flush writes
-    covers the whole segment); those of the flushed ones only when ``dataNode.skip.BFStatsLoad`` is off,
+    covers the whole segment); those of the flushed ones only when ``dataNode.skip.BFStats.Load`` is off,
     because only then do deletes consult them. ``load_pk_stats`` is ``compaction.LoadStats`` over the
     object store (:func:`~milvus_edu.datanode.syncmgr.storage_serializer.load_stats`).
     """

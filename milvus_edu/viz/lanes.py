@@ -33,7 +33,6 @@ import re
 import numpy as np
 import pandas as pd
 from matplotlib.lines import Line2D
-from matplotlib.ticker import FuncFormatter
 
 from ..narrate import detail_dict
 from ..registry import Mark, marks

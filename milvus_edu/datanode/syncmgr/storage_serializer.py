@@ -33,7 +33,7 @@ Simplification: a delete pack with no rows gives a zero-row Parquet delta log, w
 empty object.
 Simplification: a delta log's memory size is computed from the rows (8 bytes per int64, string length
 + 16) rather than taken from the uncompressed bytes the Go writer counted.
-Simplification: no BM25 stats, no storage v2 (``storageV2Serializer``), no metrics.
+Simplification: no BM25 stats, no storage v2 (2.4's ``storageV2Serializer``, gone from 2.5), no metrics.
 """
 
 from __future__ import annotations

@@ -267,7 +267,7 @@ class WriteBuffer:
 
         1. inserts, grouped by segment: create the segment if new, buffer, update its buffered rows and
            start position (``SetStartPositionIfNil``);
-        2. deletes: to the partition's L0 segment, all of them (``dataNode.skip.BFStatsLoad``, the
+        2. deletes: to the partition's L0 segment, all of them (``dataNode.skip.BFStats.Load``, the
            default) or only those whose key may be in a segment of the partition (then the inserted keys
            join the segments' pk statistics);
         3. ``checkpoint = end_pos``;
@@ -451,7 +451,7 @@ class WriteBuffer:
         """The callback ``syncSegments`` (and ``Close``) give ``SyncData``: the outcome of one pack.
 
         Success: the pack's syncing candidate is removed (the checkpoint may move past its rows), and a
-        flushed segment leaves the metacache (``dataNode.skip.BFStatsLoad``: its pk statistics are not
+        flushed segment leaves the metacache (``dataNode.skip.BFStats.Load``: its pk statistics are not
         kept). ``Close``'s own callback skips the removal, but its packs are drops, whose task already
         removed the segment, so one callback serves both.
 

@@ -70,7 +70,6 @@ class TSOPanel:
         # the latest event that set each value; the few session events are walked one by one.
         ix = self.index
         c = ix.cols
-        n = ix.n
         kinds = np.asarray(ix.kinds, dtype=object)
         node = np.asarray([str(x) for x in c["node"]], dtype=object)
         clock, has_clock = _ints(c["clock_ms"])
