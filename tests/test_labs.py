@@ -242,6 +242,7 @@ def test_max_per_second_none_waits():
     (2**18 * 20, ["Off by one", "logical 0"]),
     (MAX * 1000, ["every millisecond", "design documents", "Only tsLoop"]),
     (2**18 * 1000, ["every millisecond"]),
+    (3 * 1000 * 2**18, ["whole 3 s window", "per second", "only tsLoop"]),
     (MAX, ["one physical value's worth"]),
     (2**17 * 20, ["maxLogical/2 rule", "does not stop"]),
     (4_000_000, ["batches of 100,000", "whatever the batch size"]),

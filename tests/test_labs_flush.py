@@ -42,6 +42,9 @@ def test_segment_rows_adds_every_sync_of_the_primary_key_field(basics):
     assert not one.ok and "one file" in one.message
     every = sum(len(pd.read_parquet(f)) for f in (folder / "objects/a-bucket/files/insert_log").glob(f"*/*/{seg}/*/*"))
     assert "every field" in check_segment_rows(every, folder, seg).message
+    whole_run = sum(len(pd.read_parquet(f)) for f in (folder / "objects/a-bucket/files/insert_log").glob("*/*/*/100/*"))
+    assert whole_run > sum(sizes) and "every segment" in check_segment_rows(whole_run, folder, seg).message
+    assert "number of files" in check_segment_rows(len(files), folder, seg).message
     assert not check_segment_rows(None, folder, seg).answered
     assert "float" in check_segment_rows(float(sum(sizes)), folder, seg).message
 

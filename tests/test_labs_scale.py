@@ -47,3 +47,13 @@ def test_latency_growth_within_a_millisecond():
     assert "pandas" in str(check_latency_growth(LATENCY.p50_latency_ms, LATENCY, low=0, high=0.6))
     assert "no row" in str(check_latency_growth(1.0, LATENCY, low=0, high=0.9))
     assert not check_latency_growth(None, LATENCY, low=0, high=0.6).answered
+
+
+def test_latency_growth_names_the_column_when_another_statistic_is_given():
+    table = LATENCY.assign(mean_latency_ms=[2507.9, 2758.6, 4764.4], max_latency_ms=[2508.6, 3009.4, 8025.0])
+    for column in ("mean_latency_ms", "max_latency_ms"):
+        other = float(table[column].iloc[2] - table[column].iloc[0])
+        feedback = check_latency_growth(other, table, low=0, high=0.6)
+        assert not feedback and f"`{column}` grew" in str(feedback) and "`p50_latency_ms`" in str(feedback)
+    assert check_latency_growth(4010.8 - 2507.8, table, low=0, high=0.6)
+    assert "grew" not in str(check_latency_growth(1.0, table, low=0, high=0.6))

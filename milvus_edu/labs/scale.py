@@ -113,5 +113,13 @@ def check_latency_growth(answer, table: pd.DataFrame, low: float, high: float, v
         return wrong("The sign is reversed: subtract the latency at the low rate from the one at the high rate.")
     if abs(given - growth / 1000) <= 0.01:
         return wrong("That is in seconds; the table's latency_ms is in milliseconds.")
+    # the growth of another statistic of the same table (the mean, the maximum ...): name the column asked for
+    suffix = value.split("_", 1)[-1]
+    for column in table.columns:
+        if column != value and column.endswith("_" + suffix):
+            other = table.set_index(table[rate].astype(float))[column]
+            if float(low) in other.index and float(high) in other.index and \
+                    abs(given - (float(other[float(high)]) - float(other[float(low)]))) <= 1.0:
+                return wrong(f"That is how much `{column}` grew; the exercise asks about `{value}`.")
     return wrong(f"Not quite. Take `{value}` at {rate} = {high:g} and subtract the one at {low:g}.")
 

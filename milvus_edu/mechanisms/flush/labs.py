@@ -32,8 +32,9 @@ def check_segment_rows(answer, run_dir, segment: int) -> Feedback:
         files = segment_binlogs(run_dir, segment)
         sizes = [len(pd.read_parquet(f)) for f in files]
         want = sum(sizes)
-        every_field = sum(len(pd.read_parquet(f)) for f in Path(run_dir, "objects", "a-bucket", "files", "insert_log")
-                          .glob(f"*/*/{segment}/*/*"))
+        insert_log = Path(run_dir, "objects", "a-bucket", "files", "insert_log")
+        every_field = sum(len(pd.read_parquet(f)) for f in insert_log.glob(f"*/*/{segment}/*/*"))
+        every_segment = sum(len(pd.read_parquet(f)) for f in insert_log.glob(f"*/*/*/{PK_FIELD}/*"))
         if value == want:
             return right(f"Right: {len(files)} binlog file(s) of field {PK_FIELD}, {want:,} rows. Each sync of the "
                          f"segment wrote one more file; together they are the segment.")
@@ -43,6 +44,12 @@ def check_segment_rows(answer, run_dir, segment: int) -> Feedback:
         if value == every_field and every_field != want:
             return wrong("That counts the binlogs of every field. Each field (the primary key, the timestamps, ...) "
                          f"has its own files with the same rows; count one field's, {PK_FIELD}.")
+        if value == every_segment and every_segment != want:
+            return wrong(f"That counts every segment's binlogs: the rows of the whole run. Keep only segment "
+                         f"{segment}'s folder, .../{segment}/{PK_FIELD}/.")
+        if value == len(files) and len(files) != want:
+            return wrong("That is the number of files (one per sync of the segment). The question is how many "
+                         "rows they hold: read each with pandas.read_parquet and add up their lengths.")
         return wrong(f"{value:,} is not it. Read every file in the segment's insert_log/.../{segment}/{PK_FIELD}/ "
                      "folder with pandas.read_parquet and add up their lengths.")
 

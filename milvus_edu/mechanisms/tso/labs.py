@@ -217,6 +217,10 @@ def check_max_per_second(answer, tick_ms: int = 50) -> Feedback:
             return wrong("That counts a new physical value every millisecond, as the design documents' "
                          "3 x 1000 x 2^18 per 3 s window does. Only tsLoop moves the physical part on, once every "
                          f"{tick_ms} ms: look at the tsLoop lines of the run.")
+        if value in (3 * per_value * 1000, 3 * (1 << LOGICAL_BITS) * 1000):
+            return wrong("That is the design documents' count for a whole 3 s window, and it takes a new physical "
+                         "value every millisecond. The question is per second; and only tsLoop moves the physical "
+                         f"part on, once every {tick_ms} ms.")
         if value in (per_value, 1 << LOGICAL_BITS):
             return wrong(f"That is one physical value's worth. How many physical values does tsLoop hand out in "
                          f"one second, running every {tick_ms} ms?")
