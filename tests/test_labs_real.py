@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 
-from milvus_edu.events import rows_to_frame
+from milvus_edu.events import SIM_EPOCH_MS, rows_to_frame
 from milvus_edu.labs.real import check_sampled_tick, check_session_guarantee
 
 CLOCK, LAG = 1_764_000_000_123, 37  # a sample's wall clock (ms) and the lag its gauge held
@@ -45,7 +45,8 @@ def _session_events(guarantee=(200 << 18)):
                  {"node": "Client1", "kind": "client.insert", "ts": 200 << 18},
                  {"node": "Client1", "kind": "client.delete", "ts": 0},
                  {"node": "Client1", "kind": "client.read_start", "request": 7, "level": "Session",
-                  "guarantee_ts": guarantee})
+                  "guarantee_ts": guarantee},
+                 {"node": "Client1", "kind": "client.insert", "ts": 400 << 18})
 
 
 def test_the_session_check_accepts_the_last_insert_and_names_each_usual_mistake():
@@ -55,6 +56,9 @@ def test_the_session_check_accepts_the_last_insert_and_names_each_usual_mistake(
     assert "not its last one" in check_session_guarantee(100 << 18, events, 7).message
     other = check_session_guarantee(300 << 18, events, 7)  # another client's insert
     assert not other.ok and "Client1's `client.insert` rows" in other.message
+    assert "came after the read" in check_session_guarantee(400 << 18, events, 7).message
+    model = check_session_guarantee((SIM_EPOCH_MS + 1_500) << 18, events, 7)  # a model run's timestamp
+    assert not model.ok and "model's clock" in model.message and "session.real_events" in model.message
 
 
 def test_the_session_check_given_no_such_read_says_to_run_the_cells_again():

@@ -19,7 +19,7 @@ from milvus_edu.events import load_run
 from milvus_edu.mechanisms.query.levels import reads
 from milvus_edu.querynode.expr import parse_filter
 from milvus_edu.real import RealMilvus, RealMilvusError
-from milvus_edu.real.compare import compare, line_up
+from milvus_edu.real.compare import REPORT_WIDTH, Comparison, compare, line_up, report
 from milvus_edu.real.server import pid_alive, process_tree
 from milvus_edu.real.workload import WorkloadError, key_types, read_filter, run_workload
 from milvus_edu.client.workload import parse_steps
@@ -267,6 +267,19 @@ def test_strong_comparison_sets_aside_only_writes_ordered_differently():
     assert table["level"].iloc[0] == "Strong" and not table["agree"].iloc[0]
     assert "not compared" not in table["note"].iloc[0]
     assert bool(_two_sides(900.0, [])["agree"].iloc[0])
+
+
+def test_the_report_fits_a_laptop_wide_notebook_with_each_note_under_its_step():
+    # Long answers and a set-aside note: no line wider than a notebook shows at 1280 px, cuts marked "…".
+    table = _two_sides(1100.0, [f"key-{i}" for i in range(12)])
+    server = {"version": "2.3.5", "start_s": 3.0, "rss_mb_at_start": 150}
+    lines = report(Comparison(table, table.iloc[0:0], table.iloc[0:0], server))
+    assert max(map(len, lines)) <= REPORT_WIDTH
+    read = next(i for i, line in enumerate(lines) if line.startswith("0 "))
+    assert "…" in lines[read] and "query" in lines[read] and "Strong" in lines[read]
+    assert lines[read + 1].startswith("     Strong ") and "not compared:" in lines[read + 1]
+    insert = next(i for i, line in enumerate(lines) if line.startswith("1 "))
+    assert "insert" in lines[insert] and all(line.startswith("     ") for line in lines[read + 1:insert])
 
 
 def test_real_run_shows_time_ticks_syncs_and_tsafe_in_the_stepper(server, tmp_path):

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import pandas as pd
 
+from ..events import SIM_EPOCH_MS
 from ..narrate import detail_dict
+from ..tsoutil import LOGICAL_BITS
 from ..client.workload import OPS, READ_OPS
 from .feedback import judge_integer, name_answer, right, shown, wrong
 
+#: A timestamp whose physical part is within this of the model's clock zero is from a model run, not the server.
+DAY_MS = 86_400_000
 #: The calls a workload makes that could return a timestamp (every op but the DDL ones).
 CALLS = tuple(op for op in OPS if not op.endswith("_collection"))
 
@@ -26,8 +30,9 @@ def check_sampled_tick(answer, events: pd.DataFrame, seq: int):
     def judge(value: int):
         if value == expected:
             return right(f"{value} = ({clock} - {lag}) << 18: the physical part is the sample's wall clock "
-                         "minus the lag the gauge held, and the logical part is 0 (a gauge in ms cannot say it). The real tick was set up to one sampling period before the sample, "
-                         "so its timestamp may be that much smaller.")
+                         "minus the lag the gauge held, and the logical part is 0 (a gauge in ms cannot say "
+                         "it). The gauge was set up to one sampling period before the sample, so the real "
+                         "tick's timestamp may be up to that much smaller.")
         if value == clock - lag:
             return wrong(f"{value} is the physical part in ms; a hybrid timestamp puts it above 18 logical bits: "
                          "shift it left by 18.")
@@ -75,6 +80,9 @@ def check_session_guarantee(answer, real_events: pd.DataFrame, request: int):
     mine = real_events[(real_events["node"] == client) & (real_events["seq"] < read["seq"])]
     inserts = mine[mine["kind"] == "client.insert"]
     insert_ts = {int(t) for t in inserts["ts"].dropna()}
+    later = real_events[(real_events["node"] == client) & (real_events["seq"] > read["seq"])
+                        & (real_events["kind"] == "client.insert")]
+    later_ts = {int(t) for t in later["ts"].dropna()}
 
     def judge(value: int):
         if value == expected:
@@ -87,6 +95,12 @@ def check_session_guarantee(answer, real_events: pd.DataFrame, request: int):
                          "collection, and 0 never replaces anything.")
         if value in insert_ts:
             return wrong("That is an insert of this client, but not its last one before the read.")
+        if value in later_ts:
+            return wrong("That insert came after the read: pymilvus can only send a timestamp it has "
+                         "already been given.")
+        if abs((value >> LOGICAL_BITS) - SIM_EPOCH_MS) < DAY_MS:
+            return wrong("That timestamp is from the model's clock (its runs start on 1 January 2026); "
+                         "take it from `session.real_events`, the real server's run.")
         return wrong(f"Look at the `guarantee_ts` of the read's `client.read_start` row, and at the `ts` of "
                      f"{client}'s `client.insert` rows before it.")
 

@@ -20,6 +20,7 @@ a kind is its n-th step of that kind. The real run tags each event with its step
 
 from __future__ import annotations
 
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -233,26 +234,43 @@ def compare(steps=(), server: RealMilvus | None = None, seed: int = 1, params: d
     return Comparison(table, model.events, real.events, real.server, real.out_dir)
 
 
+#: Characters of one line of :func:`report`: what a notebook shows whole at 1280 px (the lab's own code lines are
+#: held to 95, and an output line wider than about 105 wraps), so a row never breaks in the middle.
+REPORT_WIDTH = 100
+#: How the call column names the DDL ops (the others fit as they are).
+_CALL_NAMES = {"create_collection": "create", "drop_collection": "drop"}
+
+
+def _cut(text: str, width: int) -> str:
+    """``text`` in at most ``width`` characters, with an ellipsis where it was cut."""
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
 def report(result: Comparison) -> list[str]:
-    """The comparison in words: one line per step, both sides and both timings, then the verdict."""
+    """The comparison in words: one line per step, both sides and both timings, the step's note on an indented
+    line under it, then the verdict; no line is longer than :data:`REPORT_WIDTH`."""
     s = result.server
     head = (f"the model (Milvus 2.5, simulated) beside a real Milvus {s.get('version')} (started in "
             f"{s.get('start_s', 0):.1f} s, {s.get('rss_mb_at_start', 0):.0f} MiB resident)" if s else
             "the model (Milvus 2.5, simulated); the real server did not run")
-    lines = [head,
-             f"{'step':<5}{'label':<13}{'client':<9}{'call':<9}{'level':<11}{'model':<24}{'ms':>8}  "
-             f"{'real':<24}{'ms':>8}  note"]
+    lines = textwrap.wrap(head, REPORT_WIDTH)
+    lines.append(f"{'step':<5}{'label':<13}{'client':<9}{'call':<8}{'level':<11}{'model':<18}{'ms':>6}  "
+                 f"{'real':<18}{'ms':>6}")
     for r in result.table.itertuples(index=False):
         def cell(v):
-            return (", ".join(map(str, v)) or "(empty)") if isinstance(v, list) else str(v)
+            return _cut((", ".join(map(str, v)) or "(empty)") if isinstance(v, list) else str(v), 17)
         mm = "" if r.model_ms is None or pd.isna(r.model_ms) else f"{r.model_ms:.0f}"
         rm = "" if r.real_ms is None or pd.isna(r.real_ms) else f"{r.real_ms:.0f}"
-        lines.append(f"{r.step:<5}{str(r.label)[:12]:<13}{r.client[:8]:<9}{r.op[:8]:<9}{str(r.level or '')[:10]:<11}"
-                     f"{cell(r.model)[:23]:<24}{mm:>8}  {cell(r.real)[:23]:<24}{rm:>8}  {r.note}")
+        call = _CALL_NAMES.get(r.op, r.op)
+        lines.append(f"{r.step:<5}{_cut(str(r.label or ''), 12):<13}{_cut(r.client, 8):<9}{call:<8}"
+                     f"{str(r.level or '')[:10]:<11}{cell(r.model):<18}{mm:>6}  {cell(r.real):<18}{rm:>6}")
+        if r.note:
+            lines += textwrap.wrap(r.note, REPORT_WIDTH, initial_indent=" " * 5, subsequent_indent=" " * 7)
     lines.append("")
-    lines.append("ms: how long the call took (a read: from sending it to its answer); the model's are simulated "
-                 "milliseconds, the real ones wall-clock. A create or drop on the real server takes seconds (create, "
-                 "index, load); the real schedule after it is shifted by as much.")
+    lines += textwrap.wrap("ms: how long the call took (a read: from sending it to its answer); the model's are "
+                           "simulated milliseconds, the real ones wall-clock. A create or drop on the real server "
+                           "takes seconds (create, index, load); the real schedule after it is shifted by as much.",
+                           REPORT_WIDTH)
     bad = result.failures()
     strong = int((result.table["level"] == "Strong").sum())
     if not s:
@@ -262,5 +280,6 @@ def report(result: Comparison) -> list[str]:
     else:
         lines.append(f"FAILED: {len(bad)} of {strong} Strong read(s) differ:")
         for r in bad.itertuples(index=False):
-            lines.append(f"  step {r.step} ({r.client} {r.op} {r.label}): model {r.model}, real {r.real}")
+            lines += textwrap.wrap(f"step {r.step} ({r.client} {r.op} {r.label}): model {r.model}, real {r.real}",
+                                   REPORT_WIDTH, initial_indent="  ", subsequent_indent="    ")
     return lines
