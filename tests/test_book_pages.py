@@ -205,10 +205,11 @@ def test_flush_ts_sync_is_not_a_flush_sync_fl3():
 
     ev = milvus_edu.simulate("flush-manual", seed=1).events
     syncs = ev[(ev.kind == "datanode.sync") & ev.segment.isin([10000, 10001])]
-    flags = [(round(t / 1000, 1), json.loads(d)["flush"]) for t, d in zip(syncs.t_ms, syncs.detail)]
-    assert flags[:4] == [(12.3, False), (12.3, False), (14.9, True), (14.9, True)]
+    flags = [(round(t / 1000, 2), json.loads(d)["flush"]) for t, d in zip(syncs.t_ms, syncs.detail)]
+    assert flags[:4] == [(12.26, False), (12.26, False), (14.66, True), (14.66, True)]
     seals = ev[ev.kind == "datacoord.flush_segments"]
-    assert round(seals.t_ms.iloc[0] / 1000, 1) == 14.7  # DataCoord's FlushSegments, then the seal, then the sync
+    assert round(seals.t_ms.iloc[0] / 1000, 2) == 14.65  # DataCoord's FlushSegments, then the seal, then the sync
+    assert seals.t_ms.iloc[0] < syncs.t_ms.iloc[2]
 
 
 @pytest.mark.slow

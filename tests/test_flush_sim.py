@@ -113,6 +113,27 @@ def test_a_failed_time_tick_report_is_retried_with_retry_do_back_off(monkeypatch
     assert gaps == [200, 400, 800, 1600, 3000, 3000, 3000]
 
 
+def test_time_tick_reports_keep_to_the_tickers_grid(monkeypatch):
+    """``TimeTickSender.work`` reads a ``time.Ticker``: every report leaves on the grid of 500 ms from the sender's
+    start, however long the previous report's round trip took (a sleep of 500 ms after each report drifted by
+    that round trip, about 1 ms a report)."""
+    sent = []
+    call = Simulation.call
+
+    def recording_call(self, src, dst, handler):
+        if isinstance(handler, partial) and handler.func.__name__ == "handle_report_tt":
+            sent.append(self.env.now)
+        return call(self, src, dst, handler)
+
+    monkeypatch.setattr(Simulation, "call", recording_call)
+    milvus_edu.simulate("flush-basics", seed=1, duration_s=12,
+                        options={"inserts_per_s": 20.0, "deletes_per_s": 0.0, "workload_s": 10.0})
+    assert len(sent) > 15
+    steps = [(t - sent[0]) / 500.0 for t in sent]
+    assert all(abs(k - round(k)) < 1e-9 for k in steps), steps[:5]
+    assert round(steps[-1]) > len(sent) - 1 - 1e-9  # whole intervals apart, none closer
+
+
 @pytest.mark.slow
 def test_a_dropped_channel_reports_no_time_tick_past_its_dropping_pack(monkeypatch):
     """Go's writeNode reports a pack's end timestamp to the time-tick sender only for a pack it buffered; once

@@ -63,6 +63,7 @@ from ..sim.kernel import NodeClock, RPCError, Simulation
 from ..storage.binlog import get_log_id_from_binlog_path
 from .consumer import STOP, PackConsumer
 from .node import Node
+from .ticker import Ticker, next_grid_tick
 
 DATACOORD = "datacoord-1"
 #: ``retry.Do``'s default attempts, which ``TimeTickSender.sendReport`` uses (``NewTimeTickSender`` gets no option).
@@ -71,18 +72,6 @@ REPORT_TIME_TICK_ATTEMPTS = 10
 #: of message time) and the memory check's, which no run with Milvus's defaults and a short workload reaches.
 RARE_SYNC_POLICIES = ("buffer stale", "oldest buffers")
 DATACOORD_SERVER_ID = 2
-
-
-def next_grid_tick(taken_ms: float, period_ms: float, now_ms: float) -> float:
-    """When a ``time.Ticker`` of ``period_ms`` delivers next, its tick due at ``taken_ms`` having been taken at
-    ``now_ms``: the first point of its grid after ``now_ms``, as the ticks that fell due while one was waiting
-    were dropped (``taken_ms + period_ms`` when the tick was taken on time)."""
-    if period_ms <= 0:
-        raise ValueError(f"a ticker's period must be positive, got {period_ms} ms")
-    nxt = taken_ms + period_ms
-    while nxt <= now_ms:
-        nxt += period_ms
-    return nxt
 
 
 class IdAllocator:
@@ -630,17 +619,17 @@ class DataNodeNode(PackConsumer, Node):
         back-off after the last failure too). A report that still fails is only logged; its channels go again
         with the next one.
 
-        Simplification: the next report waits a full interval after the previous one ended, where Go's
-        ``time.Ticker`` keeps to its grid (one missed tick held, the rest dropped), so here reports drift by
-        each report's round trip (about 1 ms in 500).
+        The reports keep to the ticker's grid from the sender's start, as Go's ``time.Ticker`` does: a report
+        slowed by its round trip or its retries does not move the next one, and a tick missed meanwhile is taken
+        at once (one held, the rest dropped).
         Simplification: with no channel to report the RPC is not sent (Go sends an empty
         ``ReportDataNodeTtMsgs``, which DataCoord answers without doing anything).
         """
         env = self.sim.env
-        period = self.params.timetick_interval_ns / MS
+        ticker = Ticker(env, self.params.timetick_interval_ns / MS)
         dc = self.datacoord
         while True:
-            yield env.timeout(period)
+            yield ticker.next()
             ticks = [(ch, ts) for ch, ts in sorted(self.latest_ts.items()) if self.sent_ts.get(ch) != ts]
             if not ticks:
                 continue

@@ -51,6 +51,7 @@ from ..storage.kv import LeaseNotFoundError
 from ..effects import Call
 from ..tso import TSOError
 from .node import Node
+from .ticker import Ticker
 from .rootcoord import RootCoordNode
 
 PROXY_SESSION_PREFIX = "by-dev/meta/session/proxy-"
@@ -66,29 +67,6 @@ def draw_phase(sim: Simulation, stream: str, param_ms: float, period_ms: float) 
     if param_ms != PHASE_DRAWN:
         return param_ms
     return sim.rng(f"phase/{stream}").random() * period_ms
-
-
-class Ticker:
-    """``time.NewTicker(period)``: fires on a fixed grid from its start; a tick missed while the loop
-    body ran is delivered at once (the channel buffers one), then the grid goes on.
-
-    ``offset_ms`` moves the grid: the ticks fall at ``now + offset_ms + n * period`` for n = 1, 2, ...
-    (a ticker created ``offset_ms`` later; a negative offset, above ``-period``, one created earlier)."""
-
-    def __init__(self, env: simpy.Environment, period_ms: float, offset_ms: float = 0.0):
-        self.env = env
-        self.period = period_ms
-        self.start = env.now + offset_ms
-        self.n = 0
-
-    def next(self) -> simpy.Timeout:
-        """The event of the next tick."""
-        self.n += 1
-        due = self.start + self.n * self.period
-        if due < self.env.now:
-            self.n = int((self.env.now - self.start) // self.period)
-            return self.env.timeout(0)
-        return self.env.timeout(due - self.env.now)
 
 
 class StatsLock:
