@@ -251,10 +251,11 @@ class DataCoordNode(Node):
         heir.start([(cid, v) for cid, v in dead.channels if v in released])
 
     def handle_recovery(self, channel: str):
-        """``GetDataVChanPositions`` + ``GetSegmentInfo`` of its flushed and unflushed segments."""
+        """``GetDataVChanPositions`` + ``GetSegmentInfo`` of its flushed and unflushed segments, asked as the
+        DataNode's broker asks (``dataCoordBroker.GetSegmentInfo``: ``IncludeUnHealthy`` true)."""
         vinfo = self.server.get_data_vchan_positions(channel)
-        flushed = self.server.get_segment_info(vinfo.flushed_segment_ids).infos
-        unflushed = self.server.get_segment_info(vinfo.unflushed_segment_ids).infos
+        flushed = self.server.get_segment_info(vinfo.flushed_segment_ids, include_unhealthy=True).infos
+        unflushed = self.server.get_segment_info(vinfo.unflushed_segment_ids, include_unhealthy=True).infos
         return vinfo, tuple(flushed), tuple(unflushed)
 
 
