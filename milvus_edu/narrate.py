@@ -8,10 +8,13 @@ the mechanism that registered it (:attr:`milvus_edu.registry.Mechanism.describe`
 from __future__ import annotations
 
 import math
+from datetime import datetime, timedelta, timezone
 
 from .events.schema import SIM_EPOCH_MS, detail_object
 from .registry import describer
 from .tsoutil import parse_hybrid_ts
+
+_UNIX_ZERO = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
 def value(row, name):
@@ -28,13 +31,23 @@ def value(row, name):
     return v
 
 
+#: How far from the model's time zero a clock may read and still be written as time since it: 1,000 hours (about
+#: six weeks), longer than any run of the model. A real server's clock is today's, months or years away.
+RELATIVE_SPAN_MS = 1_000 * 3_600_000
+
+
 def wall_text(unix_ms) -> str:
     """A wall-clock value (Unix ms) as signed ``HH:MM:SS.mmm`` since the run's time zero.
 
     Time zero is :data:`~milvus_edu.events.SIM_EPOCH_MS`; a clock that is behind it reads negative
-    (``-00:00:14.950``), so "earlier" always looks smaller.
+    (``-00:00:14.950``), so "earlier" always looks smaller. A value :data:`RELATIVE_SPAN_MS` or more away
+    from it (a real Milvus server's clock, in a real run's log) is written as its date and time in UTC,
+    ``2026-11-26 14:23:13.123``, rather than as thousands of hours.
     """
     rel = int(unix_ms) - SIM_EPOCH_MS
+    if abs(rel) >= RELATIVE_SPAN_MS:
+        when = _UNIX_ZERO + timedelta(milliseconds=int(unix_ms))
+        return f"{when:%Y-%m-%d %H:%M:%S}.{when.microsecond // 1000:03d}"
     sign, rel = ("-", -rel) if rel < 0 else ("", rel)
     return f"{sign}{rel // 3_600_000:02d}:{rel // 60_000 % 60:02d}:{rel // 1000 % 60:02d}.{rel % 1000:03d}"
 

@@ -504,3 +504,18 @@ def test_filmstrip_is_one_picture_a_row_with_readable_text_at_page_width(tmp_pat
     two = st.to_static(tmp_path / "two", columns=2)
     assert Image.open(two[0]).size[0] > 1.5 * w
     assert png.stat().st_size < 400_000 and svg.stat().st_size < 2_000_000
+
+
+def test_a_real_servers_clock_reads_as_its_utc_date_not_as_thousands_of_hours():
+    """The model's clocks read as time since its zero (1 January 2026); a real Milvus server's clock, months
+    away, reads as its date and time in UTC. The switch is :data:`narrate.RELATIVE_SPAN_MS` away, either side."""
+    from milvus_edu.events import SIM_EPOCH_MS
+    from milvus_edu.narrate import RELATIVE_SPAN_MS, ts_text, wall_text
+    from milvus_edu.tsoutil import compose_ts
+
+    assert wall_text(SIM_EPOCH_MS + 12_001) == "00:00:12.001"
+    assert wall_text(SIM_EPOCH_MS + RELATIVE_SPAN_MS - 1) == "999:59:59.999"
+    assert wall_text(SIM_EPOCH_MS + RELATIVE_SPAN_MS) == "2026-02-11 16:00:00.000"
+    assert wall_text(SIM_EPOCH_MS - RELATIVE_SPAN_MS) == "2025-11-20 08:00:00.000"
+    real_ms = 1_795_875_793_123  # a real server's clock on 28 November 2026
+    assert ts_text(compose_ts(real_ms, 5)) == "2026-11-28 14:23:13.123+5"
