@@ -30,6 +30,7 @@ from milvus_edu.mechanisms.query import levels  # noqa: E402
 from milvus_edu.mechanisms.query.lanes import DelegatorLane, ReadsLane  # noqa: E402
 from milvus_edu.real.logs import (GRACEFUL_TIME_MS, REQUIRED_LOG_LEVEL, SERVER_REQUEST_BASE, merge_events,  # noqa: E402
                                   parse_line, parse_log, pchannel_of, write_real_run)
+from milvus_edu.narrate import ts_text  # noqa: E402
 from milvus_edu.viz import TimelineStepper  # noqa: E402
 
 DATA = Path(__file__).parent / "data"
@@ -242,6 +243,12 @@ def test_the_run_folder_loads_and_opens_in_the_stepper(run_dir):
     assert [type(lane).__name__ for lane in stepper.lanes][:3] == ["DelegatorLane", "DelegatorLane", "ReadsLane"]
     assert stepper.jump_to_next("querynode.wait") is not None
     assert "Strong" in stepper.panel_html
+    # a real run's time axis is the wall clock since it started, its timestamps dates (not hours since 2026)
+    assert stepper._renderer.axes[-1].get_xlabel() == "wall-clock time since the run started (s)"
+    assert TimelineStepper(milvus_edu.simulate("tso-basics", duration_s=0.5).events)._renderer.axes[-1] \
+        .get_xlabel() == "simulated time (s)"
+    stamped = frame.ts[frame.ts.notna() & (frame.ts > 1 << 18)]
+    assert len(stamped) and all(ts_text(int(ts))[:2] == "20" for ts in stamped)
     fig, axes = plt.subplots(2, 1)
     try:
         lane = DelegatorLane(0)

@@ -31,6 +31,8 @@ from matplotlib.patches import Rectangle
 from matplotlib.text import Text
 from PIL import Image
 
+from ..events.schema import detail_object
+
 #: rcParams of the stepper's figure (deterministic SVG ids, fonts sized for a ~800 px wide widget).
 RC = {
     "font.size": 8.5,
@@ -143,6 +145,15 @@ def x_limits(t_ms: np.ndarray) -> tuple[float, float]:
     return lo - pad, hi + pad
 
 
+def time_axis_label(events) -> str:
+    """The x axis's name: simulated time, or for a real server's run log (its ``run.start`` says ``real``) the
+    wall-clock time since that run started."""
+    starts = events.loc[events["kind"] == "run.start", "detail"] if "kind" in events.columns else ()
+    if len(starts) and detail_object(starts.iloc[0]).get("real"):
+        return "wall-clock time since the run started (s)"
+    return "simulated time (s)"
+
+
 def build_column(fig: Figure, spec, lanes, events, xlim, show_xlabel=True, ylabels=True):
     """Axes for ``lanes`` stacked in the gridspec slot ``spec`` (shared x), each lane set up once.
 
@@ -164,7 +175,7 @@ def build_column(fig: Figure, spec, lanes, events, xlim, show_xlabel=True, ylabe
         ax.grid(True, axis="x", color="0.92", lw=0.6, zorder=0)
     axes[-1].tick_params(labelbottom=True)
     if show_xlabel:
-        axes[-1].set_xlabel("simulated time (s)")
+        axes[-1].set_xlabel(time_axis_label(events))
     fig.align_ylabels(axes)
     cursors = []
     for ax in axes:
