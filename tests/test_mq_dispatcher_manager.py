@@ -1,12 +1,14 @@
 """The dispatcher manager of one pchannel: a main dispatcher, deputies for later vchannels, merging (reference §3.5).
 
-Ports the behaviour Milvus 2.5's ``pkg/mq/msgdispatcher/manager_test.go`` checks (TestManager "test add and
-remove", "test merge", "test run and close") on :class:`DispatcherManager`, and checks through the simulator's
+Ports Milvus 2.5's ``pkg/mq/msgdispatcher/manager_test.go`` (TestManager "test add and remove dispatcher" and
+the merge half of "test merge and split") onto :class:`DispatcherManager`, and checks through the simulator's
 glue (:class:`~milvus_edu.cluster.consumer.PackConsumer`) that a vchannel registered after its pchannel's
 dispatcher has read past the vchannel's position still gets every message that follows that position.
 """
 
 from __future__ import annotations
+
+import random
 
 import pytest
 from hypothesis import given, settings
@@ -60,6 +62,45 @@ def test_the_first_vchannel_gets_the_main_dispatcher_and_later_ones_deputies():
     assert manager.num_consumer() == 2
     assert [t.vchannel for t in manager.main.get_targets()] == [V1]
     assert [[t.vchannel for t in d.get_targets()] for d in manager.deputies.values()] == [[V2]]
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_add_and_remove_keep_the_target_count(seed):
+    """Ports TestManager "test add and remove dispatcher": 30 rounds of adding 1-5 vchannels and removing
+    some of the newest, with ticks flowing; ``NumTarget`` follows, and no dispatcher outlives its targets
+    but the main one (quirk P34)."""
+    rng = random.Random(seed)
+    broker = Broker()
+    manager = new_manager(broker)
+    ts, offset = 0, 0
+    for _ in range(30):
+        for _ in range(rng.randint(1, 5)):
+            offset += 1
+            manager.add(f"{PCHANNEL}_vchannelv{offset}")
+        assert manager.num_target() == offset
+        for _ in range(rng.randrange(offset)):
+            assert manager.remove(f"{PCHANNEL}_vchannelv{offset}")
+            offset -= 1
+        assert manager.num_target() == offset
+        ts += 1
+        broker.produce(PCHANNEL, TimeTickMsg(timestamp=ts))
+        drain(manager)
+        served = sum(d.target_num() for d in manager.dispatchers())
+        assert served == offset
+        assert manager.num_consumer() <= offset + 1
+
+
+def test_three_vchannels_from_the_earliest_merge_into_one_dispatcher():
+    """Ports TestManager "test merge and split" up to the merge (a split needs a send timeout, not modelled)."""
+    broker = Broker()
+    manager = new_manager(broker)
+    for i in range(3):
+        manager.add(f"{PCHANNEL}_vchannel-{i}", None)
+    assert manager.num_target() == 3 and manager.num_consumer() == 3
+    broker.produce(PCHANNEL, TimeTickMsg(timestamp=1))
+    drain(manager)
+    assert manager.num_consumer() == 1
+    assert sorted(t.vchannel for t in manager.main.get_targets()) == [f"{PCHANNEL}_vchannel-{i}" for i in range(3)]
 
 
 def test_registering_a_vchannel_twice_is_refused_with_gos_text():
