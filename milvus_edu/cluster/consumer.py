@@ -1,9 +1,10 @@
 """Reading pchannels through msgdispatcher, as a DataNode's flowgraphs and a QueryNode's pipelines both do.
 
-Go's ``msgdispatcher.Client`` (pkg/mq/msgdispatcher/client.go) keeps one dispatcher per pchannel and a target
-per vchannel; here :class:`PackConsumer` keeps them for a node, with one SimPy process per pchannel that the
+Go's ``msgdispatcher.Client`` (pkg/mq/msgdispatcher/client.go) keeps one ``DispatcherManager`` per pchannel
+(a main dispatcher, and a deputy for each vchannel registered later until it catches up) and a target per
+vchannel; here :class:`PackConsumer` keeps them for a node, with one SimPy process per pchannel that the
 broker wakes when a time tick lands. After one network leg the process drains every complete pack the
-dispatcher has and hands each vchannel's pack to the node's :meth:`PackConsumer.on_pack`.
+pchannel's dispatchers have and hands each vchannel's pack to the node's :meth:`PackConsumer.on_pack`.
 
 Woken by time ticks only, as Go's ``MqTtMsgStream.bufMsgPackToChannel`` hands the dispatcher a pack only once
 its consumers reached a time tick: a DML message alone completes no pack, so waking for it would find nothing
@@ -16,7 +17,7 @@ from abc import ABC, abstractmethod
 
 import simpy
 
-from ..mq import Dispatcher, SubscriptionPosition
+from ..mq import DispatcherManager, SubscriptionPosition
 from ..proto import MsgType
 
 #: What :meth:`PackConsumer.on_pack` returns to end the pchannel's process (the node stopped mid-pack).
@@ -34,21 +35,26 @@ class PackConsumer(ABC):
 
     def reset_consumer(self) -> None:
         """No dispatcher yet (a fresh node, or one restarted: a new life subscribes again)."""
-        self.dispatchers: dict[str, Dispatcher] = {}
+        self.dispatchers: dict[str, DispatcherManager] = {}
         self.wake: dict[str, simpy.Event] = {}
 
     def subscribe(self, pchannel: str, vchannel: str, position) -> None:
-        """Add ``vchannel`` as a target of ``pchannel``'s dispatcher from ``position``, starting the dispatcher
-        and its process on the pchannel's first vchannel."""
-        dispatcher = self.dispatchers.get(pchannel)
-        if dispatcher is None:
-            dispatcher = Dispatcher(self.broker, pchannel, position=position, sub_pos=SubscriptionPosition.EARLIEST,
-                                    now_ns=self.clock.now_ns, params=self.sim.config.mq)
-            self.dispatchers[pchannel] = dispatcher
+        """``Client.Register``: register ``vchannel`` on ``pchannel``'s manager from ``position``, starting the
+        manager and its process on the pchannel's first vchannel.
+
+        A later vchannel gets a deputy dispatcher seeked to its own position (the main one has read on); the
+        process is kicked so the deputy reads what the pchannel already holds."""
+        manager = self.dispatchers.get(pchannel)
+        if manager is None:
+            manager = DispatcherManager(self.broker, pchannel, now_ns=self.clock.now_ns, params=self.sim.config.mq)
+            self.dispatchers[pchannel] = manager
             self.wake[pchannel] = self.sim.env.event()
             self.broker.watch(pchannel, self.callback(self.kick), msg_types=(MsgType.TIME_TICK,))
             self.process(self._consume(pchannel))
-        dispatcher.add_target(vchannel, position)
+            manager.add(vchannel, position, SubscriptionPosition.EARLIEST)
+            return
+        manager.add(vchannel, position, SubscriptionPosition.EARLIEST)
+        self.kick(pchannel)
 
     def kick(self, pchannel: str, _msg_id: int | None = None) -> None:
         """Wake ``pchannel``'s process (the broker calls this when a time tick lands)."""
@@ -69,8 +75,8 @@ class PackConsumer(ABC):
             yield self.wake[pchannel]
             self.wake[pchannel] = env.event()
             yield env.timeout(self.sim.one_way("mq"))
-            dispatcher = self.dispatchers[pchannel]
-            while (packs := dispatcher.poll()) is not None:
+            manager = self.dispatchers[pchannel]
+            while (packs := manager.poll()) is not None:
                 for vchannel in sorted(packs):
                     steps = self.on_pack(vchannel, packs[vchannel])
                     if steps is STOP:

@@ -27,6 +27,8 @@ Simplification: a DML task's execution is one random delay, then one produce per
 sends, like those of a round of time ticks, are scheduled when it starts, so a pause of the node does not hold
 back what it has started to send.
 Simplification: the DDL source's allocations never wait for a logical overflow; one that would is an error, and the DDL minimum keeps its last value.
+Simplification: a proxy whose first allocation (``channelsTimeTickerImpl.start``) fails tries again every 100 ms;
+in Go ``Proxy.Start`` returns the error and the proxy does not start.
 Simplification: each loop's phase is drawn uniformly over its period (or set), not derived from how the process
 started: in 2.5 ``startInternal`` creates syncTsLoop's ticker just before startTimeTickLoop's, and ``Proxy.Start``
 tickLoop's just before the report loop's, so inside one process the offsets are small and set by goroutine scheduling.

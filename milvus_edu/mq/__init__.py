@@ -1,13 +1,14 @@
 """The message queue and its consumers: pchannel logs, tick-aligned msgstreams, the dispatcher.
 
 Models ``pkg/mq/msgstream`` (``MqTtMsgStream``, the ``TsMsg`` types), ``pkg/mq/msgdispatcher``
-(``Dispatcher``), the sharding hashes of ``pkg/util/typeutil/hash.go`` and the channel-name helpers
+(``Dispatcher``, ``DispatcherManager``), the sharding hashes of ``pkg/util/typeutil/hash.go`` and the channel-name helpers
 of ``pkg/util/funcutil`` (Milvus 2.5). Everything here is pure: the simulator wakes a stream by
 calling ``poll()`` whenever the broker reports that one of its channels grew (``Broker.watch``).
 """
 
 from .broker import FIRST_MSG_ID, Broker
 from .dispatcher import Dispatcher, Target
+from .manager import DispatcherManager
 from .hash import (
     hash32_bytes,
     hash32_int64,
@@ -48,6 +49,7 @@ __all__ = [
     "CreatePartitionMsg",
     "DeleteMsg",
     "Dispatcher",
+    "DispatcherManager",
     "DropCollectionMsg",
     "DropPartitionMsg",
     "InsertMsg",

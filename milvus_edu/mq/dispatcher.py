@@ -15,7 +15,8 @@ returns them.
 
 Simplification: replicate messages and targets' replicate configs (CDC) are left out.
 Simplification: no pause/resume/terminate signals, no send timeout (``mq.dispatcher.maxTolerantLag``), so no
-lagging target is split off into its own dispatcher; no ``DispatcherManager`` merging, no pullback.
+lagging target is split off into its own dispatcher; no pullback notification (the manager never waits for
+one, see :mod:`milvus_edu.mq.manager`, which builds and merges dispatchers).
 """
 
 from __future__ import annotations
