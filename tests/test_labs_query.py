@@ -70,6 +70,22 @@ def test_read_ts_is_the_tsafe_the_wait_returned_not_the_guarantee(seed_example):
         read_facts(ev, 999)
 
 
+def test_read_ts_names_the_tick_the_read_waited_past_and_a_physical_part(seed_example):
+    # lab 4's section 1 shows t6's shards reaching 00:00:01.100+1 while it waits: a student's likely answer; and
+    # `ts >> 18` (milliseconds) printed as a 1970 hybrid timestamp in the generic hint
+    ev = seed_example
+    request = _t6(ev)
+    facts = read_facts(ev, request)
+    want, guarantee = int(facts["client"]["ts"]), int(facts["client"]["guarantee_ts"])
+    waits = ev[(ev.kind == "querynode.wait") & (ev.request == request)].seq.min()
+    passed = ev[(ev.kind == "querynode.tsafe") & (ev.seq > waits) & (ev.seq < int(facts["client"]["seq"]))]
+    below = sorted({int(t) for t in passed.ts if int(t) < guarantee})
+    assert below, "t6 waits past a tick below its guarantee (section 1 of lab 4)"
+    assert "went on waiting" in check_read_ts(below[0], ev, request).message
+    assert "physical part alone" in check_read_ts(want >> 18, ev, request).message
+    assert "far below any hybrid timestamp" in check_read_ts(1300, ev, request).message
+
+
 def test_ddl_age_is_the_sync_ts_phase_and_other_phases_are_named(seed_example):
     import json
 

@@ -48,6 +48,9 @@ def test_round_tick_is_the_minimum_over_every_session(events):
     assert "minimum" in str(check_round_tick(max(values.values()), events, seq, CH))
     text = check_round_tick(ts_text(min(values.values())), events, seq, CH)
     assert not text and "as the int" in str(text)
+    # the tick's physical part (ms) was judged as if it were a hybrid timestamp of 1970
+    assert "physical part alone" in str(check_round_tick(min(values.values()) >> 18, events, seq, CH))
+    assert "far below any hybrid timestamp" in str(check_round_tick(900, events, seq, CH))
 
 
 def test_pack_count_and_the_by_arrival_mistake(events):

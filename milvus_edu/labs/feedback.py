@@ -150,6 +150,23 @@ def _judge_int(value: int, what: str, judge: Callable[[int], Feedback]) -> Feedb
     return judge(value)
 
 
+#: Every hybrid timestamp of a run is above this (its physical part, ms since 1970, shifted left by 18 bits); a
+#: physical part alone, or a count, is far below it.
+_HYBRID_FLOOR = 1 << 50
+
+
+def not_hybrid(value: int, want: int) -> Feedback | None:
+    """The hint for an int that cannot be the hybrid timestamp ``want`` stands for, else ``None``: ``want``'s
+    physical part in milliseconds (``want >> 18``), or any number far below every hybrid timestamp."""
+    if value >= _HYBRID_FLOOR:
+        return None
+    if value == want >> 18:
+        return wrong(f"{value} is the physical part alone (milliseconds since 1970). The hybrid timestamp is "
+                     f"`(physical << 18) + logical`: take the int from the `ts` column as it is.")
+    return wrong(f"{value} is far below any hybrid timestamp (they are about 4.6e17: the physical part in ms, "
+                 "shifted left by 18 bits, plus the logical part); give the int from the `ts` column.")
+
+
 def name_answer(answer, names) -> tuple[str | None, Feedback | None]:
     """An answer that should be one of ``names`` (an invariant's name, say), normalised for comparing.
 

@@ -14,7 +14,8 @@ import numbers
 import pandas as pd
 
 from ...narrate import detail_dict, ts_text
-from ...labs.feedback import TOO_LARGE, Feedback, is_time, judge_integer, name_answer, pending, right, shown, wrong
+from ...labs.feedback import (TOO_LARGE, Feedback, is_time, judge_integer, name_answer, not_hybrid, pending,
+                               right, shown, wrong)
 
 LEVEL_NAMES = ("Strong", "Session", "Bounded", "Eventually", "Customized")
 
@@ -156,6 +157,11 @@ def check_read_ts(answer, events: pd.DataFrame, request: int) -> Feedback:
     shard_ts = sorted({int(s["ts"]) for s in shards})
     begin = int(f["proxy"]["ts"]) if f["proxy"] is not None else None
     waited = max(float(detail_dict(s["detail"]).get("waited_ms") or 0.0) for s in shards) if shards else 0.0
+    # the tsafe steps the read's shards took while it waited, short of the one it read at (section 1's 1.100+1)
+    since = int(f["proxy"]["seq"]) if f["proxy"] is not None else -1
+    steps = events[(events["kind"] == "querynode.tsafe") & events["vchannel"].isin({s["vchannel"] for s in shards})
+                   & (events["seq"] > since) & (events["seq"] < int(c["seq"]))]
+    passed = {int(t) for t in steps["ts"] if int(t) < guarantee}
 
     def judge(value: int) -> Feedback:
         if value == want:
@@ -178,6 +184,13 @@ def check_read_ts(answer, events: pd.DataFrame, request: int) -> Feedback:
             return wrong("That is one shard's read timestamp: the shards of one read can stop waiting at different "
                          "ticks, and the client.read row reports the smallest of them. Take the `ts` of the "
                          "client.read row.")
+        if value in passed:
+            return wrong(f"{ts_text(value)} is a tsafe the shards reached while the read waited, still below its "
+                         f"guarantee {ts_text(guarantee)}: the read went on waiting for the next tick. The read "
+                         "timestamp is the tsafe the wait returned: the `ts` of the client.read row.")
+        slip = not_hybrid(value, want)
+        if slip is not None:
+            return slip
         if begin is not None and value == begin:
             return wrong("That is the proxy's begin timestamp (proxy.read). Take the `ts` of the client.read row.")
         return wrong(f"{ts_text(value)} is not it. Take the `ts` of the client.read row whose `request` is "

@@ -15,7 +15,7 @@ import pandas as pd
 from ...narrate import ts_text
 from .kinds import DML_TYPES
 from .panel import dml_messages
-from ...labs.feedback import Feedback, judge_integer, name_answer, right, shown, wrong
+from ...labs.feedback import Feedback, judge_integer, name_answer, not_hybrid, right, shown, wrong
 
 INVARIANT_NAMES = ("tick-monotonic", "watermark", "pack-exact")
 
@@ -125,6 +125,9 @@ def check_round_tick(answer, events: pd.DataFrame, round_seq: int, channel: str)
             name = next(k for k, v in values.items() if v == value)
             return wrong(f"That is {name}'s value, but not the smallest one. Take the minimum over every session "
                          f"(the proxies and the DDL source 'ddl').")
+        slip = not_hybrid(value, want)
+        if slip is not None:
+            return slip
         if any(value == v - 1 for v in values.values()):
             return wrong("The proxies already subtracted 1 (minTs - 1) before reporting; rootcoord takes the "
                          "reported values as they are.")
