@@ -666,3 +666,25 @@ def test_every_tso_event_conforms_to_schema():
     }
     init = next(r for r in sink.rows if r["kind"] == "tso.init")
     assert (init["node"], init["physical_ms"], init["window_end_ms"]) == ("rc-1", T0 // MS, (T0 + 3 * S) // MS)
+
+
+@pytest.mark.parametrize("pause_ms, after_resume", [
+    (70, [1130, 1150, 1200, 1250]),  # one tick (1100) fell due in the pause: taken on resume, then the grid
+    (100, [1160, 1200, 1250]),  # two fell due (1100, 1150): both taken on resume (the second a no-op), then the grid
+])
+def test_ts_loop_keeps_its_ticker_grid_across_a_pause(pause_ms, after_resume):
+    """``tsLoop`` reads a ``time.Ticker`` of 50 ms: a pause delays the ticks that fall due in it but does not move
+    the grid, so the tick after the resume comes at the next multiple of 50 ms, not 50 ms after the resume."""
+    from milvus_edu.cluster.rootcoord import RootCoordNode
+    from milvus_edu.sim import NodeClock, Simulation
+
+    sink = MemorySink()
+    sim = Simulation(3, Recorder("ts-loop-grid", sinks=[sink]))
+    rc = RootCoordNode(sim, "rootcoord-1", 1, NodeClock(sim.env))
+    sim.add(rc)
+    rc.start()
+    sim.at(1_060, lambda: rc.pause(pause_ms))
+    sim.run(1_260)
+    updates = [r["t_ms"] for r in sink.rows if r["kind"] == "tso.update"]
+    assert [t for t in updates if t <= 1_050] == [50.0 * n for n in range(1, 22)]
+    assert [t for t in updates if t > 1_050] == after_resume
