@@ -474,6 +474,20 @@ def test_init_load_error_is_treated_as_nothing_saved_2_5_quirk():
     assert store.load(TSO_KEY) == (T0 + 3 * S).to_bytes(8, "big")
 
 
+def test_init_with_a_saved_value_that_is_not_8_bytes_fails_and_saves_nothing():
+    """Unlike a load error, a saved window that loads but is not 8 bytes makes ``ParseTimestamp`` fail, and
+    ``InitTimestamp`` returns that error: the oracle stays uninitialised and the bad value stays in the KV."""
+    store = MemoryKV()
+    store.save(TSO_KEY, b"\x00" * 7)
+    with pytest.raises(ValueError, match=r"invalid data, must 8 bytes, but 7"):
+        make_core(ManualClock(), store)
+    a = GlobalTSOAllocator("timestamp", RootedKV(store, "by-dev/kv/gid"), ManualClock())
+    with pytest.raises(ValueError):
+        a.initialize()
+    assert a.tso.tso is None and a.get_last_saved_time() == 0
+    assert store.load(TSO_KEY) == b"\x00" * 7
+
+
 # =================================================================================================
 # GenerateTSO retries
 # =================================================================================================
