@@ -171,7 +171,9 @@ def test_set_tso_zero_and_max_uint64_are_rejected(kv):
     a.initialize()
     with pytest.raises(ValueError, match="too small"):
         a.set_tso(0)
-    with pytest.raises(ValueError, match="too large"):
+    # Go compares UnixNano() values, which wrap past 2262: MaxUint64's physical part (year 4199) is a negative
+    # int64 of nanoseconds, so the target counts as behind the oracle
+    with pytest.raises(ValueError, match="too small"):
         a.set_tso(2**64 - 1)
     assert state(a) == (T0, 0)
     assert stored_window(kv) == T0 + 3 * S
@@ -249,6 +251,20 @@ def test_set_tso_accepts_only_more_than_3_guards_and_less_than_3s_ahead(ahead_ms
         nxt = (T0 // MS + ahead_ms + 1) * MS
         assert state(a) == (nxt, 0)
         assert stored_window(store) == nxt + 3 * S
+
+
+def test_set_tso_compares_times_as_go_int64_nanoseconds_that_wrap():
+    """``SubTimeByWallClock`` subtracts two ``UnixNano()`` values, each an int64 that wraps after 2262-04-11, and the
+    difference wraps too. A target in 2262 is 236 years ahead (too large); one in 2381 wraps to a large negative
+    number of nanoseconds, so it counts as behind the oracle (too small)."""
+    a = new_allocator(MemoryKV(), ManualClock())
+    a.initialize()
+    last_ms = ((1 << 63) - 1) // MS  # the last whole millisecond an int64 of nanoseconds can hold
+    with pytest.raises(ValueError, match="too large"):
+        a.set_tso(compose_ts(last_ms - 1, 0))  # next = last_ms: still representable
+    with pytest.raises(ValueError, match="too small"):
+        a.set_tso(compose_ts(13_000_000_000_000, 0))  # year 2381: wraps to about -170 years
+    assert state(a) == (T0, 0)
 
 
 def test_set_tso_save_error_leaves_state_and_raises():
