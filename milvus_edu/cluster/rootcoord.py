@@ -229,8 +229,8 @@ class RootCoordNode(Node):
     def ts_loop(self):
         """``tsLoop``: ``UpdateTSO`` on each tick of a ``time.Ticker`` of ``UpdateTimestampStep`` (50 ms) while alive.
 
-        The ticker keeps its grid: ticks that fell due during a pause are taken on resume (the second one a no-op
-        at the same instant), and the next comes at the next grid point, not a full step after the resume."""
+        The ticker keeps its grid: the first tick that fell due during a pause is taken on resume, and a second
+        one too if two fell due (its jet lag is 0), then the next grid point: not a full step after the resume."""
         ticker = Ticker(self.sim.env, self.sim.config.tso.update_timestamp_step_ns / MS)
         while True:
             yield ticker.next()
