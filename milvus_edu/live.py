@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
+from .cluster.ticker import next_grid_tick
 from .config import MS, BugSwitches, TSOParams
 from .effects import drive, sleeping
 from .events import NULL_RECORDER, Recorder
@@ -26,16 +28,21 @@ from .storage.kv import MemoryKV, SQLiteKV
 
 
 class LiveTSO:
-    """A rootcoord TSO on the wall clock; ``start()`` it (or use ``with``) before allocating."""
+    """A rootcoord TSO on the wall clock; ``start()`` it (or use ``with``) before allocating.
+
+    ``monotonic``: the clock ``tsLoop``'s ticker keeps its grid on (seconds; Go's tickers use the monotonic clock).
+    """
 
     def __init__(self, kv=None, params: TSOParams | None = None, switches: BugSwitches | None = None,
-                 recorder: Recorder = NULL_RECORDER, node: str = "rootcoord"):
+                 recorder: Recorder = NULL_RECORDER, node: str = "rootcoord",
+                 monotonic: Callable[[], float] = time.monotonic):
         self.kv = kv if kv is not None else MemoryKV(time.time_ns)
         self.core = Core(self.kv, time.time_ns, node, params, switches, recorder)
         self.params = self.core.params
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._monotonic = monotonic
         self.update_errors = 0
 
     @classmethod
@@ -55,8 +62,12 @@ class LiveTSO:
         return self
 
     def _ts_loop(self) -> None:
+        """``tsLoop`` on a ``time.Ticker``: ticks on a fixed grid from the start; one that fell due while a tick's
+        body ran comes at once, the ones after it are dropped."""
         step = self.params.update_timestamp_step_ns / 1e9
-        while not self._stop.wait(step):
+        due = self._monotonic() + step
+        while not self._stop.wait(max(0.0, due - self._monotonic())):
+            due = next_grid_tick(due, step, self._monotonic())
             with self._lock:
                 if not self.core.ts_loop_tick():
                     self.update_errors += 1

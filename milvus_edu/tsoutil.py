@@ -34,8 +34,12 @@ def compose_ts(physical: int, logical: int) -> int:
 
 
 def compose_ts_by_time(unix_ns: int, logical: int = 0) -> int:
-    """``ComposeTSByTime``: a hybrid ts from a wall-clock instant (nanoseconds) and a logical value."""
-    return compose_ts(unix_ns // NS_PER_MS, logical)
+    """``ComposeTSByTime``: a hybrid ts from a wall-clock instant (nanoseconds) and a logical value.
+
+    Go divides ``UnixNano()`` by a millisecond with integer division, which truncates toward zero (an instant
+    before 1970 rounds up, not down)."""
+    ms = -(-unix_ns // NS_PER_MS) if unix_ns < 0 else unix_ns // NS_PER_MS
+    return compose_ts(ms, logical)
 
 
 def get_current_time(now_ns: int) -> int:

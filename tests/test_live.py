@@ -75,3 +75,32 @@ def test_an_allocation_past_the_logical_counter_sleeps_outside_the_lock_until_ts
         worker.join(timeout=60)  # bounds a failure only: a lock held across the sleeps would never return
         assert not worker.is_alive(), "the second batch never got a window: the lock was held while it slept"
     assert parse_hybrid_ts(done["ts"])[0] > parse_hybrid_ts(first)[0]
+
+
+def test_ts_loop_keeps_the_grid_of_a_go_ticker():
+    """``tsLoop`` reads a ``time.Ticker``: the ticks keep a 50 ms grid from the start whatever a tick's body costs;
+    a tick that fell due while the body ran comes at once and the ones after it are dropped. Driven on a fake
+    monotonic clock: each wait and each tick's body moves it, and the test reads the waits the loop asked for."""
+    clock = {"now": 100.0}
+    bodies = iter([0.010, 0.120, 0.0, 0.0])
+    waits = []
+
+    class FakeStop:
+        def wait(self, seconds):
+            waits.append(seconds)
+            clock["now"] += seconds
+            return len(waits) > 4
+
+    tso = LiveTSO(monotonic=lambda: clock["now"])
+    tso.core.init_tso_allocator()
+    tso._stop = FakeStop()
+
+    def tick():
+        clock["now"] += next(bodies)
+        return True
+
+    tso.core.ts_loop_tick = tick
+    tso._ts_loop()
+    # grid 100.05, 100.10, 100.15, ...: the body of the tick at 100.10 ends at 100.22, so the 100.15 tick comes at
+    # once (the channel held it), 100.20 is dropped, and the loop waits for 100.25
+    assert waits == pytest.approx([0.05, 0.04, 0.0, 0.03, 0.05])

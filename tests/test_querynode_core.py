@@ -91,6 +91,38 @@ def test_a_sealed_segment_masks_by_timestamp_whatever_the_row_order():
     assert pks(seg.visible(24)) == [1, 2] and sorted(pks(seg.visible(40))) == [2, 3]
 
 
+def deleted_offsets(seg, read_ts: int) -> list[int]:
+    """``DeletedRecord::Query`` over the whole segment: the offsets a read at ``read_ts`` finds deleted, sorted."""
+    return sorted(seg.deleted.query(read_ts, len(seg.record)))
+
+
+def test_delete_mvcc_common_case_on_a_sealed_segment():
+    """test_delete_record.cpp DeleteMVCC.common_case: pks 0..9 inserted at ts 0..9 into a sealed segment; a delete is
+    recorded once per row, a repeated delete of a deleted row adds no entry, and a delete at the row's own ts none."""
+    seg = SealedSegment(1, [Row(i, i) for i in range(10)])
+    assert seg.delete([1], [10]) == 1 and len(seg.deleted) == 1
+    assert deleted_offsets(seg, 9) == [] and deleted_offsets(seg, 10) == [1] and deleted_offsets(seg, 11) == [1]
+    assert seg.delete([5], [12]) == 1 and len(seg.deleted) == 2
+    assert deleted_offsets(seg, 12) == [1, 5]
+    assert seg.delete([1], [13]) == 0 and len(seg.deleted) == 2  # already deleted: no new entry
+    assert seg.delete([9], [9]) == 0 and len(seg.deleted) == 2  # inserted at ts 9 too: the delete does not apply
+    assert deleted_offsets(seg, 14) == [1, 5]
+
+
+def test_delete_mvcc_with_duplicate_pks_on_a_growing_segment():
+    """test_delete_record.cpp DeleteMVCC.delete_exist_duplicate_pks: pks (0,1,1,2,2,3,4,3,2,5) at ts 0..9. A delete
+    takes every earlier row of its key not yet deleted, so a later delete of the same key picks up only the copies
+    inserted between the two deletes."""
+    seg = GrowingSegment(1)
+    seg.insert([Row(pk, t) for t, pk in enumerate([0, 1, 1, 2, 2, 3, 4, 3, 2, 5])])
+    steps = [((2, 5), 2, [3, 4]), ((3, 6), 3, [3, 4, 5]), ((3, 9), 4, [3, 4, 5, 7]), ((2, 9), 5, [3, 4, 5, 7, 8])]
+    for (pk, dts), entries, deleted in steps:
+        seg.delete([pk], [dts])
+        assert len(seg.deleted) == entries
+        assert deleted_offsets(seg, 10) == deleted
+    assert deleted_offsets(seg, 8) == [3, 4, 5]  # the deletes at ts 9 are not seen by a read at ts 8
+
+
 ops = st.lists(st.tuples(st.sampled_from(["insert", "delete"]), st.integers(0, 4), st.integers(1, 12)),
                max_size=40)
 

@@ -171,7 +171,9 @@ def test_set_tso_zero_and_max_uint64_are_rejected(kv):
     a.initialize()
     with pytest.raises(ValueError, match="too small"):
         a.set_tso(0)
-    with pytest.raises(ValueError, match="too large"):
+    # Go compares UnixNano() values, which wrap past 2262: MaxUint64's physical part (year 4199) is a negative
+    # int64 of nanoseconds, so the target counts as behind the oracle
+    with pytest.raises(ValueError, match="too small"):
         a.set_tso(2**64 - 1)
     assert state(a) == (T0, 0)
     assert stored_window(kv) == T0 + 3 * S
@@ -249,6 +251,20 @@ def test_set_tso_accepts_only_more_than_3_guards_and_less_than_3s_ahead(ahead_ms
         nxt = (T0 // MS + ahead_ms + 1) * MS
         assert state(a) == (nxt, 0)
         assert stored_window(store) == nxt + 3 * S
+
+
+def test_set_tso_compares_times_as_go_int64_nanoseconds_that_wrap():
+    """``SubTimeByWallClock`` subtracts two ``UnixNano()`` values, each an int64 that wraps after 2262-04-11, and the
+    difference wraps too. A target in 2262 is 236 years ahead (too large); one in 2381 wraps to a large negative
+    number of nanoseconds, so it counts as behind the oracle (too small)."""
+    a = new_allocator(MemoryKV(), ManualClock())
+    a.initialize()
+    last_ms = ((1 << 63) - 1) // MS  # the last whole millisecond an int64 of nanoseconds can hold
+    with pytest.raises(ValueError, match="too large"):
+        a.set_tso(compose_ts(last_ms - 1, 0))  # next = last_ms: still representable
+    with pytest.raises(ValueError, match="too small"):
+        a.set_tso(compose_ts(13_000_000_000_000, 0))  # year 2381: wraps to about -170 years
+    assert state(a) == (T0, 0)
 
 
 def test_set_tso_save_error_leaves_state_and_raises():
@@ -474,6 +490,20 @@ def test_init_load_error_is_treated_as_nothing_saved_2_5_quirk():
     assert store.load(TSO_KEY) == (T0 + 3 * S).to_bytes(8, "big")
 
 
+def test_init_with_a_saved_value_that_is_not_8_bytes_fails_and_saves_nothing():
+    """Unlike a load error, a saved window that loads but is not 8 bytes makes ``ParseTimestamp`` fail, and
+    ``InitTimestamp`` returns that error: the oracle stays uninitialised and the bad value stays in the KV."""
+    store = MemoryKV()
+    store.save(TSO_KEY, b"\x00" * 7)
+    with pytest.raises(ValueError, match=r"invalid data, must 8 bytes, but 7"):
+        make_core(ManualClock(), store)
+    a = GlobalTSOAllocator("timestamp", RootedKV(store, "by-dev/kv/gid"), ManualClock())
+    with pytest.raises(ValueError):
+        a.initialize()
+    assert a.tso.tso is None and a.get_last_saved_time() == 0
+    assert store.load(TSO_KEY) == b"\x00" * 7
+
+
 # =================================================================================================
 # GenerateTSO retries
 # =================================================================================================
@@ -666,3 +696,25 @@ def test_every_tso_event_conforms_to_schema():
     }
     init = next(r for r in sink.rows if r["kind"] == "tso.init")
     assert (init["node"], init["physical_ms"], init["window_end_ms"]) == ("rc-1", T0 // MS, (T0 + 3 * S) // MS)
+
+
+@pytest.mark.parametrize("pause_ms, after_resume", [
+    (70, [1130, 1150, 1200, 1250]),  # one tick (1100) fell due in the pause: taken on resume, then the grid
+    (100, [1160, 1200, 1250]),  # two fell due (1100, 1150): both taken on resume (the second a no-op), then the grid
+])
+def test_ts_loop_keeps_its_ticker_grid_across_a_pause(pause_ms, after_resume):
+    """``tsLoop`` reads a ``time.Ticker`` of 50 ms: a pause delays the ticks that fall due in it but does not move
+    the grid, so the tick after the resume comes at the next multiple of 50 ms, not 50 ms after the resume."""
+    from milvus_edu.cluster.rootcoord import RootCoordNode
+    from milvus_edu.sim import NodeClock, Simulation
+
+    sink = MemorySink()
+    sim = Simulation(3, Recorder("ts-loop-grid", sinks=[sink]))
+    rc = RootCoordNode(sim, "rootcoord-1", 1, NodeClock(sim.env))
+    sim.add(rc)
+    rc.start()
+    sim.at(1_060, lambda: rc.pause(pause_ms))
+    sim.run(1_260)
+    updates = [r["t_ms"] for r in sink.rows if r["kind"] == "tso.update"]
+    assert [t for t in updates if t <= 1_050] == [50.0 * n for n in range(1, 22)]
+    assert [t for t in updates if t > 1_050] == after_resume

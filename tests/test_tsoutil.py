@@ -66,6 +66,16 @@ def test_compose_ts_by_time_roundtrips_seconds_and_logical():
     assert when == dt.datetime(2023, 11, 14, 22, 13, 20, 123000, tzinfo=UTC)
 
 
+@pytest.mark.parametrize("unix_ns, physical_ms", [
+    (1_999_999, 1),  # sub-millisecond part dropped
+    (-1, 0),  # Go's integer division truncates toward zero: a nanosecond before the epoch is millisecond 0
+    (-1_500_000, -1),  # not -2, as flooring would give
+])
+def test_compose_ts_by_time_divides_nanoseconds_like_go(unix_ns, physical_ms):
+    """``ComposeTSByTime`` takes ``UnixNano() / int64(time.Millisecond)``, a Go division that truncates toward zero."""
+    assert compose_ts_by_time(unix_ns, 5) == compose_ts(physical_ms, 5)
+
+
 def test_calculate_duration_is_physical_difference_in_ms():
     ts1 = compose_ts_by_time(NOW_NS, 0)
     ts2 = compose_ts_by_time(NOW_NS + 20_000 * MS, 0)

@@ -10,7 +10,7 @@ The Go goroutines become SimPy processes that call the pure components:
   :meth:`RootCoordNode.process_keep_alive_response`;
 * ``Session.LivenessCheck`` with rootcoord's ``os.Exit(1)`` callback -> the watch on the ACTIVE key
   started by :meth:`RootCoordNode.start_liveness_check`;
-* ``Core.tsLoop`` -> :meth:`RootCoordNode.ts_loop` (every ``UpdateTimestampStep``);
+* ``Core.tsLoop`` -> :meth:`RootCoordNode.ts_loop` (a :class:`~milvus_edu.cluster.ticker.Ticker` of ``UpdateTimestampStep``);
 * ``Core.AllocTimestamp`` served over a simulated RPC -> :meth:`RootCoordNode.handle_alloc_timestamp`;
 * a client (a proxy, the SDK) that allocates timestamps -> :class:`TSOClient`.
 
@@ -45,6 +45,7 @@ from ..sessionutil import (
 from ..sim.kernel import NodeClock, RPCError, Simulation
 from ..storage.kv import KVError
 from .node import Node
+from .ticker import Ticker
 
 
 class RootCoordNode(Node):
@@ -226,10 +227,13 @@ class RootCoordNode(Node):
 
     # ---- serving ------------------------------------------------------------------------------
     def ts_loop(self):
-        """``tsLoop``: ``UpdateTSO`` every 50 ms while alive."""
-        env, p = self.sim.env, self.sim.config.tso
+        """``tsLoop``: ``UpdateTSO`` on each tick of a ``time.Ticker`` of ``UpdateTimestampStep`` (50 ms) while alive.
+
+        The ticker keeps its grid: the first tick that fell due during a pause is taken on resume, and a second
+        one too if two fell due (its jet lag is 0), then the next grid point: not a full step after the resume."""
+        ticker = Ticker(self.sim.env, self.sim.config.tso.update_timestamp_step_ns / MS)
         while True:
-            yield env.timeout(p.update_timestamp_step_ns / MS)
+            yield ticker.next()
             self.core.ts_loop_tick()
 
     def handle_alloc_timestamp(self, count: int, peer: str):

@@ -4,8 +4,8 @@ A ``time.NewTicker(period)`` ticks on a fixed grid from its start, whatever its 
 holds one tick, so a tick that falls due while the loop body runs is delivered as soon as the loop reads
 again, and the ticks after it are dropped until the loop catches up with the grid.
 
-* ``for { <-ticker.C; body }`` (the proxies' ``tickLoop`` and report loop, rootcoord's ``syncTsLoop`` and
-  time-tick loop, the DataNode's ``TimeTickSender.work``): :class:`Ticker`, whose :meth:`Ticker.next` is
+* ``for { <-ticker.C; body }`` (the proxies' ``tickLoop`` and report loop, rootcoord's ``syncTsLoop``,
+  time-tick loop and ``tsLoop``, the DataNode's ``TimeTickSender.work``): :class:`Ticker`, whose :meth:`Ticker.next` is
   called after each body.
 * ``select { case <-ticker.C: body; case <-notify: other }`` (the DataNode's ``ChannelCheckpointUpdater``):
   the loop keeps the due time of the tick it waits for and moves it with :func:`next_grid_tick` when it

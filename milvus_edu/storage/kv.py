@@ -385,9 +385,9 @@ def uint64_to_bytes_big_endian(value: int) -> bytes:
 
 
 def bytes_to_uint64_big_endian(data: bytes) -> int:
-    """``typeutil.BigEndianBytesToUint64``; exactly 8 bytes are required."""
+    """``typeutil.BigEndianBytesToUint64``; exactly 8 bytes are required (``ValueError`` with Go's text otherwise)."""
     if len(data) != 8:
-        raise ValueError(f"expected 8 bytes, got {len(data)}")
+        raise ValueError(f"failed to convert []byte to uint64: invalid data, must 8 bytes, but {len(data)}")
     return int.from_bytes(data, "big", signed=False)
 
 

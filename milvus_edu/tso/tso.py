@@ -28,6 +28,19 @@ from ..storage.kv import KeyNotFoundError, KVError, bytes_to_uint64_big_endian, 
 ZERO_TIME = 0
 
 
+def _int64(v: int) -> int:
+    """``v`` as Go's int64 arithmetic leaves it: wrapped into [-2**63, 2**63)."""
+    return (v + (1 << 63)) % (1 << 64) - (1 << 63)
+
+
+def sub_time_by_wall_clock(after_ns: int, before_ns: int) -> int:
+    """``typeutil.SubTimeByWallClock``: ``after.UnixNano() - before.UnixNano()`` as a ``time.Duration`` (ns).
+
+    Each ``UnixNano()`` is an int64 that wraps for instants after 2262-04-11 (Go leaves it "undefined" and the
+    multiplication overflows), and so does the difference: a time that far ahead compares as far behind."""
+    return _int64(_int64(after_ns) - _int64(before_ns))
+
+
 @dataclass
 class AtomicObject:
     """``atomicObject``: the window start. ``logical`` is bumped in place by GenerateTSO."""
@@ -113,7 +126,7 @@ class TimestampOracle:
             last = ZERO_TIME
         now = self.now_ns()
         nxt = now
-        if nxt - last < self.params.update_timestamp_guard_ns:
+        if sub_time_by_wall_clock(nxt, last) < self.params.update_timestamp_guard_ns:
             nxt = last + self.params.update_timestamp_guard_ns
         self.save_timestamp(nxt + self.params.save_interval_ns)
         self.tso = AtomicObject(nxt, 0)
@@ -137,7 +150,7 @@ class TimestampOracle:
         if prev is None:
             raise RuntimeError("UpdateTimestamp before InitTimestamp")
         now = self.now_ns()
-        jet_lag = now - prev.physical_ns
+        jet_lag = sub_time_by_wall_clock(now, prev.physical_ns)
         if jet_lag > self.params.update_timestamp_guard_ns:
             nxt, reason = now, "clock"
         elif prev.logical > self.params.max_logical // 2:
@@ -145,7 +158,7 @@ class TimestampOracle:
         else:
             return
         if not self.switches.tso_no_window_save:
-            if self.last_saved_time_ns - nxt <= self.params.update_timestamp_guard_ns:
+            if sub_time_by_wall_clock(self.last_saved_time_ns, nxt) <= self.params.update_timestamp_guard_ns:
                 self.save_timestamp(nxt + self.params.save_interval_ns)
         self.tso = AtomicObject(nxt, 0)
         detail = {"reason": reason, "jet_lag_ms": jet_lag / MS}
@@ -157,13 +170,14 @@ class TimestampOracle:
     def reset_user_timestamp(self, tso: int) -> None:
         """``ResetUserTimestamp`` (SetTSO): move the window forward to a user ts, by at most 3 s.
 
-        Errors: the target is not more than 3 guards (3 ms) ahead of ``physical``, or 3 s or more ahead.
+        Errors: the target is not more than 3 guards (3 ms) ahead of ``physical``, or 3 s or more ahead (compared
+        as Go does, :func:`sub_time_by_wall_clock`: a target after 2262 counts as behind).
         """
         prev = self.tso
         if prev is None:
             raise RuntimeError("ResetUserTimestamp before InitTimestamp")
         nxt = (physical_time(tso) + 1) * MS
-        gap = nxt - prev.physical_ns
+        gap = sub_time_by_wall_clock(nxt, prev.physical_ns)
         if gap <= 3 * self.params.update_timestamp_guard_ns:
             err = "the specified ts too small than now"
         elif gap >= self.params.max_reset_ts_gap_ns:
