@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from .cluster.ticker import next_grid_tick
+from .sim.ticker import next_grid_tick
 from .config import MS, BugSwitches, TSOParams
 from .effects import drive, sleeping
 from .events import NULL_RECORDER, Recorder

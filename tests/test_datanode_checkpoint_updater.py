@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 import milvus_edu
 from milvus_edu.cluster.data import DataNodeNode
-from milvus_edu.cluster.ticker import next_grid_tick
+from milvus_edu.sim.ticker import next_grid_tick
 from milvus_edu.config import S, DataNodeParams
 from milvus_edu.datanode.checkpoint_updater import (
     DEFAULT_UPDATE_CHAN_CP_MAX_PARALLEL,

@@ -63,7 +63,7 @@ from ..sim.kernel import NodeClock, RPCError, Simulation
 from ..storage.binlog import get_log_id_from_binlog_path
 from .consumer import STOP, PackConsumer
 from .node import Node
-from .ticker import Ticker, next_grid_tick
+from ..sim.ticker import Ticker, next_grid_tick
 
 DATACOORD = "datacoord-1"
 #: ``retry.Do``'s default attempts, which ``TimeTickSender.sendReport`` uses (``NewTimeTickSender`` gets no option).

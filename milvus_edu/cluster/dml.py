@@ -53,7 +53,7 @@ from ..storage.kv import LeaseNotFoundError
 from ..effects import Call
 from ..tso import TSOError
 from .node import Node
-from .ticker import Ticker
+from ..sim.ticker import Ticker
 from .rootcoord import RootCoordNode
 
 PROXY_SESSION_PREFIX = "by-dev/meta/session/proxy-"

@@ -10,7 +10,7 @@ The Go goroutines become SimPy processes that call the pure components:
   :meth:`RootCoordNode.process_keep_alive_response`;
 * ``Session.LivenessCheck`` with rootcoord's ``os.Exit(1)`` callback -> the watch on the ACTIVE key
   started by :meth:`RootCoordNode.start_liveness_check`;
-* ``Core.tsLoop`` -> :meth:`RootCoordNode.ts_loop` (a :class:`~milvus_edu.cluster.ticker.Ticker` of ``UpdateTimestampStep``);
+* ``Core.tsLoop`` -> :meth:`RootCoordNode.ts_loop` (a :class:`~milvus_edu.sim.ticker.Ticker` of ``UpdateTimestampStep``);
 * ``Core.AllocTimestamp`` served over a simulated RPC -> :meth:`RootCoordNode.handle_alloc_timestamp`;
 * a client (a proxy, the SDK) that allocates timestamps -> :class:`TSOClient`.
 
@@ -45,7 +45,7 @@ from ..sessionutil import (
 from ..sim.kernel import NodeClock, RPCError, Simulation
 from ..storage.kv import KVError
 from .node import Node
-from .ticker import Ticker
+from ..sim.ticker import Ticker
 
 
 class RootCoordNode(Node):
