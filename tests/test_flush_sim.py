@@ -93,18 +93,24 @@ def test_a_restart_with_bloom_filters_on_reloads_them_and_keeps_every_delete():
     assert run.summary["checks"]["ok"], run.violations[:2]
 
 
-def test_a_failed_time_tick_report_is_retried_with_retry_do_back_off(monkeypatch):
-    """``TimeTickSender.sendReport`` wraps ``ReportDataNodeTtMsgs`` in ``retry.Do``: with DataCoord gone, the
-    attempts are 200, 400, 800, 1,600 ms apart, then 3 s (the back-off's cap), not one per 500 ms interval."""
-    attempts = []
+def _report_times(monkeypatch) -> list[float]:
+    """The simulated times at which DataNodes send ``ReportDataNodeTtMsgs`` (filled as the run goes)."""
+    times: list[float] = []
     call = Simulation.call
 
     def recording_call(self, src, dst, handler):
         if isinstance(handler, partial) and handler.func.__name__ == "handle_report_tt":
-            attempts.append(self.env.now)
+            times.append(self.env.now)
         return call(self, src, dst, handler)
 
     monkeypatch.setattr(Simulation, "call", recording_call)
+    return times
+
+
+def test_a_failed_time_tick_report_is_retried_with_retry_do_back_off(monkeypatch):
+    """``TimeTickSender.sendReport`` wraps ``ReportDataNodeTtMsgs`` in ``retry.Do``: with DataCoord gone, the
+    attempts are 200, 400, 800, 1,600 ms apart, then 3 s (the back-off's cap), not one per 500 ms interval."""
+    attempts = _report_times(monkeypatch)
     milvus_edu.simulate("flush-basics", seed=1, duration_s=16,
                         options={"inserts_per_s": 5.0, "deletes_per_s": 0.0, "workload_s": 2.0},
                         interventions=[milvus_edu.Kill("datacoord-1", 3_000)])
@@ -117,15 +123,7 @@ def test_time_tick_reports_keep_to_the_tickers_grid(monkeypatch):
     """``TimeTickSender.work`` reads a ``time.Ticker``: every report leaves on the grid of 500 ms from the sender's
     start, however long the previous report's round trip took (a sleep of 500 ms after each report drifted by
     that round trip, about 1 ms a report)."""
-    sent = []
-    call = Simulation.call
-
-    def recording_call(self, src, dst, handler):
-        if isinstance(handler, partial) and handler.func.__name__ == "handle_report_tt":
-            sent.append(self.env.now)
-        return call(self, src, dst, handler)
-
-    monkeypatch.setattr(Simulation, "call", recording_call)
+    sent = _report_times(monkeypatch)
     milvus_edu.simulate("flush-basics", seed=1, duration_s=12,
                         options={"inserts_per_s": 20.0, "deletes_per_s": 0.0, "workload_s": 10.0})
     assert len(sent) > 15
