@@ -26,4 +26,5 @@ if [ ${#apt_pkgs[@]} -gt 0 ]; then
 fi
 
 python -m pip install -q -e ".[test]"
-exec python -m pytest -n auto "$@"
+# --durations: every run ends with its slowest tests, the first place to look when the suite nears 10 minutes
+exec python -m pytest -n auto --durations=15 "$@"
