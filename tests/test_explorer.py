@@ -237,10 +237,16 @@ def test_details_of_an_event_and_of_a_request(explorer):
     assert "search 6 on Client1" in explorer.answer({"type": "slice", "index": reads[0]})["html"]
 
 
-def test_fork_at_the_cursor_shows_the_forked_run_and_its_first_difference(run, explorer):
+def test_fork_at_the_cursor_shows_the_forked_run_and_its_first_difference(run, explorer, monkeypatch):
     explorer.goto(int(run.events[run.events["t_ms"] >= 3000]["seq"].iloc[0]))
     at = explorer.cursor
+    sent = []
+    monkeypatch.setattr(explorer.view, "send", sent.append)
     result = explorer.fork("kill", "proxy-1")
+    # the browser's message row follows the forked run: its simulated seconds, up to the whole run
+    progress = [(m["done_s"], m["total_s"]) for m in sent if m.get("type") == "progress"]
+    assert progress and progress[-1][0] == progress[-1][1] == result.run.summary["duration_s"]
+    assert [d for d, _ in progress] == sorted(d for d, _ in progress)
     assert result.first_difference is not None and result.first_difference >= at
     assert explorer.view.meta["which"] == "fork" and explorer.view.meta["first_difference"] == result.first_difference
     assert explorer.cursor == result.first_difference

@@ -141,6 +141,9 @@ def test_fork_here_offers_a_switch_selector_for_the_switch_action(page, explorer
     ask = page.evaluate("() => window.__sent[window.__sent.length - 1]")
     assert (ask["type"], ask["action"], ask["switch"], ask["seq"]) == ("fork", "switch", "skip_wait_tsafe", 500)
     assert "forking: switch skip_wait_tsafe on at " in page.inner_text(".mex-message")
+    page.evaluate("(a) => window.__deliver(a)", {"type": "progress", "done_s": 3.0, "total_s": 12.0})
+    assert page.inner_text(".mex-message").endswith(" s\u2026 25%")  # the kernel's fork, a quarter of the way
+    assert page.inner_text(".mex-message").startswith("forking: switch skip_wait_tsafe on at ")
     page.select_option(".mex-fork-action", "kill")
     assert page.is_visible(".mex-fork-node") and not page.is_visible(".mex-fork-switch")
 

@@ -602,7 +602,10 @@ function render({ model, el: root }) {
       else message.textContent = content.error;
       return;
     }
-    if (content.type === "detail") details.innerHTML = content.html;
+    if (content.type === "progress") {   // a fork's run, part-way: "forking: kill proxy-1 at 1.234 s… 40%"
+      const head = message.textContent.startsWith("forking") ? message.textContent.replace(/….*$/, "") : "forking";
+      message.textContent = `${head}… ${Math.floor(100 * content.done_s / content.total_s)}%`;
+    } else if (content.type === "detail") details.innerHTML = content.html;
     else if (content.type === "why") {
       const list = el("ol", { class: "mex-chain" });
       content.links.forEach((link, k) => {

@@ -449,7 +449,8 @@ class Explorer:
         if not 0 <= at < len(self.events):
             raise ValueError(f"there is no event {at + 1:,} in this run of {len(self.events):,} events")
         at_ms = float(self.events["t_ms"].iloc[at])
-        result = fork_run(self._source, at_ms, change)
+        # the browser's message row counts the forked run's simulated time (sent every ~0.5 s of wall time)
+        result = fork_run(self._source, at_ms, change, progress=self._send_progress)
         self.forked = result
         self._fork_label = f"{action} {target}{' on' if action == 'switch' else ''} at {at_ms / 1000:.3f} s"
         self._fork_payload = build_payload(as_frame(result.run.events).reset_index(drop=True))
@@ -458,6 +459,10 @@ class Explorer:
         if result.first_difference is not None:
             self.goto(result.first_difference)
         return result
+
+    def _send_progress(self, done_s: float, total_s: float) -> None:
+        """Tell the browser how far a fork's run is: ``{"type": "progress", "done_s", "total_s"}``."""
+        self.view.send({"type": "progress", "done_s": done_s, "total_s": total_s})
 
     def show(self, which: str) -> None:
         """Show the ``"original"`` run or the last ``"fork"``; the cursor keeps its event number (both runs are
