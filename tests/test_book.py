@@ -62,6 +62,13 @@ def test_every_lab_is_a_chapter_of_the_book():
     assert os.readlink(BOOK / "at_scale.ipynb") == "../notebooks/05_at_scale.ipynb"
 
 
+def test_introduction_lists_every_page_in_the_order_of_the_toc():
+    toc = yaml.safe_load((BOOK / "_toc.yml").read_text(encoding="utf-8"))
+    files = [c["file"] for part in toc["parts"] for c in part["chapters"]]
+    intro = (BOOK / "intro.md").read_text(encoding="utf-8").split("## What is in the book", 1)[1]
+    assert re.findall(r"^\* \{doc\}`([\w-]+)`", intro, flags=re.M) == files
+
+
 def test_a_labs_links_to_files_resolve_from_its_own_folder():
     """A lab opened in JupyterLab resolves a relative link from notebooks/ (the book, from book/, where the lab is a
     symlink): a link to a book page must go through ../book/ to work in both."""
@@ -149,7 +156,7 @@ REPRODUCED_REFERENCE_QUIRKS = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12)
 def test_quirks_table_covers_reference_section_6():
     quirks = (BOOK / "quirks.md").read_text(encoding="utf-8")
     header, *rows = _list_table(quirks, "milvus-edu-quirks")
-    assert header[0] == "#" and len(header) == 4
+    assert header[0] == "\\#" and len(header) == 4  # escaped: a bare "#" is an empty heading
     assert [row[0] for row in rows] == [str(n) for n in range(1, 13)]
     for number, _quirk, status, where in rows:
         if int(number) in REPRODUCED_REFERENCE_QUIRKS:
@@ -174,7 +181,7 @@ PORTING_QUIRK_SUBJECTS = (
 def test_quirks_found_while_porting_say_status_and_where():
     quirks = (BOOK / "quirks.md").read_text(encoding="utf-8")
     header, *rows = _list_table(quirks, "milvus-edu-porting-quirks")
-    assert header[0] == "#" and len(header) == 4
+    assert header[0] == "\\#" and len(header) == 4  # escaped: a bare "#" is an empty heading
     assert [row[0] for row in rows] == [f"P{i}" for i in range(1, len(rows) + 1)]
     for number, quirk, status, where in rows:
         assert status.startswith(("reproduced", "not reproduced", "not modelled")), (number, status)
@@ -249,6 +256,23 @@ def test_book_builds_without_warnings(built_book):
     # Sphinx's own warnings look like "<file>:<line>: WARNING: ..."; with -W each also fails the build.
     warnings = [l for l in built_book["log"].splitlines() if ": WARNING:" in l]
     assert not warnings, "\n".join(warnings)
+
+
+@pytest.mark.book
+@pytest.mark.slow
+def test_every_page_fits_tables_to_the_column_and_titles_every_column(built_book):
+    css = built_book["html"] / "_static" / "milvus-edu.css"
+    assert "overflow-wrap: anywhere" in css.read_text(encoding="utf-8")
+    for path in sorted(built_book["html"].glob("*.html")):
+        page = path.read_text(encoding="utf-8")
+        if "<article" in page:  # the book's pages, not the redirect of index.html
+            assert "_static/milvus-edu.css" in page, path.name
+        for head in re.findall(r"<thead>(.*?)</thead>", page, re.S):
+            # a header cell that starts with "#" in a MyST list-table became an empty heading
+            assert "rubric" not in head, path.name
+    # the generated tables keep the widths their directives give (the HTML writer drops them otherwise)
+    kinds = _tables(_page(built_book["html"], "run-log.html"), "milvus-edu-event-kinds")[0]
+    assert re.findall(r'<col style="width: ([\d.]+)%" />', kinds) == ["18.0", "42.0", "24.0", "16.0"]
 
 
 @pytest.mark.book

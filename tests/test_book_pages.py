@@ -34,7 +34,8 @@ DOCUMENTS = (
 SECTIONS = {"seeds-tso": "TSO", "seeds-timetick": "TT", "seeds-guarantee-ts": "GT", "seeds-flush": "FL",
             "seeds-ttnode": "CP", "seeds-recovery": "RC"}
 VERDICTS = ("agrees", "older", "looser", "2.6", "not modelled")
-HEADER = ["#", "Claim", "Milvus 2.5", "milvus-edu", "Where a learner sees it", "Verdict"]
+# "\\#": a cell that starts with a bare "#" is an empty heading in MyST, and the column would have no title
+HEADER = ["\\#", "Claim", "Milvus 2.5", "milvus-edu", "Where a learner sees it", "Verdict"]
 INVARIANTS = set(check_flush.INVARIANTS + check_query.INVARIANTS + check_timetick.INVARIANTS + check_tso.INVARIANTS)
 LAB_FILES = {1: "01_tso", 2: "02_timetick", 3: "03_flush_checkpoint", 4: "04_guarantee_ts"}
 

@@ -47,7 +47,8 @@ def _literal(text: str) -> nodes.paragraph:
 def _table(directive: SphinxDirective, headers: list[str], rows: list[list], widths: list[int],
            classes: list[str], title: str | None = None) -> nodes.table:
     """A docutils table; each cell is a node, a list of nodes, or a string parsed as inline markup."""
-    table = nodes.table(classes=classes)
+    # colwidths-given: the HTML writer writes the widths (a <colgroup>) only for a table with this class
+    table = nodes.table(classes=[*classes, "colwidths-given"])
     if title:
         table += nodes.title("", "", *_inline(directive, title))
     group = nodes.tgroup(cols=len(headers))
