@@ -45,16 +45,16 @@ class PackConsumer(ABC):
         A later vchannel gets a deputy dispatcher seeked to its own position (the main one has read on); the
         process is kicked so the deputy reads what the pchannel already holds."""
         manager = self.dispatchers.get(pchannel)
-        if manager is None:
+        first = manager is None
+        if first:
             manager = DispatcherManager(self.broker, pchannel, now_ns=self.clock.now_ns, params=self.sim.config.mq)
             self.dispatchers[pchannel] = manager
             self.wake[pchannel] = self.sim.env.event()
             self.broker.watch(pchannel, self.callback(self.kick), msg_types=(MsgType.TIME_TICK,))
             self.process(self._consume(pchannel))
-            manager.add(vchannel, position, SubscriptionPosition.EARLIEST)
-            return
         manager.add(vchannel, position, SubscriptionPosition.EARLIEST)
-        self.kick(pchannel)
+        if not first:
+            self.kick(pchannel)
 
     def kick(self, pchannel: str, _msg_id: int | None = None) -> None:
         """Wake ``pchannel``'s process (the broker calls this when a time tick lands)."""
