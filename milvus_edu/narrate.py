@@ -8,13 +8,10 @@ the mechanism that registered it (:attr:`milvus_edu.registry.Mechanism.describe`
 from __future__ import annotations
 
 import math
-from datetime import datetime, timedelta, timezone
 
 from .events.schema import SIM_EPOCH_MS, detail_object
 from .registry import describer
-from .tsoutil import parse_hybrid_ts
-
-_UNIX_ZERO = datetime(1970, 1, 1, tzinfo=timezone.utc)
+from .tsoutil import parse_hybrid_ts, physical_datetime
 
 
 def value(row, name):
@@ -46,7 +43,7 @@ def wall_text(unix_ms) -> str:
     """
     rel = int(unix_ms) - SIM_EPOCH_MS
     if abs(rel) >= RELATIVE_SPAN_MS:
-        when = _UNIX_ZERO + timedelta(milliseconds=int(unix_ms))
+        when = physical_datetime(int(unix_ms))
         return f"{when:%Y-%m-%d %H:%M:%S}.{when.microsecond // 1000:03d}"
     sign, rel = ("-", -rel) if rel < 0 else ("", rel)
     return f"{sign}{rel // 3_600_000:02d}:{rel // 60_000 % 60:02d}:{rel // 1000 % 60:02d}.{rel % 1000:03d}"

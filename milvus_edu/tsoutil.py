@@ -47,11 +47,15 @@ def get_current_time(now_ns: int) -> int:
     return compose_ts_by_time(now_ns, 0)
 
 
+def physical_datetime(physical_ms: int) -> _dt.datetime:
+    """A physical part (Unix milliseconds) as an aware UTC ``datetime`` (Go's ``time.UnixMilli(...).UTC()``)."""
+    return _dt.datetime.fromtimestamp(0, tz=_dt.timezone.utc) + _dt.timedelta(milliseconds=physical_ms)
+
+
 def parse_ts(ts: int) -> tuple[_dt.datetime, int]:
     """``ParseTS``: the physical part as an aware UTC ``datetime`` and the logical part."""
     physical, logical = parse_hybrid_ts(ts)
-    when = _dt.datetime.fromtimestamp(0, tz=_dt.timezone.utc) + _dt.timedelta(milliseconds=physical)
-    return when, logical
+    return physical_datetime(physical), logical
 
 
 def parse_hybrid_ts(ts: int) -> tuple[int, int]:

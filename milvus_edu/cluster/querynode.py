@@ -157,7 +157,7 @@ class QueryNodeNode(PackConsumer, Node):
                 continue
             d.close()
             self.pipelines.pop(vchannel, None)
-            self.dispatchers[to_physical_channel(vchannel)].remove_target(vchannel)
+            self.dispatchers[to_physical_channel(vchannel)].remove(vchannel)
             self.sim.recorder.emit("querynode.release", self.name, ts=d.get_tsafe(), vchannel=vchannel,
                                    detail={"collection_id": collection_id})
             self._broadcast(vchannel)

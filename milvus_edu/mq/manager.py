@@ -98,7 +98,8 @@ class DispatcherManager:
         return merged
 
     def remove(self, vchannel: str) -> bool:
-        """``Remove``: unregister ``vchannel`` and drop its target (``removeTargetFromDispatcher``).
+        """``Remove`` (``Client.Deregister``): unregister ``vchannel`` and drop its target
+        (``removeTargetFromDispatcher``).
 
         A deputy left without targets stops; so does the main one when no deputy is left either.
         False (Go only logs) when the vchannel was not registered.
@@ -112,10 +113,6 @@ class DispatcherManager:
             if self.main.target_num() == 0 and not self.deputies:
                 self.main = None
         return True
-
-    def remove_target(self, vchannel: str) -> bool:
-        """``Client.Deregister`` of one vchannel: the same as :meth:`remove`."""
-        return self.remove(vchannel)
 
     def num_target(self) -> int:
         """``NumTarget``: registered vchannels."""
