@@ -176,6 +176,21 @@ def test_a_read_that_neither_waited_nor_was_stale_is_refused_naming_reads_that_w
     assert f"reads that waited in this run: {min(waited)}, " in str(info.value)
 
 
+def test_a_read_the_proxy_failed_is_refused_without_claiming_a_shard_answered():
+    """ddl-recreate-under-load: reads sent while C0 is dropped fail at the proxy (collection not found) and reach no
+    delegator; the refusal said every shard had answered at once."""
+    events = milvus_edu.simulate("ddl-recreate-under-load", seed=1).events
+    failed = events[(events["kind"] == "client.read") & events["error"].notna()]
+    shard = set(events.loc[events["kind"] == "querynode.read", "request"].dropna().astype(int))
+    request = next(int(r) for r in failed["request"] if int(r) not in shard)
+    with pytest.raises(WhyError) as error:
+        why(events, read=request)
+    message = str(error.value)
+    error_text = str(failed[failed["request"] == request]["error"].iloc[0])
+    assert "\n" not in message and "every shard answered" not in message
+    assert f"it never reached a shard (it failed with {error_text})" in message
+
+
 def test_a_question_kind_has_one_answer():
     assert explainer("read") is not None and explainer("tick-stopped") is not None
     with pytest.raises(ValueError, match="already answered"):
