@@ -176,6 +176,21 @@ def test_a_read_that_neither_waited_nor_was_stale_is_refused_naming_reads_that_w
     assert f"reads that waited in this run: {min(waited)}, " in str(info.value)
 
 
+def test_a_read_the_proxy_failed_is_refused_without_claiming_a_shard_answered():
+    """ddl-recreate-under-load: reads sent while C0 is dropped fail at the proxy (collection not found) and reach no
+    delegator; the refusal said every shard had answered at once."""
+    events = milvus_edu.simulate("ddl-recreate-under-load", seed=1).events
+    failed = events[(events["kind"] == "client.read") & events["error"].notna()]
+    shard = set(events.loc[events["kind"] == "querynode.read", "request"].dropna().astype(int))
+    request = next(int(r) for r in failed["request"] if int(r) not in shard)
+    with pytest.raises(WhyError) as error:
+        why(events, read=request)
+    message = str(error.value)
+    error_text = str(failed[failed["request"] == request]["error"].iloc[0])
+    assert "\n" not in message and "every shard answered" not in message
+    assert f"it never reached a shard (it failed with {error_text})" in message
+
+
 def test_a_question_kind_has_one_answer():
     assert explainer("read") is not None and explainer("tick-stopped") is not None
     with pytest.raises(ValueError, match="already answered"):
@@ -303,15 +318,90 @@ def basics():
     return milvus_edu.simulate("flush-basics", seed=1).events
 
 
-def test_a_flush_on_a_healthy_cluster_waits_for_the_datanodes_time_tick(basics):
+def test_a_flush_on_a_healthy_cluster_waits_for_datacoord_to_let_the_sealed_segment_go(basics):
     (start, done), = client_flushes(basics)
     chain = why(basics, flush=1)
     assert_flush_chain_walks_back_from_getflushstate(basics, chain, start, done)
     root = event(basics, chain.root.seq)
-    # DataCoord asks the DataNode to flush the sealed segments on its time tick: that request is the wait.
-    assert root["kind"] == "datacoord.flush_segments" and "waited for the DataNode's time tick" in chain.root.text
+    # DataCoord asks the DataNode to flush a sealed segment on the first of its time ticks (every 500 ms) past the
+    # expiry of the segment's last allocation (flushPolicyL1): not "the time tick came only here"
+    assert root["kind"] == "datacoord.flush_segments" and "flushPolicyL1" in chain.root.text
+    assert "dataCoord.segment.assignmentExpiration" in chain.root.text
+    assert f"carried {milvus_edu.narrate.ts_text(int(root['ts']))}" in chain.root.text
     assert f"{float(root['t_ms']) - float(allocation(basics, start)['t_ms']):,.0f} ms into the flush" in chain.root.text
     assert not any(word in str(chain) for word in ("crashed", "failed", "slow"))
+
+
+def test_the_datanode_ticks_a_flush_waits_through_came_every_half_second_before_datacoord_let_the_segment_go(
+        monkeypatch):
+    """The chain's rule checked on DataCoord itself: the segment was not flushable on the DataNode's earlier time
+    ticks, because they had not passed its last allocation's expiry, so the wait is that expiry, not the tick."""
+    from milvus_edu.datacoord.segment_manager import SegmentManager
+
+    seen = []
+    flushable = SegmentManager.get_flushable_segments
+
+    def spy(self, channel, ts, now_ns):
+        got = flushable(self, channel, ts, now_ns)
+        seen.extend((now_ns, ts, segment, self.last_expire_time(segment), segment in got)
+                    for segment in sorted(self._sealed.get(channel, ())))
+        return got
+
+    monkeypatch.setattr(SegmentManager, "get_flushable_segments", spy)
+    events = milvus_edu.simulate("flush-manual", seed=1, duration_s=16).events
+    root = event(events, why(events, flush=1).root.seq)
+    segment = json.loads(root["detail"])["segments"][0]
+    mine = [s for s in seen if s[2] == segment]
+    waited = [s for s in mine if not s[4]]
+    assert len(waited) >= 3 and all(ts < expire for _, ts, _, expire, _ in waited)
+    assert next(s for s in mine if s[4])[1] == int(root["ts"]) >= mine[0][3]
+
+
+@pytest.fixture(scope="module")
+def lost_sync():
+    """checkpoint-during-sync with the older checkpoint: the crash loses syncs the checkpoint already passed."""
+    return milvus_edu.simulate("checkpoint-during-sync", seed=1,
+                               switches=["checkpoint_ignores_syncing_segments"]).events
+
+
+def test_a_flush_that_never_finished_is_not_called_an_ordinary_wait(lost_sync):
+    """Flush 2 began after the crash and its recovery, so no crash explains it; its sealed segments 10000 and 10001
+    never became Flushing because their only syncs were lost: the chain names that, not "the ordinary round"."""
+    events = lost_sync
+    chain = why(events, flush=2)
+    assert_links_are_their_events(events, chain)
+    assert "had not finished when the run ended" in chain.links[0].text
+    assert "ordinary round" not in str(chain) and "nothing on the way" not in str(chain)
+    cut = event(events, chain.root.seq)
+    assert cut["kind"] == "datanode.sync" and f"segment {int(cut['segment'])} had not become Flushing" in chain.root.text
+    saved = events[(events["kind"] == "datacoord.save_binlog_paths") & (events["segment"] == cut["segment"])
+                   & events["error"].isna()]
+    assert not len(saved) and "NumOfRows != 0" in chain.root.text
+    # the crash lost the sync, and the channel was watched again from a checkpoint past its oldest row
+    kill = events[events["kind"] == "fault.kill"].iloc[0]
+    watch = events[(events["kind"] == "datanode.watch") & (events["vchannel"] == cut["vchannel"])
+                   & (events["seq"] > kill["seq"])].iloc[0]
+    assert int(cut["seq"]) < int(kill["seq"]) and int(watch["ts"]) > int(cut["begin_ts"])
+    assert f"event {int(kill['seq']) + 1:,}," in chain.root.text and "never read that sync's rows again" in chain.root.text
+
+
+def test_a_flush_cut_short_by_the_runs_end_is_not_called_stuck_for_good():
+    """flush-manual cut at 12.2 s: the flush began 198 ms before the end, its segments' syncs were not stored yet;
+    the chain says what had not happened yet, not that it never will."""
+    events = milvus_edu.simulate("flush-manual", seed=1, duration_s=12.2).events
+    chain = why(events, flush=1)
+    assert_links_are_their_events(events, chain)
+    assert "had not become Flushing or Flushed when the run ended" in chain.root.text
+    assert not any(word in str(chain) for word in ("never reached", "never read", "ordinary round", "crashed"))
+
+
+def test_a_crash_whose_checkpoint_passed_lost_syncs_does_not_claim_the_replay_recovered_them(lost_sync):
+    events = lost_sync
+    chain = why(events, flush=1)
+    kill = events[events["kind"] == "fault.kill"].iloc[0]
+    assert chain.root.seq == int(kill["seq"])
+    assert "replaying the channel from there" in chain.root.text and "what was lost" not in chain.root.text
+    assert "segment 10000 Flushing or Flushed, segment 10001 Flushing or Flushed never held" in str(chain)
 
 
 def test_a_flush_on_a_slow_object_store_names_the_slow_writes():

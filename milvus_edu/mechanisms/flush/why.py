@@ -123,12 +123,12 @@ def explain_flush(events: pd.DataFrame, subject) -> Answer:
     title = (f"Why did flush {number} take {took_ms:,.0f} ms?" if done is not None else
              f"Why had flush {number} not finished when the run ended, {took_ms:,.0f} ms after it began?")
     links = [first]
-    held = [(name, row) for name, _, row in conditions if row is not None]
+    held = [(name, row) for name, _, _, row in conditions if row is not None]
     path: list[tuple[object, str]] = []
     causes: list[tuple[int, float, object, str]] = []
-    missing = [(name, vchannel) for name, vchannel, row in conditions if row is None]
+    missing = [(name, vchannel, segment) for name, vchannel, segment, row in conditions if row is None]
     if missing:
-        _missing(window, missing, flush_ts, path, causes)
+        _missing(events, window, missing, flush_ts, begin_seq, end_seq, path, causes)
     elif held:
         gate = max(held, key=lambda item: int(item[1]["seq"]))[1]
         if gate["kind"] == "datacoord.channel_cp":
@@ -146,6 +146,11 @@ def explain_flush(events: pd.DataFrame, subject) -> Answer:
     if begin is not start:
         links.append(Link.of(begin, f"rootcoord allocated flushTs {ts_text(flush_ts)} here for DataCoord's Flush"))
     _crash_causes(events, begin_seq, end_seq, t0, causes)
+    if not causes and done is None:
+        # a flush that never finished did not wait "the ordinary round": say only what the log does not show
+        links.append(Link.of(begin, "no crash, failed RPC or slow write in the run log explains why the flush that "
+                                    "began here never finished"))
+        return Answer(tuple(links), title=title)
     if not causes:
         links.append(Link.of(begin, "nothing on the way failed or stood out: the flush waited the ordinary round of "
                                     "the DataNode's time tick, syncs and checkpoint updates after flushTs was "
@@ -156,10 +161,17 @@ def explain_flush(events: pd.DataFrame, subject) -> Answer:
     return Answer(tuple(links), title=title)
 
 
-def _missing(window, missing, flush_ts, path, causes):
+def _missing(events, window, missing, flush_ts, begin_seq, end_seq, path, causes):
     """A flush that never finished: for each channel whose checkpoint never reached flushTs, the last checkpoint
-    the ttNode handed over, which stays at the start of the oldest data still in memory or in a sync."""
-    for name, vchannel in missing:
+    the ttNode handed over, which stays at the start of the oldest data still in memory or in a sync; for each
+    sealed segment that never became Flushing or Flushed, what the log shows of it (:func:`_segment_stuck`)."""
+    segments = [name for name, _, segment in missing if segment is not None]
+    if segments:  # named even when a crash outranks them as the root cause
+        path.append((window.iloc[-1], f"{', '.join(segments)} never held before the run ended"))
+    for name, vchannel, segment in missing:
+        if segment is not None:
+            causes.append(_segment_stuck(events, window, segment, begin_seq, end_seq))
+            continue
         handed = window[(window["kind"] == "datanode.checkpoint") & (window["vchannel"] == vchannel)]
         if vchannel is None or not len(handed):
             continue
@@ -170,24 +182,76 @@ def _missing(window, missing, flush_ts, path, causes):
                        f"{ts_text(flush_ts)}: a channel checkpoint stays at the start of the oldest data still in "
                        f"the DataNode's buffers or in a sync"))
     if not causes:
-        row = window.iloc[-1]
-        path.append((row, f"{', '.join(name for name, _ in missing)} never held before the run ended"))
+        path.append((window.iloc[-1], f"{', '.join(name for name, _, _ in missing)} never held before the run ended"))
+
+
+def _segment_stuck(events, window, segment, begin_seq, end_seq):
+    """Why a sealed segment had not become Flushing or Flushed when the run ended, from what the log holds of it:
+    DataCoord asked a DataNode to flush it but no flushed sync of it was recorded; or no sync of it was stored (lost
+    in a crash, or still on its way), so DataCoord's meta counts no rows in it and ``flushPolicyL1`` does not let it
+    go; or DataCoord had not asked for it yet. A ``STUCK`` cause; it claims "never" only for a sync a crash lost."""
+    name = f"segment {segment} had not become Flushing or Flushed when the run ended"
+    asked = window[window["kind"] == "datacoord.flush_segments"]
+    asked = asked[[segment in (detail_dict(d).get("segments") or ()) for d in asked["detail"]]]
+    before = events[(events["seq"] < end_seq) & (events["segment"] == segment)]
+    stored = before[(before["kind"] == "datacoord.save_binlog_paths") & before["error"].isna()]
+    cuts = before[before["kind"] == "datanode.sync"]
+    no_rows = ("so DataCoord's meta counts no rows in it, and DataCoord asks a DataNode to flush a sealed segment only "
+               "once its rows are counted (flushPolicyL1: NumOfRows != 0)")
+    if len(asked):
+        a = asked.iloc[-1]
+        return (STUCK, float(a["t_ms"]), a,
+                f"{name}: DataCoord last asked {a['peer']} to flush it here, at {_s(a)}, but no SaveBinlogPaths had "
+                f"recorded a flushed sync of it")
+    if not len(stored) and len(cuts):
+        cut = cuts.iloc[-1]
+        kills = events[(events["kind"] == "fault.kill") & (events["node"] == cut["node"])
+                       & (events["seq"] > int(cut["seq"])) & (events["seq"] < end_seq)]
+        if len(kills):
+            kill = kills.iloc[0]
+            # "for good" only when the log shows it: the channel watched again from a checkpoint past the lost data
+            oldest = None if pd.isna(cut["begin_ts"]) else int(cut["begin_ts"])
+            watches = events[(events["kind"] == "datanode.watch") & (events["vchannel"] == cut["vchannel"])
+                             & (events["seq"] > int(kill["seq"])) & (events["seq"] < end_seq)]
+            past = ""
+            if oldest is not None and len(watches) and int(watches.iloc[0]["ts"]) > oldest:
+                w = watches.iloc[0]
+                past = (f"; {w['node']} watched {w['vchannel']} again from checkpoint {ts_text(int(w['ts']))} (event "
+                        f"{int(w['seq']) + 1:,}), past the sync's oldest row ({ts_text(oldest)}), so it never "
+                        f"read that sync's rows again")
+            return (STUCK, float(cut["t_ms"]), cut,
+                    f"{name}: its last sync, cut here at {_s(cut)}, never reached DataCoord ({cut['node']} crashed at "
+                    f"{_s(kill)}, event {int(kill['seq']) + 1:,}, before any SaveBinlogPaths of segment {segment} "
+                    f"was stored), {no_rows}{past}")
+        return (STUCK, float(cut["t_ms"]), cut,
+                f"{name}: its last sync, cut here at {_s(cut)}, had not reached DataCoord (no SaveBinlogPaths of "
+                f"segment {segment} was stored yet), {no_rows}")
+    if not len(stored):
+        sealed = window[window["kind"] == "datacoord.flush"]
+        row = sealed.iloc[-1] if len(sealed) else events[events["seq"] == begin_seq].iloc[0]
+        return (STUCK, 0.0, row, f"{name}: no sync of it had been stored yet, {no_rows}")
+    last = stored.iloc[-1]
+    return (STUCK, float(last["t_ms"]), last,
+            f"{name}: DataCoord had not asked a DataNode to flush it, which it does only on a DataNode time tick past "
+            f"the expiry of the segment's last row allocation (dataCoord.segment.assignmentExpiration, 2 s) and at "
+            f"least dataCoord.segmentFlushInterval (2 s) after it last asked (flushPolicyL1); its last stored sync "
+            f"(SaveBinlogPaths) was here, at {_s(last)}")
 
 
 def _conditions(events, window, flush_ts, start_seq, segments):
-    """GetFlushState's conditions as ``(name, vchannel or None for a segment, event that made it hold)``; the event
+    """GetFlushState's conditions as ``(name, vchannel or None, segment or None, event that made it hold)``; the event
     is ``None`` when it never held during the flush. A segment already Flushing or Flushed before the flush is not a condition."""
     out = []
     for segment in segments:
         rows = window[(window["segment"] == segment) & window["error"].isna()
                       & window["kind"].isin(["datacoord.save_binlog_paths", "datacoord.segment_state"])]
         rows = rows[[detail_dict(d).get("state") in FLUSH_STATES for d in rows["detail"]]]
-        out.append((f"segment {segment} Flushing or Flushed", None, rows.iloc[0] if len(rows) else None))
+        out.append((f"segment {segment} Flushing or Flushed", None, segment, rows.iloc[0] if len(rows) else None))
     for vchannel in _vchannels(events, flush_ts, start_seq):
         rows = window[(window["kind"] == "datacoord.channel_cp") & (window["vchannel"] == vchannel)
                       & window["error"].isna() & (window["ts"] >= flush_ts)]
         rows = rows[[detail_dict(d).get("saved") is True for d in rows["detail"]]]
-        out.append((f"the checkpoint of {vchannel} at flushTs", vchannel, rows.iloc[0] if len(rows) else None))
+        out.append((f"the checkpoint of {vchannel} at flushTs", vchannel, None, rows.iloc[0] if len(rows) else None))
     return out
 
 
@@ -261,8 +325,12 @@ def _segment_path(window, gate, count, t0, path, causes):
             path.append((a, f"DataCoord asked {a['peer']} to flush sealed segment {segment} here, on that DataNode's "
                             f"time tick (handleDataNodeTtMsg)"))
             causes.append((TICK_WAIT, float(a["t_ms"]) - t0, a,
-                           f"the flush waited for the DataNode's time tick: DataCoord asks a DataNode to flush sealed "
-                           f"segments only on its time tick, which came here, "
+                           f"the flush waited for DataCoord to let sealed segment {segment} go: on each of a DataNode's "
+                           f"time ticks (dataNode.timetick.interval, 500 ms) DataCoord asks it to flush only the sealed "
+                           f"segments whose last row allocation has expired by the tick's timestamp "
+                           f"(dataCoord.segment.assignmentExpiration, 2 s after it was granted: until then an insert "
+                           f"granted rows in it may still arrive) and whose rows are counted (flushPolicyL1); the "
+                           f"tick that let it go carried {ts_text(int(a['ts']))} and came here, "
                            f"{float(a['t_ms']) - t0:,.0f} ms into the flush"))
 
 
@@ -320,8 +388,10 @@ def _crash_causes(events, begin_seq, end_seq, t0, causes):
             how += (f"; DataCoord handed its channels to {r['peer']} only at {_s(r)} (event {int(r['seq']) + 1:,}), "
                     f"when its session expired")
         if back is not None:
+            # replay starts at the stored checkpoint: what was lost below it (a checkpoint that passed a sync still
+            # running) is not read again, so "replaying what was lost" would claim a recovery that may not happen
             how += (f"; {back['node']} watched {back['vchannel']} again at {_s(back)} from its channel checkpoint "
-                    f"{ts_text(int(back['ts']))} (event {int(back['seq']) + 1:,}), replaying what was lost")
+                    f"{ts_text(int(back['ts']))} (event {int(back['seq']) + 1:,}), replaying the channel from there")
         when = (f"{float(kill['t_ms']) - t0:,.0f} ms into the flush" if float(kill["t_ms"]) >= t0
                 else f"{t0 - float(kill['t_ms']):,.0f} ms before the flush began")
         causes.append((CRASH, end_ms - float(kill["t_ms"]), kill,

@@ -114,10 +114,18 @@ def explain_read(events: pd.DataFrame, subject) -> Answer:
         where = (f"reads that waited in this run: {_listing(waited)}" if waited else "no read in this run waited")
         mine = events[(events["request"] == request) & (events["kind"] == "querynode.read")]
         refused = mine[mine["error"].notna()]
+        answered = events[(events["request"] == request) & (events["kind"] == "client.read")]
+        failed = answered[answered["error"].notna()]
         # a read a shard refused at once for another reason than a guarantee too far ahead (that one was explained
-        # above) got no answer: "every shard answered" would be false
-        how = (f"a shard refused it at once ({refused['error'].iloc[0]})" if len(refused) else
-               "every shard answered at once from a tsafe its time ticks kept moving")
+        # above), or one that never reached a shard (the proxy failed it: collection not found), got no shard's
+        # answer: "every shard answered" would be false
+        if len(refused):
+            how = f"a shard refused it at once ({refused['error'].iloc[0]})"
+        elif not len(mine):
+            how = (f"it never reached a shard (it failed with {failed['error'].iloc[0]})" if len(failed) else
+                   "it reached no shard before the run ended")
+        else:
+            how = "every shard answered at once from a tsafe its time ticks kept moving"
         raise WhyError(f"read {request} neither waited nor read stale data: {how}; `why` explains reads that waited, "
                        f"timed out, were stale or were refused for a guarantee too far ahead ({where})")
     wait, end, waited_ms = shard
