@@ -77,6 +77,27 @@ def test_a_proxy_clock_ahead_makes_its_bounded_reads_wait():
     assert min(by_proxy["proxy-2"]) > 2500  # about 8 s ahead - 5 s graceful time
 
 
+
+@pytest.mark.parametrize("ahead_ms", [8000, 6000])
+def test_a_bounded_staleness_violation_on_a_skewed_proxy_gives_the_data_age_by_the_true_time(ahead_ms):
+    """The begin timestamp of a Bounded read is the proxy's own clock: the violation says how far below it the read
+    was (staleness by that clock, which the checker judges) and, apart, how old the data was by the true time, so a
+    clock's seconds ahead are not read as the read's staleness."""
+    run = milvus_edu.simulate("clock-skew-bounded", seed=1, switches="skip_wait_tsafe",
+                              options={"ahead_ms": ahead_ms})
+    ev = run.events.set_index("seq")
+    stale = [v for v in run.summary["checks"]["violations"] if v["invariant"] == "bounded-staleness"]
+    assert stale
+    for v in stale:
+        proxy, read = ev.loc[v["seqs"][0]], ev.loc[v["seqs"][1]]
+        assert proxy["node"] == "proxy-2"  # proxy-1's clock is right: its reads stay within gracefulTime
+        below = (int(proxy["ts"]) >> 18) - (int(read["ts"]) >> 18)
+        true_age = below - ahead_ms  # the begin timestamp is the true time plus the skew
+        assert f"{below:,} ms below that timestamp" in v["explanation"]
+        assert f"proxy-2's clock was {ahead_ms:,} ms ahead: by the true time, the data it read was " \
+               f"{true_age:,} ms old" in v["explanation"]
+
+
 def test_a_dead_proxy_session_stalls_tsafe_and_strong_reads_time_out():
     run = milvus_edu.simulate("tsafe-stall-proxy-restart", seed=1)
     frame = _reads(run)

@@ -43,6 +43,7 @@ from collections import Counter, deque
 
 from ...check.violation import StreamingChecker
 from ...config import MS, TimeTickParams
+from ...events import SIM_EPOCH_MS
 from ...events.dispatch import on
 from ...mq.names import to_physical_channel
 from ...narrate import ts_text
@@ -94,6 +95,24 @@ def visible_rows(writes, ts: int) -> list[tuple[object, int]]:
             else:
                 last_delete[pk] = max(w_ts, last_delete.get(pk, w_ts))
     return [(pk, t) for pk, tss in inserts.items() for t in tss if last_delete.get(pk, t) <= t]
+
+
+def _stale_text(proxy: dict, read: dict, graceful_ms: int) -> str:
+    """A ``bounded-staleness`` violation in words. The begin timestamp of a Bounded read comes from the proxy's own
+    clock (``CanSkipAllocTimestamp``), so "how far below it" is staleness by that clock; when the clock was off (the
+    begin timestamp's physical part is not the true time the proxy began the read), how old the data read was by the
+    true time is given too, so a skewed clock's seconds are not read as the read's staleness."""
+    begin, at = physical_time(proxy["begin"]), physical_time(read["ts"])
+    text = (f"Let event {_n(proxy['seq'])} be {proxy['node']} starting Bounded read #{read['request']} with begin "
+            f"timestamp {ts_text(proxy['begin'])}, from its own clock. Then event {_n(read['seq'])} read at "
+            f"{ts_text(read['ts'])}, {begin - at:,} ms below that timestamp, more than gracefulTime ({graceful_ms:,} ms)")
+    text += f", because the read did not wait for data at most {graceful_ms:,} ms old by that clock."
+    true_ms = round(proxy["t_ms"]) + SIM_EPOCH_MS
+    if begin != true_ms:
+        off = begin - true_ms
+        text += (f" ({proxy['node']}'s clock was {abs(off):,} ms {'ahead' if off > 0 else 'behind'}: by the true time, "
+                 f"the data it read was {true_ms - at:,} ms old.)")
+    return text
 
 
 class QueryChecker(StreamingChecker):
@@ -175,9 +194,9 @@ class QueryChecker(StreamingChecker):
         self.tried["read-answered"] += 1
         self._starts[request] = {"seq": seq, "client": client, "t_ms": t_ms, "level": level}
 
-    @on("proxy.read", columns=("request", "ts", "guarantee_ts", "level", "detail"), objects=("detail",))
-    def _proxy_read(self, seq: int, request, ts, guarantee, level, d: dict) -> None:
-        self._proxy[request] = {"seq": seq, "begin": ts, "guarantee": guarantee, "level": level,
+    @on("proxy.read", columns=("request", "node", "t_ms", "ts", "guarantee_ts", "level", "detail"), objects=("detail",))
+    def _proxy_read(self, seq: int, request, node, t_ms: float, ts, guarantee, level, d: dict) -> None:
+        self._proxy[request] = {"seq": seq, "node": node, "t_ms": t_ms, "begin": ts, "guarantee": guarantee, "level": level,
                                 "collection": d.get("collection"), "filter": d.get("filter", ""), "ids": d.get("ids"),
                                 "graceful_ms": d.get("graceful_time_ms", GRACEFUL_TIME_MS)}
 
@@ -400,11 +419,7 @@ class QueryChecker(StreamingChecker):
                 graceful = proxy["graceful_ms"]
                 floor = proxy["begin"] - (graceful << 18)
                 if r["ts"] < floor:
-                    self._add("bounded-staleness", (proxy["seq"], r["seq"]),
-                              f"Let event {_n(proxy['seq'])} be the proxy starting Bounded read #{r['request']} at "
-                              f"{ts_text(proxy['begin'])}. Then event {_n(r['seq'])} read at {ts_text(r['ts'])}, "
-                              f"{physical_time(proxy['begin']) - physical_time(r['ts']):,} ms earlier, because the read "
-                              f"did not wait for data at most {graceful:,} ms old.")
+                    self._add("bounded-staleness", (proxy["seq"], r["seq"]), _stale_text(proxy, r, graceful))
             if level not in ("Strong", "Session"):
                 continue
             inv = "strong-sees-acked" if level == "Strong" else "session-sees-own"
