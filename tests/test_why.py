@@ -302,10 +302,15 @@ def assert_flush_chain_walks_back_from_getflushstate(events, chain, start, done)
     else:
         assert json.loads(gate["detail"])["state"] in ("Flushing", "Flushed")
         assert int(gate["segment"]) in json.loads(start["detail"])["segments"]
-    allocated = [link.seq for link in chain.links if "allocated flushTs" in link.text]
-    assert allocated == [int(alloc["seq"])]
-    sealed = [event(events, link.seq) for link in chain.links if "DataCoord's Flush sealed segments" in link.text]
-    assert len(sealed) == 1 and sealed[0]["kind"] == "datacoord.flush" and int(sealed[0]["ts"]) == int(start["ts"])
+    sealed = events[(events["kind"] == "datacoord.flush") & (events["ts"] == start["ts"])].iloc[-1]
+    for row, words in ((alloc, "allocated flushTs"), (sealed, "DataCoord's Flush sealed segments")):
+        said = [link.seq for link in chain.links if link.text.startswith(words) or f" {words}" in link.text]
+        if int(row["seq"]) < chain.root.seq:
+            # where the flush began, before a root cause found later, is a clause of the root: a link would read
+            # "because <where it began>, because <a later event>"
+            assert said == [chain.root.seq] and f"(event {int(row['seq']) + 1:,})" in chain.root.text
+        else:
+            assert said == [int(row["seq"])]
 
 
 def allocation(events, start):

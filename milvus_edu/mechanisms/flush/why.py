@@ -136,15 +136,20 @@ def explain_flush(events: pd.DataFrame, subject) -> Answer:
         else:
             _segment_path(window, gate, len(held), t0, path, causes)
     links.extend(Link.of(row, text) for row, text in path)
+    # where the flush began: each as a link, and as a clause for a root cause found later (see below)
+    began: list[tuple[Link, str]] = []
     flushed = events[(events["kind"] == "datacoord.flush") & (events["ts"] == flush_ts) & (events["seq"] <= start_seq)]
     if len(flushed):
         row = flushed.iloc[-1]
         sealed = ", ".join(str(s) for s in detail_dict(row["detail"]).get("sealed") or ()) or "none"
-        links.append(Link.of(row, f"DataCoord's Flush sealed segments {sealed}, handed flushTs to the DataNode "
-                                  f"(FlushChannels) and returned here, {float(row['t_ms']) - t0:,.0f} ms after it "
-                                  f"got flushTs"))
+        began.append((Link.of(row, f"DataCoord's Flush sealed segments {sealed}, handed flushTs to the DataNode "
+                                   f"(FlushChannels) and returned here, {float(row['t_ms']) - t0:,.0f} ms after it "
+                                   f"got flushTs"),
+                      f"DataCoord's Flush sealed segments {sealed} and handed flushTs to the DataNode"))
     if begin is not start:
-        links.append(Link.of(begin, f"rootcoord allocated flushTs {ts_text(flush_ts)} here for DataCoord's Flush"))
+        began.append((Link.of(begin, f"rootcoord allocated flushTs {ts_text(flush_ts)} here for DataCoord's Flush"),
+                      f"rootcoord allocated flushTs {ts_text(flush_ts)}"))
+    links.extend(link for link, _ in began)
     _crash_causes(events, begin_seq, end_seq, t0, causes)
     if not causes and done is None:
         # a flush that never finished did not wait "the ordinary round": say only what the log does not show
@@ -157,7 +162,16 @@ def explain_flush(events: pd.DataFrame, subject) -> Answer:
                                     "allocated here"))
         return Answer(tuple(links), title=title)
     _, _, row, text = min(causes, key=lambda c: (c[0], -c[1]))
-    links = [link for link in links if link.seq != int(row["seq"])] + [Link.of(row, text)]
+    root = Link.of(row, text)
+    # the chain walks back in time to its root: where the flush began comes before a root cause found later on its
+    # way, so it is said in the root's clause rather than as links that would read "because ..., because [a later
+    # event]"
+    before = [(link, clause) for link, clause in began if link.seq < root.seq]
+    if before:
+        root = Link.of(row, text + "; the flush had begun before it: " + ", after ".join(
+            f"{clause} at {link.t_ms / 1000:.3f} s (event {link.seq + 1:,})" for link, clause in before))
+    dropped = {link.seq for link, _ in before} | {root.seq}
+    links = [link for link in links if link.seq not in dropped] + [root]
     return Answer(tuple(links), title=title)
 
 
