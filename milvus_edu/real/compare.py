@@ -172,8 +172,10 @@ def _shown(call: dict | None, op: str):
 
 
 def line_up(steps, model_events: pd.DataFrame, real_events: pd.DataFrame) -> pd.DataFrame:
-    """The comparison table of one workload's two runs (:data:`COLUMNS`)."""
+    """The comparison table of one workload's two runs (:data:`COLUMNS`); with no real events (the server did not
+    run) nothing is compared."""
     parsed = parse_steps(steps)
+    compared = not real_events.empty
     model = _model_calls(model_events, parsed)
     real = _real_calls(real_events, len(parsed))
     rows = []
@@ -183,7 +185,7 @@ def line_up(steps, model_events: pd.DataFrame, real_events: pd.DataFrame) -> pd.
         if read:
             level = (r or {}).get("level") or (m or {}).get("level") or step.args.get("consistency_level")
         agree, note = None, ""
-        if read and level == "Strong":
+        if read and level == "Strong" and compared:
             loose = set_aside(i, parsed, model, real)
             same = (m is not None and r is not None and (m["error"] is None) == (r["error"] is None)
                     and (m["error"] is not None or loose is None
