@@ -53,7 +53,7 @@ def test_scenarios_lists_each_with_a_description(capsys):
     (["simulate", "--scenario", "tso-basics", "--out", "OUT", "--switch", "nope"], "unknown bug switch"),
     (["simulate", "--out", "OUT"], "--scenario"),
     (["timeline", "OUT"], "does not exist"),
-    (["frobnicate"], "invalid choice"),
+    (["frobnicate"], "unknown command 'frobnicate'; choose from simulate"),
 ])
 def test_user_mistakes_give_one_line_and_exit_2(tmp_path, capsys, args, needle):
     args = [a.replace("OUT", str(tmp_path / "out")) for a in args]
