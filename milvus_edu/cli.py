@@ -567,6 +567,8 @@ def _cmd_export(args) -> int:
     from .events import RunLogError
     from .export import ExportError, export_perfetto
 
+    if not args.perfetto.strip():  # Path("") is the current folder, which the user did not name
+        raise UserError("--perfetto is empty; give the name of the file to write, such as trace.json")
     try:
         written = export_perfetto(args.run, args.perfetto, force=args.force)
     except (RunLogError, ExportError) as exc:

@@ -252,6 +252,7 @@ def test_a_command_starts_without_the_drawing_and_widget_libraries():
      "milvus-edu sweep has no option --force; its options: --jsonl, --master, --out (see `milvus-edu sweep --help`)"),
     # an unknown export format: the option typed is the mistake, not the --perfetto it lacks
     (["export", "OUT", "--chrome", "x.json"], "milvus-edu export has no option --chrome; its options: --force, --perfetto"),
+    (["export", "OUT", "--perfetto", ""], "--perfetto is empty; give the name of the file to write"),  # ". is a folder"
     (["why", "OUT", "--reads", "1"], "milvus-edu why has no option --reads (did you mean --read?)"),
     (["--verison"], "milvus-edu has no option --verison (did you mean --version?)"),
     # a pause of negative length was refused in the Python API's words ("a pause's duration_ms")

@@ -234,7 +234,8 @@ def simulate(
     """Simulate ``scenario`` with ``seed`` for ``duration_s`` simulated seconds (the scenario's default).
 
     * ``out_dir``: write the run folder (``events.parquet``, ``events.jsonl`` unless ``jsonl=False``, ``summary.json``);
-      an existing non-empty folder needs ``force`` (only the run's own files are replaced).
+      an existing non-empty folder needs ``force``, which removes the run it held and keeps every other file
+      (:func:`prepare_out_dir`).
     * ``keep_events``: keep the rows in memory too (``result.events``). With ``keep_events=False``
       memory stays bounded however long the run: rows stream to the files and the checkers and
       summary read them as they pass.
