@@ -251,8 +251,11 @@ def test_a_command_starts_without_the_drawing_and_widget_libraries():
     (["sweep", "grid.json", "--out", "OUT", "--force"],
      "milvus-edu sweep has no option --force; its options: --jsonl, --master, --out (see `milvus-edu sweep --help`)"),
     # an unknown export format: the option typed is the mistake, not the --perfetto it lacks
-    (["export", "OUT", "--chrome", "x.json"], "milvus-edu export has no option --chrome; its options: --force, --perfetto"),
+    (["export", "OUT", "--chrome", "x.json"],
+     "milvus-edu export has no option --chrome; its options: --force, --perfetto"),
     (["export", "OUT", "--perfetto", ""], "--perfetto is empty; give the name of the file to write"),  # ". is a folder"
+    # compare has no --force, yet an --out holding a comparison was refused with "or add --force"
+    (["compare", "--out", "CMP"], "model exists and is not empty: "),
     (["why", "OUT", "--reads", "1"], "milvus-edu why has no option --reads (did you mean --read?)"),
     (["--verison"], "milvus-edu has no option --verison (did you mean --version?)"),
     # a pause of negative length was refused in the Python API's words ("a pause's duration_ms")
@@ -260,8 +263,12 @@ def test_a_command_starts_without_the_drawing_and_widget_libraries():
      "argument --pause: a pause lasts 0 ms or more, such as proxy-1:500, got 'proxy-1:-5'"),
 ])
 def test_a_mistyped_command_or_option_names_what_was_meant_and_the_commands_help(tmp_path, capsys, args, says):
-    code, out, err = run_main(capsys, *[a.replace("OUT", str(tmp_path / "out")) for a in args])
+    (tmp_path / "cmp" / "model").mkdir(parents=True)
+    (tmp_path / "cmp" / "model" / "summary.json").write_text("{}")
+    args = [a.replace("OUT", str(tmp_path / "out")).replace("CMP", str(tmp_path / "cmp")) for a in args]
+    code, out, err = run_main(capsys, *args)
     assert code == 2 and says in err and len(err.strip().splitlines()) == 1, err
+    assert "--force" not in err or "--force" in says
     assert not (tmp_path / "out").exists()
 
 
