@@ -483,6 +483,9 @@ def _cmd_compare(args) -> int:
 
     try:
         steps = list(_records("workload", args.workload)) if args.workload else []
+        if sys.stderr.isatty():  # nothing else shows for the seconds a real server takes to start and to answer
+            print("compare: the model runs the workload, then a real Milvus 2.3.5 server starts and runs it too "
+                  "(this takes a few seconds) ...", file=sys.stderr, flush=True)
         result = compare(steps, seed=args.seed, params=dict(args.param) or None, out_dir=args.out)
     except RealSideFailed as exc:  # the model's side ran: show it, then say why the real one did not
         for line in report(exc.comparison):

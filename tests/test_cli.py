@@ -356,3 +356,19 @@ def test_a_folder_reused_with_force_holds_only_the_last_runs_files(tmp_path, cap
     assert sorted(p.name for p in folder.iterdir() if p.name != ".milvus-edu-products.json") == sorted(
         run_files + ["levels.png", "notes.txt", "objects", "timeline.png", "timeline.svg"])
     assert json.loads((folder / "summary.json").read_text())["scenario"] == "seed-example"
+
+
+def test_compare_says_on_a_terminal_what_it_is_waiting_for(capsys, monkeypatch):
+    import sys as system
+
+    import milvus_edu.real.compare as real_compare
+
+    def stop(*args, **kwargs):
+        raise ValueError("stopped here: the real server is not what this test is about")
+
+    monkeypatch.setattr(real_compare, "compare", stop)
+    monkeypatch.setattr(system.stderr, "isatty", lambda: True)
+    code, _, err = run_main(capsys, "compare")
+    # a real server takes seconds to start and each of its DDLs seconds more: the command said nothing meanwhile
+    assert code == 2 and err.splitlines()[0].startswith("compare: the model runs the workload, then a real Milvus")
+    assert err.splitlines()[1] == "milvus-edu: error: stopped here: the real server is not what this test is about"
