@@ -167,7 +167,7 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--scenario", required=True, help="scenario name (see `milvus-edu scenarios`)")
     sim.add_argument("--seed", type=_seed, default=1, help="random seed (default 1)")
     sim.add_argument("--duration", type=_duration, default=None, help="simulated seconds (default: the scenario's)")
-    sim.add_argument("--out", required=True, help="run folder to write (must be new or empty)")
+    sim.add_argument("--out", required=True, help="run folder to write (new or empty; see --force)")
     sim.add_argument("--force", action="store_true", help=FORCE_HELP)
     sim.add_argument("--switch", action="append", default=[], metavar="NAME",
                      help=f"turn a bug switch on (repeatable): {', '.join(BugSwitches.names())}")
@@ -181,7 +181,7 @@ def build_parser() -> argparse.ArgumentParser:
     tl.add_argument("run", help="run folder (or events.parquet / events.jsonl)")
     tl.add_argument("--all", action="store_true", help="every event, not only the key ones")
     wy = command("why", "explain why a read waited, a flush took long or a checker reported a violation: "
-                                     "a causal chain back to its root cause, event by event")
+                        "a causal chain back to its root cause, event by event")
     wy.add_argument("run", help="run folder (or events.parquet / events.jsonl)")
     asked = wy.add_mutually_exclusive_group(required=True)
     asked.add_argument("--read", type=int, metavar="N", help="the read's request number (see `timeline`)")
@@ -189,7 +189,7 @@ def build_parser() -> argparse.ArgumentParser:
     asked.add_argument("--violation", type=int, metavar="N",
                        help="the N-th violation in the run's summary.json, from 1 (needs the run folder)")
     demo = command("demo", "run the guided tour: the design documents' Client1/Client2 example as a table, "
-                                   "every consistency level beside Strong, and two pictures")
+                           "every consistency level beside Strong, and two pictures")
     demo.add_argument("--out", default=None, help="run folder (default: a new ./milvus-edu-demo folder)")
     demo.add_argument("--force", action="store_true", help=FORCE_HELP)
     sw = command("sweep", "run a grid of scenarios, switches, options, parameters and seeds as a Spark job")
@@ -199,7 +199,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="Spark master, e.g. spark://host:7077 (default: $MILVUS_EDU_SPARK_MASTER, else local[2])")
     sw.add_argument("--jsonl", action="store_true", help="write each run's events.jsonl too (18x the Parquet's size)")
     cmp = command("compare", "run a workload on the model and on a real Milvus 2.3.5, call by call "
-                                         "(needs pip install 'milvus-edu[real]')")
+                             "(needs pip install 'milvus-edu[real]')")
     cmp.add_argument("--workload", default=None, metavar="FILE",
                      help="a JSON file holding a list of steps (default: the seed example)")
     cmp.add_argument("--seed", type=_seed, default=1, help="the model's random seed (default 1)")
@@ -208,10 +208,10 @@ def build_parser() -> argparse.ArgumentParser:
                      help="a Milvus parameter for both sides (repeatable), e.g. timetick.time_tick_interval_ns=100000000")
     rp = command("replay", "run again, byte for byte, the run a token names (`simulate` prints it)")
     rp.add_argument("token", help="the run token, me1-... (also in the run's summary.json)")
-    rp.add_argument("--out", required=True, help="run folder to write (must be new or empty)")
+    rp.add_argument("--out", required=True, help="run folder to write (new or empty; see --force)")
     rp.add_argument("--force", action="store_true", help=FORCE_HELP)
     fk = command("fork", "run a run folder again with a fault or a bug switch flipped at a time; the log "
-                                     "before it stays byte for byte the same")
+                         "before it stays byte for byte the same")
     fk.add_argument("run", help="run folder written by `milvus-edu simulate` (its summary.json holds the token)")
     fk.add_argument("--at", type=_at_seconds, required=True, metavar="SECONDS",
                     help="simulated time of the fault or the switch's flip")
@@ -224,7 +224,7 @@ def build_parser() -> argparse.ArgumentParser:
     change.add_argument("--switch", metavar="NAME",
                         help=f"turn a bug switch on for every component from then on: {', '.join(BugSwitches.names())}")
     change.add_argument("--switch-off", metavar="NAME", help="turn a bug switch that is on off from then on")
-    fk.add_argument("--out", required=True, help="run folder to write (must be new or empty)")
+    fk.add_argument("--out", required=True, help="run folder to write (new or empty; see --force)")
     fk.add_argument("--force", action="store_true", help=FORCE_HELP)
     ex = command("export", "export a run folder to a trace viewer's format (Chrome/Perfetto trace-event JSON)")
     ex.add_argument("run", help="run folder (or events.parquet / events.jsonl)")
