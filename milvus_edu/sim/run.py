@@ -123,8 +123,8 @@ def require_folder_name(out, arg: str = "out_dir") -> None:
         raise RunFolderError("<out> is empty; give the name of a new folder", arg)
 
 
-#: The files every run writes into its folder: ``force`` replaces them, and their unfinished ``.partial`` forms
-#: that a run stopped part-way left (:class:`~milvus_edu.events.recorder.ParquetSink`, ``JsonlSink``).
+#: The files every run writes into its folder: ``force`` removes them, and the unfinished ``.partial`` forms a run
+#: stopped part-way left (:class:`~milvus_edu.events.recorder.ParquetSink`, ``JsonlSink``), before the new run.
 RUN_FILES = ("events.parquet", "events.jsonl", "summary.json")
 #: The list of the other files a command wrote into a run folder (``milvus-edu demo``'s pictures), each with its
 #: SHA-256: ``force`` removes exactly those, so a reused folder never mixes two runs' files, and keeps a file of the
