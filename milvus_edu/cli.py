@@ -8,6 +8,7 @@ line on stderr and exit with status 2; no traceback.
 from __future__ import annotations
 
 import argparse
+import difflib
 import os
 import re
 import sys
@@ -29,8 +30,55 @@ class RunFailed(Exception):
 
 
 class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors that name the command's own ``--help`` and the name a typo most likely meant."""
+
+    _given: list[str] = []
+
+    def parse_known_args(self, args=None, namespace=None):
+        # what this parser was given (a command's parser: the words after the command), for error()
+        self._given = list(sys.argv[1:] if args is None else args)
+        return super().parse_known_args(args, namespace)
+
+    def parse_args(self, args=None, namespace=None):
+        parsed, extra = self.parse_known_args(args, namespace)
+        if extra:  # argparse would blame the top parser: the command's parser knows what was meant
+            command = next((a.choices.get(getattr(parsed, a.dest, None)) for a in self._actions
+                            if isinstance(a, argparse._SubParsersAction)), None)
+            (command or self).error(f"unrecognized arguments: {' '.join(extra)}")
+        return parsed
+
     def error(self, message):  # one line, not usage + message
+        from .config import did_you_mean
+
+        unknown = self._unknown_options()
+        if unknown and (message.startswith(("the following arguments are required", "one of the arguments",
+                                            "unrecognized arguments"))
+                        or "expected one argument" in message):
+            # a misspelled option is the mistake to name, not the required option it was meant to be (export --chrome)
+            options = sorted({o for o in self._option_string_actions if o.startswith("--") and o != "--help"})
+            close = difflib.get_close_matches(unknown[0], options, n=1, cutoff=0.7)
+            message = (f"{self.prog} has no option {unknown[0]}" +
+                       (f" (did you mean {close[0]}?)" if close else f"; its options: {', '.join(options)}"))
+        command = re.fullmatch(r"argument COMMAND: invalid choice: '([^']*)' \(choose from (.*)\)", message)
+        if command:
+            names = re.findall(r"'([^']*)'", command.group(2))
+            message = f"unknown command {command.group(1)!r}{did_you_mean(command.group(1), names)}; choose from " \
+                      f"{', '.join(names)}"
         raise UserError(f"{message} (see `{self.prog} --help`)")
+
+    def _unknown_options(self) -> list[str]:
+        """The options given that this parser does not know, abbreviations of its own aside."""
+        known = list(self._option_string_actions)
+        unknown = []
+        for word in self._given:
+            if word == "--":
+                break
+            name = word.split("=", 1)[0]
+            if not name.startswith("-") or name == "-" or re.fullmatch(r"-\d+|-\d*\.\d+", name):  # -1 is a value
+                continue
+            if name not in known and not (name.startswith("--") and any(o.startswith(name) for o in known)):
+                unknown.append(name)
+        return unknown
 
 
 def _duration(text: str) -> float:
@@ -81,6 +129,13 @@ def _node_ms(text: str) -> tuple[str, float]:
     return node, value
 
 
+def _pause(text: str) -> tuple[str, float]:
+    node, ms = _node_ms(text)
+    if ms < 0:  # a pause cannot last less than nothing (a clock jump can go back: _node_ms alone)
+        raise argparse.ArgumentTypeError(f"a pause lasts 0 ms or more, such as proxy-1:500, got {text!r}")
+    return node, ms
+
+
 _SPARK_MASTER = re.compile(r"local(\[[^\]]+\])?|local-cluster\[[^\]]+\]|yarn|(spark|k8s|mesos)://\S+")
 
 
@@ -91,6 +146,11 @@ def _master(text: str) -> str:
     return text.strip()
 
 
+#: What ``--force`` removes, said in every command that writes a run folder (``prepare_out_dir`` does it).
+FORCE_HELP = ("reuse an existing --out folder: remove the run in it (its events, summary, binlogs and the demo's "
+              "pictures) and keep every other file")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (also used by the docs)."""
     from .config import BugSwitches
@@ -98,12 +158,17 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="milvus-edu", description="Simulate and explore how Milvus 2.5 keeps order.")
     parser.add_argument("--version", action="version", version=f"milvus-edu {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    sim = sub.add_parser("simulate", help="run a scenario and write a run folder")
+
+    def command(name: str, text: str) -> argparse.ArgumentParser:
+        # the same words head the command's own --help
+        return sub.add_parser(name, help=text, description=f"{text[0].upper()}{text[1:]}.")
+
+    sim = command("simulate", "run a scenario and write a run folder")
     sim.add_argument("--scenario", required=True, help="scenario name (see `milvus-edu scenarios`)")
     sim.add_argument("--seed", type=_seed, default=1, help="random seed (default 1)")
     sim.add_argument("--duration", type=_duration, default=None, help="simulated seconds (default: the scenario's)")
-    sim.add_argument("--out", required=True, help="run folder to write (must be new or empty)")
-    sim.add_argument("--force", action="store_true", help="replace the run files in an existing --out folder")
+    sim.add_argument("--out", required=True, help="run folder to write (new or empty; see --force)")
+    sim.add_argument("--force", action="store_true", help=FORCE_HELP)
     sim.add_argument("--switch", action="append", default=[], metavar="NAME",
                      help=f"turn a bug switch on (repeatable): {', '.join(BugSwitches.names())}")
     sim.add_argument("--option", action="append", default=[], metavar="NAME=VALUE", type=_pair,
@@ -111,56 +176,57 @@ def build_parser() -> argparse.ArgumentParser:
                           "`milvus-edu scenarios` lists them")
     sim.add_argument("--param", action="append", default=[], metavar="GROUP.NAME=VALUE", type=_pair,
                      help="override a Milvus parameter (repeatable), e.g. timetick.time_tick_interval_ns=100000000")
-    sub.add_parser("scenarios", help="list scenarios with one-line descriptions")
-    tl = sub.add_parser("timeline", help="print the key events of a run folder in words")
+    command("scenarios", "list scenarios with one-line descriptions")
+    tl = command("timeline", "print the key events of a run folder in words")
     tl.add_argument("run", help="run folder (or events.parquet / events.jsonl)")
     tl.add_argument("--all", action="store_true", help="every event, not only the key ones")
-    wy = sub.add_parser("why", help="explain why a read waited, a flush took long or a checker reported a violation: "
-                                     "a causal chain back to its root cause, event by event")
+    wy = command("why", "explain why a read waited, a flush took long or a checker reported a violation: "
+                        "a causal chain back to its root cause, event by event")
     wy.add_argument("run", help="run folder (or events.parquet / events.jsonl)")
     asked = wy.add_mutually_exclusive_group(required=True)
     asked.add_argument("--read", type=int, metavar="N", help="the read's request number (see `timeline`)")
     asked.add_argument("--flush", type=int, metavar="N", help="the N-th client flush of the run, from 1")
     asked.add_argument("--violation", type=int, metavar="N",
                        help="the N-th violation in the run's summary.json, from 1 (needs the run folder)")
-    demo = sub.add_parser("demo", help="run the guided tour (a scenario and its timeline in words)")
+    demo = command("demo", "run the guided tour: the design documents' Client1/Client2 example as a table, "
+                           "every consistency level beside Strong, and two pictures")
     demo.add_argument("--out", default=None, help="run folder (default: a new ./milvus-edu-demo folder)")
-    demo.add_argument("--force", action="store_true", help="replace the run files in an existing --out folder")
-    sw = sub.add_parser("sweep", help="run a grid of scenarios, switches, options, parameters and seeds as a Spark job")
+    demo.add_argument("--force", action="store_true", help=FORCE_HELP)
+    sw = command("sweep", "run a grid of scenarios, switches, options, parameters and seeds as a Spark job")
     sw.add_argument("grid", help="grid file (.json, .yaml or .yml); see the README's Sweeps section")
     sw.add_argument("--out", required=True, help="sweep folder (new or empty; the same grid's folder resumes it)")
     sw.add_argument("--master", default=None, type=_master,
                     help="Spark master, e.g. spark://host:7077 (default: $MILVUS_EDU_SPARK_MASTER, else local[2])")
     sw.add_argument("--jsonl", action="store_true", help="write each run's events.jsonl too (18x the Parquet's size)")
-    cmp = sub.add_parser("compare", help="run a workload on the model and on a real Milvus 2.3.5, call by call "
-                                         "(needs pip install 'milvus-edu[real]')")
+    cmp = command("compare", "run a workload on the model and on a real Milvus 2.3.5, call by call "
+                             "(needs pip install 'milvus-edu[real]')")
     cmp.add_argument("--workload", default=None, metavar="FILE",
                      help="a JSON file holding a list of steps (default: the seed example)")
     cmp.add_argument("--seed", type=_seed, default=1, help="the model's random seed (default 1)")
     cmp.add_argument("--out", default=None, help="keep both run folders here (model/, real/ with the server's logs)")
     cmp.add_argument("--param", action="append", default=[], metavar="GROUP.NAME=VALUE", type=_pair,
                      help="a Milvus parameter for both sides (repeatable), e.g. timetick.time_tick_interval_ns=100000000")
-    rp = sub.add_parser("replay", help="run again, byte for byte, the run a token names (`simulate` prints it)")
+    rp = command("replay", "run again, byte for byte, the run a token names (`simulate` prints it)")
     rp.add_argument("token", help="the run token, me1-... (also in the run's summary.json)")
-    rp.add_argument("--out", required=True, help="run folder to write (must be new or empty)")
-    rp.add_argument("--force", action="store_true", help="replace the run files in an existing --out folder")
-    fk = sub.add_parser("fork", help="run a run folder again with a fault or a bug switch flipped at a time; the log "
-                                     "before it stays byte for byte the same")
+    rp.add_argument("--out", required=True, help="run folder to write (new or empty; see --force)")
+    rp.add_argument("--force", action="store_true", help=FORCE_HELP)
+    fk = command("fork", "run a run folder again with a fault or a bug switch flipped at a time; the log "
+                         "before it stays byte for byte the same")
     fk.add_argument("run", help="run folder written by `milvus-edu simulate` (its summary.json holds the token)")
     fk.add_argument("--at", type=_at_seconds, required=True, metavar="SECONDS",
                     help="simulated time of the fault or the switch's flip")
     change = fk.add_mutually_exclusive_group(required=True)
     change.add_argument("--kill", metavar="NODE", help="crash NODE (e.g. proxy-1, datanode-1)")
     change.add_argument("--restart", metavar="NODE", help="start a killed proxy or DataNode again")
-    change.add_argument("--pause", type=_node_ms, metavar="NODE:MS", help="freeze NODE for MS milliseconds")
+    change.add_argument("--pause", type=_pause, metavar="NODE:MS", help="freeze NODE for MS milliseconds")
     change.add_argument("--clock-jump", type=_node_ms, metavar="NODE:MS",
                         help="step a rootcoord's wall clock by MS milliseconds (negative goes back)")
     change.add_argument("--switch", metavar="NAME",
                         help=f"turn a bug switch on for every component from then on: {', '.join(BugSwitches.names())}")
     change.add_argument("--switch-off", metavar="NAME", help="turn a bug switch that is on off from then on")
-    fk.add_argument("--out", required=True, help="run folder to write (must be new or empty)")
-    fk.add_argument("--force", action="store_true", help="replace the run files in an existing --out folder")
-    ex = sub.add_parser("export", help="export a run folder to a trace viewer's format")
+    fk.add_argument("--out", required=True, help="run folder to write (new or empty; see --force)")
+    fk.add_argument("--force", action="store_true", help=FORCE_HELP)
+    ex = command("export", "export a run folder to a trace viewer's format (Chrome/Perfetto trace-event JSON)")
     ex.add_argument("run", help="run folder (or events.parquet / events.jsonl)")
     ex.add_argument("--perfetto", required=True, metavar="OUT.json",
                     help="write Chrome/Perfetto trace-event JSON (open it at ui.perfetto.dev or chrome://tracing)")
@@ -342,13 +408,13 @@ def _cmd_why(args) -> int:
 
 def _cmd_demo(args) -> int:
     from .registry import demo
-    from .sim.run import RunFolderError, prepare_out_dir
+    from .sim.run import RunFolderError, prepare_out_dir, record_products
 
     tour = demo()
     if tour is None:
         raise UserError("no registered mechanism brings a demo")
     try:
-        out = prepare_out_dir(args.out if args.out is not None else _free_demo_dir(), args.force)
+        out = prepare_out_dir(args.out if args.out is not None else _free_demo_dir(), args.force, tour.products)
     except RunFolderError as exc:
         raise UserError(_user_text(exc)) from None
     for line in tour.intro:
@@ -366,6 +432,7 @@ def _cmd_demo(args) -> int:
     if tour.pictures is not None:
         for line in tour.pictures(result):
             print(line)
+        record_products(out, [out / name for name in tour.products if (out / name).is_file()])
     lab = f"the lab notebook {tour.lab}" if tour.lab else "the lab notebooks in notebooks/"
     print(f"\nNext: `milvus-edu timeline {out} --all` for every event, or {lab} "
           f"(in a clone of the repository) in JupyterLab.")
@@ -416,6 +483,9 @@ def _cmd_compare(args) -> int:
 
     try:
         steps = list(_records("workload", args.workload)) if args.workload else []
+        if sys.stderr.isatty():  # nothing else shows for the seconds a real server takes to start and to answer
+            print("compare: the model runs the workload, then a real Milvus 2.3.5 server starts and runs it too "
+                  "(this takes a few seconds) ...", file=sys.stderr, flush=True)
         result = compare(steps, seed=args.seed, params=dict(args.param) or None, out_dir=args.out)
     except RealSideFailed as exc:  # the model's side ran: show it, then say why the real one did not
         for line in report(exc.comparison):
@@ -500,6 +570,8 @@ def _cmd_export(args) -> int:
     from .events import RunLogError
     from .export import ExportError, export_perfetto
 
+    if not args.perfetto.strip():  # Path("") is the current folder, which the user did not name
+        raise UserError("--perfetto is empty; give the name of the file to write, such as trace.json")
     try:
         written = export_perfetto(args.run, args.perfetto, force=args.force)
     except (RunLogError, ExportError) as exc:

@@ -77,6 +77,9 @@ class Demo:
     """Given the run's result, the lines printed instead of the key-event timeline (the mechanism tells its run)."""
     pictures: Callable[[object], list[str]] | None = None
     """Given the run's result, writes pictures into its run folder and returns lines naming them."""
+    products: tuple[str, ...] = ()
+    """The names of the files ``pictures`` writes into the run folder: a demo into a reused folder removes an earlier
+    run's and refuses to write over someone else's."""
 
 
 @dataclass(frozen=True)

@@ -53,7 +53,7 @@ def test_scenarios_lists_each_with_a_description(capsys):
     (["simulate", "--scenario", "tso-basics", "--out", "OUT", "--switch", "nope"], "unknown bug switch"),
     (["simulate", "--out", "OUT"], "--scenario"),
     (["timeline", "OUT"], "does not exist"),
-    (["frobnicate"], "invalid choice"),
+    (["frobnicate"], "unknown command 'frobnicate'; choose from simulate"),
 ])
 def test_user_mistakes_give_one_line_and_exit_2(tmp_path, capsys, args, needle):
     args = [a.replace("OUT", str(tmp_path / "out")) for a in args]
@@ -241,3 +241,134 @@ def test_a_command_starts_without_the_drawing_and_widget_libraries():
     loaded, names = out.stdout.splitlines()
     assert loaded == ""
     assert names == "milvus_edu.viz.stepper milvus_edu.viz.data True True"
+
+
+@pytest.mark.parametrize("args,says", [
+    # argparse blamed `milvus-edu --help` and named no option; the command's own help and the option meant are named
+    (["simulate", "--scenario", "tso-basics", "--out", "OUT", "--sede", "1"],
+     "milvus-edu simulate has no option --sede (did you mean --seed?) (see `milvus-edu simulate --help`)"),
+    (["simulat", "--scenario", "tso-basics"], "unknown command 'simulat' (did you mean 'simulate'?); choose from"),
+    (["sweep", "grid.json", "--out", "OUT", "--force"],
+     "milvus-edu sweep has no option --force; its options: --jsonl, --master, --out (see `milvus-edu sweep --help`)"),
+    # an unknown export format: the option typed is the mistake, not the --perfetto it lacks
+    (["export", "OUT", "--chrome", "x.json"],
+     "milvus-edu export has no option --chrome; its options: --force, --perfetto"),
+    (["export", "OUT", "--perfetto", ""], "--perfetto is empty; give the name of the file to write"),  # ". is a folder"
+    # compare has no --force, yet an --out holding a comparison was refused with "or add --force"
+    (["compare", "--out", "CMP"], "model exists and is not empty: "),
+    (["why", "OUT", "--reads", "1"], "milvus-edu why has no option --reads (did you mean --read?)"),
+    (["--verison"], "milvus-edu has no option --verison (did you mean --version?)"),
+    # a pause of negative length was refused in the Python API's words ("a pause's duration_ms")
+    (["fork", "OUT", "--at", "1", "--pause", "proxy-1:-5", "--out", "OUT"],
+     "argument --pause: a pause lasts 0 ms or more, such as proxy-1:500, got 'proxy-1:-5'"),
+])
+def test_a_mistyped_command_or_option_names_what_was_meant_and_the_commands_help(tmp_path, capsys, args, says):
+    (tmp_path / "cmp" / "model").mkdir(parents=True)
+    (tmp_path / "cmp" / "model" / "summary.json").write_text("{}")
+    args = [a.replace("OUT", str(tmp_path / "out")).replace("CMP", str(tmp_path / "cmp")) for a in args]
+    code, out, err = run_main(capsys, *args)
+    assert code == 2 and says in err and len(err.strip().splitlines()) == 1, err
+    assert "--force" not in err or "--force" in says
+    assert not (tmp_path / "out").exists()
+
+
+def test_abbreviations_and_negative_values_are_not_taken_for_unknown_options(tmp_path, capsys):
+    code, _, err = run_main(capsys, "fork", str(tmp_path), "--at", "-1", "--kill", "proxy-1", "--out", "x")
+    assert code == 2 and "argument --at: must be a time in the run" in err and "no option" not in err
+    code, _, err = run_main(capsys, "simulate", "--scen", "nope", "--out", str(tmp_path / "o"))
+    assert code == 2 and "unknown scenario 'nope'" in err
+
+
+def test_each_commands_help_says_what_it_does(capsys):
+    code, out, _ = run_main(capsys, "simulate", "--help")
+    assert code == 0 and "Run a scenario and write a run folder." in out  # the top list's words, not an empty head
+    code, out, _ = run_main(capsys, "demo", "--help")
+    out = " ".join(out.split())  # as argparse wrapped it to the terminal
+    assert code == 0 and "Client1/Client2" in out and "and keep every other file" in out  # what --force removes
+
+
+def test_fork_never_writes_over_the_run_it_forks_even_with_force(tmp_path, capsys):
+    import milvus_edu
+    from run_support import digests
+
+    run = tmp_path / "run"
+    milvus_edu.simulate("timetick-basics", duration_s=0.5, out_dir=run)
+    before = digests(run)
+    for out in (run, tmp_path / "." / "run"):
+        code, _, err = run_main(capsys, "fork", str(run), "--at", "0.2", "--kill", "proxy-1", "--out", str(out),
+                                "--force")
+        assert code == 2 and "is the run folder being forked; choose another --out for the fork" in err
+    assert digests(run) == before  # --force replaced the original with its fork: the run forked was lost
+
+
+def _a_demo_folder(folder):
+    """A run folder as ``milvus-edu demo`` leaves it, without drawing: a run, pictures listed as its own, a user's
+    notes."""
+    import milvus_edu
+    from milvus_edu.mechanisms.query.demo import PICTURES
+    from milvus_edu.sim.run import record_products
+
+    milvus_edu.simulate("seed-example", duration_s=2.5, out_dir=folder)
+    for name in PICTURES:
+        (folder / name).write_bytes(f"picture {name}".encode())
+    record_products(folder, [folder / name for name in PICTURES])
+    (folder / "notes.txt").write_text("mine")
+
+
+def test_force_removes_the_earlier_runs_pictures_and_binlogs_and_keeps_the_users_files(tmp_path):
+    import milvus_edu
+
+    folder = tmp_path / "d"
+    _a_demo_folder(folder)
+    (folder / "timeline.svg").write_text("edited by hand")  # no longer the bytes the run wrote: not the run's now
+    milvus_edu.simulate("tso-basics", duration_s=0.5, out_dir=folder, force=True, jsonl=False)
+    # events.jsonl, levels.png, timeline.png and objects/ were the earlier run's: a reused folder mixed two runs
+    assert sorted(p.name for p in folder.iterdir()) == ["events.parquet", "notes.txt", "summary.json", "timeline.svg"]
+    assert (folder / "notes.txt").read_text() == "mine" and (folder / "timeline.svg").read_text() == "edited by hand"
+
+
+def test_demo_with_force_refuses_to_write_its_pictures_over_a_users_file_and_removes_nothing(tmp_path, capsys):
+    from run_support import digests
+
+    folder = tmp_path / "d"
+    _a_demo_folder(folder)
+    (folder / "levels.png").write_text("my own picture")
+    before = digests(folder)
+    code, out, err = run_main(capsys, "demo", "--out", str(folder), "--force")
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
+    assert f"{folder / 'levels.png'} was not written by a milvus-edu run (or was changed since)" in err
+    assert digests(folder) == before
+
+
+@pytest.mark.slow
+def test_a_folder_reused_with_force_holds_only_the_last_runs_files(tmp_path, capsys):
+    folder = tmp_path / "x"
+    assert run_main(capsys, "demo", "--out", str(folder))[0] == 0
+    (folder / "notes.txt").write_text("mine")
+    run_files = ["events.jsonl", "events.parquet", "summary.json"]
+    assert {"levels.png", "timeline.png", "timeline.svg", "objects"} <= {p.name for p in folder.iterdir()}
+    code, _, err = run_main(capsys, "simulate", "--scenario", "tso-basics", "--duration", "1", "--out", str(folder),
+                            "--force")
+    assert code == 0, err
+    assert sorted(p.name for p in folder.iterdir()) == sorted(run_files + ["notes.txt"])  # the demo's pictures stayed
+    code, out, err = run_main(capsys, "demo", "--out", str(folder), "--force")  # and the other way round
+    assert code == 0, err
+    assert sorted(p.name for p in folder.iterdir() if p.name != ".milvus-edu-products.json") == sorted(
+        run_files + ["levels.png", "notes.txt", "objects", "timeline.png", "timeline.svg"])
+    assert json.loads((folder / "summary.json").read_text())["scenario"] == "seed-example"
+
+
+def test_compare_says_on_a_terminal_what_it_is_waiting_for(capsys, monkeypatch):
+    import sys as system
+
+    import milvus_edu.real.compare as real_compare
+
+    def stop(*args, **kwargs):
+        raise ValueError("stopped here: the real server is not what this test is about")
+
+    monkeypatch.setattr(real_compare, "compare", stop)
+    monkeypatch.setattr(system.stderr, "isatty", lambda: True)
+    code, _, err = run_main(capsys, "compare")
+    # a real server takes seconds to start and each of its DDLs seconds more: the command said nothing meanwhile
+    assert code == 2 and err.splitlines()[0].startswith("compare: the model runs the workload, then a real Milvus")
+    assert err.splitlines()[1] == "milvus-edu: error: stopped here: the real server is not what this test is about"

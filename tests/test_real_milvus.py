@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import socket
+from pathlib import Path
 import subprocess
 import sys
 
@@ -155,6 +156,27 @@ def test_taken_port_is_one_line_and_starts_nothing(tmp_path):
     assert _children() == before
 
 
+def test_a_relative_folder_reaches_the_server_as_the_folder_it_names(monkeypatch, tmp_path):
+    """The server runs inside its folder: a relative one (`compare --out runs/x`) was handed to it as is, so it found
+    no configuration, took Milvus's default ports and failed with 'address already in use' on 19530."""
+    import milvus_edu.real.server as server_module
+
+    launched = {}
+
+    def popen(argv, cwd, env, **kwargs):
+        launched.update(cwd=Path(cwd), conf=Path(env["MILVUSCONF"]), etcd=Path(env["ETCD_CONFIG_PATH"]))
+        raise OSError(2, "No such file or directory")  # stop here: only what the server would be given matters
+
+    monkeypatch.setattr(server_module.subprocess, "Popen", popen)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(RealMilvusError, match="cannot start"):
+        RealMilvus(folder=Path("runs") / "server").start()
+    folder = tmp_path / "runs" / "server"
+    assert launched["cwd"] == folder and launched["conf"] == folder / "configs"
+    assert launched["etcd"] == folder / "configs" / "embedEtcd.yaml"
+    assert str(folder) in (folder / "configs" / "milvus.yaml").read_text()  # the data folder the config names
+
+
 def test_wrong_machine_is_one_line_and_starts_nothing(monkeypatch, tmp_path):
     monkeypatch.setattr("platform.machine", lambda: "aarch64")
     before = _children()
@@ -244,18 +266,27 @@ def _two_sides(real_read_start_ms: float, real_rows: list):
     ``real_read_start_ms`` and answered 50 ms later with ``real_rows``."""
     from milvus_edu.events import rows_to_frame
 
-    steps = [{"at": 0.9, "client": "Client2", "op": "query", "collection": "C", "consistency_level": "Strong"},
-             {"at": 1.0, "client": "Client1", "op": "insert", "collection": "C", "data": [{"id": "A"}]}]
-    model = rows_to_frame([
-        _row(0, 900.0, "Client2", "client.read_start", request=1, level="Strong", detail={"op": "query"}),
-        _row(1, 950.0, "Client2", "client.read", request=1, level="Strong", count=0, detail={"op": "query", "pks": []}),
-        _row(2, 1004.0, "Client1", "client.insert", ts=5, count=1, detail={"pks": ["A"], "collection": "C"})])
     real = rows_to_frame([
         _row(0, 1005.0, "Client1", "client.insert", ts=7, count=1,
              detail={"pks": ["A"], "collection": "C", "step": 1, "latency_ms": 5.0}),
         _row(1, real_read_start_ms + 50.0, "Client2", "client.read", request=1, level="Strong", count=len(real_rows),
              detail={"op": "query", "pks": real_rows, "step": 0, "latency_ms": 50.0})])
-    return line_up(steps, model, real)
+    return line_up(TWO_STEPS, _model_side(), real)
+
+
+#: The workload of :func:`_two_sides`.
+TWO_STEPS = [{"at": 0.9, "client": "Client2", "op": "query", "collection": "C", "consistency_level": "Strong"},
+             {"at": 1.0, "client": "Client1", "op": "insert", "collection": "C", "data": [{"id": "A"}]}]
+
+
+def _model_side():
+    """:data:`TWO_STEPS` as the model ran it: the read answered at 0.95 s, before the insert, empty."""
+    from milvus_edu.events import rows_to_frame
+
+    return rows_to_frame([
+        _row(0, 900.0, "Client2", "client.read_start", request=1, level="Strong", detail={"op": "query"}),
+        _row(1, 950.0, "Client2", "client.read", request=1, level="Strong", count=0, detail={"op": "query", "pks": []}),
+        _row(2, 1004.0, "Client1", "client.insert", ts=5, count=1, detail={"pks": ["A"], "collection": "C"})])
 
 
 def test_strong_comparison_sets_aside_only_writes_ordered_differently():
@@ -267,6 +298,16 @@ def test_strong_comparison_sets_aside_only_writes_ordered_differently():
     assert table["level"].iloc[0] == "Strong" and not table["agree"].iloc[0]
     assert "not compared" not in table["note"].iloc[0]
     assert bool(_two_sides(900.0, [])["agree"].iloc[0])
+
+
+def test_a_real_side_that_did_not_run_is_not_reported_as_differing():
+    # compare's report when the server could not start said "Strong results differ" under every Strong read
+    table = line_up(TWO_STEPS, _model_side(), _model_side().iloc[0:0])
+    assert table["agree"].isna().all() and (table["note"] == "").all()
+    comparison = Comparison(table, _model_side(), _model_side().iloc[0:0], {})
+    assert comparison.ok and comparison.failures().empty
+    lines = report(comparison)
+    assert "the real server did not run" in lines[0] and not any("differ" in line for line in lines)
 
 
 def test_the_report_fits_a_laptop_wide_notebook_with_each_note_under_its_step():

@@ -36,6 +36,7 @@ BAD_GRIDS = [
     ({"scenario": "tso-basics", "seeds": [1, 1]}, "twice"),
     ({"scenario": "tso-basics", "duration_s": -1}, "duration_s"),
     ({"scenario": "tso-basics", "colour": "blue"}, "unknown grid key 'colour'"),
+    ({"scenario": "tso-basics", "seed": 3}, "unknown grid key 'seed' (did you mean 'seeds'?)"),  # the usual typo
 ]
 
 

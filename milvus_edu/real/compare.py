@@ -28,7 +28,7 @@ import pandas as pd
 
 from ..client.workload import KIND_OF_OP, READ_OPS, SEED_STEPS, parse_steps
 from ..narrate import detail_dict
-from ..sim.run import require_folder_name
+from ..sim.run import RunFolderError, require_folder_name
 from .server import RealMilvus, RealMilvusError
 from .workload import run_workload
 
@@ -172,8 +172,10 @@ def _shown(call: dict | None, op: str):
 
 
 def line_up(steps, model_events: pd.DataFrame, real_events: pd.DataFrame) -> pd.DataFrame:
-    """The comparison table of one workload's two runs (:data:`COLUMNS`)."""
+    """The comparison table of one workload's two runs (:data:`COLUMNS`); with no real events (the server did not
+    run) nothing is compared."""
     parsed = parse_steps(steps)
+    compared = not real_events.empty
     model = _model_calls(model_events, parsed)
     real = _real_calls(real_events, len(parsed))
     rows = []
@@ -183,7 +185,7 @@ def line_up(steps, model_events: pd.DataFrame, real_events: pd.DataFrame) -> pd.
         if read:
             level = (r or {}).get("level") or (m or {}).get("level") or step.args.get("consistency_level")
         agree, note = None, ""
-        if read and level == "Strong":
+        if read and level == "Strong" and compared:
             loose = set_aside(i, parsed, model, real)
             same = (m is not None and r is not None and (m["error"] is None) == (r["error"] is None)
                     and (m["error"] is not None or loose is None
@@ -210,13 +212,21 @@ def compare(steps=(), server: RealMilvus | None = None, seed: int = 1, params: d
     """Run ``steps`` (the seed example's when empty) on the model (scenario ``workload``, ``seed``, ``params``) and on
     a real Milvus (``server``, or one started for this call with the same ``params`` where Milvus has them) and line
     the calls up. ``out_dir``: keep both run folders there (``model/`` and ``real/``, with the server's logs in
-    ``real/server/logs``). Raises ``ValueError`` for a bad workload and :class:`RealSideFailed` (a
-    :class:`~milvus_edu.real.server.RealMilvusError` holding the model's side) when the real server cannot be used.
+    ``real/server/logs``; ``model/`` and ``real/`` must be new or empty). Raises ``ValueError`` for a bad workload or
+    :class:`~milvus_edu.sim.run.RunFolderError` for an ``out_dir`` that holds a comparison, and
+    :class:`RealSideFailed` (a :class:`~milvus_edu.real.server.RealMilvusError` holding the model's side) when the
+    real server cannot be used.
     """
     from .. import simulate
 
     if out_dir is not None:  # Path("") would put model/ and real/ in the current folder
         require_folder_name(out_dir)
+        for side in ("model", "real"):
+            folder = Path(out_dir) / side
+            if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
+                # compare has no force: a folder that holds a comparison is never replaced, so say only what to do
+                raise RunFolderError(f"{folder} exists and is not empty: {out_dir} holds a comparison already; choose "
+                                     "another <out>")
     steps = list(steps) or [dict(s) for s in SEED_STEPS]
     parsed = parse_steps(steps)
     duration = max(10.0, (parsed[-1].at if parsed else 0.0) + MODEL_MARGIN_S)

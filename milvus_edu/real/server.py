@@ -335,7 +335,8 @@ class RealMilvus:
                                       "leave binary out to use the milvus package's")
         else:
             exe = unpacked_binary()
-        folder = self._prepare_folder()
+        # absolute: the server runs in this folder, so a relative one (compare --out runs/x) would name another
+        folder = self._prepare_folder().absolute()
         ports = self._ports()
         self.metrics_port = ports["metrics"]
         config = self._write_config(milvus, folder, ports)

@@ -8,6 +8,7 @@ clock, so the same scenario, seed and config give byte-identical files.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -122,13 +123,60 @@ def require_folder_name(out, arg: str = "out_dir") -> None:
         raise RunFolderError("<out> is empty; give the name of a new folder", arg)
 
 
-def prepare_out_dir(out_dir: str | os.PathLike, force: bool) -> Path:
-    """Create ``out_dir`` or check it may be written; never touches files other than the run's own.
+#: The files every run writes into its folder: ``force`` removes them, and the unfinished ``.partial`` forms a run
+#: stopped part-way left (:class:`~milvus_edu.events.recorder.ParquetSink`, ``JsonlSink``), before the new run.
+RUN_FILES = ("events.parquet", "events.jsonl", "summary.json")
+#: The list of the other files a command wrote into a run folder (``milvus-edu demo``'s pictures), each with its
+#: SHA-256: ``force`` removes exactly those, so a reused folder never mixes two runs' files, and keeps a file of the
+#: same name that someone else wrote or changed.
+PRODUCTS_FILE = ".milvus-edu-products.json"
 
-    An existing non-empty folder needs ``force``; even then only ``events.parquet``,
-    ``events.jsonl``, ``summary.json`` and the object store ``objects/`` a run wrote (it holds the
-    marker file ``objects/.milvus-edu-run``) are replaced; an ``objects/`` folder without the marker is
-    someone else's, and the run refuses to touch it.
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def record_products(out_dir: str | os.PathLike, paths) -> None:
+    """Note ``paths``, files just written into the run folder ``out_dir`` beside its run files (a demo's pictures), as
+    the run's own: a later run into the same folder with ``force`` removes them (:func:`prepare_out_dir`) unless their
+    bytes changed since. Each path must be a file directly in ``out_dir``."""
+    out = Path(out_dir)
+    listed = {}
+    for path in map(Path, paths):
+        if path.parent.resolve() != out.resolve() or not path.is_file():
+            raise ValueError(f"{path} is not a file in the run folder {out}")
+        listed[path.name] = _sha256(path)
+    (out / PRODUCTS_FILE).write_text(json.dumps(listed, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+
+
+def _earlier_products(out: Path) -> list[Path]:
+    """The files an earlier run's :func:`record_products` listed in ``out`` whose bytes are still the ones it wrote."""
+    try:
+        listed = json.loads((out / PRODUCTS_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):  # none, unreadable or not JSON: nothing is known to be a run's
+        return []
+    if not isinstance(listed, dict):
+        return []
+    found = []
+    for name, digest in listed.items():
+        path = out / str(name)
+        # a bare file name only: the list never reaches outside the folder, whatever it was edited to say
+        if Path(str(name)).name == name and name not in ("", ".", "..") and path.is_file() and not path.is_symlink():
+            if _sha256(path) == digest:
+                found.append(path)
+    return found
+
+
+def prepare_out_dir(out_dir: str | os.PathLike, force: bool, products: Sequence[str] = ()) -> Path:
+    """Create ``out_dir`` or check it may be written; never touches files other than a run's own.
+
+    An existing non-empty folder needs ``force``, which removes the earlier run's files, so that the folder holds only
+    the new run's: its :data:`RUN_FILES` (``events.parquet``, ``events.jsonl``, ``summary.json``) and their unfinished
+    ``.partial`` forms, the object store ``objects/`` a run wrote (it holds the marker file ``objects/.milvus-edu-run``)
+    and the files :func:`record_products` listed (the demo's pictures) whose bytes are still the ones the run wrote.
+    Every other file stays. An ``objects/`` folder without the marker is someone else's, and ``products``, the names
+    of the files the coming run writes besides its run files, must not name a file that stays: both are refused
+    before anything is removed.
     """
     require_folder_name(out_dir)
     out = Path(out_dir)
@@ -136,12 +184,26 @@ def prepare_out_dir(out_dir: str | os.PathLike, force: bool) -> Path:
         raise RunFolderError(f"{out} exists and is not a folder; choose another <out>")
     if out.is_dir() and any(out.iterdir()) and not force:
         raise RunFolderError(f"{out} exists and is not empty; choose another <out> or <force> to replace its run files")
-    objects = out / RUN_OBJECTS_DIR
-    if objects.exists():
-        if not (objects / RUN_OBJECTS_MARKER).is_file():
+    if out.is_dir():
+        objects = out / RUN_OBJECTS_DIR
+        if objects.exists() and not (objects / RUN_OBJECTS_MARKER).is_file():
             raise RunFolderError(f"{objects} exists and was not written by a milvus-edu run; move it away or choose "
                                  "another <out>")
-        shutil.rmtree(objects)
+        earlier = _earlier_products(out)
+        for name in products:
+            if (out / name).exists() and out / name not in earlier:
+                raise RunFolderError(f"{out / name} was not written by a milvus-edu run (or was changed since), and "
+                                     "this run writes a file of that name; move it away or choose another <out>")
+        try:
+            for path in [out / f"{name}{tail}" for name in RUN_FILES for tail in ("", ".partial")] + earlier:
+                if path.is_file() or path.is_symlink():
+                    path.unlink()
+            (out / PRODUCTS_FILE).unlink(missing_ok=True)
+            if objects.exists():
+                shutil.rmtree(objects)
+        except OSError as exc:
+            raise RunFolderError(f"cannot remove the earlier run's files from {out} ({exc.strerror}); choose a "
+                                 "writable <out>") from None
     try:
         out.mkdir(parents=True, exist_ok=True)
         probe = out / ".milvus-edu-write-test"
@@ -172,7 +234,8 @@ def simulate(
     """Simulate ``scenario`` with ``seed`` for ``duration_s`` simulated seconds (the scenario's default).
 
     * ``out_dir``: write the run folder (``events.parquet``, ``events.jsonl`` unless ``jsonl=False``, ``summary.json``);
-      an existing non-empty folder needs ``force`` (only the run's own files are replaced).
+      an existing non-empty folder needs ``force``, which removes the run it held and keeps every other file
+      (:func:`prepare_out_dir`).
     * ``keep_events``: keep the rows in memory too (``result.events``). With ``keep_events=False``
       memory stays bounded however long the run: rows stream to the files and the checkers and
       summary read them as they pass.
@@ -426,6 +489,15 @@ def _source(run) -> tuple[str, list | None]:
     return token, (jsonl.read_text(encoding="ascii").splitlines() if jsonl.is_file() else None)
 
 
+def _folder_of(run) -> Path | None:
+    """The run folder ``run`` (a RunResult, a run folder or a token, as :func:`_source` takes it) names, if any."""
+    if isinstance(run, RunResult):
+        return run.out_dir
+    if isinstance(run, str) and run.strip().startswith(TOKEN_PREFIX) and not Path(run).exists():
+        return None
+    return Path(run)
+
+
 def fork(run, at_ms: float, interventions, out_dir=None, force: bool = False, progress=None) -> ForkResult:
     """Run ``run`` (a :class:`RunResult`, a run folder or a run token) again with ``interventions`` added at or after
     ``at_ms``; the run log before ``at_ms`` stays byte for byte the original's.
@@ -438,9 +510,14 @@ def fork(run, at_ms: float, interventions, out_dir=None, force: bool = False, pr
 
     Raises :class:`~milvus_edu.sim.token.TokenError` for a token that cannot be replayed here, ``ValueError`` for a
     time outside the run, an intervention before ``at_ms`` or on a node the run lacks, and
-    :class:`RunFolderError` for an unusable ``out_dir`` — all before anything is written.
+    :class:`RunFolderError` for an unusable ``out_dir`` (the folder of ``run`` itself, even with ``force``) — all
+    before anything is written.
     """
     token, original = _source(run)
+    folder = _folder_of(run)
+    if out_dir is not None and folder is not None and Path(out_dir).resolve() == folder.resolve():
+        # force would replace the original's files with the fork's: the run it was forked from would be lost
+        raise RunFolderError(f"{out_dir} is the run folder being forked; choose another <out> for the fork")
     spec = decode(token)
     if isinstance(at_ms, bool) or not isinstance(at_ms, (int, float)):
         raise ValueError(f"a fork's time is a number of milliseconds, got {at_ms!r}")

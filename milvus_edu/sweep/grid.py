@@ -99,13 +99,14 @@ def normalise_grid(grid) -> dict:
     ``switches`` a list of sorted name lists, ``options``/``params`` name -> list of values converted to
     the type the scenario or parameter takes, ``duration_s`` a number or ``None`` (each scenario's own).
     """
-    from ..config import BugSwitches, Config
+    from ..config import BugSwitches, Config, did_you_mean
     from ..registry import get_scenario, scenario_options, scenarios
 
     raw = read_grid(grid)
     unknown = [k for k in raw if k not in GRID_KEYS]
     if unknown:
-        raise GridError(f"unknown grid key {unknown[0]!r}; a grid has {', '.join(GRID_KEYS)}")
+        raise GridError(f"unknown grid key {unknown[0]!r}{did_you_mean(unknown[0], GRID_KEYS)}; a grid has "
+                        f"{', '.join(GRID_KEYS)}")
     if "scenario" not in raw:
         raise GridError("the grid names no scenario; add \"scenario\": a name or a list of names")
     names = raw["scenario"] if isinstance(raw["scenario"], list) else [raw["scenario"]]

@@ -61,6 +61,6 @@ MECHANISM = register(Mechanism(
     explainers=EXPLAINERS,
     asks=ASKS,
     demo=Demo(scenario="seed-example", seed=1, intro=demo.INTRO, outro=demo.outro, lab="notebooks/04_guarantee_ts.ipynb",
-              story=demo.story, pictures=demo.pictures),
+              story=demo.story, pictures=demo.pictures, products=demo.PICTURES),
     trace=TRACE,
 ))

@@ -18,6 +18,8 @@ INTRO = (
 
 #: How far past Client2's last answer the demo's timeline goes (one time tick).
 STORY_MARGIN_MS = 200.0
+#: The files :func:`pictures` writes into the run folder (``timeline`` as the stepper's filmstrip, PNG and SVG).
+PICTURES = ("levels.png", "timeline.png", "timeline.svg")
 _SHOWN = ("client.create_collection", "client.insert", "client.delete", "client.flush", "client.read")
 
 
