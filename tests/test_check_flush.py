@@ -151,6 +151,9 @@ def test_a_flush_must_complete_within_its_bound():
     assert stuck.invariants() == ["flush-completes"]
     text = stuck.checker.result()[0].explanation
     assert "stuck at" in text and "segment(s) 7 never reached Flushing" in text and "never synced" in text
+    # the deadline first, then what it adds up from: the flush began at 0.0 s here, and the bound is 31.4 s
+    assert "had still not said flushed at 31.4 s, the latest a flush may end: 0.0 s (the later of" in text
+    assert "+ 31.4 s (2 time ticks" in text
 
 
 def test_the_bounds_are_the_runs_parameters_when_the_checker_is_configured():

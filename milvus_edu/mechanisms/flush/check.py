@@ -443,9 +443,10 @@ class FlushChecker(StreamingChecker):
         because = "; ".join(reasons) if reasons else "GetFlushState kept failing"
         self._add("flush-completes", (call_seq,),
                   f"Let event {_n(call_seq)} be {client}'s flush at {call_ms / 1000:.1f} s, flushTs "
-                  f"{ts_text(flush_ts)}. Then GetFlushState had not said flushed {bound / 1000:.1f} s (2 time "
-                  f"ticks + the DataNode's time tick + the checkpoint updater's tick and RPC timeout + one poll) after "
-                  f"{start / 1000:.1f} s (the later of the call, its last stored sync and the last fault), because "
+                  f"{ts_text(flush_ts)}. Then GetFlushState had still not said flushed at "
+                  f"{(start + bound) / 1000:.1f} s, the latest a flush may end: {start / 1000:.1f} s (the later of "
+                  f"the call, its last stored sync and the last fault) + {bound / 1000:.1f} s (2 time ticks + the "
+                  f"DataNode's time tick + the checkpoint updater's tick and RPC timeout + one poll), because "
                   f"{because}.")
 
     def _judge_audit(self, end_seq: int) -> None:
