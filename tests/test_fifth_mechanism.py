@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -25,7 +26,7 @@ import pytest
 
 import milvus_edu
 import test_plugin_contract as contract
-from milvus_edu.mechanisms import LESSON_ORDER, lesson_folders
+from milvus_edu.mechanisms import ENTRY_POINT_GROUP, LESSON_ORDER, lesson_folders
 from milvus_edu.registry import mechanisms, scenarios
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -260,3 +261,17 @@ def test_this_session_holds_the_four_lessons_untouched():
     assert [m.name for m in mechanisms()] == list(LESSON_ORDER)
     assert "fifth" not in milvus_edu.registry._MECHANISMS and SCENARIO not in scenarios()
     assert set(scenarios()) == {s.name for m in mechanisms() for s in m.scenarios}
+
+
+def test_the_books_how_to_shows_this_lesson_and_names_the_entry_point():
+    """Each code block of book/design.md's "Adding a lesson" is a piece of :data:`LESSON` (line by line, indentation
+    aside), so the how-to cannot drift from the lesson this module proves works."""
+    page = (ROOT / "book" / "design.md").read_text(encoding="utf-8")
+    section = page.split("## Adding a lesson", 1)[1]
+    blocks = re.findall(r"```python\n(.*?)```", section, flags=re.S)
+    assert len(blocks) == 2
+    files = [[line.strip() for line in textwrap.dedent(text).splitlines()] for text in LESSON.values()]
+    for block in blocks:
+        lines = [line.strip() for line in block.rstrip().splitlines()]
+        assert any(lines == f[i:i + len(lines)] for f in files for i in range(len(f))), block
+    assert f'[project.entry-points."{ENTRY_POINT_GROUP}"]' in section
