@@ -26,7 +26,7 @@ import pytest
 
 import milvus_edu
 import test_plugin_contract as contract
-from milvus_edu.mechanisms import ENTRY_POINT_GROUP, LESSON_ORDER, lesson_folders
+from milvus_edu.mechanisms import ENTRY_POINT_GROUP, LESSON_ORDER, lesson_folders, load_installed_lessons
 from milvus_edu.registry import mechanisms, scenarios
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -275,3 +275,17 @@ def test_the_books_how_to_shows_this_lesson_and_names_the_entry_point():
         lines = [line.strip() for line in block.rstrip().splitlines()]
         assert any(lines == f[i:i + len(lines)] for f in files for i in range(len(f))), block
     assert f'[project.entry-points."{ENTRY_POINT_GROUP}"]' in section
+
+
+def test_a_lesson_that_fails_to_load_is_named_and_left_out(tmp_path, monkeypatch):
+    """One broken installed lesson costs a warning that names it, not the command line or the other lessons."""
+    (tmp_path / "broken_lesson.py").write_text("raise RuntimeError('no such component')\n", encoding="utf-8")
+    info = tmp_path / "broken_lesson-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: broken-lesson\nVersion: 0.1\n", encoding="utf-8")
+    (info / "entry_points.txt").write_text("[milvus_edu.mechanisms]\nbroken = broken_lesson\n", encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.warns(UserWarning, match=r"lesson 'broken' \(module broken_lesson.*RuntimeError: no such component; "
+                                         r"fix or uninstall it"):
+        assert load_installed_lessons() == []
+    assert [m.name for m in mechanisms()] == list(LESSON_ORDER)

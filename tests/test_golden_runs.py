@@ -24,8 +24,9 @@ def test_every_scenario_has_a_golden_digest():
     missing = sorted(set(scenarios()) - set(GOLDEN_RUNS["sha256"]))
     gone = sorted(set(GOLDEN_RUNS["sha256"]) - set(scenarios()))
     assert not missing and not gone, (
-        f"scenarios without a golden digest: {missing}; digests of no scenario: {gone}. A new or renamed scenario "
-        "(a new lesson's): run `python benchmarks/run_digests.py --write-golden` and commit tests/data/golden_runs.json")
+        f"scenarios without a golden digest: {missing}; digests of no scenario: {gone}. For a new or renamed "
+        "scenario (a new lesson's), run `python benchmarks/run_digests.py --write-golden` and commit "
+        "tests/data/golden_runs.json")
 
 
 @pytest.mark.parametrize("name", sorted(GOLDEN_RUNS["sha256"]))
