@@ -11,8 +11,10 @@ This module sits at the bottom of the layers: it imports only the run-log schema
 heavy libraries (lanes need matplotlib, analyses need pyspark) are given as zero-argument factories,
 so nothing heavy is imported until a view or an analysis asks for it.
 
-The built-in mechanisms register themselves when :mod:`milvus_edu.mechanisms` is imported, which
-``import milvus_edu`` does.
+Every mechanism registers itself when :mod:`milvus_edu.mechanisms` is imported, which ``import milvus_edu``
+does: that package imports each of its folders and each module named under the ``milvus_edu.mechanisms`` entry
+point, so a new mechanism is a new folder (or an installed package) and nothing else. The book's design page,
+*Adding a lesson*, lists the files; ``tests/test_fifth_mechanism.py`` adds a fifth mechanism both ways.
 """
 
 from __future__ import annotations

@@ -75,6 +75,8 @@ def test_a_query_shaped_cluster_has_its_read_path_and_catalog():
     (dict(pchannels=2, querynodes=1), "a QueryNode needs DataCoord"),
     (dict(pchannels=2, datacoord=True, datanodes=(DataNodeSpec(),), collections=(CollectionSpec(1, 2),)),
      "set create_collections_at_ms"),
+    (dict(pchannels=1, proxies=(ProxySpec(),), collections=(CollectionSpec(1, 1),), create_collections_at_ms=100.0),
+     "set datacoord=True and datanodes=(DataNodeSpec(),)"),
     (dict(pchannels=2, collections=(CollectionSpec(1, 3),)), "has 3 shards; use 1 to 2"),
 ])
 def test_a_bad_spec_is_refused_in_one_line(spec, message):

@@ -21,7 +21,12 @@ GOLDEN_RUNS = json.loads(GOLDEN.read_text())
 
 
 def test_every_scenario_has_a_golden_digest():
-    assert sorted(GOLDEN_RUNS["sha256"]) == sorted(scenarios())
+    missing = sorted(set(scenarios()) - set(GOLDEN_RUNS["sha256"]))
+    gone = sorted(set(GOLDEN_RUNS["sha256"]) - set(scenarios()))
+    assert not missing and not gone, (
+        f"scenarios without a golden digest: {missing}; digests of no scenario: {gone}. For a new or renamed "
+        "scenario (a new lesson's), run `python benchmarks/run_digests.py --write-golden` and commit "
+        "tests/data/golden_runs.json")
 
 
 @pytest.mark.parametrize("name", sorted(GOLDEN_RUNS["sha256"]))

@@ -46,7 +46,9 @@ def test_the_scenario_grid_is_every_scenario_but_workload_times_1000_seeds_witho
     folder, grid = rel.grids()[0]
     normal = normalise_grid(grid)
     assert folder == "scenarios"
-    assert sorted(normal["scenario"]) == sorted(n for n in scenarios() if n != "workload")
+    assert sorted(normal["scenario"]) == sorted(n for n in scenarios() if n != "workload"), (
+        "milvus_edu/sweep/grids/reliability-scenarios.json lists every scenario but `workload`: add a new lesson's "
+        "scenarios there (book/design.md, Adding a lesson)")
     assert normal["seeds"] == list(range(1, 1001)) and normal["switches"] == [[]]
 
 

@@ -172,6 +172,9 @@ class ClusterSpec:
             raise ValueError(f"a cluster has at most one QueryNode, got querynodes={self.querynodes}")
         if self.querynodes and not (self.datacoord and self.datanodes and self.proxies):
             raise ValueError("a QueryNode needs DataCoord, a DataNode and proxies (reads go through a proxy)")
+        if self.create_collections_at_ms is not None and not (self.datacoord and self.datanodes):
+            raise ValueError("collections created by DDL (create_collections_at_ms) are watched by DataCoord and the "
+                             "first DataNode; set datacoord=True and datanodes=(DataNodeSpec(),)")
         if self.collections and self.datanodes and self.create_collections_at_ms is None:
             raise ValueError("with a DataNode the spec's collections are created by DDL; set create_collections_at_ms")
         for c in self.collections:
