@@ -429,6 +429,9 @@ class StepResult:
     controls_box: dict | None = None
     viewport: dict | None = None
     screen: Path | None = None
+    #: The panel's lines hidden below its box (px; it scrolls inside), and whether its foot shows the shadow that says so.
+    panel_hidden_px: float | None = None
+    panel_marked_more: bool | None = None
     #: Rapid clicks (:func:`_rapid_clicks`): one :class:`RapidRun` per sequence of clicks.
     rapid: list["RapidRun"] = field(default_factory=list)
 
@@ -763,6 +766,8 @@ def _check_layout(page, stepper, result: StepResult, screen: Path) -> None:
     result.plot_box = _box(stepper.locator(".mes-plot").first)
     result.controls_box = _box(stepper.locator(".mes-controls").first)
     result.viewport = dict(page.viewport_size)
+    result.panel_hidden_px, result.panel_marked_more = stepper.locator(f".{STATE_CLASS}").first.evaluate(
+        "(p) => [p.scrollHeight - p.clientHeight - p.scrollTop, p.classList.contains('mes-more')]")
     page.screenshot(path=str(screen))
     result.screen = screen
 

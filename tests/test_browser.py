@@ -90,7 +90,7 @@ def _check_step(server: JupyterLabServer, rel_path: str, png_name: str, tmp_path
 def _check_stepper_answers_while_busy_and_fits(result) -> None:
     """The panel moved on every click while the kernel ran another cell; the slider and the panel name
     the same event; at 1280 x 800 with the file browser open the controls, the picture and the panel
-    are in the screen."""
+    are in the screen, and the panel hides no line without a sign of it."""
     print(f"  while busy: {result.busy_status} in {[round(ms) for ms in result.busy_ms]} ms; "
           f"slider {result.slider_value}, panel {result.panel_number}; panel box {result.panel_box}; "
           f"screen {result.screen}")
@@ -104,6 +104,8 @@ def _check_stepper_answers_while_busy_and_fits(result) -> None:
         assert box["x"] >= 0 and box["y"] >= 0, (name, box)
         assert box["x"] + box["width"] <= w and box["y"] + box["height"] <= h, (name, box)
     assert result.screen.is_file() and result.screen.stat().st_size > 0
+    # Lines below the panel's box are there only with the shadow that says so (scroll bars may be hidden).
+    assert (result.panel_hidden_px > 1) == result.panel_marked_more, (result.panel_hidden_px, result.panel_marked_more)
     _check_rapid_clicks_end_on_details(result)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipywidgets as widgets
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -519,3 +520,60 @@ def test_a_real_servers_clock_reads_as_its_utc_date_not_as_thousands_of_hours():
     assert wall_text(SIM_EPOCH_MS - RELATIVE_SPAN_MS) == "2025-11-20 08:00:00.000"
     real_ms = 1_795_875_793_123  # a real server's clock on 28 November 2026
     assert ts_text(compose_ts(real_ms, 5)) == "2026-11-28 14:23:13.123+5"
+
+
+@pytest.fixture(scope="module")
+def timetick_stepper() -> TimelineStepper:
+    """Lab 2's stepper: TimeTick's first second in pages of 0.4 s; its only marker (rootcoord-1 becoming active)
+    is at 0 s."""
+    return TimelineStepper(milvus_edu.simulate("timetick-basics", seed=1, duration_s=1).events, window_s=0.4)
+
+
+def _texts_inside(ax) -> list[str]:
+    """The texts ``ax`` shows, each checked to lie whole inside it (a text past its edge would be cut)."""
+    renderer = ax.figure.canvas.get_renderer()
+    inside = ax.get_window_extent(renderer)
+    shown = []
+    for t in ax.texts:
+        if t.get_visible() and t.get_text().strip():
+            b = t.get_window_extent(renderer)
+            assert inside.x0 - 1 <= b.x0 and b.x1 <= inside.x1 + 1, f"{t.get_text()!r} is cut at the lane's edge"
+            shown.append(t.get_text().strip())
+    return shown
+
+
+def test_a_marker_on_an_earlier_page_is_named_at_the_left_edge_not_cut(timetick_stepper):
+    """Lab 2's filmstrip cut 'rootcoord-1 active' to '1 active' at its first panel's left edge: the marker's
+    line was on an earlier page. Its label now stands whole at the edge, with an arrow and its time."""
+    from milvus_edu.viz.render import filmstrip
+
+    st = timetick_stepper
+    i = int(np.searchsorted(st.index.t_ms, 258.0))
+    fig = filmstrip(st.index, st._lane_templates, [i], st.film_caption, window_s=0.4)
+    lane_ax = next(ax for ax in fig.axes if ax.get_ylabel() == "events")
+    assert lane_ax.get_xlim()[0] > 0
+    assert _texts_inside(lane_ax) == ["◀ rootcoord-1 active (0.000 s)"]
+    st.goto(int(np.searchsorted(st.index.t_ms, 500.0)))  # a later page of the stepper, drawn from the same artists
+    lane = _lane(st, "EventsLane")
+    assert lane.ax.get_xlim()[0] > 0
+    assert "◀ rootcoord-1 active (0.000 s)" in _texts_inside(lane.ax)
+    st.goto(0)  # on the marker's own page the label is the plain one, at its line
+    assert lane.current.get_text().strip() == "rootcoord-1 active"
+    assert lane.current.get_position()[0] == 0.0
+
+
+def test_filmstrip_captions_fit_the_picture(timetick_stepper):
+    """A caption is wrapped by its measured width: lab 2's long dotted channel names ran to the picture's last
+    pixel column."""
+    from matplotlib.text import Text
+
+    from milvus_edu.viz.render import filmstrip
+
+    st = timetick_stepper
+    steps = st.interesting_steps()
+    fig = filmstrip(st.index, st._lane_templates, steps, st.film_caption, window_s=0.4)
+    renderer = fig.canvas.get_renderer()
+    titles = [t for t in fig.findobj(Text) if t.get_text().startswith("event ")]
+    assert len(titles) == len(steps)
+    for title in titles:
+        assert title.get_window_extent(renderer).x1 <= fig.bbox.width - 4, title.get_text()

@@ -166,7 +166,9 @@ class EventsLane(Lane):
 
     Labels never overlap or leave the axes: whenever the x limits change (a new page, a filmstrip
     panel) they are laid out again, left to right, each in the first of :attr:`rows` where it fits;
-    a label that would run past the right edge is put on the left of its line.
+    a label that would run past the right edge is put on the left of its line, and the label of a line
+    off the page is hidden (not drawn cut at the page's edge). When the cursor's latest marker is on an
+    earlier page, its bold label stands at the page's left edge behind a ``◀`` with the marker's time.
     """
 
     name = "events"
@@ -221,7 +223,12 @@ class EventsLane(Lane):
             self.current.set_text(" " + label + " ")
             self.width_px.append(self.current.get_window_extent(renderer).width if renderer else
                                  len(label) * 0.62 * self.current.get_fontsize() * ax.figure.dpi / 72.0)
+        # ... and of what a label on an earlier page adds: the arrow before it and its time after it.
+        self.current.set_text("◀  (000.000 s)")
+        self.pinned_px = (self.current.get_window_extent(renderer).width if renderer else
+                          14 * 0.62 * self.current.get_fontsize() * ax.figure.dpi / 72.0)
         self.current.set_visible(False)
+        self.row_start_px = [np.inf] * len(self.rows)
         if not found:
             ax.text(0.5, 0.5, "no faults or failovers in this run", transform=ax.transAxes, **NO_DATA)
         ax.set_yticks([])
@@ -241,6 +248,7 @@ class EventsLane(Lane):
             return
         scale = width / (x1 - x0)
         ends = [-np.inf] * len(self.rows)
+        self.row_start_px = [np.inf] * len(self.rows)
         for k in np.argsort(self.track.x, kind="stable"):
             px, w = (self.track.x[k] - x0) * scale, self.width_px[k]
             if px + w > width - 2 and px - w >= 0:
@@ -248,16 +256,16 @@ class EventsLane(Lane):
             else:
                 ha, start, end = "left", px, px + w
             text = self.texts[k]
-            if end < 0 or start > width:  # off this page
-                if self.hide_crowded:
-                    text.set_visible(False)
+            if px < -0.5 or px > width + 0.5:  # its line is off this page: so is its label
+                text.set_visible(False)
                 continue
             free = [r for r, e in enumerate(ends) if e + self._GAP_PX <= start]
-            if self.hide_crowded:  # no room left for it: hidden (its line stays), not drawn over another
-                text.set_visible(bool(free))
+            # no room left for it: hidden (its line stays), not drawn over another
+            text.set_visible(bool(free) or not self.hide_crowded)
             r = free[0] if free else int(np.argmin(ends))
             if free or not self.hide_crowded:
                 ends[r] = max(ends[r], end)
+                self.row_start_px[r] = min(self.row_start_px[r], start)
             self.row[k], self.ha[k] = r, ha
             text.set_horizontalalignment(ha)
             text.set_text(self._padded(k))
@@ -270,12 +278,21 @@ class EventsLane(Lane):
         k = self.track.at(cursor_index)
         if k < 0:
             self.current.set_visible(False)
+            return (self.current,)
+        x0 = self.ax.get_xlim()[0]
+        if self.track.x[k] < x0:  # the marker is on an earlier page: say so at this page's left edge
+            need = self.pinned_px + self.width_px[k] + self._GAP_PX
+            clear = [r for r, s in enumerate(self.row_start_px) if s >= need]
+            r = clear[0] if clear else int(np.argmax(self.row_start_px))
+            self.current.set_position((x0, self.rows[r]))
+            self.current.set_horizontalalignment("left")
+            self.current.set_text(f"◀ {self.labels[k]} ({self.track.x[k]:.3f} s)")
         else:
             self.current.set_position((self.track.x[k], self.rows[self.row[k]]))
             self.current.set_horizontalalignment(self.ha[k])
             self.current.set_text(self._padded(k))
-            self.current.set_color(self.colors[k])
-            self.current.set_visible(True)
+        self.current.set_color(self.colors[k])
+        self.current.set_visible(True)
         return (self.current,)
 
 

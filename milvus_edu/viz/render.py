@@ -26,6 +26,7 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.collections import Collection
 from matplotlib.figure import Figure
+from matplotlib.font_manager import FontProperties
 from matplotlib.lines import Line2D
 from matplotlib.patches import Rectangle
 from matplotlib.text import Text
@@ -401,11 +402,11 @@ def filmstrip(index, lane_templates, steps, caption, panel_in=FILM_PANEL_IN, lan
     heights = sum(max(float(l.height_ratio), 0.05) for l in lane_templates)
     with matplotlib.rc_context(FILM_RC):
         cap_pt = float(matplotlib.rcParams["axes.titlesize"])
-        wrap = max(20, int(panel_in * 72 / (cap_pt * 0.53)))
-        texts = ["\n".join(textwrap.wrap(caption(i), width=wrap)) for i in steps]
+        left, right, gap_x = 0.95, 0.2, 0.85  # y labels; margin; tick labels of the next column
+        # A caption starts at its panel's left edge and may use the margin on its right, less a few pixels.
+        texts = [_wrap_caption(caption(i), cap_pt, (panel_in + right - 0.05) * dpi, dpi) for i in steps]
         cap_in = max(t.count("\n") + 1 for t in texts) * cap_pt * 1.3 / 72 + 0.12
         lanes_in = lane_unit_in * heights
-        left, right, gap_x = 0.95, 0.2, 0.85  # y labels; margin; tick labels of the next column
         legend_in, ticks_in, xlabel_in = 0.55, 0.32, 0.28
         width = left + ncols * panel_in + (ncols - 1) * gap_x + right
         height = legend_in + nrows * (cap_in + lanes_in + ticks_in) + xlabel_in + 0.08
@@ -437,6 +438,23 @@ def filmstrip(index, lane_templates, steps, caption, panel_in=FILM_PANEL_IN, lan
                 take_legends(axes)  # one legend for the whole strip
         _film_legend(fig, first_axes, legend_in)
     return fig
+
+
+def _wrap_caption(text: str, size_pt: float, width_px: float, dpi: float) -> str:
+    """``text`` wrapped at word breaks into lines no wider than ``width_px`` at ``size_pt`` (measured, not
+    estimated from a mean letter width: a caption's dotted names and timestamps are wider than prose)."""
+    renderer = FigureCanvasAgg(Figure(dpi=dpi)).get_renderer()
+    font = FontProperties(size=size_pt)
+
+    def fits(line: str) -> bool:
+        return renderer.get_text_width_height_descent(line, font, ismath=False)[0] <= width_px
+
+    wrap = max(20, int(width_px / dpi * 72 / (size_pt * 0.5)))
+    lines = textwrap.wrap(text, width=wrap)
+    while wrap > 20 and not all(fits(line) for line in lines):
+        wrap -= 2
+        lines = textwrap.wrap(text, width=wrap)
+    return "\n".join(lines)
 
 
 def _film_legend(fig: Figure, axes, legend_in: float) -> None:

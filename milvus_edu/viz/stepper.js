@@ -124,6 +124,9 @@ const RESEND_MAX_MS = 24000;
 const PLAY_WAIT_MS = 1500;
 // Page pictures kept in the browser (those of the window shown are never dropped).
 const PICTURES_KEPT = 48;
+// Height of JupyterLab's bars around a notebook at 1280 x 800 (menu, tabs, notebook toolbar, status bar) with a
+// margin: the screen's height less this is what a stepper scrolled to the top of the notebook has.
+const APP_BARS_PX = 150;
 
 function render({ model, el: root }) {
   const n = model.get("n");
@@ -171,12 +174,24 @@ function render({ model, el: root }) {
   const box = el("div", { class: "mes-root" }, [title, controls, jumpRow, body]);
   root.appendChild(box);
   const ctx = canvas.getContext("2d");
-  // The panel is as tall as the picture beside it (it scrolls inside), so its box stays in view.
-  const fit = new ResizeObserver(() => {
+  // The panel beside the picture may grow past the picture's height into what the screen leaves below the
+  // controls when the stepper is scrolled to its top (the window less JupyterLab's bars, APP_BARS_PX), so its
+  // last lines show whole (a panel held to the picture's height cut lab 3's last DataCoord line); past that it
+  // scrolls inside, and its box stays in view. Below the picture (a narrow page) it keeps to 60% of the window.
+  const fitPanel = () => {
     const sameRow = panel.offsetTop === plot.offsetTop;
-    panel.style.maxHeight = sameRow ? `${Math.max(plot.offsetHeight, 200)}px` : "60vh";
-  });
+    const controlsPx = body.getBoundingClientRect().top - box.getBoundingClientRect().top;
+    const roomPx = window.innerHeight - APP_BARS_PX - controlsPx;
+    panel.style.maxHeight = sameRow ? `${Math.max(plot.offsetHeight, roomPx, 200)}px` : "60vh";
+    markMore();
+  };
+  // A shadow at the panel's foot while lines are hidden below it: browsers that hide scroll bars until one
+  // scrolls (macOS, headless Chromium) otherwise give no sign that there is more.
+  const markMore = () => panel.classList.toggle("mes-more", panel.scrollTop + panel.clientHeight < panel.scrollHeight - 1);
+  const fit = new ResizeObserver(fitPanel);
   fit.observe(plot);
+  window.addEventListener("resize", fitPanel);
+  panel.addEventListener("scroll", markMore);
 
   // -- data from the kernel
   function useWindow(bytes) {
@@ -298,6 +313,7 @@ function render({ model, el: root }) {
         + ` simulated. <i>The details of this event come as soon as the kernel is free.</i></div></div>`;
       panel.classList.add("mes-waiting");
     }
+    markMore();
   }
 
   function show(i, { sync = true } = {}) {
@@ -376,6 +392,7 @@ function render({ model, el: root }) {
     if (timer !== null) { clearInterval(timer); timer = null; }
     clearTimeout(resendTimer);
     fit.disconnect();
+    window.removeEventListener("resize", fitPanel);
     model.off("change:window", onWindow);
     model.off("change:backgrounds", onPictures);
     model.off("change:cursor", onCursor);
