@@ -167,7 +167,7 @@ def test_the_cli_turns_a_switch_off_part_way(capsys, tmp_path):
 
 @pytest.mark.parametrize("args, says", [
     (["--at", "1", "--kill", "proxy-9"], "no node named 'proxy-9'"),
-    (["--at", "9", "--kill", "proxy-1"], "within the run"),
+    (["--at", "9", "--kill", "proxy-1"], "--at must be a time within the run (0 to 2 s, before its end), got 9 s"),
     (["--at", "1", "--pause", "proxy-1"], "expected NODE:MS"),
     (["--at", "1", "--clock-jump", "proxy-1:50"], "clock cannot jump"),
     (["--at", "1", "--kill", "proxy-1", "--restart", "proxy-1"], "not allowed with"),

@@ -81,6 +81,16 @@ class RunFolderError(ValueError):
         self.cli = template.replace("<out>", "--out").replace("<force>", "add --force")
 
 
+class ArgumentError(ValueError):
+    """A bad value of an argument that the command line gives as an option. A ``ValueError`` whose message names the
+    Python argument (``at_ms``); :attr:`cli` says the same naming the option (``--at``)."""
+
+    def __init__(self, message: str, cli: str):
+        super().__init__(message)
+        #: The message as the command line says it.
+        self.cli = cli
+
+
 @dataclass(repr=False)
 class RunResult:
     """The outcome of :func:`simulate`: the events (when kept in memory), the summary, the folder."""
@@ -522,8 +532,8 @@ def fork(run, at_ms: float, interventions, out_dir=None, force: bool = False, pr
     if isinstance(at_ms, bool) or not isinstance(at_ms, (int, float)):
         raise ValueError(f"a fork's time is a number of milliseconds, got {at_ms!r}")
     if not 0 <= at_ms < spec.duration_s * 1000:
-        raise ValueError(f"a fork's time must be within the run (0 to {spec.duration_s:g} s, before its end), "
-                         f"got {at_ms / 1000:g} s")
+        within = f"within the run (0 to {spec.duration_s:g} s, before its end), got {at_ms / 1000:g} s"
+        raise ArgumentError(f"a fork's time must be {within}", f"--at must be a time {within}")
     if not isinstance(interventions, (list, tuple)):
         interventions = [interventions]
     if not interventions:
