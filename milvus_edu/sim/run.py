@@ -35,6 +35,7 @@ from .interventions import MAX_CLOCK_JUMP_MS, at as at_time, canonical
 from .interventions import schedule as schedule_interventions, validate as validate_interventions
 from .kernel import NetworkParams, Simulation
 from .progress import resolve_progress
+from .scenarios import warn_times_after
 
 #: The longest run, 100 years (as the largest clock jump): far below what a hybrid timestamp's 46-bit physical part
 #: holds, so no clock of the run passes it. A run that long would take far longer to simulate than anyone waits.
@@ -326,6 +327,8 @@ def simulate(
         # before the run folder is even created.
         spec.build(sim, **opts)
         validate_interventions(sim, changes, duration_s * 1000.0)
+        # only those given: a scenario's own crash cut off by a short run is no one's mistake (as its own steps)
+        warn_times_after({name: opts[name] for name in options or {}}, duration_s * 1000.0)
         out = prepare_out_dir(out_dir, force) if out_dir is not None else None
         remote = None
         if out is not None:
