@@ -233,13 +233,14 @@ def build_parser() -> argparse.ArgumentParser:
                     help="simulated time of the fault or the switch's flip")
     change = fk.add_mutually_exclusive_group(required=True)
     change.add_argument("--kill", metavar="NODE", help="crash NODE (e.g. proxy-1, datanode-1)")
-    change.add_argument("--restart", metavar="NODE", help="start a killed proxy or DataNode again")
+    change.add_argument("--restart", metavar="NODE", help="start a killed proxy or DataNode again (one running then "
+                                                          "is refused: a restart does not kill it first)")
     change.add_argument("--pause", type=_pause, metavar="NODE:MS", help="freeze NODE for MS milliseconds")
     change.add_argument("--clock-jump", type=_clock_jump, metavar="NODE:MS",
                         help="step a rootcoord's wall clock by MS milliseconds (negative goes back)")
     change.add_argument("--switch", metavar="NAME",
                         help=f"turn a bug switch on for every component from then on: {', '.join(BugSwitches.names())}")
-    change.add_argument("--switch-off", metavar="NAME", help="turn a bug switch that is on off from then on")
+    change.add_argument("--switch-off", metavar="NAME", help="turn a bug switch that is on then off from then on")
     fk.add_argument("--out", required=True, help="run folder to write (new or empty; see --force)")
     fk.add_argument("--force", action="store_true", help=FORCE_HELP)
     ex = command("export", "export a run folder to a trace viewer's format (Chrome/Perfetto trace-event JSON)")

@@ -31,7 +31,8 @@ from ..storage.objectstore import RUN_OBJECTS_DIR, RUN_OBJECTS_MARKER
 from .token import PREFIX as TOKEN_PREFIX
 from .token import TokenError, decode, encode, spec_of_run
 from .collector import collector_paused
-from .interventions import MAX_CLOCK_JUMP_MS, at as at_time, canonical
+from .interventions import DOWN_KINDS, MAX_CLOCK_JUMP_MS, UP_KIND, Kill, Pause, Restart, SetSwitch, at as at_time
+from .interventions import canonical
 from .interventions import schedule as schedule_interventions, validate as validate_interventions
 from .kernel import NetworkParams, Simulation
 from .progress import resolve_progress
@@ -511,6 +512,42 @@ def _folder_of(run) -> Path | None:
     return Path(run)
 
 
+def _idle_flip(spec, added: tuple) -> str | None:
+    """Why one of a fork's ``added`` switch flips would change nothing (the switch is so already then, after the run's
+    own switches and flips in ``spec`` and the added ones before it), in one line; ``None`` when each changes
+    something. The order is the one :func:`simulate` applies them in."""
+    on = set(spec.switches)
+    mine = {id(item) for item in added}
+    for item in canonical(list(spec.interventions) + list(added)):
+        if isinstance(item, SetSwitch):
+            idle = item.idle(on) if id(item) in mine else None
+            if idle is not None:
+                return idle
+            (on.add if item.on else on.discard)(item.name)
+    return None
+
+
+_LIFE_KINDS = tuple(f'"kind":"{kind}"' for kind in (*DOWN_KINDS, UP_KIND))
+
+
+def _down(lines: list[str], node: str, t_ms: float) -> tuple[str | None, str | None]:
+    """How the run log ``lines`` shows ``node`` at ``t_ms``: ``None`` for running, else how it went down (``killed at
+    1.000 s``); first from the events before ``t_ms``, then with those at ``t_ms`` too."""
+    mark = f'"node":{json.dumps(node)}'
+    before = at = None
+    for line in lines:
+        if mark not in line or not any(kind in line for kind in _LIFE_KINDS):  # most lines: no JSON to parse
+            continue
+        row = json.loads(line)
+        if row["t_ms"] > t_ms:
+            break
+        if row["node"] == node:
+            at = (f"{DOWN_KINDS[row['kind']]} at {row['t_ms'] / 1000:.3f} s" if row["kind"] in DOWN_KINDS else None)
+            if row["t_ms"] < t_ms:
+                before = at
+    return before, at
+
+
 def fork(run, at_ms: float, interventions, out_dir=None, force: bool = False, progress=None) -> ForkResult:
     """Run ``run`` (a :class:`RunResult`, a run folder or a run token) again with ``interventions`` added at or after
     ``at_ms``; the run log before ``at_ms`` stays byte for byte the original's.
@@ -522,7 +559,9 @@ def fork(run, at_ms: float, interventions, out_dir=None, force: bool = False, pr
     from the run or its folder's ``events.jsonl``, or, when neither holds it, made again from the token in memory.
 
     Raises :class:`~milvus_edu.sim.token.TokenError` for a token that cannot be replayed here, ``ValueError`` for a
-    time outside the run, an intervention before ``at_ms`` or on a node the run lacks, and
+    time outside the run, an intervention before ``at_ms`` or on a node the run lacks, one that would change nothing
+    (a switch flipped to what it is then; the first intervention a restart of a node the original's log shows
+    running then, a kill or pause of one it shows down), and
     :class:`RunFolderError` for an unusable ``out_dir`` (the folder of ``run`` itself, even with ``force``) — all
     before anything is written.
     """
@@ -547,6 +586,16 @@ def fork(run, at_ms: float, interventions, out_dir=None, force: bool = False, pr
     if early:
         raise ValueError(f"{early[0].describe()} is before the fork's time ({at_ms / 1000:g} s); a fork changes "
                          "only what comes after it")
+    idle = _idle_flip(spec, added)
+    first = added[0]
+    if idle is None and isinstance(first, (Kill, Restart, Pause)):
+        if original is None:
+            original = _lines(replay(token).rows)
+        before, at = _down(original, first.node, first.t_ms)
+        if (before is None) == (at is None):  # so whichever way the events at that very time fall
+            idle = first.idle(at)
+    if idle is not None:
+        raise ValueError(idle)
     kwargs = spec.simulate_kwargs()
     if "network" in kwargs:
         kwargs["network"] = NetworkParams(**kwargs["network"])
