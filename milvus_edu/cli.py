@@ -88,6 +88,10 @@ def _duration(text: str) -> float:
         raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
     if not value > 0 or value != value or value == float("inf"):
         raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text}")
+    from .sim.run import MAX_DURATION_S
+
+    if value > MAX_DURATION_S:  # here, not in simulate: its message names the Python argument, not --duration
+        raise argparse.ArgumentTypeError(f"must be at most 100 years ({MAX_DURATION_S:.4g} s), got {text}")
     return value
 
 
@@ -131,8 +135,20 @@ def _node_ms(text: str) -> tuple[str, float]:
 
 def _pause(text: str) -> tuple[str, float]:
     node, ms = _node_ms(text)
-    if ms < 0:  # a pause cannot last less than nothing (a clock jump can go back: _node_ms alone)
-        raise argparse.ArgumentTypeError(f"a pause lasts 0 ms or more, such as proxy-1:500, got {text!r}")
+    if not ms > 0:  # a pause lasts some time (a clock jump can go back: _clock_jump)
+        raise argparse.ArgumentTypeError(f"a pause lasts more than 0 ms, such as proxy-1:500, got {text!r}")
+    return node, ms
+
+
+def _clock_jump(text: str) -> tuple[str, float]:
+    # checked here, so that the message names --clock-jump and not ClockJump's delta_ms
+    from .sim.interventions import MAX_CLOCK_JUMP_MS
+
+    node, ms = _node_ms(text)
+    if ms == 0 or abs(ms) > MAX_CLOCK_JUMP_MS:
+        raise argparse.ArgumentTypeError(f"a clock jump is a non-zero step of at most 100 years "
+                                         f"({MAX_CLOCK_JUMP_MS:.4g} ms) either way, such as rootcoord-1:-8000, "
+                                         f"got {text!r}")
     return node, ms
 
 
@@ -217,13 +233,14 @@ def build_parser() -> argparse.ArgumentParser:
                     help="simulated time of the fault or the switch's flip")
     change = fk.add_mutually_exclusive_group(required=True)
     change.add_argument("--kill", metavar="NODE", help="crash NODE (e.g. proxy-1, datanode-1)")
-    change.add_argument("--restart", metavar="NODE", help="start a killed proxy or DataNode again")
+    change.add_argument("--restart", metavar="NODE", help="start a killed proxy or DataNode again (one running then "
+                                                          "is refused: a restart does not kill it first)")
     change.add_argument("--pause", type=_pause, metavar="NODE:MS", help="freeze NODE for MS milliseconds")
-    change.add_argument("--clock-jump", type=_node_ms, metavar="NODE:MS",
+    change.add_argument("--clock-jump", type=_clock_jump, metavar="NODE:MS",
                         help="step a rootcoord's wall clock by MS milliseconds (negative goes back)")
     change.add_argument("--switch", metavar="NAME",
                         help=f"turn a bug switch on for every component from then on: {', '.join(BugSwitches.names())}")
-    change.add_argument("--switch-off", metavar="NAME", help="turn a bug switch that is on off from then on")
+    change.add_argument("--switch-off", metavar="NAME", help="turn a bug switch that is on then off from then on")
     fk.add_argument("--out", required=True, help="run folder to write (new or empty; see --force)")
     fk.add_argument("--force", action="store_true", help=FORCE_HELP)
     ex = command("export", "export a run folder to a trace viewer's format (Chrome/Perfetto trace-event JSON)")

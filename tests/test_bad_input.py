@@ -166,7 +166,7 @@ def test_fork_names_an_empty_node(tmp_path, capsys, option):
 def test_fork_refuses_a_huge_clock_jump_before_running(tmp_path, capsys):
     err = refused(capsys, tmp_path, "fork", str(tmp_path), "--at", "1", "--clock-jump", "rootcoord-1:1e300",
                   "--out", "OUT")
-    assert "at most 100 years" in err
+    assert "argument --clock-jump: a clock jump is a non-zero step of at most 100 years" in err  # not delta_ms
 
 
 @pytest.mark.parametrize("where", ["missing/trace.json", "file.txt/trace.json"])
@@ -453,6 +453,42 @@ def test_workload_steps_after_the_runs_end_are_named_not_silently_dropped(tmp_pa
     code, _, err = run_main(capsys, "simulate", "--scenario", "workload", "--option", f"steps={path}",
                             "--duration", "5", "--out", str(tmp_path / "r"))
     assert code == 0 and err.splitlines()[0].startswith("milvus-edu: warning: 2 of the workload's 3 steps are")
+
+
+@pytest.mark.parametrize("scenario, option", [("datanode-crash-recovery", "crash_at_s"),
+                                              ("tsafe-stall-proxy-restart", "kill_at_s"),
+                                              ("flush-drop-collection", "stop_at_s"),
+                                              ("ddl-recreate-under-load", "drop_at_s")])
+def test_a_fault_time_option_after_the_runs_end_is_named_not_silently_dropped(scenario, option):
+    # a crash at 500 s in a 1 s run quietly never happened, while workload steps after the end were warned of
+    with pytest.warns(UserWarning, match=rf"^option {option}=1 is at or after the run's end \(1 s\), so what it times "
+                                         rf"will not happen in this run; {option} is in seconds from the run's start"):
+        milvus_edu.simulate(scenario, duration_s=1, options={option: "1"})
+
+
+def test_the_command_warns_of_a_crash_after_the_end_in_one_line_and_runs(tmp_path, capsys):
+    code, out, err = run_main(capsys, "simulate", "--scenario", "datanode-crash-recovery", "--option", "crash_at_s=500",
+                              "--duration", "1", "--out", str(tmp_path / "r"))
+    assert code == 0 and "wrote " in out
+    assert err.splitlines() == ["milvus-edu: warning: option crash_at_s=500 is at or after the run's end (1 s), so what "
+                                "it times will not happen in this run; crash_at_s is in seconds from the run's start: "
+                                "give a longer run or an earlier time"]
+
+
+def test_a_time_option_before_the_end_or_left_at_its_default_warns_nothing():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        milvus_edu.simulate("datanode-crash-recovery", duration_s=1, options={"crash_at_s": 0.5})
+        milvus_edu.simulate("datanode-crash-recovery", duration_s=1)  # its own crash at 26 s: the run is cut short
+        milvus_edu.simulate("flush-drop-collection", duration_s=1, options={"stop_at_s": 0})  # 0: no stop
+
+
+def test_every_option_that_times_something_in_the_run_is_declared_a_time():
+    from milvus_edu.sim.scenarios import At
+
+    timed = {(name, option) for name, spec in scenarios().items() for option in spec.options
+             if option.endswith("_at_s")}
+    assert timed and all(isinstance(scenarios()[name].options[option], At) for name, option in timed), timed
 
 
 def test_a_scenarios_own_steps_cut_by_a_short_duration_warn_nothing():

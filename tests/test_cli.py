@@ -50,6 +50,9 @@ def test_scenarios_lists_each_with_a_description(capsys):
     (["simulate", "--scenario", "tso-basics", "--duration", "-3", "--out", "OUT"], "positive"),
     (["simulate", "--scenario", "tso-basics", "--duration", "abc", "--out", "OUT"], "number of seconds"),
     (["simulate", "--scenario", "tso-basics", "--seed", "x", "--out", "OUT"], "whole number"),
+    # the option as typed: "duration must be at most 100 years" named simulate's Python argument
+    (["simulate", "--scenario", "tso-basics", "--duration", "1e30", "--out", "OUT"],
+     "argument --duration: must be at most 100 years (3.156e+09 s), got 1e30"),
     (["simulate", "--scenario", "tso-basics", "--out", "OUT", "--switch", "nope"], "unknown bug switch"),
     (["simulate", "--out", "OUT"], "--scenario"),
     (["timeline", "OUT"], "does not exist"),
@@ -260,7 +263,10 @@ def test_a_command_starts_without_the_drawing_and_widget_libraries():
     (["--verison"], "milvus-edu has no option --verison (did you mean --version?)"),
     # a pause of negative length was refused in the Python API's words ("a pause's duration_ms")
     (["fork", "OUT", "--at", "1", "--pause", "proxy-1:-5", "--out", "OUT"],
-     "argument --pause: a pause lasts 0 ms or more, such as proxy-1:500, got 'proxy-1:-5'"),
+     "argument --pause: a pause lasts more than 0 ms, such as proxy-1:500, got 'proxy-1:-5'"),
+    # a pause of 0 ms passed the command line and was refused as "a pause's duration_ms must be positive"
+    (["fork", "OUT", "--at", "1", "--pause", "proxy-1:0", "--out", "OUT"],
+     "argument --pause: a pause lasts more than 0 ms, such as proxy-1:500, got 'proxy-1:0'"),
 ])
 def test_a_mistyped_command_or_option_names_what_was_meant_and_the_commands_help(tmp_path, capsys, args, says):
     (tmp_path / "cmp" / "model").mkdir(parents=True)

@@ -3,6 +3,7 @@ byte-identical to the original's, its token replaying it, the flip caught by the
 from the start, and the CLI's refusals."""
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -159,15 +160,23 @@ def test_the_cli_turns_a_switch_off_part_way(capsys, tmp_path):
     assert "Bug switch allocate_outside_enqueue_lock is turned off for every component from now on." in out
     summary = json.loads((tmp_path / "b" / "summary.json").read_text())
     assert summary["switches_flipped"] == [{"switch": "allocate_outside_enqueue_lock", "on": False, "t_ms": 1000.0}]
-    # a switch that is off already: nothing to turn off, and the two runs are the same
-    code, out, _ = run_main(capsys, "fork", str(tmp_path / "b"), "--at", "1.5", "--switch-off",
-                            "allocate_outside_enqueue_lock", "--out", str(tmp_path / "c"))
-    assert code == 0 and "the runs do not differ" in out
+    # a switch that is off already: nothing to turn off; it was run and said only "the runs do not differ"
+    code, out, err = run_main(capsys, "fork", str(tmp_path / "b"), "--at", "1.5", "--switch-off",
+                              "allocate_outside_enqueue_lock", "--out", str(tmp_path / "c"))
+    assert code == 2 and out == "" and not (tmp_path / "c").exists()
+    assert err == ("milvus-edu: error: switch allocate_outside_enqueue_lock is not on at 1.500 s in this run, so "
+                   "turning it off changes nothing; the switches on then: none\n")
+    # on from the start: turning it on again is refused the same way, naming the switches that are on
+    code, out, err = run_main(capsys, "fork", str(tmp_path / "a"), "--at", "0.5", "--switch",
+                              "allocate_outside_enqueue_lock", "--out", str(tmp_path / "c"))
+    assert code == 2 and out == "" and not (tmp_path / "c").exists()
+    assert "switch allocate_outside_enqueue_lock is already on at 0.500 s in this run, so turning it on changes " \
+           "nothing; the switches on then: allocate_outside_enqueue_lock" in err
 
 
 @pytest.mark.parametrize("args, says", [
     (["--at", "1", "--kill", "proxy-9"], "no node named 'proxy-9'"),
-    (["--at", "9", "--kill", "proxy-1"], "within the run"),
+    (["--at", "9", "--kill", "proxy-1"], "--at must be a time within the run (0 to 2 s, before its end), got 9 s"),
     (["--at", "1", "--pause", "proxy-1"], "expected NODE:MS"),
     (["--at", "1", "--clock-jump", "proxy-1:50"], "clock cannot jump"),
     (["--at", "1", "--kill", "proxy-1", "--restart", "proxy-1"], "not allowed with"),
@@ -176,6 +185,13 @@ def test_the_cli_turns_a_switch_off_part_way(capsys, tmp_path):
     (["--at", "1", "--kill", "proxy-1", "OCCUPIED"], "exists and is not empty"),
     (["--at", "1", "--kill", "proxy-1", "NOTOKEN"], "without a token"),
     (["--at", "1", "--kill", "proxy-1", "NORUN"], "not a run folder"),
+    # accepted, run, and reported only as "the runs do not differ"
+    (["--at", "1", "--switch-off", "skip_wait_tsafe"],
+     "switch skip_wait_tsafe is not on at 1.000 s in this run, so turning it off changes nothing; the switches on "
+     "then: none"),
+    (["--at", "1", "--restart", "proxy-1"],
+     "proxy-1 is running at 1.000 s in this run, and a restart starts again only a node that is down; kill it "
+     "first, then restart it later"),
 ])
 def test_the_cli_refuses_bad_input_in_one_line_and_writes_nothing(capsys, tmp_path, args, says):
     run = tmp_path / "run"
@@ -274,11 +290,32 @@ def test_a_switch_flipped_part_way_replays_byte_for_byte_and_can_be_turned_off_a
     assert off.summary["switches_flipped"] == [{"switch": "allocate_outside_enqueue_lock", "on": False, "t_ms": 1000.0}]
 
 
-def test_a_switch_already_so_is_left_as_it_is():
+def test_a_switch_already_so_is_left_as_it_is_and_a_fork_of_it_is_refused():
     original = simulate("tso-basics", duration_s=1, switches=["tso_no_window_save"])
-    run, seq = fork(original, 500.0, SetSwitch("tso_no_window_save"))
-    assert seq is None and "switches_flipped" not in run.summary
-    assert not any(r["kind"] == "fault.switch" for r in run.rows)
+    run = simulate("tso-basics", duration_s=1, switches=["tso_no_window_save"],
+                   interventions=[SetSwitch("tso_no_window_save", t_ms=500.0)])
+    assert run.rows == original.rows and "switches_flipped" not in run.summary
+    with pytest.raises(ValueError, match="^switch tso_no_window_save is already on at 0.500 s in this run"):
+        fork(original, 500.0, SetSwitch("tso_no_window_save"))
+    # a flip the fork itself made earlier counts: off at 0.6 s after off at 0.5 s changes nothing
+    with pytest.raises(ValueError, match="is not on at 0.600 s in this run.*the switches on then: none$"):
+        fork(original, 500.0, [SetSwitch("tso_no_window_save", False), SetSwitch("tso_no_window_save", False, 600.0)])
+
+
+def test_a_kill_restart_or_pause_that_the_original_log_shows_could_do_nothing_is_refused(tmp_path):
+    original = simulate("timetick-proxy-restart", duration_s=6, out_dir=tmp_path / "a")  # proxy-2 down 2 s to 5 s
+    for source in (tmp_path / "a", original.token):  # its events.jsonl, or the log its token makes
+        for change, says in [(Kill("proxy-2"), "proxy-2 is down at 3.000 s in this run (killed at 2.000 s), and a "
+                                               "kill leaves a node that is down as it is"),
+                             (Pause("proxy-2", duration_ms=50), "proxy-2 is down at 3.000 s in this run (killed at "
+                                                                "2.000 s), and only a running node can be paused"),
+                             (Restart("proxy-1"), "proxy-1 is running at 3.000 s in this run")]:
+            with pytest.raises(ValueError, match=re.escape(says)):
+                fork(source, 3000.0, change, out_dir=tmp_path / "b")
+            assert not (tmp_path / "b").exists()
+    assert fork(original, 3000.0, Restart("proxy-2")).first_difference is not None  # down then: it starts again
+    # at the very time of the original's kill, either order may hold: taken, not refused
+    fork(original, 2000.0, Kill("proxy-2"))
 
 
 @settings(max_examples=6, deadline=None)

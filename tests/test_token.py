@@ -171,9 +171,31 @@ def test_every_spec_round_trips(spec):
     assert decode(encode(spec)) == spec
 
 
+BASE64URL = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+
+
+@settings(max_examples=100, deadline=None)
+@given(spec=specs, char=st.sampled_from(BASE64URL))
+def test_a_character_added_or_lost_at_the_end_is_said_as_such(spec, char):
+    # one character added was called "truncated" (a token of 4k+1 characters) or a checksum mismatch
+    token = encode(spec)
+    with pytest.raises(TokenError) as added:
+        decode(token + char)
+    assert "added" in str(added.value) and "truncated" not in str(added.value)
+    with pytest.raises(TokenError) as lost:
+        decode(token[:-1])
+    assert "lost" in str(lost.value) and "added to it:" not in str(lost.value)
+
+
+def test_replay_of_a_token_with_a_character_added_says_so_and_where_a_whole_one_is(capsys, tmp_path):
+    code, out, err = run_main(capsys, "replay", GOOD + "x", "--out", str(tmp_path / "r"))
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
+    assert "a character was added to it" in err or "characters were added to it" in err
+    assert "`milvus-edu simulate`'s output or summary.json" in err and "truncated" not in err
+
+
 @settings(max_examples=300, deadline=None)
-@given(spec=specs, where=st.integers(min_value=0), char=st.sampled_from(
-    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"))
+@given(spec=specs, where=st.integers(min_value=0), char=st.sampled_from(BASE64URL))
 def test_a_changed_character_never_replays_another_run(spec, where, char):
     token = encode(spec)
     i = len(PREFIX) + where % (len(token) - len(PREFIX))

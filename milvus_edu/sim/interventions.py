@@ -5,7 +5,9 @@ so they record the same ``fault.*`` events a scenario's fault does:
 
 * :class:`Kill` — ``Node.kill``: the node crashes (a node already dead stays as it is);
 * :class:`Restart` — the node's ``restart``: a killed proxy or DataNode starts again (a proxy with a new server id,
-  as Milvus gives one); a node that is running is left as it is;
+  as Milvus gives one); a node that is running is left as it is (a restart does not kill it first, and
+  :func:`milvus_edu.fork` refuses one that the original's log shows running then, as it refuses a kill or a pause
+  of a node it shows down and a switch flipped to what it already is);
 * :class:`Pause` — ``Node.pause``: a GC or VM pause of ``duration_ms``; a node dead or already paused then is left
   as it is;
 * :class:`ClockJump` — a rootcoord's ``jump_clock``: its wall clock steps by ``delta_ms``.
@@ -41,6 +43,11 @@ from ..config import BugSwitches
 
 #: A restarted proxy's new server id is its old one plus this (the scenarios' convention: a new session).
 RESTART_SERVER_ID_STEP = 100
+#: The run-log kinds after which a node is down until its next :data:`UP_KIND`, each with the word for it: a crash
+#: (``Node.kill``), a DataNode's graceful stop, a process that exited on losing its session.
+DOWN_KINDS = {"fault.kill": "killed", "datanode.stop": "stopped", "session.exit": "exited"}
+#: The run-log kind of a node that was down starting again.
+UP_KIND = "fault.restart"
 
 
 def _time(value, what: str) -> float:
@@ -92,6 +99,15 @@ class _NodeIntervention(_Intervention):
     def check(self, node) -> None:
         """Raise ``ValueError`` (one line) when ``node`` cannot take this intervention at all."""
 
+    def idle(self, down: str | None) -> str | None:
+        """Why this intervention would do nothing to its node at its time, in one line, given ``down``: ``None`` when
+        the run shows the node running then, else how it went down (``killed at 1.000 s``). ``None`` when it would
+        do something."""
+        return None
+
+    def _when(self) -> str:
+        return f"at {self.t_ms / 1000:.3f} s in this run"
+
     def validate(self, sim) -> None:
         node = sim.nodes.get(self.node)
         if node is None:
@@ -115,6 +131,11 @@ class Kill(_NodeIntervention):
 
     kind = "kill"
 
+    def idle(self, down: str | None) -> str | None:
+        if down is not None:
+            return f"{self.node} is down {self._when()} ({down}), and a kill leaves a node that is down as it is"
+        return None
+
     def apply(self, node) -> None:
         node.kill()
 
@@ -129,6 +150,13 @@ class Restart(_NodeIntervention):
         if not callable(getattr(node, "restart", None)):
             raise ValueError(f"{self.node} cannot be restarted in this model (proxies and DataNodes can); "
                              "kill it instead")
+
+    def idle(self, down: str | None) -> str | None:
+        # Milvus has no restart of a running process: a new one starts after the old one is gone (apply: the same)
+        if down is None:
+            return (f"{self.node} is running {self._when()}, and a restart starts again only a node that is down; "
+                    "kill it first, then restart it later")
+        return None
 
     def apply(self, node) -> None:
         if node.alive:
@@ -155,6 +183,11 @@ class Pause(_NodeIntervention):
     def check(self, node) -> None:
         if not callable(getattr(node, "pause", None)):
             raise ValueError(f"{self.node} cannot be paused in this model; choose a node the run's nodes list")
+
+    def idle(self, down: str | None) -> str | None:
+        if down is not None:
+            return f"{self.node} is down {self._when()} ({down}), and only a running node can be paused"
+        return None
 
     def apply(self, node) -> None:
         if node.alive and not node.paused:
@@ -219,6 +252,14 @@ class SetSwitch(_Intervention):
 
     def validate(self, sim) -> None:
         """Any run can take it: the name was checked when it was made."""
+
+    def idle(self, on: set[str]) -> str | None:
+        """Why this flip would do nothing, given the switches ``on`` at its time; ``None`` when it would do something."""
+        if (self.name in on) != self.on:
+            return None
+        state = "already on" if self.on else "not on"
+        return (f"switch {self.name} is {state} at {self.t_ms / 1000:.3f} s in this run, so turning it "
+                f"{'on' if self.on else 'off'} changes nothing; the switches on then: {', '.join(sorted(on)) or 'none'}")
 
     def happen(self, sim) -> None:
         sim.set_switch(self.name, self.on)
@@ -305,5 +346,5 @@ def schedule(sim, interventions: tuple) -> None:
     env.process(apply_all())
 
 
-__all__ = ["Kill", "Restart", "Pause", "ClockJump", "SetSwitch", "KINDS", "from_dict", "canonical", "at", "validate",
-           "schedule"]
+__all__ = ["Kill", "Restart", "Pause", "ClockJump", "SetSwitch", "KINDS", "DOWN_KINDS", "UP_KIND", "from_dict",
+           "canonical", "at", "validate", "schedule"]

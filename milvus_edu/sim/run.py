@@ -31,10 +31,12 @@ from ..storage.objectstore import RUN_OBJECTS_DIR, RUN_OBJECTS_MARKER
 from .token import PREFIX as TOKEN_PREFIX
 from .token import TokenError, decode, encode, spec_of_run
 from .collector import collector_paused
-from .interventions import MAX_CLOCK_JUMP_MS, at as at_time, canonical
+from .interventions import DOWN_KINDS, MAX_CLOCK_JUMP_MS, UP_KIND, Kill, Pause, Restart, SetSwitch, at as at_time
+from .interventions import canonical
 from .interventions import schedule as schedule_interventions, validate as validate_interventions
 from .kernel import NetworkParams, Simulation
 from .progress import resolve_progress
+from .scenarios import warn_times_after
 
 #: The longest run, 100 years (as the largest clock jump): far below what a hybrid timestamp's 46-bit physical part
 #: holds, so no clock of the run passes it. A run that long would take far longer to simulate than anyone waits.
@@ -79,6 +81,16 @@ class RunFolderError(ValueError):
         super().__init__(template.replace("<out>", arg).replace("<force>", "pass force=True"))
         #: The message as the command line says it.
         self.cli = template.replace("<out>", "--out").replace("<force>", "add --force")
+
+
+class ArgumentError(ValueError):
+    """A bad value of an argument that the command line gives as an option. A ``ValueError`` whose message names the
+    Python argument (``at_ms``); :attr:`cli` says the same naming the option (``--at``)."""
+
+    def __init__(self, message: str, cli: str):
+        super().__init__(message)
+        #: The message as the command line says it.
+        self.cli = cli
 
 
 @dataclass(repr=False)
@@ -316,6 +328,8 @@ def simulate(
         # before the run folder is even created.
         spec.build(sim, **opts)
         validate_interventions(sim, changes, duration_s * 1000.0)
+        # only those given: a scenario's own crash cut off by a short run is no one's mistake (as its own steps)
+        warn_times_after({name: opts[name] for name in options or {}}, duration_s * 1000.0)
         out = prepare_out_dir(out_dir, force) if out_dir is not None else None
         remote = None
         if out is not None:
@@ -498,6 +512,42 @@ def _folder_of(run) -> Path | None:
     return Path(run)
 
 
+def _idle_flip(spec, added: tuple) -> str | None:
+    """Why one of a fork's ``added`` switch flips would change nothing (the switch is so already then, after the run's
+    own switches and flips in ``spec`` and the added ones before it), in one line; ``None`` when each changes
+    something. The order is the one :func:`simulate` applies them in."""
+    on = set(spec.switches)
+    mine = {id(item) for item in added}
+    for item in canonical(list(spec.interventions) + list(added)):
+        if isinstance(item, SetSwitch):
+            idle = item.idle(on) if id(item) in mine else None
+            if idle is not None:
+                return idle
+            (on.add if item.on else on.discard)(item.name)
+    return None
+
+
+_LIFE_KINDS = tuple(f'"kind":"{kind}"' for kind in (*DOWN_KINDS, UP_KIND))
+
+
+def _down(lines: list[str], node: str, t_ms: float) -> tuple[str | None, str | None]:
+    """How the run log ``lines`` shows ``node`` at ``t_ms``: ``None`` for running, else how it went down (``killed at
+    1.000 s``); first from the events before ``t_ms``, then with those at ``t_ms`` too."""
+    mark = f'"node":{json.dumps(node)}'
+    before = at = None
+    for line in lines:
+        if mark not in line or not any(kind in line for kind in _LIFE_KINDS):  # most lines: no JSON to parse
+            continue
+        row = json.loads(line)
+        if row["t_ms"] > t_ms:
+            break
+        if row["node"] == node:
+            at = (f"{DOWN_KINDS[row['kind']]} at {row['t_ms'] / 1000:.3f} s" if row["kind"] in DOWN_KINDS else None)
+            if row["t_ms"] < t_ms:
+                before = at
+    return before, at
+
+
 def fork(run, at_ms: float, interventions, out_dir=None, force: bool = False, progress=None) -> ForkResult:
     """Run ``run`` (a :class:`RunResult`, a run folder or a run token) again with ``interventions`` added at or after
     ``at_ms``; the run log before ``at_ms`` stays byte for byte the original's.
@@ -509,7 +559,9 @@ def fork(run, at_ms: float, interventions, out_dir=None, force: bool = False, pr
     from the run or its folder's ``events.jsonl``, or, when neither holds it, made again from the token in memory.
 
     Raises :class:`~milvus_edu.sim.token.TokenError` for a token that cannot be replayed here, ``ValueError`` for a
-    time outside the run, an intervention before ``at_ms`` or on a node the run lacks, and
+    time outside the run, an intervention before ``at_ms`` or on a node the run lacks, one that would change nothing
+    (a switch flipped to what it is then; the first intervention a restart of a node the original's log shows
+    running then, a kill or pause of one it shows down), and
     :class:`RunFolderError` for an unusable ``out_dir`` (the folder of ``run`` itself, even with ``force``) — all
     before anything is written.
     """
@@ -522,8 +574,8 @@ def fork(run, at_ms: float, interventions, out_dir=None, force: bool = False, pr
     if isinstance(at_ms, bool) or not isinstance(at_ms, (int, float)):
         raise ValueError(f"a fork's time is a number of milliseconds, got {at_ms!r}")
     if not 0 <= at_ms < spec.duration_s * 1000:
-        raise ValueError(f"a fork's time must be within the run (0 to {spec.duration_s:g} s, before its end), "
-                         f"got {at_ms / 1000:g} s")
+        within = f"within the run (0 to {spec.duration_s:g} s, before its end), got {at_ms / 1000:g} s"
+        raise ArgumentError(f"a fork's time must be {within}", f"--at must be a time {within}")
     if not isinstance(interventions, (list, tuple)):
         interventions = [interventions]
     if not interventions:
@@ -534,6 +586,16 @@ def fork(run, at_ms: float, interventions, out_dir=None, force: bool = False, pr
     if early:
         raise ValueError(f"{early[0].describe()} is before the fork's time ({at_ms / 1000:g} s); a fork changes "
                          "only what comes after it")
+    idle = _idle_flip(spec, added)
+    first = added[0]
+    if idle is None and isinstance(first, (Kill, Restart, Pause)):
+        if original is None:
+            original = _lines(replay(token).rows)
+        before, at = _down(original, first.node, first.t_ms)
+        if (before is None) == (at is None):  # so whichever way the events at that very time fall
+            idle = first.idle(at)
+    if idle is not None:
+        raise ValueError(idle)
     kwargs = spec.simulate_kwargs()
     if "network" in kwargs:
         kwargs["network"] = NetworkParams(**kwargs["network"])

@@ -121,19 +121,22 @@ def decode(token: str, *, check_version: bool = True) -> RunSpec:
         raise TokenError(damaged.format("it holds characters that are not base64url"))
     try:
         body = base64.urlsafe_b64decode(data + "=" * (-len(data) % 4))
-    except (binascii.Error, ValueError):  # a length no base64 text has: a character lost
-        raise TokenError(damaged.format("truncated")) from None
+    except (binascii.Error, ValueError):  # 4k+1 characters: one too many, or three too few, cannot tell which
+        raise TokenError(damaged.format("it has a length no token has: a character was added to it or some were "
+                                        "lost")) from None
     if len(body) < 6:
         raise TokenError(damaged.format("too short: truncated"))
     unpacker = zlib.decompressobj(-15)
     try:
         text = unpacker.decompress(body[4:]) + unpacker.flush()
     except zlib.error:
-        raise TokenError(damaged.format("its compressed part does not decompress")) from None
+        raise TokenError(damaged.format("its compressed part does not decompress: it was altered")) from None
     if not unpacker.eof:
-        raise TokenError(damaged.format("truncated"))
-    if unpacker.unused_data or zlib.crc32(text) != int.from_bytes(body[:4], "big"):
-        raise TokenError(damaged.format("its checksum does not match"))
+        raise TokenError(damaged.format("it stops short: characters were lost from its end"))
+    if unpacker.unused_data:
+        raise TokenError(damaged.format("it goes on past its end: characters were added to it"))
+    if zlib.crc32(text) != int.from_bytes(body[:4], "big"):
+        raise TokenError(damaged.format("its checksum does not match: it was altered"))
     try:
         raw = json.loads(text.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError):

@@ -18,6 +18,7 @@ from ...mq.fast import KeysHashedAhead
 from ...proto import SegmentState
 from ...registry import Scenario
 from ...sim.kernel import Simulation
+from ...sim.scenarios import At
 
 #: ``rootCoord.dmlChannelNum`` is 16 in Milvus; two keep the lesson readable.
 PCHANNELS = 2
@@ -204,7 +205,7 @@ class FlushWorkload:
 #: crash at a simulated time or at its N-th step boundary, and how long it stays down, or ``takeover``: it stays
 #: down and a second DataNode takes its channels once its session expired).
 OPTIONS = {"proxies": 1, "inserts_per_s": 200.0, "deletes_per_s": 5.0, "workload_s": 30.0,
-           "rpc_failure_rate": 0.0, "store_latency_ms": 5.0, "crash_at_s": 0.0, "crash_step": 0,
+           "rpc_failure_rate": 0.0, "store_latency_ms": 5.0, "crash_at_s": At(0.0), "crash_step": 0,
            "restart_after_s": 4.0, "takeover": False}
 
 
@@ -314,7 +315,7 @@ SCENARIOS = (
         "asks DataCoord where to resume (the channel checkpoint), rebuilds its segment cache, replays the channel "
         "from there and drops every insert already in a binlog (at or before its segment's DmlPosition), so the "
         "final binlogs hold every acknowledged row exactly once. Try it with --switch skip_recovery_filter.",
-        ("flush", "timetick", "tso"), options={**OPTIONS, "crash_at_s": 26.0, "restart_after_s": 2.0},
+        ("flush", "timetick", "tso"), options={**OPTIONS, "crash_at_s": At(26.0), "restart_after_s": 2.0},
     ),
     Scenario(
         "datanode-takeover", "The DataNode crashes at 26 s for good; when its session expires DataCoord hands its "
@@ -325,7 +326,7 @@ SCENARIOS = (
         "node, is answered only after the handover. "
         "Then DataCoord releases the channels and datanode-2 watches them exactly as a restarted node would: seek to "
         "the checkpoint, rebuild the segment cache, filter what is already in binlogs.",
-        ("flush", "timetick", "tso"), options={**OPTIONS, "crash_at_s": 26.0, "takeover": True},
+        ("flush", "timetick", "tso"), options={**OPTIONS, "crash_at_s": At(26.0), "takeover": True},
     ),
     Scenario(
         "checkpoint-during-sync", "A slow object store (3 s per write) and a crash right after a flush: run it "
@@ -334,7 +335,7 @@ SCENARIOS = (
         "must stay at their start. With the switch it jumps to the consumed position, DataCoord stores it, the "
         "DataNode crashes at 11 s, and the restarted node seeks past rows that never reached a binlog.",
         ("flush", "timetick", "tso"),
-        options={**OPTIONS, "store_latency_ms": 3000.0, "crash_at_s": 11.0, "restart_after_s": 2.0},
+        options={**OPTIONS, "store_latency_ms": 3000.0, "crash_at_s": At(11.0), "restart_after_s": 2.0},
     ),
     Scenario(
         "checkpoint-rpc-lost", "DataCoord's etcd is down from 9.5 s to 10.5 s, across the checkpoint updater's first "
@@ -467,6 +468,6 @@ SCENARIOS = SCENARIOS + (
         "each flowgraph gets a close message, on which the ttNode submits the checkpoint once more unless its "
         "channel was dropped, and the checkpoint updater closes right after without sending it. Simplification: the "
         "DataNode does not call DropVirtualChannel, so DataCoord keeps the channels assigned.",
-        ("flush", "timetick", "tso"), options={**OPTIONS, "drop_at_s": 20.0, "stop_at_s": 0.0},
+        ("flush", "timetick", "tso"), options={**OPTIONS, "drop_at_s": At(20.0), "stop_at_s": At(0.0)},
     ),
 )
