@@ -103,7 +103,7 @@ def _describe(row) -> str:
         return f"The clients start; the wall clock reads {value(row, 'clock_ms')} (Unix ms)."
     if kind == "fault.kill":
         why = detail.get("why")
-        if why and why.startswith("crash"):  # "crash", "crash at step 12 (...)": "crashes at step 12", not "dies: crash"
+        if why and why.startswith("crash"):  # "crash at step 12 (...)" reads "crashes at step 12", not "dies: crash"
             return f"{node} crashes{why[len('crash'):]}; everything in its memory is lost."
         if why and why != "killed":
             return f"{node} dies: {why}; everything in its memory is lost."

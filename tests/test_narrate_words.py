@@ -160,7 +160,15 @@ def test_the_first_out_of_order_message_is_explained_after_the_timeline():
     assert "is below that of message 2 (" in note and note.endswith("already in dml_2)")
 
 
-def test_no_sentence_of_a_run_writes_s_in_brackets():
+def test_every_event_of_a_run_is_told_in_a_sentence_without_s_in_brackets():
+    # the tickers' start events were told as the bare "rootcoord-1: rootcoord.ticker_start"
     result = milvus_edu.simulate("insert-delete-reorder", seed=1, duration_s=2)
-    texts = [describe(r) for r in result.events.to_dict("records")]
+    rows = result.events.to_dict("records")
+    texts = [describe(r) for r in rows]
+    assert not [t for t, r in zip(texts, rows) if t == f"{r['node']}: {r['kind']}"]
     assert not [t for t in texts if "(s)" in t]
+
+
+def test_the_datanodes_step_count_is_told_in_a_sentence():
+    text = describe(row(1, "datanode.steps", node="datanode-1", count=461))
+    assert text.startswith("At the audit, datanode-1 has passed 461 step boundaries (packs its flowgraph took")

@@ -148,7 +148,14 @@ def _stop(row) -> str:
             f"{plural(value(row, 'count'), 'task')} never sent ({listed}).")
 
 
+def _steps(row) -> str:
+    passed = plural(value(row, "count"), "step boundary", "step boundaries")
+    return (f"At the audit, {value(row, 'node')} has passed {passed} (packs its flowgraph took, effects of its syncs "
+            "and checkpoint updater): --option crash_step=N crashes datanode-1 at any of them.")
+
+
 DESCRIBE = {
+    "datanode.steps": _steps,
     "datanode.watch": _watch,
     "datanode.filter": lambda r: (f"{value(r, 'node')} drops a replayed insert of segment {value(r, 'segment')} at "
                                   f"{ts_text(value(r, 'ts'))}: it is already in a binlog."),

@@ -157,7 +157,8 @@ def report(summary: dict) -> list[str]:
              f"({f['channel_checkpoints_ignored']:,} ignored as not newer)"]
     if f.get("flush_ts_cleared_at_equal"):
         lines.append(f"the DataNode cleared flushTs {plural(f['flush_ts_cleared'], 'time')}, "
-                     f"{f['flush_ts_cleared_at_equal']:,} of them on a stored checkpoint equal to flushTs (Milvus waits for one strictly past it); no "
+                     f"{f['flush_ts_cleared_at_equal']:,} of them on a stored checkpoint equal to flushTs (Milvus "
+                     "waits for one strictly past it); no "
                      "answer a client gets depends on it (quirk P23)")
     if f["datanode_crashes"]:
         back = (f"another DataNode took over its channels {plural(f['channel_takeovers'], 'time')}"

@@ -85,7 +85,8 @@ def _qn_read(row) -> str:
 def _load(row) -> str:
     d = detail_of(row)
     return (f"{value(row, 'node')} loads flushed segment {value(row, 'segment')} of {value(row, 'vchannel')} from its "
-            f"binlogs ({plural(value(row, 'count'), 'row')}); stream inserts of it up to {ts_text(value(row, 'ts'))} are excluded"
+            f"binlogs ({plural(value(row, 'count'), 'row')}); stream inserts of it up to {ts_text(value(row, 'ts'))} "
+            "are excluded"
             f"{', its growing copy released' if d.get('released_growing') else ''}.")
 
 

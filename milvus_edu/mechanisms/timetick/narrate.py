@@ -75,7 +75,22 @@ def _pack(row) -> str:
             f"{ts_text(value(row, 'end_ts'))}] of {value(row, 'vchannel')}: {plural(value(row, 'count'), 'message')}.")
 
 
+def _proxy_ticker_start(row) -> str:
+    d = detail_of(row)
+    return (f"{value(row, 'node')}'s channels time ticker starts from ts {ts_text(value(row, 'ts'))}: its tickLoop "
+            f"first ticks {d.get('tick_phase_ms', 0):g} ms from now, its sendChannelsTimeTickLoop "
+            f"{d.get('report_phase_ms', 0):g} ms from now.")
+
+
+def _rootcoord_ticker_start(row) -> str:
+    # the phase itself (detail.sync_ts_phase_ms) is left out: finding it is an exercise of the query lab
+    return (f"{value(row, 'node')}'s timetick loops start: syncTsLoop, which moves the DDL minimum, and "
+            "startTimeTickLoop, which sends it as a report of its own, each on a ticker of its own.")
+
+
 DESCRIBE = {
+    "proxy.ticker_start": _proxy_ticker_start,
+    "rootcoord.ticker_start": _rootcoord_ticker_start,
     "proxy.enqueue": _enqueue,
     "proxy.finish": _finish,
     "proxy.tick": _tick,
