@@ -172,3 +172,9 @@ def test_every_event_of_a_run_is_told_in_a_sentence_without_s_in_brackets():
 def test_the_datanodes_step_count_is_told_in_a_sentence():
     text = describe(row(1, "datanode.steps", node="datanode-1", count=461))
     assert text.startswith("At the audit, datanode-1 has passed 461 step boundaries (packs its flowgraph took")
+
+
+def test_an_invalidation_of_an_empty_meta_cache_says_there_was_nothing_to_remove():
+    text = describe(row(1, "proxy.meta_cache", node="proxy-1", ts=T0, detail={
+        "collection": "C0", "collection_id": 100, "result": "invalidate", "removed": [], "task": "CreateCollection"}))
+    assert text.endswith("invalidates proxy-1's meta cache: nothing to remove.")

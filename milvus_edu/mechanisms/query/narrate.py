@@ -118,10 +118,10 @@ def _meta_cache(row) -> str:
     if result == "hit":
         return f"{node}'s meta cache has {coll}: id {d.get('collection_id')}."
     if result == "invalidate":
-        removed = ", ".join(d.get("removed") or []) or "nothing cached"
+        removed = ", ".join(d.get("removed") or [])
         task = "creation" if d.get("task") == "CreateCollection" else "drop"
         return (f"rootcoord's {task} of {coll} (id {d.get('collection_id')}) at {ts_text(value(row, 'ts'))} invalidates "
-                f"{node}'s meta cache: removed {removed}.")
+                f"{node}'s meta cache: {f'removed {removed}' if removed else 'nothing to remove'}.")
     if result == "schema_mismatch":
         return (f"{node} refuses an insert into {coll}: its schema timestamp {ts_text(d.get('schema_ts'))} is not the "
                 f"collection's {ts_text(value(row, 'ts'))} ({value(row, 'error')}).")
