@@ -60,7 +60,7 @@ def _flush(**changes) -> dict:
          "channel_checkpoints_stored": 1, "channel_checkpoints_ignored": 0, "datanode_crashes": 1,
          "datanode_restarts": 1, "channel_takeovers": 0, "rows_filtered_on_replay": 1, "audited": True,
          "audit_segments": 1, "audit_flushed_segments": 1, "audit_rows": 1, "audit_deleted_keys": 1,
-         "flush_ts_cleared": 1, "flush_ts_cleared_at_equal": 1}
+         "flush_ts_cleared": 1, "flush_ts_cleared_at_equal": 1, "flushes": 1, "flushes_completed": 1}
     f.update(changes)
     return {"flush": f}
 
@@ -178,3 +178,11 @@ def test_an_invalidation_of_an_empty_meta_cache_says_there_was_nothing_to_remove
     text = describe(row(1, "proxy.meta_cache", node="proxy-1", ts=T0, detail={
         "collection": "C0", "collection_id": 100, "result": "invalidate", "removed": [], "task": "CreateCollection"}))
     assert text.endswith("invalidates proxy-1's meta cache: nothing to remove.")
+
+
+def test_a_run_without_a_flush_is_not_said_to_have_ended_before_its_flush_completed():
+    # flush-drop-collection drops the collection instead of flushing: there was no flush to complete
+    dropped = flush_summary.report(_flush(audited=False, flushes=0, flushes_completed=0, datanode_crashes=0))
+    assert dropped[-1] == "no final audit: no client flushed in this run (durability not judged)"
+    stuck = flush_summary.report(_flush(audited=False, flushes=1, flushes_completed=0, datanode_crashes=0))
+    assert stuck[-1] == "no final audit: the run ended before the last flush completed (durability not judged)"

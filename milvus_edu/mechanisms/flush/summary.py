@@ -172,6 +172,8 @@ def report(summary: dict) -> list[str]:
         lines.append(f"final audit: {plural(f['audit_segments'], 'segment')} ({f['audit_flushed_segments']:,} "
                      f"Flushed) {'holds' if one else 'hold'} {plural(f['audit_rows'], 'row')} and "
                      f"{plural(f['audit_deleted_keys'], 'delete')} in {'its' if one else 'their'} binlogs")
+    elif not f["flushes"]:  # flush-drop-collection never flushes; a run cut short ends before its final flush
+        lines.append("no final audit: no client flushed in this run (durability not judged)")
     else:
         lines.append("no final audit: the run ended before the last flush completed (durability not judged)")
         if f["datanode_crashes"]:
