@@ -28,6 +28,14 @@ def value(row, name):
     return v
 
 
+def plural(n, word: str, many: str | None = None) -> str:
+    """``n`` and ``word`` as English counts them: ``1 row``, ``0 rows``, ``4,482 rows`` (``many`` for a word that
+    does not just take an ``s``: ``plural(2, "entry", "entries")``). One helper, so no sentence says ``1 rows``
+    or ``row(s)``."""
+    n = int(n)
+    return f"{n:,} {word if n == 1 else (many or word + 's')}"
+
+
 #: How far from the model's time zero a clock may read and still be written as time since it: 1,000 hours (about
 #: six weeks), longer than any run of the model. A real server's clock is today's, months or years away.
 RELATIVE_SPAN_MS = 1_000 * 3_600_000
@@ -95,6 +103,8 @@ def _describe(row) -> str:
         return f"The clients start; the wall clock reads {value(row, 'clock_ms')} (Unix ms)."
     if kind == "fault.kill":
         why = detail.get("why")
+        if why and why.startswith("crash"):  # "crash at step 12 (...)" reads "crashes at step 12", not "dies: crash"
+            return f"{node} crashes{why[len('crash'):]}; everything in its memory is lost."
         if why and why != "killed":
             return f"{node} dies: {why}; everything in its memory is lost."
         return f"{node} is killed{' while active' if detail.get('was_active') else ''}; it revokes nothing."

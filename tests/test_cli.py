@@ -147,7 +147,7 @@ def test_timeline_of_a_flush_run_names_the_crash_the_restart_and_what_it_left_ou
     assert code == 0, err
     code, out, err = run_cli("timeline", str(tmp_path / "r"))
     assert code == 0, err
-    assert "datanode-1 dies: crash; everything in its memory is lost." in out
+    assert "datanode-1 crashes; everything in its memory is lost." in out
     assert "datanode-1 starts again as server 20" in out
     assert "datanode-1 watches by-dev-rootcoord-dml_0_100v0 from" in out
     assert "not shown:" in out and "datanode.buffer" in out and "--all prints every event" in out

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 import milvus_edu
 from milvus_edu.explain import Chain, Link, WhyError, why
+from milvus_edu.narrate import plural
 from milvus_edu.registry import Mechanism, asker, explainer, register
 from run_support import run_main
 
@@ -502,7 +503,7 @@ def test_a_violations_evidence_is_narrated_from_the_rows_fields():
     chain = why(result, violation=1)
     first = chain.links[0]
     count = int(event(result.events, first.seq)["count"])
-    assert f"answers client-1: {count} timestamp(s) starting at" in first.text
+    assert f"answers client-1: {plural(count, 'timestamp')} starting at" in first.text
     assert all("bound method" not in link.text for link in chain.links)
 
 

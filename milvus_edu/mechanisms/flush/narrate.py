@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
-from ...narrate import detail_of, ts_text, value
+from ...narrate import detail_of, plural, ts_text, value
 
 
 def _pos(row) -> str:
     ts = value(row, "ts")
     return "the start of the channel" if ts is None else f"{ts_text(ts)} (message {value(row, 'msg_id')})"
+
+
+def _named(word: str, ids) -> str:
+    """A list of segment ids or channels after its noun: ``segment 10000``, ``segments 10000, 10001``."""
+    ids = list(ids or [])
+    if not ids:
+        return f"no {word}"
+    return f"{word if len(ids) == 1 else word + 's'} {', '.join(str(i) for i in ids)}"
 
 
 def _watch(row) -> str:
@@ -19,9 +27,9 @@ def _watch(row) -> str:
 def _buffer(row) -> str:
     d = detail_of(row)
     deletes = d.get("deletes", 0)
-    tail = f" and {deletes} delete(s)" if deletes else ""
+    tail = f" and {plural(deletes, 'delete')}" if deletes else ""
     return (f"{value(row, 'node')} buffers the pack ({ts_text(value(row, 'begin_ts'))}, {ts_text(value(row, 'end_ts'))}] "
-            f"of {value(row, 'vchannel')}: {value(row, 'count')} row(s){tail}.")
+            f"of {value(row, 'vchannel')}: {plural(value(row, 'count'), 'row')}{tail}.")
 
 
 def _checkpoint(row) -> str:
@@ -35,12 +43,12 @@ def _checkpoint(row) -> str:
 def _sync(row) -> str:
     d = detail_of(row)
     what = "flush" if d.get("flush") else ("drop" if d.get("drop") else "sync")
-    deletes = f" and {d.get('deletes')} delete(s)" if d.get("deletes") else ""
+    deletes = f" and {plural(d['deletes'], 'delete')}" if d.get("deletes") else ""
     if d.get("level") == "L0":  # the write buffer's delete-only segment: its binlogs are delta logs
         return (f"{value(row, 'node')} starts a {what} of L0 segment {value(row, 'segment')} (deletes only): "
-                f"{d.get('deletes') or 0} delete(s), reporting position {ts_text(value(row, 'ts'))}.")
-    return (f"{value(row, 'node')} starts a {what} of segment {value(row, 'segment')}: {value(row, 'count')} row(s)"
-            f"{deletes}, reporting position {ts_text(value(row, 'ts'))}.")
+                f"{plural(d.get('deletes') or 0, 'delete')}, reporting position {ts_text(value(row, 'ts'))}.")
+    return (f"{value(row, 'node')} starts a {what} of segment {value(row, 'segment')}: "
+            f"{plural(value(row, 'count'), 'row')}{deletes}, reporting position {ts_text(value(row, 'ts'))}.")
 
 
 def _sync_done(row) -> str:
@@ -77,7 +85,7 @@ def _save(row) -> str:
         return f"{value(row, 'node')} refuses the sync report of segment {value(row, 'segment')}: {err}."
     d = detail_of(row)
     return (f"{value(row, 'node')} records segment {value(row, 'segment')}'s sync from {value(row, 'peer')}: "
-            f"{d.get('rows', 0)} row(s) more, DmlPosition {ts_text(value(row, 'ts'))}, state {d.get('state')}.")
+            f"{plural(d.get('rows', 0), 'row')} more, DmlPosition {ts_text(value(row, 'ts'))}, state {d.get('state')}.")
 
 
 def _channel_cp(row) -> str:
@@ -94,7 +102,8 @@ def _client(what):
         err = value(row, "error")
         if err:
             return f"{value(row, 'node')}'s {what} fails: {err}."
-        return f"{value(row, 'node')}'s {what} of {value(row, 'count')} key(s) is acknowledged at {ts_text(value(row, 'ts'))}."
+        return (f"{value(row, 'node')}'s {what} of {plural(value(row, 'count'), 'key')} is acknowledged at "
+                f"{ts_text(value(row, 'ts'))}.")
     return describe
 
 
@@ -103,40 +112,50 @@ def _client_flush(row) -> str:
         return f"{value(row, 'node')}'s flush fails: {value(row, 'error')}."
     if detail_of(row).get("flushed"):
         return f"GetFlushState tells {value(row, 'node')} the flush at {ts_text(value(row, 'ts'))} is complete."
-    return (f"{value(row, 'node')} flushes: flushTs {ts_text(value(row, 'ts'))}, {value(row, 'count')} segment(s) "
-            f"sealed; it now polls GetFlushState.")
+    return (f"{value(row, 'node')} flushes: flushTs {ts_text(value(row, 'ts'))}, "
+            f"{plural(value(row, 'count'), 'segment')} sealed; it now polls GetFlushState.")
 
 
 def _audit(row) -> str:
     d = detail_of(row)
     return (f"The audit reads segment {value(row, 'segment')} ({d.get('state')}, {d.get('level')}) back: "
-            f"{value(row, 'count')} row(s) and {len(d.get('deleted', []))} delete(s) in its binlogs.")
+            f"{plural(value(row, 'count'), 'row')} and {plural(len(d.get('deleted', [])), 'delete')} in its binlogs.")
 
 
 def _sync_policy(row) -> str:
     d = detail_of(row)
     segments = d.get("segments")
     if d.get("reason") == "buffer stale":
-        return (f"{value(row, 'node')}'s stale-buffer policy picks segment(s) {segments} of {value(row, 'vchannel')}: "
-                f"their oldest row is more than syncPeriod older than {ts_text(value(row, 'ts'))}.")
+        return (f"{value(row, 'node')}'s stale-buffer policy picks {_named('segment', segments)} of "
+                f"{value(row, 'vchannel')}: {'its' if len(segments or []) == 1 else 'their'} oldest row is more than "
+                f"syncPeriod older than {ts_text(value(row, 'ts'))}.")
     return (f"{value(row, 'node')}'s memory check finds {d.get('buffered_bytes', 0):,} bytes buffered (watermark "
-            f"{d.get('watermark_bytes', 0):,}) and evicts the oldest buffer of {value(row, 'vchannel')}: segment(s) "
-            f"{segments}.")
+            f"{d.get('watermark_bytes', 0):,}) and evicts the oldest buffer of {value(row, 'vchannel')}: "
+            f"{_named('segment', segments)}.")
 
 
 def _drop(row) -> str:
-    return (f"{value(row, 'node')} consumes the DropCollection of {value(row, 'vchannel')}: {value(row, 'count')} "
-            f"buffer(s) go out as drop syncs, and its ttNode never submits this channel's checkpoint again.")
+    n = value(row, "count")
+    return (f"{value(row, 'node')} consumes the DropCollection of {value(row, 'vchannel')}: {plural(n, 'buffer')} "
+            f"{'goes out as a drop sync' if n == 1 else 'go out as drop syncs'}, and its ttNode never submits this "
+            "channel's checkpoint again.")
 
 
 def _stop(row) -> str:
     unsent = detail_of(row).get("unsent", {})
     listed = ", ".join(f"{ch} {ts_text(ts)}" for ch, ts in sorted(unsent.items())) or "none"
     return (f"{value(row, 'node')} stops gracefully: its flowgraphs are closed, then its checkpoint updater, with "
-            f"{value(row, 'count')} task(s) never sent ({listed}).")
+            f"{plural(value(row, 'count'), 'task')} never sent ({listed}).")
+
+
+def _steps(row) -> str:
+    passed = plural(value(row, "count"), "step boundary", "step boundaries")
+    return (f"At the audit, {value(row, 'node')} has passed {passed} (packs its flowgraph took, effects of its syncs "
+            "and checkpoint updater): --option crash_step=N crashes datanode-1 at any of them.")
 
 
 DESCRIBE = {
+    "datanode.steps": _steps,
     "datanode.watch": _watch,
     "datanode.filter": lambda r: (f"{value(r, 'node')} drops a replayed insert of segment {value(r, 'segment')} at "
                                   f"{ts_text(value(r, 'ts'))}: it is already in a binlog."),
@@ -149,18 +168,19 @@ DESCRIBE = {
     "datanode.stop": _stop,
     "datanode.cp_rpc": _cp_rpc,
     "datanode.flush_ts": _flush_ts,
-    "datanode.seal": lambda r: (f"{value(r, 'node')} seals segment(s) {detail_of(r).get('segments')} of "
+    "datanode.seal": lambda r: (f"{value(r, 'node')} seals {_named('segment', detail_of(r).get('segments'))} of "
                                 f"{value(r, 'vchannel')} at DataCoord's request."),
     "datacoord.save_binlog_paths": _save,
     "datacoord.channel_cp": _channel_cp,
     "datacoord.flush": lambda r: (f"{value(r, 'node')} flushes for {value(r, 'peer')}: flushTs {ts_text(value(r, 'ts'))}, "
-                                  f"sealed {detail_of(r).get('sealed')}."),
-    "datacoord.flush_segments": lambda r: (f"{value(r, 'node')} asks {value(r, 'peer')} to flush sealed segment(s) "
-                                           f"{detail_of(r).get('segments')} of {value(r, 'vchannel')}."),
+                                  f"sealed {_named('segment', detail_of(r).get('sealed'))}."),
+    "datacoord.flush_segments": lambda r: (f"{value(r, 'node')} asks {value(r, 'peer')} to flush sealed "
+                                           f"{_named('segment', detail_of(r).get('segments'))} of "
+                                           f"{value(r, 'vchannel')}."),
     "datacoord.segment_state": lambda r: (f"{value(r, 'node')} marks segment {value(r, 'segment')} "
                                           f"{detail_of(r).get('state')}."),
     "datacoord.reassign": lambda r: (f"{value(r, 'node')} saw {detail_of(r).get('from')}'s session expire and hands "
-                                     f"its channel(s) {detail_of(r).get('channels')} to {value(r, 'peer')}."),
+                                     f"its {_named('channel', detail_of(r).get('channels'))} to {value(r, 'peer')}."),
     "client.insert": _client("insert"),
     "client.delete": _client("delete"),
     "client.flush": _client_flush,

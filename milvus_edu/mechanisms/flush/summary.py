@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ...events.dispatch import Dispatch, on
+from ...narrate import plural
 
 class FlushSummary(Dispatch):
     """Counts syncs, checkpoints, flushes, restarts and the final audit while a run is recorded."""
@@ -150,22 +151,29 @@ def report(summary: dict) -> list[str]:
     f = summary.get("flush")
     if not f:
         return []
-    lines = [f"{f['acknowledged_rows']:,} rows and {f['acknowledged_deletes']:,} deletes acknowledged; "
-             f"{f['syncs']:,} syncs cut ({f['synced_rows']:,} rows, {f['failed_syncs']:,} failed); "
-             f"{f['channel_checkpoints_stored']:,} channel checkpoints stored "
+    lines = [f"{plural(f['acknowledged_rows'], 'row')} and {plural(f['acknowledged_deletes'], 'delete')} "
+             f"acknowledged; {plural(f['syncs'], 'sync')} cut ({plural(f['synced_rows'], 'row')}, "
+             f"{f['failed_syncs']:,} failed); {plural(f['channel_checkpoints_stored'], 'channel checkpoint')} stored "
              f"({f['channel_checkpoints_ignored']:,} ignored as not newer)"]
     if f.get("flush_ts_cleared_at_equal"):
-        lines.append(f"the DataNode cleared flushTs {f['flush_ts_cleared']} time(s), {f['flush_ts_cleared_at_equal']} "
-                     "of them on a stored checkpoint equal to flushTs (Milvus waits for one strictly past it); no "
+        lines.append(f"the DataNode cleared flushTs {plural(f['flush_ts_cleared'], 'time')}, "
+                     f"{f['flush_ts_cleared_at_equal']:,} of them on a stored checkpoint equal to flushTs (Milvus "
+                     "waits for one strictly past it); no "
                      "answer a client gets depends on it (quirk P23)")
     if f["datanode_crashes"]:
-        back = (f"another DataNode took its channels {f['channel_takeovers']} time(s)" if f.get("channel_takeovers")
-                else f"restarted {f['datanode_restarts']}")
-        lines.append(f"the DataNode crashed {f['datanode_crashes']} time(s) and {back}; "
-                     f"{f['rows_filtered_on_replay']:,} replayed rows were filtered as already flushed")
+        back = (f"another DataNode took over its channels {plural(f['channel_takeovers'], 'time')}"
+                if f.get("channel_takeovers") else f"restarted {plural(f['datanode_restarts'], 'time')}")
+        filtered = f["rows_filtered_on_replay"]
+        lines.append(f"the DataNode crashed {plural(f['datanode_crashes'], 'time')} and {back}; "
+                     f"{plural(filtered, 'replayed row')} {'was' if filtered == 1 else 'were'} filtered as already "
+                     "flushed")
     if f["audited"]:
-        lines.append(f"final audit: {f['audit_segments']} segments ({f['audit_flushed_segments']} Flushed) hold "
-                     f"{f['audit_rows']:,} rows and {f['audit_deleted_keys']:,} deletes in their binlogs")
+        one = f["audit_segments"] == 1
+        lines.append(f"final audit: {plural(f['audit_segments'], 'segment')} ({f['audit_flushed_segments']:,} "
+                     f"Flushed) {'holds' if one else 'hold'} {plural(f['audit_rows'], 'row')} and "
+                     f"{plural(f['audit_deleted_keys'], 'delete')} in {'its' if one else 'their'} binlogs")
+    elif not f["flushes"]:  # flush-drop-collection never flushes; a run cut short ends before its final flush
+        lines.append("no final audit: no client flushed in this run (durability not judged)")
     else:
         lines.append("no final audit: the run ended before the last flush completed (durability not judged)")
         if f["datanode_crashes"]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ...narrate import detail_of, ts_text, value
+from ...narrate import detail_of, plural, ts_text, value
 
 
 def _keys(pks) -> str:
@@ -54,11 +54,11 @@ def _watch(row) -> str:
 
 def _pack(row) -> str:
     d = detail_of(row)
-    parts = [f"{value(row, 'count')} row(s)"]
+    parts = [plural(value(row, 'count'), 'row')]
     if d.get("deletes"):
-        parts.append(f"{d['deletes']} delete(s)")
+        parts.append(plural(d['deletes'], 'delete'))
     if d.get("dropped"):
-        parts.append(f"{len(d['dropped'])} insert(s) dropped as excluded")
+        parts.append(f"{plural(len(d['dropped']), 'insert')} dropped as excluded")
     return (f"{value(row, 'node')}'s pipeline applies the pack ({ts_text(value(row, 'begin_ts'))}, "
             f"{ts_text(value(row, 'end_ts'))}] of {value(row, 'vchannel')}: {', '.join(parts)}.")
 
@@ -85,7 +85,8 @@ def _qn_read(row) -> str:
 def _load(row) -> str:
     d = detail_of(row)
     return (f"{value(row, 'node')} loads flushed segment {value(row, 'segment')} of {value(row, 'vchannel')} from its "
-            f"binlogs ({value(row, 'count')} rows); stream inserts of it up to {ts_text(value(row, 'ts'))} are excluded"
+            f"binlogs ({plural(value(row, 'count'), 'row')}); stream inserts of it up to {ts_text(value(row, 'ts'))} "
+            "are excluded"
             f"{', its growing copy released' if d.get('released_growing') else ''}.")
 
 
@@ -117,10 +118,10 @@ def _meta_cache(row) -> str:
     if result == "hit":
         return f"{node}'s meta cache has {coll}: id {d.get('collection_id')}."
     if result == "invalidate":
-        removed = ", ".join(d.get("removed") or []) or "nothing cached"
+        removed = ", ".join(d.get("removed") or [])
         task = "creation" if d.get("task") == "CreateCollection" else "drop"
         return (f"rootcoord's {task} of {coll} (id {d.get('collection_id')}) at {ts_text(value(row, 'ts'))} invalidates "
-                f"{node}'s meta cache: removed {removed}.")
+                f"{node}'s meta cache: {f'removed {removed}' if removed else 'nothing to remove'}.")
     if result == "schema_mismatch":
         return (f"{node} refuses an insert into {coll}: its schema timestamp {ts_text(d.get('schema_ts'))} is not the "
                 f"collection's {ts_text(value(row, 'ts'))} ({value(row, 'error')}).")

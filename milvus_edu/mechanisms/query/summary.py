@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ...events.dispatch import Dispatch, on
-from ...narrate import detail_dict
+from ...narrate import detail_dict, plural
 
 class QuerySummary(Dispatch):
     """Counts reads per level, waits, errors, packs and loads while a run is recorded."""
@@ -71,9 +71,10 @@ def report(summary: dict) -> list[str]:
     waits = ", ".join(f"{level} {n} (longest {q['longest_wait_ms_by_level'].get(level, 0):,.1f} ms)"
                       for level, n in q["shard_waits_by_level"].items()) or "none"
     lines = [f"reads answered: {by_level}; {q['failed_reads']} failed",
-             f"shard reads that waited for tsafe: {waits}; {q['packs_applied']:,} packs applied by the QueryNode "
+             f"shard reads that waited for tsafe: {waits}; {plural(q['packs_applied'], 'pack')} applied by the "
+             "QueryNode "
              f"(one per shard for every time tick it read, empty ones included), "
-             f"{q['sealed_segments_loaded']} sealed segment(s) loaded from binlogs"]
+             f"{plural(q['sealed_segments_loaded'], 'sealed segment')} loaded from binlogs"]
     return lines
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ...narrate import detail_of, ts_text, value
+from ...narrate import detail_of, plural, ts_text, value
 
 
 def _stats(row) -> str:
@@ -19,7 +19,7 @@ def _task(row):
 
 def _enqueue(row) -> str:
     return (f"{value(row, 'node')} enqueues task {_task(row)} with ts {ts_text(value(row, 'ts'))}: "
-            f"{value(row, 'count')} row(s) for {value(row, 'channel')}; {_stats(row)}.")
+            f"{plural(value(row, 'count'), 'row')} for {value(row, 'channel')}; {_stats(row)}.")
 
 
 def _finish(row) -> str:
@@ -66,24 +66,41 @@ def _produce(row) -> str:
     vchannel = value(row, "vchannel")
     if vchannel is None:  # a DDL message (CreateCollection, DropCollection): no rows, no one vchannel
         return f"{node} writes {mtype} message {value(row, 'msg_id')} (ts {ts_text(value(row, 'end_ts'))}) to {ch}."
-    return (f"{node} writes {mtype} message {value(row, 'msg_id')} ({value(row, 'count')} row(s), ts "
+    return (f"{node} writes {mtype} message {value(row, 'msg_id')} ({plural(value(row, 'count'), 'row')}, ts "
             f"{ts_text(value(row, 'end_ts'))}) to {ch} for {vchannel}.")
 
 
 def _pack(row) -> str:
     return (f"{value(row, 'node')} receives the pack ({ts_text(value(row, 'begin_ts'))}, "
-            f"{ts_text(value(row, 'end_ts'))}] of {value(row, 'vchannel')}: {value(row, 'count')} message(s).")
+            f"{ts_text(value(row, 'end_ts'))}] of {value(row, 'vchannel')}: {plural(value(row, 'count'), 'message')}.")
+
+
+def _proxy_ticker_start(row) -> str:
+    d = detail_of(row)
+    return (f"{value(row, 'node')}'s channels time ticker starts from ts {ts_text(value(row, 'ts'))}: its tickLoop "
+            f"first ticks {d.get('tick_phase_ms', 0):g} ms from now, its sendChannelsTimeTickLoop "
+            f"{d.get('report_phase_ms', 0):g} ms from now.")
+
+
+def _rootcoord_ticker_start(row) -> str:
+    # the phase itself (detail.sync_ts_phase_ms) is left out: finding it is an exercise of the query lab
+    return (f"{value(row, 'node')}'s timetick loops start: syncTsLoop, which moves the DDL minimum, and "
+            "startTimeTickLoop, which sends it as a report of its own, each on a ticker of its own.")
 
 
 DESCRIBE = {
+    "proxy.ticker_start": _proxy_ticker_start,
+    "rootcoord.ticker_start": _rootcoord_ticker_start,
     "proxy.enqueue": _enqueue,
     "proxy.finish": _finish,
     "proxy.tick": _tick,
     "proxy.report": _report,
     "rootcoord.timetick_update": _update,
     "rootcoord.session_add": lambda r: f"{value(r, 'node')}'s timetick sync now waits for {value(r, 'peer')}'s reports.",
+    # delSession then calls sendToChannel: a round goes out if every session left has reported since the last one
     "rootcoord.session_del": lambda r: f"{value(r, 'node')}'s timetick sync stops waiting for {value(r, 'peer')} "
-                                       "(its session is gone).",
+                                       "(its session is gone); if every other session has reported since the last "
+                                       "round, a round of time ticks goes out now.",
     "mq.produce": _produce,
     "mq.pack": _pack,
     "mq.consume": lambda r: f"{value(r, 'node')} delivers message {value(r, 'msg_id')} (ts {ts_text(value(r, 'ts'))}) "

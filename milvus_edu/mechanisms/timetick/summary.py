@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ...events.dispatch import Dispatch, on
+from ...narrate import plural, ts_text
 from .kinds import DML_TYPES
 
 
@@ -35,6 +36,7 @@ class TimeTickSummary(Dispatch):
         self.repeated_ticks = 0
         self._last_tick: dict[str, int] = {}
         self.rounds = 0
+        self._round: set[str] = set()  # the pchannels the round being written has ticked so far
         self.packs = 0
         self.consumed = 0
         self.reports = 0
@@ -50,6 +52,13 @@ class TimeTickSummary(Dispatch):
         for ch, msg_type, tick_ts, t_ms, end_ts in zip(channels, msg_types, tick_tss, t_mss, end_tss):
             if msg_type == "TimeTick":
                 self.ticks += 1
+                # A round writes one tick to every pchannel and the next starts only once it is written (startWatch),
+                # so a pchannel ticked twice starts a new round. Counted from the ticks, not from the reports that
+                # completed a round: delSession sends one too, and its round has no report behind it.
+                if ch in self._round or not self._round:
+                    self.rounds += 1
+                    self._round.clear()
+                self._round.add(ch)
                 if last_tick.get(ch) == tick_ts:
                     self.repeated_ticks += 1
                 last_tick[ch] = tick_ts
@@ -60,10 +69,6 @@ class TimeTickSummary(Dispatch):
             elif msg_type in DML_TYPES:
                 self.dml += 1
                 self.out_of_order += late(ch, end_ts)
-
-    @on("rootcoord.timetick_update", columns=("detail",), fold=True, objects=("detail",))
-    def _rounds(self, seqs, details) -> None:
-        self.rounds += sum(1 for detail in details if detail.get("sent"))
 
     @on("mq.pack", columns=(), fold=True)
     def _packs(self, seqs) -> None:
@@ -102,10 +107,10 @@ def report(summary: dict) -> list[str]:
         return []
     # Packs count only the TimeTick scenarios' own consumers; a run whose readers are the QueryNode and DataNode
     # pipelines reports its packs in their lines, so "0 packs consumed" would only contradict them.
-    packs = f", {t['packs']:,} packs consumed" if t["packs"] else ""
-    return [f"{t['dml_messages']:,} DML messages on {len(t['pchannels'])} pchannels "
-            f"({t['out_of_order_messages']:,} written out of timestamp order), {t['time_ticks']:,} time ticks in "
-            f"{t['tick_rounds']:,} rounds{packs}; longest gap between two ticks "
+    packs = f", {plural(t['packs'], 'pack')} consumed" if t["packs"] else ""
+    return [f"{plural(t['dml_messages'], 'DML message')} on {plural(len(t['pchannels']), 'pchannel')} "
+            f"({t['out_of_order_messages']:,} written out of timestamp order), {plural(t['time_ticks'], 'time tick')} "
+            f"in {plural(t['tick_rounds'], 'round')}{packs}; longest gap between two ticks on one pchannel "
             f"{t['longest_tick_gap_ms'] / 1000:.2f} s"]
 
 
@@ -121,6 +126,8 @@ class KeyEvents:
         self.first_late = False
         self.first_round = False
         self.order = WrittenOrder()
+        self.highest_msg: dict[str, int] = {}  # pchannel -> id of the message that holds its highest end_ts
+        self.late_note: list[str] = []
         self.last_tick_t: dict[str, float] = {}
 
     def show(self, row: dict) -> bool:
@@ -139,6 +146,13 @@ class KeyEvents:
         if kind == "mq.produce":
             ch, ts = row["channel"], row["end_ts"]
             late = ts is not None and self.order.late(ch, ts)
+            if late and not self.first_late:
+                # its sentence alone ("writes Insert message 3 ... ts 00:00:00.200+2") does not say why it is shown
+                self.late_note = [f"(event {int(row['seq']) + 1:,} is the first message written out of timestamp "
+                                  f"order: its ts {ts_text(ts)} is below that of message {self.highest_msg[ch]} "
+                                  f"({ts_text(self.order.highest[ch])}), already in {ch})"]
+            elif not late and ts is not None:
+                self.highest_msg[ch] = row["msg_id"]
             if not self.first_dml or (late and not self.first_late):
                 self.first_dml = True
                 self.first_late = self.first_late or late
@@ -153,5 +167,5 @@ class KeyEvents:
         return False
 
     def notes(self) -> list[str]:
-        """Nothing to add after the timeline."""
-        return []
+        """Why the first out-of-order message was shown, when there was one."""
+        return self.late_note

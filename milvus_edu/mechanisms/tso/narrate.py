@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ...narrate import detail_of, ts_text, value, wall_text
+from ...narrate import detail_of, plural, ts_text, value, wall_text
 
 
 def _loaded(detail: dict) -> str:
@@ -37,15 +37,16 @@ def _alloc_timestamp(row) -> str:
     node, peer, err = value(row, "node"), value(row, "peer"), value(row, "error")
     if err:
         return f"{node} fails AllocTimestamp for {peer}: {err}."
-    return f"{node} answers {peer}: {value(row, 'count'):,} timestamp(s) starting at {ts_text(value(row, 'ts'))}."
+    return f"{node} answers {peer}: {plural(value(row, 'count'), 'timestamp')} starting at {ts_text(value(row, 'ts'))}."
 
 
 def _alloc_retry(row) -> str:
     node, err, count = value(row, "node"), value(row, "error"), value(row, "count")
     if "logical" in str(err):
         physical = wall_text(value(row, "physical_ms"))
-        return (f"{node} cannot hand out {count:,} timestamp(s) now: the logical counter went to "
-                f"{value(row, 'logical'):,}, past 2^18 - 1 (maxLogical), on physical {physical}; "
+        return (f"{node} cannot hand out {plural(count, 'timestamp')} now: the logical counter went to "
+                f"{value(row, 'logical'):,}, at or past maxLogical (2^18 = 262,144 by default), on physical "
+                f"{physical}; "
                 "GenerateTSO sleeps 50 ms (one tsLoop period) and tries again.")
     return f"{node} cannot hand out timestamps yet ({err}): GenerateTSO sleeps 200 ms and tries again."
 
@@ -68,7 +69,7 @@ DESCRIBE = {
     "tso.save_failed": lambda r: f"{value(r, 'node')} could not save the window ({value(r, 'error')}); "
                                  "its TSO state stays as it was.",
     "tso.update": _update,
-    "tso.alloc": lambda r: f"{value(r, 'node')} reserves {value(r, 'count'):,} timestamp(s) on physical "
+    "tso.alloc": lambda r: f"{value(r, 'node')} reserves {plural(value(r, 'count'), 'timestamp')} on physical "
                            f"{wall_text(value(r, 'physical_ms'))}; the last is {ts_text(value(r, 'ts'))}.",
     "tso.alloc_retry": _alloc_retry,
     "tso.alloc_failed": lambda r: f"{value(r, 'node')} gives up allocating: {value(r, 'error')}.",
@@ -85,8 +86,9 @@ DESCRIBE = {
                                    f"{detail_of(r).get('ttl_s', '?')} s.",
     "session.keepalive_failed": lambda r: f"{value(r, 'node')}'s keep-alive fails: {value(r, 'error')}.",
     "session.exit": _exit,
-    "client.request": lambda r: f"{value(r, 'node')} asks {value(r, 'peer')} for {value(r, 'count'):,} timestamp(s).",
-    "client.recv": lambda r: f"{value(r, 'node')} receives {value(r, 'count'):,} timestamp(s) starting at "
+    "client.request": lambda r: f"{value(r, 'node')} asks {value(r, 'peer')} for "
+                                f"{plural(value(r, 'count'), 'timestamp')}.",
+    "client.recv": lambda r: f"{value(r, 'node')} receives {plural(value(r, 'count'), 'timestamp')} starting at "
                              f"{ts_text(value(r, 'ts'))} from {value(r, 'peer')}.",
     "client.error": lambda r: f"{value(r, 'node')}'s request failed: {value(r, 'error')}.",
 }

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from ...events.dispatch import Dispatch, on
-from ...narrate import ts_text
+from ...narrate import plural, ts_text
 
 class TSOSummary(Dispatch):
     """Collects the TSO's headline numbers while a run is recorded (constant memory).
@@ -20,6 +20,7 @@ class TSOSummary(Dispatch):
         self.last_ts: int | None = None
         self.client_answers = 0
         self.kill: tuple[str, float] | None = None
+        self.kill_kind: str | None = None  # "kill" or "pause": the report says "died" only of a node that died
         self.new_active: tuple[str, float] | None = None
         self.last_recv_before_kill: float | None = None
         self.first_recv_after_kill: float | None = None
@@ -52,10 +53,18 @@ class TSOSummary(Dispatch):
         if self.first_client_error is None:
             self.first_client_error = {"event": seq + 1, "t_ms": t_ms, "node": node, "error": error}
 
-    @on("fault.kill", "fault.pause", columns=("node", "t_ms"))
-    def _fault(self, seq: int, node: str, t_ms: float) -> None:
+    @on("fault.kill", columns=("node", "t_ms"))
+    def _killed(self, seq: int, node: str, t_ms: float) -> None:
+        self._fault(node, t_ms, "kill")
+
+    @on("fault.pause", columns=("node", "t_ms"))
+    def _paused(self, seq: int, node: str, t_ms: float) -> None:
+        self._fault(node, t_ms, "pause")
+
+    def _fault(self, node: str, t_ms: float, kind: str) -> None:
         if self.kill is None:
             self.kill = (node, t_ms)
+            self.kill_kind = kind
             self.renewed_before_kill = self._renewed.get(node)
 
     @on("session.keepalive", columns=("node", "t_ms"))
@@ -68,9 +77,9 @@ class TSOSummary(Dispatch):
             self.new_active = (node, t_ms)
 
     def failover(self) -> dict | None:
-        """Who died (or froze) when, who took over when, and ``client_gap_ms``: how long no client got an answer,
-        from the last answer any client got before the fault to the first any client got after it (each client's
-        own wait, ``failover_gaps``, is at least as long)."""
+        """Who died or froze (``fault``: ``kill`` or ``pause``) when, who took over when, and ``client_gap_ms``: how
+        long no client got an answer, from the last answer any client got before the fault to the first any client
+        got after it (each client's own wait, ``failover_gaps``, is at least as long)."""
         if self.kill is None:
             return None
         gap = None
@@ -79,6 +88,7 @@ class TSOSummary(Dispatch):
         return {
             "killed": self.kill[0],
             "killed_at_ms": self.kill[1],
+            "fault": self.kill_kind,
             "new_active": self.new_active[0] if self.new_active else None,
             "new_active_at_ms": self.new_active[1] if self.new_active else None,
             "client_gap_ms": gap,
@@ -103,10 +113,6 @@ class TSOSummary(Dispatch):
         return {"tso": tso, "failover": self.failover()}
 
 
-def _plural(n: int, word: str) -> str:
-    return f"{n:,} {word}" + ("" if n == 1 else "s")
-
-
 def report(summary: dict) -> list[str]:
     """The TSO's line in the CLI's report of a run."""
     t = summary.get("tso")
@@ -115,8 +121,8 @@ def report(summary: dict) -> list[str]:
     first = t.get("first_client_error")
     said = (f" (the first, event {first['event']:,} at {first['t_ms'] / 1000:.3f} s: {first['node']}'s request "
             f"failed: {first['error']})" if first else "")
-    return [f"{_plural(t['timestamps_handed_out'], 'timestamp')} in {_plural(t['allocations'], 'allocation')}, "
-            f"{_plural(t['window_saves'], 'window save')}, {_plural(t['client_errors'], 'client error')}{said}"
+    return [f"{plural(t['timestamps_handed_out'], 'timestamp')} in {plural(t['allocations'], 'allocation')}, "
+            f"{plural(t['window_saves'], 'window save')}, {plural(t['client_errors'], 'client error')}{said}"
             ] + failover_line(summary)
 
 
@@ -172,8 +178,10 @@ def failover_line(summary: dict) -> list[str]:
     if not f or f["new_active_at_ms"] is None:
         return []
     ttl_s = summary["config"]["tso"]["session_ttl_ns"] / 1e9
+    old = f["killed"]
     renewed = f.get("lease_renewed_at_ms")
-    why = (f"its lease, last renewed at {renewed / 1000:g} s, ran out {ttl_s:g} s later" if renewed is not None
-           else f"its {ttl_s:g} s session lease had to run out")
-    return [f"failover: {f['killed']} died at {f['killed_at_ms'] / 1000:g} s, {f['new_active']} active at "
+    why = (f"{old}'s lease, last renewed at {renewed / 1000:g} s, ran out {ttl_s:g} s later" if renewed is not None
+           else f"{old}'s {ttl_s:g} s session lease had to run out")
+    what = "froze" if f.get("fault") == "pause" else "died"
+    return [f"failover: {old} {what} at {f['killed_at_ms'] / 1000:g} s; {f['new_active']} became active at "
             f"{f['new_active_at_ms'] / 1000:g} s ({why}; the etcd lessor deletes expired keys every 0.5 s)"]
