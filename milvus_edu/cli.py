@@ -335,6 +335,7 @@ def _run(scenario, seed, duration, out, force, switches, options=(), params=()):
 
 
 def _report(result) -> None:
+    from .narrate import plural
     from .registry import get_scenario, scenario_mechanisms
 
     s = result.summary
@@ -356,15 +357,17 @@ def _report(result) -> None:
         print(f"checks passed ({', '.join(names)}): {promises}" if names else
               "checks passed: nothing in this run gave an invariant a chance to fail (see below)")
     else:
-        counts = ", ".join(f"{n:,} {name}" for name, n in checks["violation_counts"].items() if n)
-        print(f"checks FAILED: {counts} violation(s); the first:")
+        broken = {name: n for name, n in checks["violation_counts"].items() if n}
+        counts = ", ".join(f"{n:,} {name}" for name, n in broken.items())
+        print(f"checks FAILED: {counts} violation{'' if sum(broken.values()) == 1 else 's'}; the first:")
         print(f"  {checks['violations'][0]['explanation']}")
     untested = "; ".join(f"{name}: {', '.join(names)}" for name, names in checks.get("vacuous", {}).items() if names)
     if untested:
         print(f"not tested in this run (nothing gave them a chance to fail): {untested}")
     stalls = checks.get("stalls", [])
     if stalls:
-        print(f"{len(stalls)} stall(s) explained, not violations; the first:")
+        print(f"{plural(len(stalls), 'stall')} explained, not {'a violation' if len(stalls) == 1 else 'violations'}; "
+              "the first:")
         print(f"  {stalls[0]['explanation']}")
 
 

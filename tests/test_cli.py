@@ -378,3 +378,26 @@ def test_compare_says_on_a_terminal_what_it_is_waiting_for(capsys, monkeypatch):
     # a real server takes seconds to start and each of its DDLs seconds more: the command said nothing meanwhile
     assert code == 2 and err.splitlines()[0].startswith("compare: the model runs the workload, then a real Milvus")
     assert err.splitlines()[1] == "milvus-edu: error: stopped here: the real server is not what this test is about"
+
+
+@pytest.mark.parametrize("violations,stalls,failed,explained", [
+    ({"tick-monotonic": 1}, 1, "checks FAILED: 1 tick-monotonic violation;", "1 stall explained, not a violation;"),
+    ({"tick-monotonic": 1, "watermark": 2}, 3, "checks FAILED: 1 tick-monotonic, 2 watermark violations;",
+     "3 stalls explained, not violations;"),
+])
+def test_the_report_counts_violations_and_stalls_in_english(capsys, violations, stalls, failed, explained):
+    """'1 violation(s)' and '1 stall(s)' read as forms, not sentences: the report says one or many."""
+    from types import SimpleNamespace
+
+    import milvus_edu
+    from milvus_edu.cli import _report
+
+    summary = json.loads(json.dumps(milvus_edu.simulate("timetick-basics", seed=1, duration_s=0.5,
+                                                        keep_events=False).summary))
+    checks = summary["checks"]
+    checks["ok"], checks["violation_counts"] = False, violations
+    checks["violations"] = [{"invariant": name, "explanation": "Let ...", "seqs": [0]} for name in violations]
+    checks["stalls"] = [{"explanation": "a stall"}] * stalls
+    _report(SimpleNamespace(summary=summary, out_dir="runs/x"))
+    out = capsys.readouterr().out
+    assert failed in out and explained in out and "(s)" not in out

@@ -324,5 +324,5 @@ def test_the_cli_reports_the_stuck_flush_as_the_scenarios_lesson(tmp_path, capsy
 
     assert main(["simulate", "--scenario", "flush-stuck-memory-sync", "--out", str(tmp_path / "r")]) == 0
     out = capsys.readouterr().out
-    assert "1 flush-completes violation(s)" in out and "was stuck at" in out
+    assert "checks FAILED: 1 flush-completes violation;" in out and "was stuck at" in out
     assert "(expected: this scenario shows a gap in Milvus itself: Milvus 2.5's EvictBuffer" in out

@@ -19,7 +19,7 @@ def test_a_fork_whose_fault_stops_progress_blames_the_fault_not_params_the_user_
     code, out, err = run_main(capsys, "fork", str(tmp_path / "a"), "--at", "1", "--kill", "querynode-1",
                               "--out", str(tmp_path / "b"))
     assert code == 0, err
-    assert "checks FAILED: 2 tsafe-progress violation(s)" in out
+    assert "checks FAILED: 2 tsafe-progress violations;" in out
     assert "--param" not in out and "--option" not in out
     assert "(expected: the fork's kill querynode-1 at 1.000 s keeps this run from making progress;" in out
 
