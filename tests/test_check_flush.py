@@ -283,7 +283,8 @@ def test_audit_with_a_duplicate_names_key_and_segments():
     log = _audit_story({7: [1, 2, 3], 8: [3], 9: []}, deleted=[2])
     (violation,) = log.checker.result()
     assert violation.invariant == "durable"
-    assert "primary key 3" in violation.explanation and "segment 7, segment 8" in violation.explanation
+    assert "primary key 3" in violation.explanation
+    assert "hold it 2 times (once in segment 7, once in segment 8)" in violation.explanation
 
 
 def test_no_audit_no_durability_verdict():

@@ -62,6 +62,7 @@ as the stepper's slider counts them).
 from __future__ import annotations
 
 import heapq
+from collections import Counter
 
 from ...check.violation import StreamingChecker
 from ...config import DataNodeParams, TimeTickParams
@@ -95,6 +96,10 @@ def checkpoint_bound_ms(updater_tick_ms: float, rpc_timeout_ms: float, timetick:
 
 def _n(seq: int) -> str:
     return f"{seq + 1:,}"
+
+
+def _times(n: int) -> str:
+    return {1: "once", 2: "twice"}.get(n, f"{n} times")
 
 
 class FlushChecker(StreamingChecker):
@@ -459,11 +464,12 @@ class FlushChecker(StreamingChecker):
                           f"final binlogs do not hold it, because its row was never written to a binlog that DataCoord "
                           f"recorded: it was lost.")
             elif len(found) > 1:
-                where = ", ".join(f"segment {s}" for s, _ in found)
-                self._add("durable", (ack_seq,) + tuple(a for _, a in found),
+                per = Counter(s for s, _ in found)
+                where = ", ".join(f"{_times(n)} in segment {s}" for s, n in per.items())
+                self._add("durable", (ack_seq,) + tuple(dict.fromkeys(a for _, a in found)),
                           f"Let event {_n(ack_seq)} be the client's acknowledged insert of primary key {pk}. Then the "
                           f"final binlogs hold it {len(found)} times ({where}), because a replay after a restart "
-                          f"buffered rows that were already flushed.")
+                          f"buffered again rows that were already in a binlog.")
         for pk, ack_seq in sorted(self._deleted.items(), key=lambda kv: kv[1]):
             if pk not in self._audit_deleted:
                 self._add("durable", (ack_seq, end_seq),

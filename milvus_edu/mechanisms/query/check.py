@@ -388,13 +388,17 @@ class QueryChecker(StreamingChecker):
         for pk in missing[:1]:
             ins = [w for w in writes if w[2] == pk and w[1] == "Insert" and w[0] <= r["ts"]]
             if ins:
+                older = [w for w in writes if w[2] == pk and w[1] == "Delete" and w[0] <= ins[-1][0]]
                 because.append(f"{pk} was inserted at {ts_text(ins[-1][0])} (event {_n(ins[-1][3])}) and no delete "
-                               f"at or below the read timestamp hides that row")
+                               f"at or below the read timestamp hides that row"
+                               + (f" (the delete of {pk} at {ts_text(older[-1][0])}, event {_n(older[-1][3])}, is "
+                                  f"older than that insert and hides only rows inserted before it)" if older else ""))
         for pk in extra[:1]:
             dels = [w for w in writes if w[2] == pk and w[1] == "Delete" and w[0] <= r["ts"]]
-            if dels:
-                because.append(f"{pk} was deleted at {ts_text(dels[0][0])} (event {_n(dels[0][3])}), at or below the "
-                               f"read timestamp, yet the read still returned it")
+            if dels:  # the latest such delete is the one that hides every row of pk inserted before the read
+                because.append(f"{pk} was deleted at {ts_text(dels[-1][0])} (event {_n(dels[-1][3])}), at or below "
+                               f"the read timestamp and after every insert of it the read could see, yet the read "
+                               f"still returned it")
             else:
                 because.append(f"{pk} is returned more than once, where the merge keeps one row per key")
         seqs = (r["seq"],) + tuple(w[3] for w in writes if w[2] in set(missing[:1] + extra[:1]))[:4]
