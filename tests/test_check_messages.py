@@ -111,3 +111,22 @@ def test_durable_counts_a_duplicate_per_segment_and_cites_each_event_once():
     where = ", ".join(f"{'twice' if n == 2 else f'{n} times'} in segment {s}" for s, n in per_segment.items())
     assert f"final binlogs hold it {sum(per_segment.values())} times ({where})" in v["explanation"]
     assert "already in a binlog" in v["explanation"]
+
+
+def test_tsafe_progress_names_the_fault_that_stopped_the_querynode():
+    """A fork pauses (then kills) seed-example's QueryNode at 2 s: tsafe falls behind the ticks because of that fault,
+    which the message must name with its event and times, not blame a slow pipeline."""
+    run = milvus_edu.simulate("seed-example", seed=1)
+    paused, _ = milvus_edu.fork(run, 2000.0, milvus_edu.Pause("querynode-1", duration_ms=3000.0))
+    ev = paused.events
+    pause = ev[ev.kind == "fault.pause"].iloc[0]
+    v = _violations(paused, "tsafe-progress")[0]
+    tick, tsafe = (_row(ev, s) for s in v["seqs"])
+    assert tick.t_ms < pause.t_ms + 3000.0 and tsafe.t_ms >= pause.t_ms  # the pause overlapped the wait
+    assert (f"because querynode-1, which serves {tsafe.vchannel}, was paused (a GC or VM pause) from event "
+            f"{pause.seq + 1:,} ({pause.t_ms / 1000:.3f} s) until {(pause.t_ms + 3000.0) / 1000:.3f} s") in v["explanation"]
+    assert "did not apply the pack" not in v["explanation"]
+    killed, _ = milvus_edu.fork(run, 2000.0, milvus_edu.Kill("querynode-1"))
+    kill = killed.events[killed.events.kind == "fault.kill"].iloc[0]
+    v = _violations(killed, "tsafe-progress")[0]
+    assert f"was killed at event {kill.seq + 1:,} ({kill.t_ms / 1000:.3f} s) and was not restarted" in v["explanation"]

@@ -160,6 +160,9 @@ class QueryChecker(StreamingChecker):
         self._behind: dict[str, deque] = {}  # vchannel -> (t_ms, tick ts, seq) written above its tsafe, oldest first
         self._answered: set[int] = set()  # requests the client got an answer (or error) for
         self._waits: dict[tuple[int, str], tuple[int, int]] = {}  # (request, vchannel) -> (wait seq, guarantee)
+        self._node_of: dict[str, str] = {}  # vchannel -> the QueryNode that watched it last
+        # faults injected on QueryNodes: [node, kind, t_ms, seq, end t_ms or None (not over by the run's end)]
+        self._faults: list[list] = []
 
     def configure(self, config) -> None:
         """Take the bound of ``tsafe-progress`` and ``read-answered`` (``PROGRESS_INTERVALS x
@@ -204,10 +207,53 @@ class QueryChecker(StreamingChecker):
     def _wait(self, seq: int, request, vch, guarantee) -> None:
         self._waits[(request, vch)] = (seq, guarantee)
 
-    @on("querynode.watch", columns=("channel", "vchannel", "ts", "detail"), objects=("detail",))
-    def _watch(self, seq: int, ch, vch, ts, detail) -> None:
+    @on("fault.pause", columns=("node", "t_ms", "detail"), objects=("detail",))
+    def _paused(self, seq: int, node, t_ms: float, detail) -> None:
+        self._fault(seq, "fault.pause", node, t_ms, detail)
+
+    @on("fault.stall", columns=("node", "t_ms", "detail"), objects=("detail",))
+    def _stalled(self, seq: int, node, t_ms: float, detail) -> None:
+        self._fault(seq, "fault.stall", node, t_ms, detail)
+
+    @on("fault.kill", columns=("node", "t_ms"))
+    def _killed(self, seq: int, node, t_ms: float) -> None:
+        self._fault(seq, "fault.kill", node, t_ms, None)
+
+    def _fault(self, seq: int, kind: str, node, t_ms: float, detail) -> None:
+        """A fault injected on a node: a QueryNode's stops its pipeline, which explains tsafe falling behind."""
+        if kind == "fault.kill":
+            end = None  # over when the node restarts
+        else:
+            end = t_ms + float((detail or {}).get("duration_ms") or 0.0)
+        self._faults.append([node, kind, t_ms, seq, end])
+
+    @on("fault.restart", columns=("node", "t_ms"))
+    def _restart(self, seq: int, node, t_ms: float) -> None:
+        for fault in self._faults:
+            if fault[0] == node and fault[1] == "fault.kill" and fault[4] is None:
+                fault[4] = t_ms
+
+    def _fault_text(self, vch: str, from_ms: float, to_ms: float) -> str | None:
+        """The fault injected on the QueryNode serving ``vch`` that overlapped ``[from_ms, to_ms]``, in words."""
+        node = self._node_of.get(vch)
+        for name, kind, t_ms, seq, end in self._faults:
+            if name != node or t_ms > to_ms or (end is not None and end < from_ms):
+                continue
+            if kind == "fault.kill":
+                return (f"{node}, which serves {vch}, was killed at event {_n(seq)} ({t_ms / 1000:.3f} s)"
+                        + (f" and not restarted until {end / 1000:.3f} s" if end is not None else
+                           " and was not restarted")
+                        + ": a fault injected by the scenario or a fork, not a slow pipeline")
+            what = "paused (a GC or VM pause)" if kind == "fault.pause" else "stalled"
+            return (f"{node}, which serves {vch}, was {what} from event {_n(seq)} ({t_ms / 1000:.3f} s) until "
+                    f"{end / 1000:.3f} s: a fault injected by the scenario or a fork, not a slow pipeline")
+        return None
+
+    @on("querynode.watch", columns=("node", "channel", "vchannel", "ts", "detail"), objects=("detail",))
+    def _watch(self, seq: int, node, ch, vch, ts, detail) -> None:
         if ts is None or vch is None:
             return
+        self._node_of[vch] = node
         start_id = detail.get("start_msg_id") if isinstance(detail, dict) else None
         if start_id is not None and not self._served.get(ch):
             # the pchannel's first vchannel: a new dispatcher seeks to the position, and its seek ends at the first
@@ -284,8 +330,9 @@ class QueryChecker(StreamingChecker):
                 self._add("tsafe-progress", (late[2], seq),
                           f"Let event {_n(late[2])} be the time tick {ts_text(late[1])} written to "
                           f"{to_physical_channel(vch)} at {late[0] / 1000:.3f} s. Then {vch}'s tsafe reached it only at "
-                          f"event {_n(seq)}, {t_ms - late[0]:,.0f} ms later, longer than {self._bound()}, because the "
-                          f"QueryNode's pipeline did not apply the pack that tick closed in time.")
+                          f"event {_n(seq)}, {t_ms - late[0]:,.0f} ms later, longer than {self._bound()}, because "
+                          + (self._fault_text(vch, late[0], t_ms)
+                             or "the QueryNode's pipeline did not apply the pack that tick closed in time") + ".")
         if prev is not None:
             self.tried["tsafe-monotonic"] += 1
         if prev is not None and ts < prev[0]:
@@ -315,8 +362,9 @@ class QueryChecker(StreamingChecker):
                 self._add("tsafe-progress", (seq, end_seq),
                           f"Let event {_n(seq)} be the time tick {ts_text(ts)} written to {to_physical_channel(vch)} "
                           f"at {t_ms / 1000:.3f} s. Then {vch}'s tsafe had not reached it when the run ended "
-                          f"{end_ms - t_ms:,.0f} ms later ({now}), longer than {self._bound()}, because the "
-                          f"QueryNode's pipeline did not apply the pack that tick closed.")
+                          f"{end_ms - t_ms:,.0f} ms later ({now}), longer than {self._bound()}, because "
+                          + (self._fault_text(vch, t_ms, end_ms)
+                             or "the QueryNode's pipeline did not apply the pack that tick closed") + ".")
         waiting = {}
         for (request, vch), (wait_seq, guarantee) in self._waits.items():
             tsafe = self._tsafe.get(vch)
