@@ -3,6 +3,7 @@
 import json
 
 import milvus_edu
+from milvus_edu.mechanisms.flush.check import FlushChecker
 from milvus_edu.narrate import ts_text, wall_text
 
 
@@ -123,10 +124,33 @@ def test_tsafe_progress_names_the_fault_that_stopped_the_querynode():
     v = _violations(paused, "tsafe-progress")[0]
     tick, tsafe = (_row(ev, s) for s in v["seqs"])
     assert tick.t_ms < pause.t_ms + 3000.0 and tsafe.t_ms >= pause.t_ms  # the pause overlapped the wait
+    until = (pause.t_ms + 3000.0) / 1000
     assert (f"because querynode-1, which serves {tsafe.vchannel}, was paused (a GC or VM pause) from event "
-            f"{pause.seq + 1:,} ({pause.t_ms / 1000:.3f} s) until {(pause.t_ms + 3000.0) / 1000:.3f} s") in v["explanation"]
+            f"{pause.seq + 1:,} ({pause.t_ms / 1000:.3f} s) until {until:.3f} s") in v["explanation"]
     assert "did not apply the pack" not in v["explanation"]
     killed, _ = milvus_edu.fork(run, 2000.0, milvus_edu.Kill("querynode-1"))
     kill = killed.events[killed.events.kind == "fault.kill"].iloc[0]
     v = _violations(killed, "tsafe-progress")[0]
     assert f"was killed at event {kill.seq + 1:,} ({kill.t_ms / 1000:.3f} s) and was not restarted" in v["explanation"]
+
+
+def test_a_flush_held_past_its_bound_by_a_node_still_down_is_a_stall_not_a_pass():
+    """flush-manual (80 s) forked to kill datanode-1 right after the 30.5 s flush, never restarted: the flush is never
+    answered, 49 s pass, and the checker does not count the bound while the node is down. The run must not vouch
+    that every flush completed within its bound; it reports the flush as a stall the kill explains."""
+    run = milvus_edu.simulate("flush-manual", seed=1, duration_s=80)
+    forked, _ = milvus_edu.fork(run, 30600.0, milvus_edu.Kill("datanode-1"))
+    ev, checks = forked.events, forked.summary["checks"]
+    call = ev[(ev.kind == "client.flush") & (ev.t_ms > 30000)].iloc[0]
+    kill = ev[ev.kind == "fault.kill"].iloc[0]
+    assert json.loads(call.detail)["flushed"] is False and kill.t_ms > call.t_ms
+    assert not ((ev.kind == "client.flush") & (ev.t_ms > call.t_ms)).any()  # never answered flushed
+    (stall,) = [s for s in checks["stalls"] if s["what"] == "flush"]
+    assert stall["seqs"] == [int(call.seq), int(kill.seq)] and stall["held_by"] == "datanode-1"
+    end = float(ev.t_ms.max())
+    assert (f"Let event {call.seq + 1:,} be client-0's flush at {call.t_ms / 1000:.1f} s, flushTs "
+            f"{ts_text(int(call.ts))}") in stall["explanation"]
+    assert (f"{(end - kill.t_ms) / 1000:.1f} s after {kill.t_ms / 1000:.1f} s" in stall["explanation"]
+            and f"datanode-1 was killed at event {kill.seq + 1:,}" in stall["explanation"])
+    promise = FlushChecker.promises["flush-completes"]
+    assert promise.endswith("unless the run ended first or a node was still down")

@@ -112,8 +112,10 @@ class FlushChecker(StreamingChecker):
         "flush-durable": "no flush was declared done before its rows were in binlogs",
         "checkpoint-retried": "failed checkpoint updates were sent again",
         "durable": "the final binlogs held every acknowledged row once",
-        "flush-completes": "every flush completed within its bound (or the run ended before it)",
-        "checkpoint-advances": "every channel checkpoint advanced within its bound (or the run ended before it)",
+        "flush-completes": "every flush completed within its bound unless the run ended first or a node was "
+                           "still down",
+        "checkpoint-advances": "every channel checkpoint advanced within its bound unless the run ended first or "
+                               "a node was still down",
     }
     progress = frozenset({"flush-completes", "checkpoint-advances"})
     chances = {
@@ -146,7 +148,8 @@ class FlushChecker(StreamingChecker):
         self._timeout_ms = _DN.update_channel_checkpoint_rpc_timeout_ns / 1e6
         self._timetick: TimeTickParams | None = None  # the run's parameters (configure); None: Milvus's defaults
         self._datanode: DataNodeParams | None = None
-        self._down: set[str] = set()  # nodes killed or paused and not back
+        # nodes killed, paused or stopped and not back -> (fault kind, when, its seq)
+        self._down: dict[str, tuple[str, float, int]] = {}
         self._fault_ms = 0.0  # when the last fault happened or healed
         # (client, flushTs) -> [call seq, call ms, segments, last stored sync ms of one of them]
         self._open_flushes: dict[tuple[str, int], list] = {}
@@ -251,6 +254,8 @@ class FlushChecker(StreamingChecker):
         end = float(row["t_ms"])
         self.tried["checkpoint-advances"] += sum(end > max(moved, self._fault_ms) + cp_bound
                                                  for moved in self._cp_moved.values())
+        if self._down:
+            self._held_at_end(int(row["seq"]), end)
         # a retry sent just before the end may not have answered yet: allow it one RPC timeout
         self._expire_retries(end - self._rpc_timeout_ms)
         if self._audited:
@@ -393,11 +398,11 @@ class FlushChecker(StreamingChecker):
             self._tick_ms = float(detail.get("tick_ms", self._tick_ms))
             self._timeout_ms = float(detail.get("timeout_ms", self._timeout_ms))
         if kind in ("fault.kill", "fault.pause", "datanode.stop"):
-            self._down.add(str(row["node"]))
+            self._down[str(row["node"])] = (kind, now, int(row["seq"]))
         elif kind in ("fault.restart", "fault.resume"):
-            self._down.discard(str(row["node"]))
+            self._down.pop(str(row["node"]), None)
         elif kind == "datacoord.reassign":
-            self._down.discard(str(detail_dict(row["detail"]).get("from")))
+            self._down.pop(str(detail_dict(row["detail"]).get("from")), None)
         elif kind == "fault.stall":
             now += float(detail_dict(row["detail"]).get("duration_ms", 0.0))
         elif kind != "datanode.watch" and row.get("error") is None:
@@ -426,6 +431,40 @@ class FlushChecker(StreamingChecker):
                           f"stale-buffer syncPeriod + the 60 s periodic hand-over + the updater's tick and RPC "
                           f"timeout + 2 time ticks), with no fault since {start / 1000:.1f} s, because "
                           f"{self._handed_text(vch)}.")
+
+    def _held_at_end(self, end_seq: int, end: float) -> None:
+        """The run ended while a DataNode was down: each flush or checkpoint past its bound then is a stall the fault
+        explains (the bounds are not counted while a node is down), not a pass."""
+        node, (kind, down_ms, down_seq) = min(self._down.items(), key=lambda item: item[1][1])
+        how = {"fault.kill": "was killed", "fault.pause": "was paused (a GC or VM pause)",
+               "datanode.stop": "was stopped"}[kind]
+        down = (f"{node} {how} at event {_n(down_seq)} ({down_ms / 1000:.3f} s) and was still down when the run ended "
+                f"({end / 1000:.3f} s)" + (", with no other DataNode given its channels" if node.startswith("datanode") else ""))
+        bound = flush_bound_ms(self._tick_ms, self._timeout_ms, self._timetick, self._datanode)
+        for (client, flush_ts), (call_seq, call_ms, _, last_save) in self._open_flushes.items():
+            start = max(call_ms, last_save, self._fault_ms)
+            if end > start + bound and len(self.stalls) < self.limit:
+                self.stalls.append({
+                    "what": "flush", "from_ms": call_ms, "to_ms": None, "held_by": node, "cause_seq": down_seq,
+                    "seqs": [call_seq, down_seq],
+                    "explanation": f"Let event {_n(call_seq)} be {client}'s flush at {call_ms / 1000:.1f} s, flushTs "
+                                   f"{ts_text(flush_ts)}, and event {_n(down_seq)} the fault on {node}. Then "
+                                   f"GetFlushState had not said flushed when the run ended, {(end - start) / 1000:.1f} "
+                                   f"s after {start / 1000:.1f} s (the later of the call, its last stored sync and the "
+                                   f"last fault), longer than its bound of {bound / 1000:.1f} s, because {down}: the "
+                                   f"flush waits for that node, so the bound is not counted while it is down."})
+        cp_bound = checkpoint_bound_ms(self._tick_ms, self._timeout_ms, self._timetick, self._datanode)
+        for vch, moved in self._cp_moved.items():
+            start = max(moved, self._fault_ms)
+            if vch not in self._cp_stuck and end > start + cp_bound and len(self.stalls) < self.limit:
+                cp_ts, cp_seq = self._cp[vch]
+                self.stalls.append({
+                    "what": "channel checkpoint", "from_ms": moved, "to_ms": None, "held_by": node,
+                    "cause_seq": down_seq, "seqs": [cp_seq, down_seq],
+                    "explanation": f"Let event {_n(cp_seq)} be DataCoord storing {vch}'s checkpoint at "
+                                   f"{ts_text(cp_ts)}, at {moved / 1000:.1f} s, and event {_n(down_seq)} the fault on "
+                                   f"{node}. Then it had not moved when the run ended, longer than its bound of "
+                                   f"{cp_bound / 1000:.1f} s after {start / 1000:.1f} s, because {down}."})
 
     def _handed_text(self, vch: str) -> str:
         handed = self._handed.get(vch)
