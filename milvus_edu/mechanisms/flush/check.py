@@ -439,7 +439,9 @@ class FlushChecker(StreamingChecker):
         how = {"fault.kill": "was killed", "fault.pause": "was paused (a GC or VM pause)",
                "datanode.stop": "was stopped"}[kind]
         down = (f"{node} {how} at event {_n(down_seq)} ({down_ms / 1000:.3f} s) and was still down when the run ended "
-                f"({end / 1000:.3f} s)" + (", with no other DataNode given its channels" if node.startswith("datanode") else ""))
+                f"({end / 1000:.3f} s)")
+        if node.startswith("datanode"):
+            down += ", with no other DataNode given its channels"
         bound = flush_bound_ms(self._tick_ms, self._timeout_ms, self._timetick, self._datanode)
         for (client, flush_ts), (call_seq, call_ms, _, last_save) in self._open_flushes.items():
             start = max(call_ms, last_save, self._fault_ms)
