@@ -154,3 +154,17 @@ def test_a_flush_held_past_its_bound_by_a_node_still_down_is_a_stall_not_a_pass(
             and f"datanode-1 was killed at event {kill.seq + 1:,}" in stall["explanation"])
     promise = FlushChecker.promises["flush-completes"]
     assert promise.endswith("unless the run ended first or a node was still down")
+
+
+def test_session_sees_own_says_the_read_timestamp_is_below_the_writes():
+    """The read's answer carries a timestamp, not a time: the message must say the read was served at that timestamp,
+    below the write's (it said "answered at 00:00:00.500+2 ..., before the write", a time where a timestamp is)."""
+    run = milvus_edu.simulate("insert-then-search", seed=1, switches=["session_uses_zero_ts"])
+    ev = run.events
+    v = _violations(run, "session-sees-own")[0]
+    write, start, read = (_row(ev, s) for s in v["seqs"])
+    assert write.kind == "client.insert" and start.kind == "client.read_start" and read.kind == "client.read"
+    assert int(read.ts) < int(write.ts) and start.seq > write.seq
+    assert (f"Then the read was served at timestamp {ts_text(int(read.ts))} (event {read.seq + 1:,}), below the "
+            f"write's, so it cannot reflect it") in v["explanation"]
+    assert f"insert of K0 at {ts_text(int(write.ts))}" in v["explanation"]

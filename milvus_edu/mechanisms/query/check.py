@@ -494,6 +494,6 @@ class QueryChecker(StreamingChecker):
                 self._add(inv, (w["seq"], start["seq"], r["seq"]),
                           f"Let event {_n(w['seq'])} be {who} acknowledged {w['what']} of {_keys(w['pks'])} at "
                           f"{ts_text(w['ts'])}, and event {_n(start['seq'])} {r['client']}'s {level} read "
-                          f"#{r['request']}, sent after it. Then the read was answered at {ts_text(r['ts'])} "
-                          f"(event {_n(r['seq'])}), before the write, so it cannot reflect it, because {why}.")
+                          f"#{r['request']}, sent after it. Then the read was served at timestamp {ts_text(r['ts'])} "
+                          f"(event {_n(r['seq'])}), below the write's, so it cannot reflect it, because {why}.")
                 break
