@@ -168,3 +168,25 @@ def test_session_sees_own_says_the_read_timestamp_is_below_the_writes():
     assert (f"Then the read was served at timestamp {ts_text(int(read.ts))} (event {read.seq + 1:,}), below the "
             f"write's, so it cannot reflect it") in v["explanation"]
     assert f"insert of K0 at {ts_text(int(write.ts))}" in v["explanation"]
+
+
+def test_flush_completes_does_not_call_a_synced_buffer_never_synced():
+    """flush-manual with 15 s time ticks (pursuit mode, which the bound leaves out): the DataNode handed over its
+    checkpoint at 34 s, then synced the channel's segments at 49 s and handed nothing over after. "A buffer that
+    starts there was never synced" was false; the message names the later sync instead."""
+    run = milvus_edu.simulate("flush-manual", seed=1, duration_s=120,
+                              params={"timetick.time_tick_interval_ns": 15_000_000_000})
+    ev = run.events
+    v = _violations(run, "flush-completes")[0]
+    vch = "by-dev-rootcoord-dml_0_100v0"
+    handed = ev[(ev.kind == "datanode.checkpoint") & (ev.vchannel == vch)].iloc[-1]
+    saves = ev[(ev.kind == "datacoord.save_binlog_paths") & (ev.vchannel == vch) & (ev.seq > handed.seq)]
+    deadline = float(v["explanation"].split("had still not said flushed at ")[1].split(" s")[0]) * 1000
+    saves = saves[saves.t_ms <= deadline]
+    assert len(saves) > 0  # the channel's segments were synced after the last hand-over
+    last = saves.iloc[-1]
+    part = v["explanation"].split(f"DataCoord's checkpoint of {vch}")[1].split(";")[0]
+    assert f"(event {handed.seq + 1:,}) was still at {ts_text(int(handed.ts))}" in part
+    assert (f"none was handed over after DataCoord stored a sync of segment {int(last.segment)} on it "
+            f"(event {last.seq + 1:,})") in part
+    assert "never synced" not in part

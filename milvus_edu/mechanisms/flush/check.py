@@ -157,6 +157,7 @@ class FlushChecker(StreamingChecker):
         self._cp_moved: dict[str, float] = {}  # vchannel -> when DataCoord's checkpoint last moved (ms)
         self._cp_stuck: set[str] = set()  # vchannels already reported by checkpoint-advances
         self._handed: dict[str, tuple[int, int]] = {}  # vchannel -> (checkpoint the ttNode handed over, seq)
+        self._last_sync: dict[str, tuple[int, int]] = {}  # vchannel -> (segment, seq) of the last sync DataCoord stored
 
     def configure(self, config) -> None:
         """Take the terms of ``flush-completes``' and ``checkpoint-advances``' bounds from the run's ``config``
@@ -263,6 +264,8 @@ class FlushChecker(StreamingChecker):
 
     def _saved(self, row: dict) -> None:
         seg, ts, seq = int(row["segment"]), int(row["ts"]), int(row["seq"])
+        if row.get("vchannel") is not None:
+            self._last_sync[row["vchannel"]] = (seg, seq)
         if detail_dict(row["detail"]).get("flushed"):
             self._flushed_segments.add(seg)
         for flush in self._open_flushes.values():
@@ -472,8 +475,15 @@ class FlushChecker(StreamingChecker):
         handed = self._handed.get(vch)
         if handed is None:
             return "the DataNode handed no checkpoint of it to its updater"
-        return (f"the last checkpoint the DataNode handed to its updater (event {_n(handed[1])}) was still at "
-                f"{ts_text(handed[0])}: a buffer that starts there was never synced")
+        text = (f"the last checkpoint the DataNode handed to its updater (event {_n(handed[1])}) was still at "
+                f"{ts_text(handed[0])}")
+        synced = self._last_sync.get(vch)
+        if synced is not None and synced[1] > handed[1]:
+            # a sync stored since: the buffer may be gone, but the ttNode hands a checkpoint over only when a pack
+            # reaches it (ttNode.Operate), so the checkpoint waits for the channel's next pack
+            return (f"{text}, and none was handed over after DataCoord stored a sync of segment {synced[0]} on it "
+                    f"(event {_n(synced[1])}): the ttNode hands a checkpoint over only as a pack reaches it")
+        return f"{text}: a buffer that starts there was never synced"
 
     def _flush_stuck(self, key, call_seq: int, call_ms: float, segments, start: float, bound: float) -> None:
         client, flush_ts = key
