@@ -134,6 +134,8 @@ class FlushChecker(StreamingChecker):
         self._pending: dict[int, list[tuple[int, int, int]]] = {}
         self._segments_of: dict[str, set[int]] = {}
         self._durable_ts: dict[int, tuple[int, int]] = {}  # segment -> (DmlPosition ts, save seq)
+        # segment -> (position ts, seq, node, seq of the node's kill or None) of the last sync a DataNode began
+        self._syncing: dict[int, tuple[int, int, str, int | None]] = {}
         self._cp: dict[str, tuple[int, int]] = {}  # vchannel -> (stored checkpoint ts, seq)
         self._acked: dict[object, int] = {}  # pk -> client ack seq
         self._deleted: dict[object, int] = {}
@@ -178,6 +180,11 @@ class FlushChecker(StreamingChecker):
         if msg_type == "Insert" and seg is not None:
             heapq.heappush(self._pending.setdefault(seg, []), (end_ts, seq, count))
             self._segments_of.setdefault(vch, set()).add(seg)
+
+    @on("datanode.sync", columns=("node", "segment", "ts"), ints=("segment", "ts"))
+    def _sync_started(self, seq: int, node, seg, ts) -> None:
+        if seg is not None and ts is not None:
+            self._syncing[seg] = (ts, seq, str(node), None)
 
     @on("client.insert", columns=("error", "detail"), objects=("detail",))
     def _insert_acked(self, seq: int, error, detail: dict) -> None:
@@ -238,6 +245,10 @@ class FlushChecker(StreamingChecker):
         self._clock(row)
         for key in [k for k in self._retry_due if k[0] == row["node"]]:
             del self._retry_due[key]
+        if row["kind"] == "fault.kill":  # its syncs not stored by now die with it
+            for seg, (ts, seq, node, _) in list(self._syncing.items()):
+                if node == row["node"] and self._durable_ts.get(seg, (-1,))[0] < ts:
+                    self._syncing[seg] = (ts, seq, node, int(row["seq"]))
 
     @on("storage.audit")
     def _audited_segment(self, row: dict) -> None:
@@ -306,8 +317,8 @@ class FlushChecker(StreamingChecker):
             self._add("checkpoint-safe", (produce_seq, seq),
                       f"Let event {_n(produce_seq)} be the insert of {count} row(s) at {ts_text(row_ts)} into segment "
                       f"{seg} on {vch}, and event {_n(seq)} DataCoord storing {vch}'s checkpoint at {ts_text(ts)}. "
-                      f"Then a DataNode restarting now would seek past that insert and lose it, because {since}: the "
-                      f"checkpoint passed data that was still only in memory.")
+                      f"Then a DataNode restarting now would seek past that insert and lose it, because {since}"
+                      f"{self._in_flight(seg, row_ts)}.")
 
     def _expire_retries(self, now: float, node: str | None = None) -> None:
         """Report failed updates not sent again by their deadline, as of an RPC sent at ``now`` (``node``: its own)."""
@@ -349,6 +360,18 @@ class FlushChecker(StreamingChecker):
                     worst = (seg, heap[0])
         return worst
 
+    def _in_flight(self, seg: int, row_ts: int) -> str:
+        """Where a row the checkpoint passed was: in a sync the DataNode had started (the checkpoint did not wait
+        for it) or in no sync yet (only in the DataNode's memory)."""
+        sync = self._syncing.get(seg)
+        if sync is not None and sync[0] >= row_ts and sync[3] is not None:
+            return (f": a sync of segment {seg} holding it had started (event {_n(sync[1])}) but {sync[2]} was killed "
+                    f"(event {_n(sync[3])}) before DataCoord stored it")
+        if sync is not None and sync[0] >= row_ts:
+            return (f": a sync of segment {seg} holding it had started (event {_n(sync[1])}) but was not stored, and "
+                    f"the checkpoint did not wait for it")
+        return ": no sync holding it had started, so it was only in the DataNode's memory"
+
     def _why_pending(self, seg: int) -> str:
         durable = self._durable_ts.get(seg)
         return (f"the last sync of segment {seg} DataCoord had stored covered rows up to {ts_text(durable[0])} (event "
@@ -369,7 +392,7 @@ class FlushChecker(StreamingChecker):
                   f"{seg}, and event {_n(seq)} {row['node']} declaring the flush of {row['vchannel']} at flushTs "
                   f"{ts_text(flush_ts)} done (it cleared flushTs on a stored checkpoint at {ts_text(cp_ts)}, {where}). "
                   f"Then the flush was declared done while that insert, older than flushTs, was in no binlog, because "
-                  f"{self._why_pending(seg)}: the stored checkpoint had passed a sync still in flight.")
+                  f"{self._why_pending(seg)}{self._in_flight(seg, row_ts)}.")
 
     def _client_flush(self, row: dict) -> None:
         """The client's flush: opened when flushTs is known, closed when GetFlushState says flushed (then every
