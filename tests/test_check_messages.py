@@ -190,3 +190,20 @@ def test_flush_completes_does_not_call_a_synced_buffer_never_synced():
     assert (f"none was handed over after DataCoord stored a sync of segment {int(last.segment)} on it "
             f"(event {last.seq + 1:,})") in part
     assert "never synced" not in part
+
+
+def test_read_answered_names_the_paused_querynode():
+    """A fork pauses seed-example's QueryNode for 60 s at 1.5 s: reads the proxy settled then are never answered
+    because the node that serves their shards is frozen, which the message must say (it said only "no shard answered
+    it and none waits for tsafe")."""
+    run = milvus_edu.simulate("seed-example", seed=1)
+    forked, _ = milvus_edu.fork(run, 1500.0, milvus_edu.Pause("querynode-1", duration_ms=60000.0))
+    ev = forked.events
+    pause = ev[ev.kind == "fault.pause"].iloc[0]
+    v = _violations(forked, "read-answered")[0]
+    start, settled = _row(ev, v["seqs"][0]), _row(ev, v["seqs"][1])
+    assert start.kind == "client.read_start" and settled.kind == "proxy.read" and settled.t_ms >= pause.t_ms
+    assert not ((ev.kind == "client.read") & (ev.request == start.request)).any()
+    served = sorted(ev[(ev.kind == "querynode.watch") & (ev.node == "querynode-1")].vchannel.unique())
+    assert (f"querynode-1, which serves {', '.join(served)}, was paused (a GC or VM pause) from event "
+            f"{pause.seq + 1:,} ({pause.t_ms / 1000:.3f} s)") in v["explanation"]

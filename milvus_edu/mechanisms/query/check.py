@@ -233,20 +233,23 @@ class QueryChecker(StreamingChecker):
             if fault[0] == node and fault[1] == "fault.kill" and fault[4] is None:
                 fault[4] = t_ms
 
-    def _fault_text(self, vch: str, from_ms: float, to_ms: float) -> str | None:
-        """The fault injected on the QueryNode serving ``vch`` that overlapped ``[from_ms, to_ms]``, in words."""
-        node = self._node_of.get(vch)
-        for name, kind, t_ms, seq, end in self._faults:
-            if name != node or t_ms > to_ms or (end is not None and end < from_ms):
+    def _fault_text(self, vch: str | None, from_ms: float, to_ms: float) -> str | None:
+        """The fault injected on the QueryNode serving ``vch`` (None: on any QueryNode serving a vchannel) that
+        overlapped ``[from_ms, to_ms]``, in words."""
+        nodes = set(self._node_of.values()) if vch is None else {self._node_of.get(vch)}
+        for node, kind, t_ms, seq, end in self._faults:
+            if node not in nodes or t_ms > to_ms or (end is not None and end < from_ms):
                 continue
+            served = sorted(v for v, n in self._node_of.items() if n == node)
+            serves = f"which serves {vch}" if vch is not None else f"which serves {', '.join(served)}"
             if kind == "fault.kill":
-                return (f"{node}, which serves {vch}, was killed at event {_n(seq)} ({t_ms / 1000:.3f} s)"
+                return (f"{node}, {serves}, was killed at event {_n(seq)} ({t_ms / 1000:.3f} s)"
                         + (f" and not restarted until {end / 1000:.3f} s" if end is not None else
                            " and was not restarted")
-                        + ": a fault injected by the scenario or a fork, not a slow pipeline")
+                        + " (a fault the scenario or a fork injected)")
             what = "paused (a GC or VM pause)" if kind == "fault.pause" else "stalled"
-            return (f"{node}, which serves {vch}, was {what} from event {_n(seq)} ({t_ms / 1000:.3f} s) until "
-                    f"{end / 1000:.3f} s: a fault injected by the scenario or a fork, not a slow pipeline")
+            return (f"{node}, {serves}, was {what} from event {_n(seq)} ({t_ms / 1000:.3f} s) until "
+                    f"{end / 1000:.3f} s (a fault the scenario or a fork injected)")
         return None
 
     @on("querynode.watch", columns=("node", "channel", "vchannel", "ts", "detail"), objects=("detail",))
@@ -386,8 +389,9 @@ class QueryChecker(StreamingChecker):
                 because = "no proxy settled it: it never reached a proxy that could answer"
                 seqs = (start["seq"], end_seq)
             else:
+                fault = self._fault_text(None, proxy["t_ms"], end_ms)
                 because = (f"the proxy settled it at event {_n(proxy['seq'])}, but no shard answered it and none "
-                           f"waits for tsafe")
+                           f"waits for tsafe" + (f": {fault}" if fault else ""))
                 seqs = (start["seq"], proxy["seq"], end_seq)
             self._add("read-answered", seqs,
                       f"Let event {_n(start['seq'])} be {start['client']}'s {start['level'] or 'default-level'} read "
