@@ -339,6 +339,7 @@ def test_checkpoint_safe_says_where_the_passed_row_was():
     (v,) = log.checker.result()
     assert (f"a sync of segment 7 holding it had started (event {sync['seq'] + 1}) but datanode-1 was killed "
             f"(event {kill['seq'] + 1}) before DataCoord stored it") in v.explanation
+    assert v.seqs[1:3] == (sync["seq"], kill["seq"])  # the events cited are evidence
     # a sync below the row does not hold it
     log = Log()
     log.insert(7, 100)

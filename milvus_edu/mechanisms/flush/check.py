@@ -314,11 +314,12 @@ class FlushChecker(StreamingChecker):
             since = (f"the last sync DataCoord stored for segment {seg} covered rows up to "
                      f"{ts_text(durable[0])} (event {_n(durable[1])})" if durable is not None
                      else f"no sync of segment {seg} had been stored yet")
-            self._add("checkpoint-safe", (produce_seq, seq),
+            where, cited = self._in_flight(seg, row_ts)
+            self._add("checkpoint-safe", (produce_seq, *cited, seq),
                       f"Let event {_n(produce_seq)} be the insert of {count} row(s) at {ts_text(row_ts)} into segment "
                       f"{seg} on {vch}, and event {_n(seq)} DataCoord storing {vch}'s checkpoint at {ts_text(ts)}. "
                       f"Then a DataNode restarting now would seek past that insert and lose it, because {since}"
-                      f"{self._in_flight(seg, row_ts)}.")
+                      f"{where}.")
 
     def _expire_retries(self, now: float, node: str | None = None) -> None:
         """Report failed updates not sent again by their deadline, as of an RPC sent at ``now`` (``node``: its own)."""
@@ -360,17 +361,18 @@ class FlushChecker(StreamingChecker):
                     worst = (seg, heap[0])
         return worst
 
-    def _in_flight(self, seg: int, row_ts: int) -> str:
-        """Where a row the checkpoint passed was: in a sync the DataNode had started (the checkpoint did not wait
-        for it) or in no sync yet (only in the DataNode's memory)."""
+    def _in_flight(self, seg: int, row_ts: int) -> tuple[str, tuple[int, ...]]:
+        """Where a row the checkpoint passed was, in words, and the events that show it: in a sync the DataNode had
+        started (the checkpoint did not wait for it, or the node was killed first) or in no sync yet (only in the
+        DataNode's memory)."""
         sync = self._syncing.get(seg)
         if sync is not None and sync[0] >= row_ts and sync[3] is not None:
             return (f": a sync of segment {seg} holding it had started (event {_n(sync[1])}) but {sync[2]} was killed "
-                    f"(event {_n(sync[3])}) before DataCoord stored it")
+                    f"(event {_n(sync[3])}) before DataCoord stored it", (sync[1], sync[3]))
         if sync is not None and sync[0] >= row_ts:
             return (f": a sync of segment {seg} holding it had started (event {_n(sync[1])}) but was not stored, and "
-                    f"the checkpoint did not wait for it")
-        return ": no sync holding it had started, so it was only in the DataNode's memory"
+                    f"the checkpoint did not wait for it", (sync[1],))
+        return ": no sync holding it had started, so it was only in the DataNode's memory", ()
 
     def _why_pending(self, seg: int) -> str:
         durable = self._durable_ts.get(seg)
@@ -387,12 +389,13 @@ class FlushChecker(StreamingChecker):
             return
         seg, (row_ts, produce_seq, count) = worst
         where = "equal to flushTs" if cp_ts == flush_ts else "past flushTs"
-        self._add("flush-durable", (produce_seq, seq),
+        held, cited = self._in_flight(seg, row_ts)
+        self._add("flush-durable", (produce_seq, *cited, seq),
                   f"Let event {_n(produce_seq)} be the insert of {count} row(s) at {ts_text(row_ts)} into segment "
                   f"{seg}, and event {_n(seq)} {row['node']} declaring the flush of {row['vchannel']} at flushTs "
                   f"{ts_text(flush_ts)} done (it cleared flushTs on a stored checkpoint at {ts_text(cp_ts)}, {where}). "
                   f"Then the flush was declared done while that insert, older than flushTs, was in no binlog, because "
-                  f"{self._why_pending(seg)}{self._in_flight(seg, row_ts)}.")
+                  f"{self._why_pending(seg)}{held}.")
 
     def _client_flush(self, row: dict) -> None:
         """The client's flush: opened when flushTs is known, closed when GetFlushState says flushed (then every
