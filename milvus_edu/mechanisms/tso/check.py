@@ -49,9 +49,11 @@ class TSOChecker(StreamingChecker):
         # node -> (start physical ms, seq, the saved window end it found (ms, None: none), whether it loaded it)
         self._init: dict[str, tuple[int, int, int | None, bool]] = {}
 
-    @on("session.active", columns=("node",))
-    def _became_active(self, seq: int, node: str) -> None:
-        self._active = (node, seq)
+    @on("session.active", columns=("node", "detail"), objects=("detail",))
+    def _became_active(self, seq: int, node: str, detail) -> None:
+        # only rootcoord's election decides who hands out timestamps (another role's active session does not)
+        if str((detail or {}).get("key", "")).endswith("/rootcoord"):
+            self._active = (node, seq)
 
     @on("tso.init", columns=("node", "physical_ms", "detail"), ints=("physical_ms",), objects=("detail",))
     def _started(self, seq: int, node: str, physical, detail) -> None:
