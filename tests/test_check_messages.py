@@ -207,3 +207,24 @@ def test_read_answered_names_the_paused_querynode():
     served = sorted(ev[(ev.kind == "querynode.watch") & (ev.node == "querynode-1")].vchannel.unique())
     assert (f"querynode-1, which serves {', '.join(served)}, was paused (a GC or VM pause) from event "
             f"{pause.seq + 1:,} ({pause.t_ms / 1000:.3f} s)") in v["explanation"]
+
+
+def test_global_monotonic_reads_the_active_rootcoord_from_rootcoords_election_only():
+    """Another role's active session (a DataCoord's key) must not make the rootcoord handing out look deposed."""
+    import pandas as pd
+
+    from milvus_edu.mechanisms.tso.check import TSOChecker
+
+    def active(seq, node, key):
+        return {"seq": seq, "kind": "session.active", "t_ms": 0.0, "node": node,
+                "detail": json.dumps({"key": f"by-dev/meta/session/{key}"})}
+
+    def alloc(seq, ts):
+        return {"seq": seq, "kind": "rootcoord.alloc_timestamp", "t_ms": float(seq), "node": "rootcoord-1",
+                "ts": ts, "count": 1}
+
+    rows = [active(0, "rootcoord-1", "rootcoord"), active(1, "datacoord-1", "datacoord"), alloc(2, 100 << 18),
+            alloc(3, 50 << 18)]
+    (v,) = TSOChecker().check_frame(pd.DataFrame(rows))
+    assert "no longer the active rootcoord" not in v.explanation
+    assert "rootcoord-1's window did not start past everything already handed out" in v.explanation
