@@ -283,7 +283,8 @@ def test_audit_with_a_duplicate_names_key_and_segments():
     log = _audit_story({7: [1, 2, 3], 8: [3], 9: []}, deleted=[2])
     (violation,) = log.checker.result()
     assert violation.invariant == "durable"
-    assert "primary key 3" in violation.explanation and "segment 7, segment 8" in violation.explanation
+    assert "primary key 3" in violation.explanation
+    assert "hold it 2 times (once in segment 7, once in segment 8)" in violation.explanation
 
 
 def test_no_audit_no_durability_verdict():
@@ -313,3 +314,36 @@ def test_a_node_that_is_gone_owes_no_retry_of_a_failed_update(gone):
     end = {"kind": "run.end", "seq": 2, "t_ms": 40_000.0, "node": None}
     assert run([failed, end]) == 1
     assert run([failed, {"kind": gone, "seq": 1, "t_ms": 1_500.0, "node": "datanode-1"}, end]) == 0
+
+
+def test_checkpoint_safe_says_where_the_passed_row_was():
+    """The row the checkpoint passed was in no sync yet (only in memory), in a sync the checkpoint did not wait for,
+    or in a sync whose node was killed before DataCoord stored it: each is said, with the event that shows it."""
+    log = Log()
+    log.insert(7, 100)
+    log.cp(100)
+    (v,) = log.checker.result()
+    assert "no sync holding it had started, so it was only in the DataNode's memory" in v.explanation
+    log = Log()
+    log.insert(7, 100)
+    sync = log.row("datanode.sync", segment=7, vchannel=V, ts=120)
+    log.cp(120)
+    (v,) = log.checker.result()
+    assert (f"a sync of segment 7 holding it had started (event {sync['seq'] + 1}) but was not stored, and the "
+            f"checkpoint did not wait for it") in v.explanation
+    log = Log()
+    log.insert(7, 100)
+    sync = log.row("datanode.sync", segment=7, vchannel=V, ts=120)
+    kill = log.row("fault.kill")
+    log.cp(120)
+    (v,) = log.checker.result()
+    assert (f"a sync of segment 7 holding it had started (event {sync['seq'] + 1}) but datanode-1 was killed "
+            f"(event {kill['seq'] + 1}) before DataCoord stored it") in v.explanation
+    assert v.seqs[1:3] == (sync["seq"], kill["seq"])  # the events cited are evidence
+    # a sync below the row does not hold it
+    log = Log()
+    log.insert(7, 100)
+    log.row("datanode.sync", segment=7, vchannel=V, ts=90)
+    log.cp(100)
+    (v,) = log.checker.result()
+    assert "no sync holding it had started" in v.explanation

@@ -150,6 +150,19 @@ def test_a_tick_written_on_time_whose_value_stands_still_is_a_stall_held_by_the_
     assert stall["held_by"] == "proxy-1" and "proxy-1's report" in stall["explanation"]
 
 
+def test_a_value_held_by_two_sessions_names_the_one_that_held_most_rounds_and_says_how_many():
+    """Ten unmoved rounds, seven held by proxy-1's report and three by proxy-2's: "every round" would be false. The
+    event cited is the first round proxy-1 held (a tick, not a report), and the rounds came at least once every
+    200 ms."""
+    held = [_tick(200.0 * i, 10, "proxy-2" if i in (2, 3, 4) else "proxy-1") for i in range(1, 12)]
+    checker = _check(TimeTickChecker, [_insert(100.0, 5)] + held + [_tick(2400.0, 20, "proxy-2"), _end(2500.0)])
+    (stall,) = checker.stalls
+    text = stall["explanation"]
+    assert "7 of the 10 rounds' minimum on " + CH + " came from proxy-1's report" in text
+    assert "(the first such round is the tick of event 6)" in text  # the tick at 1.0 s, seq 5
+    assert "at least once every 200 ms" in text
+
+
 def test_the_bound_comes_from_proxy_time_tick_interval():
     checker = TimeTickChecker()
     checker.configure(Config().with_params({"timetick.time_tick_interval_ns": 400 * MS}))

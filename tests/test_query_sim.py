@@ -42,7 +42,7 @@ def test_the_last_read_after_the_flush_comes_from_a_sealed_segment_loaded_from_b
 
 
 @pytest.mark.parametrize("scenario,switch,invariant,words", [
-    ("seed-example", "skip_wait_tsafe", "strong-sees-acked", "before the write, so it cannot reflect it"),
+    ("seed-example", "skip_wait_tsafe", "strong-sees-acked", "below the write's, so it cannot reflect it"),
     ("delete-then-read", "update_tsafe_before_delete", "mvcc-exact", "yet the read still returned it"),
     ("insert-delete-reorder", "delete_ignores_timestamps", "mvcc-exact", "no delete at or below the read timestamp"),
     ("insert-then-search", "session_uses_zero_ts", "session-sees-own", "its guarantee 0"),

@@ -62,6 +62,7 @@ as the stepper's slider counts them).
 from __future__ import annotations
 
 import heapq
+from collections import Counter
 
 from ...check.violation import StreamingChecker
 from ...config import DataNodeParams, TimeTickParams
@@ -97,6 +98,10 @@ def _n(seq: int) -> str:
     return f"{seq + 1:,}"
 
 
+def _times(n: int) -> str:
+    return {1: "once", 2: "twice"}.get(n, f"{n} times")
+
+
 class FlushChecker(StreamingChecker):
     """Streaming check of the flush invariants; keeps at most ``limit`` violations per invariant."""
 
@@ -107,8 +112,10 @@ class FlushChecker(StreamingChecker):
         "flush-durable": "no flush was declared done before its rows were in binlogs",
         "checkpoint-retried": "failed checkpoint updates were sent again",
         "durable": "the final binlogs held every acknowledged row once",
-        "flush-completes": "every flush completed within its bound (or the run ended before it)",
-        "checkpoint-advances": "every channel checkpoint advanced within its bound (or the run ended before it)",
+        "flush-completes": "every flush completed within its bound unless the run ended first or a node was "
+                           "still down",
+        "checkpoint-advances": "every channel checkpoint advanced within its bound unless the run ended first or "
+                               "a node was still down",
     }
     progress = frozenset({"flush-completes", "checkpoint-advances"})
     chances = {
@@ -127,6 +134,8 @@ class FlushChecker(StreamingChecker):
         self._pending: dict[int, list[tuple[int, int, int]]] = {}
         self._segments_of: dict[str, set[int]] = {}
         self._durable_ts: dict[int, tuple[int, int]] = {}  # segment -> (DmlPosition ts, save seq)
+        # segment -> (position ts, seq, node, seq of the node's kill or None) of the last sync a DataNode began
+        self._syncing: dict[int, tuple[int, int, str, int | None]] = {}
         self._cp: dict[str, tuple[int, int]] = {}  # vchannel -> (stored checkpoint ts, seq)
         self._acked: dict[object, int] = {}  # pk -> client ack seq
         self._deleted: dict[object, int] = {}
@@ -141,7 +150,8 @@ class FlushChecker(StreamingChecker):
         self._timeout_ms = _DN.update_channel_checkpoint_rpc_timeout_ns / 1e6
         self._timetick: TimeTickParams | None = None  # the run's parameters (configure); None: Milvus's defaults
         self._datanode: DataNodeParams | None = None
-        self._down: set[str] = set()  # nodes killed or paused and not back
+        # nodes killed, paused or stopped and not back -> (fault kind, when, its seq)
+        self._down: dict[str, tuple[str, float, int]] = {}
         self._fault_ms = 0.0  # when the last fault happened or healed
         # (client, flushTs) -> [call seq, call ms, segments, last stored sync ms of one of them]
         self._open_flushes: dict[tuple[str, int], list] = {}
@@ -149,6 +159,7 @@ class FlushChecker(StreamingChecker):
         self._cp_moved: dict[str, float] = {}  # vchannel -> when DataCoord's checkpoint last moved (ms)
         self._cp_stuck: set[str] = set()  # vchannels already reported by checkpoint-advances
         self._handed: dict[str, tuple[int, int]] = {}  # vchannel -> (checkpoint the ttNode handed over, seq)
+        self._last_sync: dict[str, tuple[int, int]] = {}  # vchannel -> (segment, seq) of the last sync DataCoord stored
 
     def configure(self, config) -> None:
         """Take the terms of ``flush-completes``' and ``checkpoint-advances``' bounds from the run's ``config``
@@ -169,6 +180,11 @@ class FlushChecker(StreamingChecker):
         if msg_type == "Insert" and seg is not None:
             heapq.heappush(self._pending.setdefault(seg, []), (end_ts, seq, count))
             self._segments_of.setdefault(vch, set()).add(seg)
+
+    @on("datanode.sync", columns=("node", "segment", "ts"), ints=("segment", "ts"))
+    def _sync_started(self, seq: int, node, seg, ts) -> None:
+        if seg is not None and ts is not None:
+            self._syncing[seg] = (ts, seq, str(node), None)
 
     @on("client.insert", columns=("error", "detail"), objects=("detail",))
     def _insert_acked(self, seq: int, error, detail: dict) -> None:
@@ -229,6 +245,10 @@ class FlushChecker(StreamingChecker):
         self._clock(row)
         for key in [k for k in self._retry_due if k[0] == row["node"]]:
             del self._retry_due[key]
+        if row["kind"] == "fault.kill":  # its syncs not stored by now die with it
+            for seg, (ts, seq, node, _) in list(self._syncing.items()):
+                if node == row["node"] and self._durable_ts.get(seg, (-1,))[0] < ts:
+                    self._syncing[seg] = (ts, seq, node, int(row["seq"]))
 
     @on("storage.audit")
     def _audited_segment(self, row: dict) -> None:
@@ -246,6 +266,8 @@ class FlushChecker(StreamingChecker):
         end = float(row["t_ms"])
         self.tried["checkpoint-advances"] += sum(end > max(moved, self._fault_ms) + cp_bound
                                                  for moved in self._cp_moved.values())
+        if self._down:
+            self._held_at_end(int(row["seq"]), end)
         # a retry sent just before the end may not have answered yet: allow it one RPC timeout
         self._expire_retries(end - self._rpc_timeout_ms)
         if self._audited:
@@ -253,6 +275,8 @@ class FlushChecker(StreamingChecker):
 
     def _saved(self, row: dict) -> None:
         seg, ts, seq = int(row["segment"]), int(row["ts"]), int(row["seq"])
+        if row.get("vchannel") is not None:
+            self._last_sync[row["vchannel"]] = (seg, seq)
         if detail_dict(row["detail"]).get("flushed"):
             self._flushed_segments.add(seg)
         for flush in self._open_flushes.values():
@@ -290,11 +314,12 @@ class FlushChecker(StreamingChecker):
             since = (f"the last sync DataCoord stored for segment {seg} covered rows up to "
                      f"{ts_text(durable[0])} (event {_n(durable[1])})" if durable is not None
                      else f"no sync of segment {seg} had been stored yet")
-            self._add("checkpoint-safe", (produce_seq, seq),
+            where, cited = self._in_flight(seg, row_ts)
+            self._add("checkpoint-safe", (produce_seq, *cited, seq),
                       f"Let event {_n(produce_seq)} be the insert of {count} row(s) at {ts_text(row_ts)} into segment "
                       f"{seg} on {vch}, and event {_n(seq)} DataCoord storing {vch}'s checkpoint at {ts_text(ts)}. "
-                      f"Then a DataNode restarting now would seek past that insert and lose it, because {since}: the "
-                      f"checkpoint passed data that was still only in memory.")
+                      f"Then a DataNode restarting now would seek past that insert and lose it, because {since}"
+                      f"{where}.")
 
     def _expire_retries(self, now: float, node: str | None = None) -> None:
         """Report failed updates not sent again by their deadline, as of an RPC sent at ``now`` (``node``: its own)."""
@@ -336,6 +361,19 @@ class FlushChecker(StreamingChecker):
                     worst = (seg, heap[0])
         return worst
 
+    def _in_flight(self, seg: int, row_ts: int) -> tuple[str, tuple[int, ...]]:
+        """Where a row the checkpoint passed was, in words, and the events that show it: in a sync the DataNode had
+        started (the checkpoint did not wait for it, or the node was killed first) or in no sync yet (only in the
+        DataNode's memory)."""
+        sync = self._syncing.get(seg)
+        if sync is not None and sync[0] >= row_ts and sync[3] is not None:
+            return (f": a sync of segment {seg} holding it had started (event {_n(sync[1])}) but {sync[2]} was killed "
+                    f"(event {_n(sync[3])}) before DataCoord stored it", (sync[1], sync[3]))
+        if sync is not None and sync[0] >= row_ts:
+            return (f": a sync of segment {seg} holding it had started (event {_n(sync[1])}) but was not stored, and "
+                    f"the checkpoint did not wait for it", (sync[1],))
+        return ": no sync holding it had started, so it was only in the DataNode's memory", ()
+
     def _why_pending(self, seg: int) -> str:
         durable = self._durable_ts.get(seg)
         return (f"the last sync of segment {seg} DataCoord had stored covered rows up to {ts_text(durable[0])} (event "
@@ -351,12 +389,13 @@ class FlushChecker(StreamingChecker):
             return
         seg, (row_ts, produce_seq, count) = worst
         where = "equal to flushTs" if cp_ts == flush_ts else "past flushTs"
-        self._add("flush-durable", (produce_seq, seq),
+        held, cited = self._in_flight(seg, row_ts)
+        self._add("flush-durable", (produce_seq, *cited, seq),
                   f"Let event {_n(produce_seq)} be the insert of {count} row(s) at {ts_text(row_ts)} into segment "
                   f"{seg}, and event {_n(seq)} {row['node']} declaring the flush of {row['vchannel']} at flushTs "
                   f"{ts_text(flush_ts)} done (it cleared flushTs on a stored checkpoint at {ts_text(cp_ts)}, {where}). "
                   f"Then the flush was declared done while that insert, older than flushTs, was in no binlog, because "
-                  f"{self._why_pending(seg)}: the stored checkpoint had passed a sync still in flight.")
+                  f"{self._why_pending(seg)}{held}.")
 
     def _client_flush(self, row: dict) -> None:
         """The client's flush: opened when flushTs is known, closed when GetFlushState says flushed (then every
@@ -388,11 +427,11 @@ class FlushChecker(StreamingChecker):
             self._tick_ms = float(detail.get("tick_ms", self._tick_ms))
             self._timeout_ms = float(detail.get("timeout_ms", self._timeout_ms))
         if kind in ("fault.kill", "fault.pause", "datanode.stop"):
-            self._down.add(str(row["node"]))
+            self._down[str(row["node"])] = (kind, now, int(row["seq"]))
         elif kind in ("fault.restart", "fault.resume"):
-            self._down.discard(str(row["node"]))
+            self._down.pop(str(row["node"]), None)
         elif kind == "datacoord.reassign":
-            self._down.discard(str(detail_dict(row["detail"]).get("from")))
+            self._down.pop(str(detail_dict(row["detail"]).get("from")), None)
         elif kind == "fault.stall":
             now += float(detail_dict(row["detail"]).get("duration_ms", 0.0))
         elif kind != "datanode.watch" and row.get("error") is None:
@@ -422,12 +461,55 @@ class FlushChecker(StreamingChecker):
                           f"timeout + 2 time ticks), with no fault since {start / 1000:.1f} s, because "
                           f"{self._handed_text(vch)}.")
 
+    def _held_at_end(self, end_seq: int, end: float) -> None:
+        """The run ended while a DataNode was down: each flush or checkpoint past its bound then is a stall the fault
+        explains (the bounds are not counted while a node is down), not a pass."""
+        node, (kind, down_ms, down_seq) = min(self._down.items(), key=lambda item: item[1][1])
+        how = {"fault.kill": "was killed", "fault.pause": "was paused (a GC or VM pause)",
+               "datanode.stop": "was stopped"}[kind]
+        down = (f"{node} {how} at event {_n(down_seq)} ({down_ms / 1000:.3f} s) and was still down when the run ended "
+                f"({end / 1000:.3f} s)")
+        if node.startswith("datanode"):
+            down += ", with no other DataNode given its channels"
+        bound = flush_bound_ms(self._tick_ms, self._timeout_ms, self._timetick, self._datanode)
+        for (client, flush_ts), (call_seq, call_ms, _, last_save) in self._open_flushes.items():
+            start = max(call_ms, last_save, self._fault_ms)
+            if end > start + bound and len(self.stalls) < self.limit:
+                self.stalls.append({
+                    "what": "flush", "from_ms": call_ms, "to_ms": None, "held_by": node, "cause_seq": down_seq,
+                    "seqs": [call_seq, down_seq],
+                    "explanation": f"Let event {_n(call_seq)} be {client}'s flush at {call_ms / 1000:.1f} s, flushTs "
+                                   f"{ts_text(flush_ts)}, and event {_n(down_seq)} the fault on {node}. Then "
+                                   f"GetFlushState had not said flushed when the run ended, {(end - start) / 1000:.1f} "
+                                   f"s after {start / 1000:.1f} s (the later of the call, its last stored sync and the "
+                                   f"last fault), longer than its bound of {bound / 1000:.1f} s, because {down}: the "
+                                   f"flush waits for that node, so the bound is not counted while it is down."})
+        cp_bound = checkpoint_bound_ms(self._tick_ms, self._timeout_ms, self._timetick, self._datanode)
+        for vch, moved in self._cp_moved.items():
+            start = max(moved, self._fault_ms)
+            if vch not in self._cp_stuck and end > start + cp_bound and len(self.stalls) < self.limit:
+                cp_ts, cp_seq = self._cp[vch]
+                self.stalls.append({
+                    "what": "channel checkpoint", "from_ms": moved, "to_ms": None, "held_by": node,
+                    "cause_seq": down_seq, "seqs": [cp_seq, down_seq],
+                    "explanation": f"Let event {_n(cp_seq)} be DataCoord storing {vch}'s checkpoint at "
+                                   f"{ts_text(cp_ts)}, at {moved / 1000:.1f} s, and event {_n(down_seq)} the fault on "
+                                   f"{node}. Then it had not moved when the run ended, longer than its bound of "
+                                   f"{cp_bound / 1000:.1f} s after {start / 1000:.1f} s, because {down}."})
+
     def _handed_text(self, vch: str) -> str:
         handed = self._handed.get(vch)
         if handed is None:
             return "the DataNode handed no checkpoint of it to its updater"
-        return (f"the last checkpoint the DataNode handed to its updater (event {_n(handed[1])}) was still at "
-                f"{ts_text(handed[0])}: a buffer that starts there was never synced")
+        text = (f"the last checkpoint the DataNode handed to its updater (event {_n(handed[1])}) was still at "
+                f"{ts_text(handed[0])}")
+        synced = self._last_sync.get(vch)
+        if synced is not None and synced[1] > handed[1]:
+            # a sync stored since: the buffer may be gone, but the ttNode hands a checkpoint over only when a pack
+            # reaches it (ttNode.Operate), so the checkpoint waits for the channel's next pack
+            return (f"{text}, and none was handed over after DataCoord stored a sync of segment {synced[0]} on it "
+                    f"(event {_n(synced[1])}): the ttNode hands a checkpoint over only as a pack reaches it")
+        return f"{text}: a buffer that starts there was never synced"
 
     def _flush_stuck(self, key, call_seq: int, call_ms: float, segments, start: float, bound: float) -> None:
         client, flush_ts = key
@@ -459,11 +541,12 @@ class FlushChecker(StreamingChecker):
                           f"final binlogs do not hold it, because its row was never written to a binlog that DataCoord "
                           f"recorded: it was lost.")
             elif len(found) > 1:
-                where = ", ".join(f"segment {s}" for s, _ in found)
-                self._add("durable", (ack_seq,) + tuple(a for _, a in found),
+                per = Counter(s for s, _ in found)
+                where = ", ".join(f"{_times(n)} in segment {s}" for s, n in per.items())
+                self._add("durable", (ack_seq,) + tuple(dict.fromkeys(a for _, a in found)),
                           f"Let event {_n(ack_seq)} be the client's acknowledged insert of primary key {pk}. Then the "
                           f"final binlogs hold it {len(found)} times ({where}), because a replay after a restart "
-                          f"buffered rows that were already flushed.")
+                          f"buffered again rows that were already in a binlog.")
         for pk, ack_seq in sorted(self._deleted.items(), key=lambda kv: kv[1]):
             if pk not in self._audit_deleted:
                 self._add("durable", (ack_seq, end_seq),

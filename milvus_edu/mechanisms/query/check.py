@@ -160,6 +160,9 @@ class QueryChecker(StreamingChecker):
         self._behind: dict[str, deque] = {}  # vchannel -> (t_ms, tick ts, seq) written above its tsafe, oldest first
         self._answered: set[int] = set()  # requests the client got an answer (or error) for
         self._waits: dict[tuple[int, str], tuple[int, int]] = {}  # (request, vchannel) -> (wait seq, guarantee)
+        self._node_of: dict[str, str] = {}  # vchannel -> the QueryNode that watched it last
+        # faults injected on QueryNodes: [node, kind, t_ms, seq, end t_ms or None (not over by the run's end)]
+        self._faults: list[list] = []
 
     def configure(self, config) -> None:
         """Take the bound of ``tsafe-progress`` and ``read-answered`` (``PROGRESS_INTERVALS x
@@ -204,10 +207,56 @@ class QueryChecker(StreamingChecker):
     def _wait(self, seq: int, request, vch, guarantee) -> None:
         self._waits[(request, vch)] = (seq, guarantee)
 
-    @on("querynode.watch", columns=("channel", "vchannel", "ts", "detail"), objects=("detail",))
-    def _watch(self, seq: int, ch, vch, ts, detail) -> None:
+    @on("fault.pause", columns=("node", "t_ms", "detail"), objects=("detail",))
+    def _paused(self, seq: int, node, t_ms: float, detail) -> None:
+        self._fault(seq, "fault.pause", node, t_ms, detail)
+
+    @on("fault.stall", columns=("node", "t_ms", "detail"), objects=("detail",))
+    def _stalled(self, seq: int, node, t_ms: float, detail) -> None:
+        self._fault(seq, "fault.stall", node, t_ms, detail)
+
+    @on("fault.kill", columns=("node", "t_ms"))
+    def _killed(self, seq: int, node, t_ms: float) -> None:
+        self._fault(seq, "fault.kill", node, t_ms, None)
+
+    def _fault(self, seq: int, kind: str, node, t_ms: float, detail) -> None:
+        """A fault injected on a node: a QueryNode's stops its pipeline, which explains tsafe falling behind."""
+        if kind == "fault.kill":
+            end = None  # over when the node restarts
+        else:
+            end = t_ms + float((detail or {}).get("duration_ms") or 0.0)
+        self._faults.append([node, kind, t_ms, seq, end])
+
+    @on("fault.restart", columns=("node", "t_ms"))
+    def _restart(self, seq: int, node, t_ms: float) -> None:
+        for fault in self._faults:
+            if fault[0] == node and fault[1] == "fault.kill" and fault[4] is None:
+                fault[4] = t_ms
+
+    def _fault_text(self, vch: str | None, from_ms: float, to_ms: float) -> str | None:
+        """The fault injected on the QueryNode serving ``vch`` (None: on any QueryNode serving a vchannel) that
+        overlapped ``[from_ms, to_ms]``, in words."""
+        nodes = set(self._node_of.values()) if vch is None else {self._node_of.get(vch)}
+        for node, kind, t_ms, seq, end in self._faults:
+            if node not in nodes or t_ms > to_ms or (end is not None and end < from_ms):
+                continue
+            served = sorted(v for v, n in self._node_of.items() if n == node)
+            serves = f"which serves {vch}" if vch is not None else f"which serves {', '.join(served)}"
+            if kind == "fault.kill":
+                return (f"{node}, {serves}, was killed at event {_n(seq)} ({t_ms / 1000:.3f} s)"
+                        + (f" and not restarted until {end / 1000:.3f} s" if end is not None else
+                           " and was not restarted")
+                        + " (a fault the scenario or a fork injected)")
+            what = "paused (a GC or VM pause)" if kind == "fault.pause" else "stalled"
+            return (f"{node}, {serves}, was {what} from event {_n(seq)} ({t_ms / 1000:.3f} s) until "
+                    f"{end / 1000:.3f} s (a fault the scenario or a fork injected)")
+        return None
+
+    @on("querynode.watch", columns=("node", "channel", "vchannel", "ts", "detail"), objects=("detail",))
+    def _watch(self, seq: int, node, ch, vch, ts, detail) -> None:
         if ts is None or vch is None:
             return
+        self._node_of[vch] = node
         start_id = detail.get("start_msg_id") if isinstance(detail, dict) else None
         if start_id is not None and not self._served.get(ch):
             # the pchannel's first vchannel: a new dispatcher seeks to the position, and its seek ends at the first
@@ -284,8 +333,9 @@ class QueryChecker(StreamingChecker):
                 self._add("tsafe-progress", (late[2], seq),
                           f"Let event {_n(late[2])} be the time tick {ts_text(late[1])} written to "
                           f"{to_physical_channel(vch)} at {late[0] / 1000:.3f} s. Then {vch}'s tsafe reached it only at "
-                          f"event {_n(seq)}, {t_ms - late[0]:,.0f} ms later, longer than {self._bound()}, because the "
-                          f"QueryNode's pipeline did not apply the pack that tick closed in time.")
+                          f"event {_n(seq)}, {t_ms - late[0]:,.0f} ms later, longer than {self._bound()}, because "
+                          + (self._fault_text(vch, late[0], t_ms)
+                             or "the QueryNode's pipeline did not apply the pack that tick closed in time") + ".")
         if prev is not None:
             self.tried["tsafe-monotonic"] += 1
         if prev is not None and ts < prev[0]:
@@ -315,8 +365,9 @@ class QueryChecker(StreamingChecker):
                 self._add("tsafe-progress", (seq, end_seq),
                           f"Let event {_n(seq)} be the time tick {ts_text(ts)} written to {to_physical_channel(vch)} "
                           f"at {t_ms / 1000:.3f} s. Then {vch}'s tsafe had not reached it when the run ended "
-                          f"{end_ms - t_ms:,.0f} ms later ({now}), longer than {self._bound()}, because the "
-                          f"QueryNode's pipeline did not apply the pack that tick closed.")
+                          f"{end_ms - t_ms:,.0f} ms later ({now}), longer than {self._bound()}, because "
+                          + (self._fault_text(vch, t_ms, end_ms)
+                             or "the QueryNode's pipeline did not apply the pack that tick closed") + ".")
         waiting = {}
         for (request, vch), (wait_seq, guarantee) in self._waits.items():
             tsafe = self._tsafe.get(vch)
@@ -338,8 +389,9 @@ class QueryChecker(StreamingChecker):
                 because = "no proxy settled it: it never reached a proxy that could answer"
                 seqs = (start["seq"], end_seq)
             else:
+                fault = self._fault_text(None, proxy["t_ms"], end_ms)
                 because = (f"the proxy settled it at event {_n(proxy['seq'])}, but no shard answered it and none "
-                           f"waits for tsafe")
+                           f"waits for tsafe" + (f": {fault}" if fault else ""))
                 seqs = (start["seq"], proxy["seq"], end_seq)
             self._add("read-answered", seqs,
                       f"Let event {_n(start['seq'])} be {start['client']}'s {start['level'] or 'default-level'} read "
@@ -388,13 +440,17 @@ class QueryChecker(StreamingChecker):
         for pk in missing[:1]:
             ins = [w for w in writes if w[2] == pk and w[1] == "Insert" and w[0] <= r["ts"]]
             if ins:
+                older = [w for w in writes if w[2] == pk and w[1] == "Delete" and w[0] <= ins[-1][0]]
                 because.append(f"{pk} was inserted at {ts_text(ins[-1][0])} (event {_n(ins[-1][3])}) and no delete "
-                               f"at or below the read timestamp hides that row")
+                               f"at or below the read timestamp hides that row"
+                               + (f" (the delete of {pk} at {ts_text(older[-1][0])}, event {_n(older[-1][3])}, is "
+                                  f"older than that insert and hides only rows inserted before it)" if older else ""))
         for pk in extra[:1]:
             dels = [w for w in writes if w[2] == pk and w[1] == "Delete" and w[0] <= r["ts"]]
-            if dels:
-                because.append(f"{pk} was deleted at {ts_text(dels[0][0])} (event {_n(dels[0][3])}), at or below the "
-                               f"read timestamp, yet the read still returned it")
+            if dels:  # the latest such delete is the one that hides every row of pk inserted before the read
+                because.append(f"{pk} was deleted at {ts_text(dels[-1][0])} (event {_n(dels[-1][3])}), at or below "
+                               f"the read timestamp and after every insert of it the read could see, yet the read "
+                               f"still returned it")
             else:
                 because.append(f"{pk} is returned more than once, where the merge keeps one row per key")
         seqs = (r["seq"],) + tuple(w[3] for w in writes if w[2] in set(missing[:1] + extra[:1]))[:4]
@@ -442,6 +498,6 @@ class QueryChecker(StreamingChecker):
                 self._add(inv, (w["seq"], start["seq"], r["seq"]),
                           f"Let event {_n(w['seq'])} be {who} acknowledged {w['what']} of {_keys(w['pks'])} at "
                           f"{ts_text(w['ts'])}, and event {_n(start['seq'])} {r['client']}'s {level} read "
-                          f"#{r['request']}, sent after it. Then the read was answered at {ts_text(r['ts'])} "
-                          f"(event {_n(r['seq'])}), before the write, so it cannot reflect it, because {why}.")
+                          f"#{r['request']}, sent after it. Then the read was served at timestamp {ts_text(r['ts'])} "
+                          f"(event {_n(r['seq'])}), below the write's, so it cannot reflect it, because {why}.")
                 break

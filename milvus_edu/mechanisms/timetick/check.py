@@ -264,14 +264,18 @@ class TimeTickChecker(StreamingChecker):
                  f"{self.interval_ms:,.0f} ms)")
         ends = (start_seq,) + ((seq,) if seq is not None else ())
         if gap <= self.bound_ms:  # rounds went out on time; a session's minimum held the value
-            held = _ranked(self._held_value.get(ch, {}))
+            counts = self._held_value.get(ch, {})
+            held = _ranked(counts)
             who = held[0] if held else None
-            because = (f"every round's minimum on {ch} came from {who}'s report (first at event "
-                       f"{self._held_value[ch][who][0] + 1:,}): Milvus waits for the oldest DML task that session "
-                       f"has not finished" if who else "the sessions' minimum on it did not move")
+            rounds = ("every round's minimum" if len(held) == 1 else
+                      f"{counts[who][1]} of the {sum(c[1] for c in counts.values())} rounds' minimum" if who else "")
+            because = (f"{rounds} on {ch} came from {who}'s report (the first such round is the tick of event "
+                       f"{counts[who][0] + 1:,}): Milvus waits for the oldest DML task that session has not finished"
+                       if who else "the sessions' minimum on it did not move")
             self._stall(ch, start, t_ms if seq is not None else None, who, None, ends,
                         f"Let {first}. Then its time tick stood still for {waited:,.0f} ms {until}, longer than "
-                        f"{bound}, although rootcoord wrote a tick at least every {gap:,.0f} ms, because {because}.")
+                        f"{bound}, although rootcoord wrote a tick at least once every {gap:,.0f} ms, because "
+                        f"{because}.")
             return
         held = _ranked(self._held_round.get(ch, {}))
         for name in held:

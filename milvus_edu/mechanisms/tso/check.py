@@ -19,6 +19,7 @@ import pandas as pd
 from ...check.violation import StreamingChecker, Violation
 from ...events.dispatch import on
 from ...narrate import ts_text, wall_text
+from ...tsoutil import physical_time
 
 
 INVARIANTS = ("global-monotonic", "client-monotonic", "window")
@@ -41,8 +42,25 @@ class TSOChecker(StreamingChecker):
 
     def __init__(self, limit: int = 20):
         super().__init__(limit)
-        self._high: tuple[int, int, str] | None = None  # (last ts handed out, its seq, node)
+        # (last ts handed out, its seq, node, (active, its seq) when that node was not the active, else None)
+        self._high: tuple[int, int, str, tuple[str, int] | None] | None = None
         self._client_last: dict[str, tuple[int, int]] = {}
+        self._active: tuple[str, int] | None = None  # the node that last became the active rootcoord, its seq
+        # node -> (start physical ms, seq, the saved window end it found (ms, None: none), whether it loaded it)
+        self._init: dict[str, tuple[int, int, int | None, bool]] = {}
+
+    @on("session.active", columns=("node", "detail"), objects=("detail",))
+    def _became_active(self, seq: int, node: str, detail) -> None:
+        # only rootcoord's election decides who hands out timestamps (another role's active session does not)
+        if str((detail or {}).get("key", "")).endswith("/rootcoord"):
+            self._active = (node, seq)
+
+    @on("tso.init", columns=("node", "physical_ms", "detail"), ints=("physical_ms",), objects=("detail",))
+    def _started(self, seq: int, node: str, physical, detail) -> None:
+        detail = detail or {}
+        loaded = "ignored_window_end_ms" not in detail
+        end = detail.get("loaded_window_end_ms" if loaded else "ignored_window_end_ms")
+        self._init[node] = (physical, seq, None if end is None else int(end), loaded)
 
     @on("rootcoord.alloc_timestamp", columns=("node", "ts", "error", "count"), ints=("ts", "count"))
     def _alloc(self, seq: int, node: str, ts, error, count) -> None:
@@ -73,16 +91,38 @@ class TSOChecker(StreamingChecker):
         """A batch of ``count`` timestamps from ``ts`` handed out by rootcoord."""
         last = ts + count - 1
         high = self._high
+        deposed = self._active if self._active is not None and self._active[0] != node else None
         if high is not None:
             self.tried["global-monotonic"] += 1
         if high is not None and ts <= high[0]:
             self._add("global-monotonic", (high[1], seq),
                       f"Let event {high[1] + 1:,} be {high[2]} handing out up to {ts_text(high[0])}, and event "
                       f"{seq + 1:,} be {node} handing out from {ts_text(ts)} later. Then a later timestamp is not "
-                      f"greater than an earlier one, because {node}'s window did not start past everything "
-                      f"already handed out.")
+                      f"greater than an earlier one, because {self._why_back(node, high, deposed)}.")
         if high is None or last > high[0]:
-            self._high = (last, seq, node)
+            self._high = (last, seq, node, deposed)
+
+    def _why_back(self, node: str, high, deposed) -> str:
+        """Why ``node``'s batch is not above ``high``: a rootcoord that was no longer the active one handed out
+        one of the two (Milvus's AllocTimestamp checks no lease), or ``node`` started below a saved window it
+        did not load, or started past the saved window end that the earlier one had handed out past (it had not
+        re-saved its window), or (what the log cannot tell apart further) its window started too low."""
+        stale, stale_node = (deposed, node) if deposed is not None else (high[3], high[2])
+        if stale is not None:
+            return (f"{stale_node} was no longer the active rootcoord ({stale[0]} had become active at event "
+                    f"{stale[1] + 1:,}) yet still handed out timestamps from the window it held: AllocTimestamp "
+                    f"checks no lease and saveTimestamp no fencing, so two rootcoords served the same range")
+        init = self._init.get(node)
+        if init is not None and init[2] is not None and init[3] and physical_time(high[0]) >= init[2]:
+            return (f"{high[2]} had handed out timestamps up to physical {wall_text(physical_time(high[0]))}, at or "
+                    f"past the last window end saved in the KV ({wall_text(init[2])}): it had not re-saved its "
+                    f"window; {node} loaded that end and started past it, at {wall_text(init[0])} (event "
+                    f"{init[1] + 1:,}), as Milvus does")
+        if init is not None and init[2] is not None and not init[3] and init[0] <= init[2]:
+            return (f"{node} started its window at physical {wall_text(init[0])} (event {init[1] + 1:,}) without "
+                    f"loading the saved window end {wall_text(init[2])}, which was above it and bounds everything "
+                    f"handed out before")
+        return f"{node}'s window did not start past everything already handed out"
 
     def _client_back(self, seq: int, node: str, ts: int, prev: tuple[int, int], peer) -> None:
         self._add("client-monotonic", (prev[1], seq),
