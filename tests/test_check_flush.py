@@ -61,7 +61,7 @@ def test_checkpoint_reaching_an_unflushed_row_is_a_violation():
     assert [v.invariant for v in violations] == ["checkpoint-safe"]
     assert violations[0].seqs == (produced["seq"], stored["seq"])
     text = violations[0].explanation
-    assert text.startswith("Let event 1 be the insert of 3 row(s)") and "Then" in text and "because" in text
+    assert text.startswith("Let event 1 be the insert of 3 rows") and "Then" in text and "because" in text
     assert "no sync of segment 7 had been stored yet" in text
 
 
@@ -109,7 +109,7 @@ def test_a_flush_declared_done_by_the_datanode_must_hold_its_rows():
     assert [v.invariant for v in violations] == ["flush-durable"]
     assert violations[0].seqs == (produced["seq"], cleared["seq"])
     text = violations[0].explanation
-    assert text.startswith("Let event 1 be the insert of 2 row(s)") and " Then " in text and "because" in text
+    assert text.startswith("Let event 1 be the insert of 2 rows") and " Then " in text and "because" in text
     assert "equal to flushTs" in text and "no sync of segment 7 had been stored yet" in text
 
 
@@ -150,7 +150,7 @@ def test_a_flush_must_complete_within_its_bound():
     assert done.invariants() == [] and short.invariants() == []
     assert stuck.invariants() == ["flush-completes"]
     text = stuck.checker.result()[0].explanation
-    assert "stuck at" in text and "segment(s) 7 never reached Flushing" in text and "never synced" in text
+    assert "stuck at" in text and "segment 7 never reached Flushing" in text and "never synced" in text
     # the deadline first, then what it adds up from: the flush began at 0.0 s here, and the bound is 31.4 s
     assert "had still not said flushed at 31.4 s, the latest a flush may end: 0.0 s (the later of" in text
     assert "+ 31.4 s (2 time ticks" in text

@@ -209,7 +209,7 @@ def test_bad_files_in_a_sweep_folder_are_set_aside_by_file_and_never_touched(tmp
     assert {(a.path, a.kind) for a in aside} == {(truncated, "truncated"), (summary.parent, "version"),
                                                  (runs / "foreign.parquet", "stray")}
     lines = report_set_aside(tmp_path, aside)
-    assert lines[0].startswith("set aside 3 file(s)") and "1 truncated or not Parquet" in lines[0]
+    assert lines[0].startswith("set aside 3 files") and "1 truncated or not Parquet" in lines[0]
     assert all(any(str(a.path) in line for line in lines[1:]) for a in aside)
     assert {p: p.read_bytes() for p in runs.rglob("*") if p.is_file()} == before
 

@@ -143,7 +143,7 @@ def test_loading_sets_bad_files_aside_reports_them_and_leaves_them_in_place(smal
     loaded = load_sweep(out, spark=spark)
     printed = capsys.readouterr().out
     assert {a.kind for a in loaded.set_aside} == {"truncated", "version", "foreign"}
-    assert "set aside 3 file(s)" in printed and all(str(a.path) in printed for a in loaded.set_aside)
+    assert "set aside 3 files" in printed and all(str(a.path) in printed for a in loaded.set_aside)
     gone = {s["run_id"] for s in specs[:3]}
     assert {r.run_id for r in loaded.runs.collect()} == {s["run_id"] for s in specs} - gone
     assert {r.run_id for r in loaded.events.select("run_id").distinct().collect()}.isdisjoint(gone)

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from ..narrate import plural
+
 _FLOAT_EXACT = 1 << 53  # floats hold every integer below this, and lose low bits above it
 #: No answer of any lab, nor any typical mistake (``physical << 60`` is about 2e30), is near this; an int at least
 #: this far from 0 is refused before it is judged, as its digits would not fit in a message (Python will not even
@@ -139,7 +141,7 @@ def judge_integer(answer, what: str, judge: Callable[[int], Feedback], *, timest
         return wrong(f"`{shown(answer)}` is a float; expected an int. The value is not right either: "
                      f"{verdict.message}")
     if isinstance(answer, (pd.Series, pd.DataFrame)):
-        return wrong(f"That is a pandas {type(answer).__name__} ({len(answer)} row(s)), not one value. Pick one "
+        return wrong(f"That is a pandas {type(answer).__name__} ({plural(len(answer), 'row')}), not one value. Pick one "
                       f"value with `.iloc[0]` and wrap it in `int(...)`.")
     return wrong(f"Got a value of type {type(answer).__name__}; expected {what}.")
 

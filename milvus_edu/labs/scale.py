@@ -12,6 +12,7 @@ import numbers
 
 import pandas as pd
 
+from ..narrate import plural
 from .feedback import Feedback, is_time, judge_integer, name_answer, pending, right, shown, wrong
 
 DRIVERS = ("interval", "proxies")
@@ -76,7 +77,7 @@ def check_seeds_to_catch(answer, table: pd.DataFrame, inserts_per_s: float, targ
         if n < need:
             got = rows.loc[rows["seeds"] == n, "rate"]
             shown = f"{float(got.iloc[0]):.0%}" if len(got) else "not in the table"
-            return wrong(f"With {n} seed(s) the rate is {shown}, below {target:.0%}. Look further down the `rate` column.")
+            return wrong(f"With {plural(n, 'seed')} the rate is {shown}, below {target:.0%}. Look further down the `rate` column.")
         return wrong(f"{n} seeds are enough, but fewer are too: find the smallest `seeds` whose `rate` is at least "
                      f"{target}.")
 

@@ -27,7 +27,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..client.workload import KIND_OF_OP, READ_OPS, SEED_STEPS, parse_steps
-from ..narrate import detail_dict
+from ..narrate import detail_dict, plural
 from ..sim.run import RunFolderError, require_folder_name
 from .server import RealMilvus, RealMilvusError
 from .workload import run_workload
@@ -286,9 +286,9 @@ def report(result: Comparison) -> list[str]:
     if not s:
         return lines
     if bad.empty:
-        lines.append(f"Strong agrees: all {strong} Strong read(s) returned the same rows on both.")
+        lines.append(f"Strong agrees: {'the' if strong == 1 else 'all'} {plural(strong, 'Strong read')} returned the same rows on both.")
     else:
-        lines.append(f"FAILED: {len(bad)} of {strong} Strong read(s) differ:")
+        lines.append(f"FAILED: {len(bad)} of {plural(strong, 'Strong read')} {'differs' if len(bad) == 1 else 'differ'}:")
         for r in bad.itertuples(index=False):
             lines += textwrap.wrap(f"step {r.step} ({r.client} {r.op} {r.label}): model {r.model}, real {r.real}",
                                    REPORT_WIDTH, initial_indent="  ", subsequent_indent="    ")

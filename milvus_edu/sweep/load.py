@@ -20,6 +20,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from ..events.io import RUN_FILES
+from ..narrate import plural
 from .grid import GRID_KEYS, dimensions, run_specs
 
 #: The completion marker a sweep writes last in each run's folder (its record: status, events, verdicts).
@@ -146,7 +147,7 @@ def report_set_aside(out: Path, aside: list[SetAside]) -> list[str]:
         return []
     counts = Counter(a.kind for a in aside)
     head = ", ".join(f"{counts[k]} {words}" for k, words in KINDS.items() if counts[k])
-    lines = [f"set aside {len(aside)} file(s) of {out} (nothing moved or deleted): {head}"]
+    lines = [f"set aside {plural(len(aside), 'file')} of {out} (nothing moved or deleted): {head}"]
     for a in aside:
         rows = f", {a.rows:,} rows" if a.rows is not None else ""
         lines.append(f"  {a.path}: {a.reason}{rows}")

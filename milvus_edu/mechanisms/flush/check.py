@@ -67,7 +67,7 @@ from collections import Counter
 from ...check.violation import StreamingChecker
 from ...config import DataNodeParams, TimeTickParams
 from ...events.dispatch import on
-from ...narrate import detail_dict, ts_text
+from ...narrate import detail_dict, plural, ts_text
 
 INVARIANTS = ("checkpoint-safe", "checkpoint-monotonic", "flush-durable", "checkpoint-retried", "durable",
               "flush-completes", "checkpoint-advances")
@@ -316,7 +316,7 @@ class FlushChecker(StreamingChecker):
                      else f"no sync of segment {seg} had been stored yet")
             where, cited = self._in_flight(seg, row_ts)
             self._add("checkpoint-safe", (produce_seq, *cited, seq),
-                      f"Let event {_n(produce_seq)} be the insert of {count} row(s) at {ts_text(row_ts)} into segment "
+                      f"Let event {_n(produce_seq)} be the insert of {plural(count, 'row')} at {ts_text(row_ts)} into segment "
                       f"{seg} on {vch}, and event {_n(seq)} DataCoord storing {vch}'s checkpoint at {ts_text(ts)}. "
                       f"Then a DataNode restarting now would seek past that insert and lose it, because {since}"
                       f"{where}.")
@@ -391,7 +391,7 @@ class FlushChecker(StreamingChecker):
         where = "equal to flushTs" if cp_ts == flush_ts else "past flushTs"
         held, cited = self._in_flight(seg, row_ts)
         self._add("flush-durable", (produce_seq, *cited, seq),
-                  f"Let event {_n(produce_seq)} be the insert of {count} row(s) at {ts_text(row_ts)} into segment "
+                  f"Let event {_n(produce_seq)} be the insert of {plural(count, 'row')} at {ts_text(row_ts)} into segment "
                   f"{seg}, and event {_n(seq)} {row['node']} declaring the flush of {row['vchannel']} at flushTs "
                   f"{ts_text(flush_ts)} done (it cleared flushTs on a stored checkpoint at {ts_text(cp_ts)}, {where}). "
                   f"Then the flush was declared done while that insert, older than flushTs, was in no binlog, because "
@@ -414,7 +414,7 @@ class FlushChecker(StreamingChecker):
             return
         seg, (row_ts, produce_seq, count) = worst
         self._add("flush-durable", (produce_seq, seq),
-                  f"Let event {_n(produce_seq)} be the insert of {count} row(s) at {ts_text(row_ts)} into segment "
+                  f"Let event {_n(produce_seq)} be the insert of {plural(count, 'row')} at {ts_text(row_ts)} into segment "
                   f"{seg}, and event {_n(seq)} GetFlushState telling {key[0]} that its flush at flushTs "
                   f"{ts_text(key[1])} is done. Then the client was told its rows were flushed while that insert, older "
                   f"than flushTs, was in no binlog, because {self._why_pending(seg)}.")
@@ -521,7 +521,7 @@ class FlushChecker(StreamingChecker):
                                f"below flushTs, and {self._handed_text(vch)}")
         waiting = sorted(set(segments) - self._flushed_segments)
         if waiting:
-            reasons.append(f"segment(s) {', '.join(map(str, waiting))} never reached Flushing")
+            reasons.append(f"{'segment' if len(waiting) == 1 else 'segments'} {', '.join(map(str, waiting))} never reached Flushing")
         because = "; ".join(reasons) if reasons else "GetFlushState kept failing"
         self._add("flush-completes", (call_seq,),
                   f"Let event {_n(call_seq)} be {client}'s flush at {call_ms / 1000:.1f} s, flushTs "

@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from .check import INVARIANTS as INVARIANT_NAMES
-from ...narrate import detail_dict
+from ...narrate import detail_dict, plural
 from ...labs.feedback import Feedback, judge_integer, name_answer, right, shown, wrong
 PK_FIELD = 100
 
@@ -36,7 +36,7 @@ def check_segment_rows(answer, run_dir, segment: int) -> Feedback:
         every_field = sum(len(pd.read_parquet(f)) for f in insert_log.glob(f"*/*/{segment}/*/*"))
         every_segment = sum(len(pd.read_parquet(f)) for f in insert_log.glob(f"*/*/*/{PK_FIELD}/*"))
         if value == want:
-            return right(f"Right: {len(files)} binlog file(s) of field {PK_FIELD}, {want:,} rows. Each sync of the "
+            return right(f"Right: {plural(len(files), 'binlog file')} of field {PK_FIELD}, {want:,} rows. Each sync of the "
                          f"segment wrote one more file; together they are the segment.")
         if sizes and value in sizes and len(sizes) > 1:
             return wrong(f"That is one file. The segment was synced {len(sizes)} times, and each sync wrote its own "

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ...narrate import detail_dict, ts_text
+from ...narrate import detail_dict, plural, ts_text
 from .levels import LEVELS, _History, plot_side_by_side, reads, rows_at, side_by_side
 from ...client.workload import KIND_OF_OP, SEED_STEPS
 
@@ -124,7 +124,7 @@ def _why(events, h: _History, frames: dict) -> list[str]:
 def outro(summary: dict) -> list[str]:
     """Where the rows went."""
     q = summary.get("query", {})
-    return [f"after the flush, {q.get('sealed_segments_loaded', 0)} sealed segment(s) were loaded from the Parquet "
+    return [f"after the flush, {plural(q.get('sealed_segments_loaded', 0), 'sealed segment')} {'was' if q.get('sealed_segments_loaded', 0) == 1 else 'were'} loaded from the Parquet "
             f"binlogs in the run folder (objects/a-bucket/files/insert_log/...), and the last search read from them."]
 
 

@@ -13,7 +13,7 @@ import numbers
 
 import pandas as pd
 
-from ...narrate import detail_dict, ts_text
+from ...narrate import detail_dict, plural, ts_text
 from ...labs.feedback import (TOO_LARGE, Feedback, is_time, judge_integer, name_answer, not_hybrid, pending,
                                right, shown, wrong)
 
@@ -78,7 +78,7 @@ def _int_list(answer) -> tuple[list[int] | None, Feedback | None]:
         return None, wrong(f"Got a value of type {type(answer).__name__}; expected a list of request numbers (ints), "
                            "e.g. [1, 4].")
     if isinstance(answer, pd.DataFrame):
-        return None, wrong(f"That is a pandas DataFrame ({len(answer)} row(s)); take its `request` column, e.g. "
+        return None, wrong(f"That is a pandas DataFrame ({plural(len(answer), 'row')}); take its `request` column, e.g. "
                            "`sorted(int(r) for r in frame.request)`.")
     try:
         items = list(answer)
@@ -109,7 +109,7 @@ def check_empty_reads(answer, events: pd.DataFrame) -> Feedback:
     levels = sorted({by_request[q]["level"] for q in want})
     if set(got) == want:
         behind = [int(r["ts"]) for q, r in by_request.items() if q in want]
-        return right(f"Right: {len(want)} read(s), all at {' and '.join(levels)}: {', '.join(map(str, sorted(want)))}. "
+        return right(f"Right: {plural(len(want), 'read')}, all at {' and '.join(levels)}: {', '.join(map(str, sorted(want)))}. "
                      "A Bounded read's guarantee is the proxy's clock minus 5 s, always already below tsafe, so it "
                      "never waits: it reads at the tsafe it finds, the last time tick, which is older than the insert "
                      "acknowledged a few milliseconds before. Session and Strong wait for a tick past the write."
@@ -130,7 +130,7 @@ def check_empty_reads(answer, events: pd.DataFrame) -> Feedback:
         return wrong(f"Read #{extra[0]} ({r['level']}{_label(r)}) returned {_keys(detail_dict(r['detail']).get('pks'))}"
                      ": it is not empty. Look at each read's `count` (or its rows), not at its level alone.")
     missing = sorted(want - set(got))
-    return wrong(f"You left out {len(missing)} empty read(s) (e.g. #{missing[0]}). Every read whose `count` is 0 "
+    return wrong(f"You left out {plural(len(missing), 'empty read')} (e.g. #{missing[0]}). Every read whose `count` is 0 "
                  f"counts; they are all at {' and '.join(levels)}.")
 
 
