@@ -18,7 +18,7 @@ from milvus_edu.mechanisms.flush import summary as flush_summary
 from milvus_edu.mechanisms.query import summary as query_summary
 from milvus_edu.mechanisms.timetick import summary as timetick_summary
 from milvus_edu.mechanisms.tso import summary as tso_summary
-from milvus_edu.narrate import describe, plural
+from milvus_edu.narrate import describe, plural, times
 
 T0 = 463267587948544000  # a hybrid timestamp near the model's time zero
 
@@ -37,6 +37,12 @@ def test_plural_says_one_for_one_and_adds_an_s_otherwise(n):
     text = plural(n, "row")
     assert text == (f"{n:,} row" if n == 1 else f"{n:,} rows")
     assert plural(n, "entry", "entries").endswith("entry" if n == 1 else "entries")
+
+
+@given(st.integers(min_value=1, max_value=10**9))
+def test_times_says_once_twice_then_a_count(n):
+    """One helper for how often (the flush checker's duplicates and why --read's tsafe moves once said '2 times')."""
+    assert times(n) == {1: "once", 2: "twice"}.get(n, f"{n:,} times")
 
 
 def test_the_timetick_line_of_a_run_with_one_message_says_one_message():
