@@ -76,13 +76,13 @@ def test_the_flush_lines_count_ones_as_one_and_never_write_s_in_brackets():
     assert lines[0] == ("1 row and 1 delete acknowledged; 1 sync cut (1 row, 0 failed); 1 channel checkpoint stored "
                         "(0 ignored as not newer)")
     assert lines[1].startswith("the DataNode cleared flushTs 1 time, 1 of them on a stored checkpoint equal to")
-    assert lines[2] == ("the DataNode crashed 1 time and restarted 1 time; 1 replayed row was filtered as already "
+    assert lines[2] == ("the DataNode crashed once and restarted once; 1 replayed row was filtered as already "
                         "flushed")
     assert lines[3] == "final audit: 1 segment (1 Flushed) holds 1 row and 1 delete in its binlogs"
     many = flush_summary.report(_flush(datanode_crashes=2, channel_takeovers=2, audit_segments=8, syncs=16,
                                        synced_rows=27284, rows_filtered_on_replay=10918))
     assert "16 syncs cut (27,284 rows, 0 failed)" in many[0]
-    assert many[2] == ("the DataNode crashed 2 times and another DataNode took over its channels 2 times; 10,918 "
+    assert many[2] == ("the DataNode crashed twice and another DataNode took over its channels twice; 10,918 "
                        "replayed rows were filtered as already flushed")
     assert many[3].startswith("final audit: 8 segments (1 Flushed) hold ")
     assert not any("(s)" in line for line in lines + many)
