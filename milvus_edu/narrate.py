@@ -36,6 +36,15 @@ def plural(n, word: str, many: str | None = None) -> str:
     return f"{n:,} {word if n == 1 else (many or word + 's')}"
 
 
+def named(word: str, ids) -> str:
+    """A list of ids after its noun, as :func:`plural` counts it: ``segment 10000``, ``segments 10000, 10001``, or
+    ``no segment`` for none."""
+    ids = list(ids or [])
+    if not ids:
+        return f"no {word}"
+    return f"{word if len(ids) == 1 else word + 's'} {', '.join(str(i) for i in ids)}"
+
+
 def times(n) -> str:
     """How often, in words: ``once``, ``twice``, ``3 times`` (the count :func:`plural` gives a thing)."""
     n = int(n)

@@ -18,7 +18,7 @@ from milvus_edu.mechanisms.flush import summary as flush_summary
 from milvus_edu.mechanisms.query import summary as query_summary
 from milvus_edu.mechanisms.timetick import summary as timetick_summary
 from milvus_edu.mechanisms.tso import summary as tso_summary
-from milvus_edu.narrate import describe, plural, times
+from milvus_edu.narrate import describe, named, plural, times
 
 T0 = 463267587948544000  # a hybrid timestamp near the model's time zero
 
@@ -37,6 +37,12 @@ def test_plural_says_one_for_one_and_adds_an_s_otherwise(n):
     text = plural(n, "row")
     assert text == (f"{n:,} row" if n == 1 else f"{n:,} rows")
     assert plural(n, "entry", "entries").endswith("entry" if n == 1 else "entries")
+
+
+def test_named_lists_ids_after_their_noun_counted_as_plural_counts():
+    assert named("segment", [7]) == "segment 7"
+    assert named("segment", [7, 8]) == "segments 7, 8"
+    assert named("channel", None) == "no channel"
 
 
 @given(st.integers(min_value=1, max_value=10**9))

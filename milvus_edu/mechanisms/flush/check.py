@@ -67,7 +67,7 @@ from collections import Counter
 from ...check.violation import StreamingChecker
 from ...config import DataNodeParams, TimeTickParams
 from ...events.dispatch import on
-from ...narrate import detail_dict, plural, times, ts_text
+from ...narrate import detail_dict, named, plural, times, ts_text
 
 INVARIANTS = ("checkpoint-safe", "checkpoint-monotonic", "flush-durable", "checkpoint-retried", "durable",
               "flush-completes", "checkpoint-advances")
@@ -517,7 +517,7 @@ class FlushChecker(StreamingChecker):
                                f"below flushTs, and {self._handed_text(vch)}")
         waiting = sorted(set(segments) - self._flushed_segments)
         if waiting:
-            reasons.append(f"{'segment' if len(waiting) == 1 else 'segments'} {', '.join(map(str, waiting))} never reached Flushing")
+            reasons.append(f"{named('segment', waiting)} never reached Flushing")
         because = "; ".join(reasons) if reasons else "GetFlushState kept failing"
         self._add("flush-completes", (call_seq,),
                   f"Let event {_n(call_seq)} be {client}'s flush at {call_ms / 1000:.1f} s, flushTs "
