@@ -302,11 +302,13 @@ def test_a_lesson_fixed_after_failing_loads_on_the_next_call(tmp_path, monkeypat
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: mended-lesson\nVersion: 0.1\n", encoding="utf-8")
     (info / "entry_points.txt").write_text("[milvus_edu.mechanisms]\nmended = mended_lesson\n", encoding="utf-8")
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.delitem(sys.modules, "mended_lesson", raising=False)  # restored (absent) after the test
-    with pytest.warns(UserWarning, match="mended_lesson"):
-        assert load_installed_lessons() == []
-    module.write_text("FIXED = True\n", encoding="utf-8")  # registers nothing, so the session keeps its 4 lessons
-    importlib.invalidate_caches()
-    assert load_installed_lessons() == ["mended_lesson"]
-    assert load_installed_lessons() == []  # imported now: not again
+    try:
+        with pytest.warns(UserWarning, match="mended_lesson"):
+            assert load_installed_lessons() == []
+        module.write_text("FIXED = True\n", encoding="utf-8")  # registers nothing: the session keeps its 4 lessons
+        importlib.invalidate_caches()
+        assert load_installed_lessons() == ["mended_lesson"]
+        assert load_installed_lessons() == []  # imported now: not again
+    finally:
+        sys.modules.pop("mended_lesson", None)  # the module's folder goes with tmp_path
     assert [m.name for m in mechanisms()] == list(LESSON_ORDER)
