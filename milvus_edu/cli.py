@@ -32,7 +32,9 @@ class RunFailed(Exception):
 class _Parser(argparse.ArgumentParser):
     """argparse with one-line errors that name the command's own ``--help`` and the name a typo most likely meant."""
 
-    _given: list[str] = []
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._given: list[str] = []  # this parser's own: a class-level list would be shared by every parser
 
     def parse_known_args(self, args=None, namespace=None):
         # what this parser was given (a command's parser: the words after the command), for error()

@@ -36,6 +36,21 @@ def plural(n, word: str, many: str | None = None) -> str:
     return f"{n:,} {word if n == 1 else (many or word + 's')}"
 
 
+def named(word: str, ids) -> str:
+    """A list of ids after its noun, as :func:`plural` counts it: ``segment 10000``, ``segments 10000, 10001``, or
+    ``no segment`` for none."""
+    ids = list(ids or [])
+    if not ids:
+        return f"no {word}"
+    return f"{word if len(ids) == 1 else word + 's'} {', '.join(str(i) for i in ids)}"
+
+
+def times(n) -> str:
+    """How often, in words: ``once``, ``twice``, ``3 times`` (the count :func:`plural` gives a thing)."""
+    n = int(n)
+    return {1: "once", 2: "twice"}.get(n, f"{n:,} times")
+
+
 #: How far from the model's time zero a clock may read and still be written as time since it: 1,000 hours (about
 #: six weeks), longer than any run of the model. A real server's clock is today's, months or years away.
 RELATIVE_SPAN_MS = 1_000 * 3_600_000

@@ -228,3 +228,22 @@ def test_global_monotonic_reads_the_active_rootcoord_from_rootcoords_election_on
     (v,) = TSOChecker().check_frame(pd.DataFrame(rows))
     assert "no longer the active rootcoord" not in v.explanation
     assert "rootcoord-1's window did not start past everything already handed out" in v.explanation
+
+
+def test_bounded_staleness_says_nothing_of_a_clock_that_is_not_off():
+    """A read begun 1,005.6 ms into the run has begin timestamp 1,005 ms (a clock reads whole ms, rounded down);
+    rounding the true time up made it 'proxy-1's clock was 1 ms behind' (8 of insert-then-search's 24 Bounded and
+    Session reads begin at such times)."""
+    from milvus_edu.events import SIM_EPOCH_MS
+    from milvus_edu.mechanisms.query.check import _stale_text
+    from milvus_edu.tsoutil import compose_ts
+
+    read = {"seq": 40, "request": 3, "ts": compose_ts(SIM_EPOCH_MS + 1005 - 6_000, 0)}
+    for t_ms in (1005.0, 1005.6, 1005.999):
+        proxy = {"seq": 9, "node": "proxy-1", "t_ms": t_ms, "begin": compose_ts(SIM_EPOCH_MS + 1005, 1)}
+        text = _stale_text(proxy, read, 5_000)
+        assert "6,000 ms below that timestamp" in text and "clock was" not in text, (t_ms, text)
+    skewed = {"seq": 9, "node": "proxy-1", "t_ms": 1005.6, "begin": compose_ts(SIM_EPOCH_MS + 3005, 1)}
+    text = _stale_text(skewed, read, 5_000)
+    assert "8,000 ms below that timestamp" in text
+    assert "proxy-1's clock was 2,000 ms ahead: by the true time, the data it read was 6,000 ms old" in text

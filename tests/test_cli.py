@@ -346,6 +346,19 @@ def test_demo_with_force_refuses_to_write_its_pictures_over_a_users_file_and_rem
     assert digests(folder) == before
 
 
+def test_demo_refuses_a_dangling_link_of_a_pictures_name_and_writes_nothing_where_it_points(tmp_path, capsys):
+    # a link to a file not there yet "does not exist": the picture was written through it, outside the folder
+    folder = tmp_path / "d"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("mine")
+    (folder / "levels.png").symlink_to(tmp_path / "elsewhere.png")
+    code, out, err = run_main(capsys, "demo", "--out", str(folder), "--force")
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
+    assert f"{folder / 'levels.png'} was not written by a milvus-edu run" in err
+    assert not (tmp_path / "elsewhere.png").exists()
+    assert sorted(p.name for p in folder.iterdir()) == ["levels.png", "notes.txt"]
+
+
 @pytest.mark.slow
 def test_a_folder_reused_with_force_holds_only_the_last_runs_files(tmp_path, capsys):
     folder = tmp_path / "x"

@@ -13,6 +13,7 @@ and golden run logs are checked against a clean registry.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import re
@@ -288,4 +289,26 @@ def test_a_lesson_that_fails_to_load_is_named_and_left_out(tmp_path, monkeypatch
     with pytest.warns(UserWarning, match=r"lesson 'broken' \(module broken_lesson.*RuntimeError: no such component; "
                                          r"fix or uninstall it"):
         assert load_installed_lessons() == []
+    assert [m.name for m in mechanisms()] == list(LESSON_ORDER)
+
+
+def test_a_lesson_fixed_after_failing_loads_on_the_next_call(tmp_path, monkeypatch):
+    """The warning says 'fix or uninstall it': once fixed, the next call imports it (a failed import was once
+    remembered as done, and the fixed lesson was never loaded in that process)."""
+    module = tmp_path / "mended_lesson.py"
+    module.write_text("raise RuntimeError('not yet')\n", encoding="utf-8")
+    info = tmp_path / "mended_lesson-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: mended-lesson\nVersion: 0.1\n", encoding="utf-8")
+    (info / "entry_points.txt").write_text("[milvus_edu.mechanisms]\nmended = mended_lesson\n", encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        with pytest.warns(UserWarning, match="mended_lesson"):
+            assert load_installed_lessons() == []
+        module.write_text("FIXED = True\n", encoding="utf-8")  # registers nothing: the session keeps its 4 lessons
+        importlib.invalidate_caches()
+        assert load_installed_lessons() == ["mended_lesson"]
+        assert load_installed_lessons() == []  # imported now: not again
+    finally:
+        sys.modules.pop("mended_lesson", None)  # the module's folder goes with tmp_path
     assert [m.name for m in mechanisms()] == list(LESSON_ORDER)

@@ -18,7 +18,7 @@ from milvus_edu.mechanisms.flush import summary as flush_summary
 from milvus_edu.mechanisms.query import summary as query_summary
 from milvus_edu.mechanisms.timetick import summary as timetick_summary
 from milvus_edu.mechanisms.tso import summary as tso_summary
-from milvus_edu.narrate import describe, plural
+from milvus_edu.narrate import describe, named, plural, times
 
 T0 = 463267587948544000  # a hybrid timestamp near the model's time zero
 
@@ -37,6 +37,18 @@ def test_plural_says_one_for_one_and_adds_an_s_otherwise(n):
     text = plural(n, "row")
     assert text == (f"{n:,} row" if n == 1 else f"{n:,} rows")
     assert plural(n, "entry", "entries").endswith("entry" if n == 1 else "entries")
+
+
+def test_named_lists_ids_after_their_noun_counted_as_plural_counts():
+    assert named("segment", [7]) == "segment 7"
+    assert named("segment", [7, 8]) == "segments 7, 8"
+    assert named("channel", None) == "no channel"
+
+
+@given(st.integers(min_value=1, max_value=10**9))
+def test_times_says_once_twice_then_a_count(n):
+    """One helper for how often (the flush checker's duplicates and why --read's tsafe moves once said '2 times')."""
+    assert times(n) == {1: "once", 2: "twice"}.get(n, f"{n:,} times")
 
 
 def test_the_timetick_line_of_a_run_with_one_message_says_one_message():
@@ -70,13 +82,13 @@ def test_the_flush_lines_count_ones_as_one_and_never_write_s_in_brackets():
     assert lines[0] == ("1 row and 1 delete acknowledged; 1 sync cut (1 row, 0 failed); 1 channel checkpoint stored "
                         "(0 ignored as not newer)")
     assert lines[1].startswith("the DataNode cleared flushTs 1 time, 1 of them on a stored checkpoint equal to")
-    assert lines[2] == ("the DataNode crashed 1 time and restarted 1 time; 1 replayed row was filtered as already "
+    assert lines[2] == ("the DataNode crashed once and restarted once; 1 replayed row was filtered as already "
                         "flushed")
     assert lines[3] == "final audit: 1 segment (1 Flushed) holds 1 row and 1 delete in its binlogs"
     many = flush_summary.report(_flush(datanode_crashes=2, channel_takeovers=2, audit_segments=8, syncs=16,
                                        synced_rows=27284, rows_filtered_on_replay=10918))
     assert "16 syncs cut (27,284 rows, 0 failed)" in many[0]
-    assert many[2] == ("the DataNode crashed 2 times and another DataNode took over its channels 2 times; 10,918 "
+    assert many[2] == ("the DataNode crashed twice and another DataNode took over its channels twice; 10,918 "
                        "replayed rows were filtered as already flushed")
     assert many[3].startswith("final audit: 8 segments (1 Flushed) hold ")
     assert not any("(s)" in line for line in lines + many)

@@ -187,6 +187,19 @@ def test_a_character_added_or_lost_at_the_end_is_said_as_such(spec, char):
     assert "lost" in str(lost.value) and "added to it:" not in str(lost.value)
 
 
+@settings(max_examples=200, deadline=None)
+@given(spec=specs, where=st.integers(min_value=0), char=st.sampled_from(BASE64URL))
+def test_a_character_added_or_lost_anywhere_is_never_called_the_other(spec, where, char):
+    # one lost mid-token was called "characters were added to it", one added mid-token "lost from its end"
+    body = encode(spec)[len(PREFIX):]
+    i = where % len(body)
+    for damaged, edit in ((body[:i] + body[i + 1:], "lost"), (body[:i] + char + body[i:], "added")):
+        try:
+            decode(PREFIX + damaged)
+        except TokenError as exc:
+            assert edit in str(exc), (i, str(exc))
+
+
 def test_replay_of_a_token_with_a_character_added_says_so_and_where_a_whole_one_is(capsys, tmp_path):
     code, out, err = run_main(capsys, "replay", GOOD + "x", "--out", str(tmp_path / "r"))
     assert code == 2 and out == "" and len(err.strip().splitlines()) == 1

@@ -363,6 +363,15 @@ def test_the_datanode_ticks_a_flush_waits_through_came_every_half_second_before_
     assert next(s for s in mine if s[4])[1] == int(root["ts"]) >= mine[0][3]
 
 
+def test_the_flush_rule_gives_the_datanode_tick_as_a_default_not_as_this_runs_interval():
+    """The chain cannot read the run's parameters: with dataNode.timetick.interval at 1.5 s it said '500 ms'."""
+    events = milvus_edu.simulate("flush-manual", seed=1, duration_s=18,
+                                 params={"datanode.timetick_interval_ns": 1_500_000_000}).events
+    text = why(events, flush=1).root.text
+    assert "dataNode.timetick.interval, 500 ms by default" in text
+    assert "dataNode.timetick.interval, 500 ms)" not in text
+
+
 @pytest.fixture(scope="module")
 def lost_sync():
     """checkpoint-during-sync with the older checkpoint: the crash loses syncs the checkpoint already passed."""

@@ -30,7 +30,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..config import BugSwitches
-from ..narrate import plural
+from ..narrate import times
 from ..registry import Mechanism, get_mechanism, get_scenario, mechanisms
 from .feedback import Feedback, name_answer, pending, right, shown, wrong
 
@@ -215,7 +215,7 @@ def check_prediction(answer, switch: str) -> Feedback:
     if a in fired:
         others = [n for n in fired if n != a]
         more = f" It is not alone: {', '.join(f'{n} ({counts[n]:,})' for n in others)} failed too." if others else ""
-        return right(f"Right: {a} failed {plural(counts[a], 'time')} in {b.scenario}, seed {b.seed}.{more}")
+        return right(f"Right: {a} failed {times(counts[a])} in {b.scenario}, seed {b.seed}.{more}")
     if not fired:
         return wrong(f"{a} held, and so did every other checker: in {b.scenario} the switch breaks no promise "
                      "a checker holds Milvus to. Would a client see anything different?")

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import sys
 import warnings
 from collections.abc import Iterable
 from importlib.metadata import entry_points
@@ -25,8 +26,6 @@ from pathlib import Path
 LESSON_ORDER = ("tso", "timetick", "flush", "query")
 #: The entry-point group under which an installed package names the module that registers its lesson.
 ENTRY_POINT_GROUP = "milvus_edu.mechanisms"
-#: The modules named by entry points that were imported already (a second call imports only new ones).
-_IMPORTED: set[str] = set()
 
 
 def lesson_folders(paths: Iterable[str | Path]) -> list[str]:
@@ -39,14 +38,14 @@ def load_installed_lessons() -> list[str]:
     """Import every module named under :data:`ENTRY_POINT_GROUP` not imported yet; returns their names.
 
     A module that fails to import is reported as a warning naming it and left out, so that one broken lesson does
-    not stop the command line, the other lessons or the runs that do not use it.
+    not stop the command line, the other lessons or the runs that do not use it; a later call tries it again (Python
+    keeps no module that failed), so a lesson fixed as the warning asks loads without a restart.
     """
     loaded = []
     for ep in entry_points(group=ENTRY_POINT_GROUP):
         module = ep.value.partition(":")[0].strip()
-        if module in _IMPORTED:
+        if module in sys.modules:  # imported already, here or by its user: it registered its lesson then
             continue
-        _IMPORTED.add(module)
         try:
             importlib.import_module(module)
         except Exception as exc:  # a plug-in's own error: say whose it is and go on with the rest

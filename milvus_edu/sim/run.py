@@ -203,7 +203,8 @@ def prepare_out_dir(out_dir: str | os.PathLike, force: bool, products: Sequence[
                                  "another <out>")
         earlier = _earlier_products(out)
         for name in products:
-            if (out / name).exists() and out / name not in earlier:
+            # a link counts even when what it names is not there: a picture would be written through it, elsewhere
+            if ((out / name).exists() or (out / name).is_symlink()) and out / name not in earlier:
                 raise RunFolderError(f"{out / name} was not written by a milvus-edu run (or was changed since), and "
                                      "this run writes a file of that name; move it away or choose another <out>")
         try:

@@ -130,13 +130,15 @@ def decode(token: str, *, check_version: bool = True) -> RunSpec:
     try:
         text = unpacker.decompress(body[4:]) + unpacker.flush()
     except zlib.error:
-        raise TokenError(damaged.format("its compressed part does not decompress: it was altered")) from None
+        raise TokenError(damaged.format("its compressed part does not decompress: characters were added, lost or changed")) from None
+    # where a character was added or lost cannot be told from what the decoder sees (one lost mid-token often reads
+    # as data past the end): each message says what it saw and every edit that can cause it
     if not unpacker.eof:
-        raise TokenError(damaged.format("it stops short: characters were lost from its end"))
+        raise TokenError(damaged.format("its compressed part stops short: characters were lost from it, or added or changed"))
     if unpacker.unused_data:
-        raise TokenError(damaged.format("it goes on past its end: characters were added to it"))
+        raise TokenError(damaged.format("its compressed part goes on past its end: characters were added to it, or lost or changed"))
     if zlib.crc32(text) != int.from_bytes(body[:4], "big"):
-        raise TokenError(damaged.format("its checksum does not match: it was altered"))
+        raise TokenError(damaged.format("its checksum does not match: characters were changed, added or lost"))
     try:
         raw = json.loads(text.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError):

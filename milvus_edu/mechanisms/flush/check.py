@@ -67,7 +67,7 @@ from collections import Counter
 from ...check.violation import StreamingChecker
 from ...config import DataNodeParams, TimeTickParams
 from ...events.dispatch import on
-from ...narrate import detail_dict, plural, ts_text
+from ...narrate import detail_dict, named, plural, times, ts_text
 
 INVARIANTS = ("checkpoint-safe", "checkpoint-monotonic", "flush-durable", "checkpoint-retried", "durable",
               "flush-completes", "checkpoint-advances")
@@ -96,10 +96,6 @@ def checkpoint_bound_ms(updater_tick_ms: float, rpc_timeout_ms: float, timetick:
 
 def _n(seq: int) -> str:
     return f"{seq + 1:,}"
-
-
-def _times(n: int) -> str:
-    return {1: "once", 2: "twice"}.get(n, f"{n} times")
 
 
 class FlushChecker(StreamingChecker):
@@ -521,7 +517,7 @@ class FlushChecker(StreamingChecker):
                                f"below flushTs, and {self._handed_text(vch)}")
         waiting = sorted(set(segments) - self._flushed_segments)
         if waiting:
-            reasons.append(f"{'segment' if len(waiting) == 1 else 'segments'} {', '.join(map(str, waiting))} never reached Flushing")
+            reasons.append(f"{named('segment', waiting)} never reached Flushing")
         because = "; ".join(reasons) if reasons else "GetFlushState kept failing"
         self._add("flush-completes", (call_seq,),
                   f"Let event {_n(call_seq)} be {client}'s flush at {call_ms / 1000:.1f} s, flushTs "
@@ -542,7 +538,7 @@ class FlushChecker(StreamingChecker):
                           f"recorded: it was lost.")
             elif len(found) > 1:
                 per = Counter(s for s, _ in found)
-                where = ", ".join(f"{_times(n)} in segment {s}" for s, n in per.items())
+                where = ", ".join(f"{times(n)} in segment {s}" for s, n in per.items())
                 self._add("durable", (ack_seq,) + tuple(dict.fromkeys(a for _, a in found)),
                           f"Let event {_n(ack_seq)} be the client's acknowledged insert of primary key {pk}. Then the "
                           f"final binlogs hold it {len(found)} times ({where}), because a replay after a restart "

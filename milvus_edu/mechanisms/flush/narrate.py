@@ -2,20 +2,12 @@
 
 from __future__ import annotations
 
-from ...narrate import detail_of, plural, ts_text, value
+from ...narrate import detail_of, named, plural, ts_text, value
 
 
 def _pos(row) -> str:
     ts = value(row, "ts")
     return "the start of the channel" if ts is None else f"{ts_text(ts)} (message {value(row, 'msg_id')})"
-
-
-def _named(word: str, ids) -> str:
-    """A list of segment ids or channels after its noun: ``segment 10000``, ``segments 10000, 10001``."""
-    ids = list(ids or [])
-    if not ids:
-        return f"no {word}"
-    return f"{word if len(ids) == 1 else word + 's'} {', '.join(str(i) for i in ids)}"
 
 
 def _watch(row) -> str:
@@ -126,12 +118,12 @@ def _sync_policy(row) -> str:
     d = detail_of(row)
     segments = d.get("segments")
     if d.get("reason") == "buffer stale":
-        return (f"{value(row, 'node')}'s stale-buffer policy picks {_named('segment', segments)} of "
+        return (f"{value(row, 'node')}'s stale-buffer policy picks {named('segment', segments)} of "
                 f"{value(row, 'vchannel')}: {'its' if len(segments or []) == 1 else 'their'} oldest row is more than "
                 f"syncPeriod older than {ts_text(value(row, 'ts'))}.")
     return (f"{value(row, 'node')}'s memory check finds {d.get('buffered_bytes', 0):,} bytes buffered (watermark "
             f"{d.get('watermark_bytes', 0):,}) and evicts the oldest buffer of {value(row, 'vchannel')}: "
-            f"{_named('segment', segments)}.")
+            f"{named('segment', segments)}.")
 
 
 def _drop(row) -> str:
@@ -168,19 +160,19 @@ DESCRIBE = {
     "datanode.stop": _stop,
     "datanode.cp_rpc": _cp_rpc,
     "datanode.flush_ts": _flush_ts,
-    "datanode.seal": lambda r: (f"{value(r, 'node')} seals {_named('segment', detail_of(r).get('segments'))} of "
+    "datanode.seal": lambda r: (f"{value(r, 'node')} seals {named('segment', detail_of(r).get('segments'))} of "
                                 f"{value(r, 'vchannel')} at DataCoord's request."),
     "datacoord.save_binlog_paths": _save,
     "datacoord.channel_cp": _channel_cp,
     "datacoord.flush": lambda r: (f"{value(r, 'node')} flushes for {value(r, 'peer')}: flushTs {ts_text(value(r, 'ts'))}, "
-                                  f"sealed {_named('segment', detail_of(r).get('sealed'))}."),
+                                  f"sealed {named('segment', detail_of(r).get('sealed'))}."),
     "datacoord.flush_segments": lambda r: (f"{value(r, 'node')} asks {value(r, 'peer')} to flush sealed "
-                                           f"{_named('segment', detail_of(r).get('segments'))} of "
+                                           f"{named('segment', detail_of(r).get('segments'))} of "
                                            f"{value(r, 'vchannel')}."),
     "datacoord.segment_state": lambda r: (f"{value(r, 'node')} marks segment {value(r, 'segment')} "
                                           f"{detail_of(r).get('state')}."),
     "datacoord.reassign": lambda r: (f"{value(r, 'node')} saw {detail_of(r).get('from')}'s session expire and hands "
-                                     f"its {_named('channel', detail_of(r).get('channels'))} to {value(r, 'peer')}."),
+                                     f"its {named('channel', detail_of(r).get('channels'))} to {value(r, 'peer')}."),
     "client.insert": _client("insert"),
     "client.delete": _client("delete"),
     "client.flush": _client_flush,

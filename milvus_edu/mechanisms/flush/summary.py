@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ...events.dispatch import Dispatch, on
-from ...narrate import plural
+from ...narrate import plural, times
 
 class FlushSummary(Dispatch):
     """Counts syncs, checkpoints, flushes, restarts and the final audit while a run is recorded."""
@@ -161,10 +161,10 @@ def report(summary: dict) -> list[str]:
                      "waits for one strictly past it); no "
                      "answer a client gets depends on it (quirk P23)")
     if f["datanode_crashes"]:
-        back = (f"another DataNode took over its channels {plural(f['channel_takeovers'], 'time')}"
-                if f.get("channel_takeovers") else f"restarted {plural(f['datanode_restarts'], 'time')}")
+        back = (f"another DataNode took over its channels {times(f['channel_takeovers'])}"
+                if f.get("channel_takeovers") else f"restarted {times(f['datanode_restarts'])}")
         filtered = f["rows_filtered_on_replay"]
-        lines.append(f"the DataNode crashed {plural(f['datanode_crashes'], 'time')} and {back}; "
+        lines.append(f"the DataNode crashed {times(f['datanode_crashes'])} and {back}; "
                      f"{plural(filtered, 'replayed row')} {'was' if filtered == 1 else 'were'} filtered as already "
                      "flushed")
     if f["audited"]:

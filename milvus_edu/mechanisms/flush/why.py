@@ -339,12 +339,12 @@ def _segment_path(window, gate, count, t0, path, causes):
             path.append((a, f"DataCoord asked {a['peer']} to flush sealed segment {segment} here, on that DataNode's "
                             f"time tick (handleDataNodeTtMsg)"))
             causes.append((TICK_WAIT, float(a["t_ms"]) - t0, a,
-                           f"the flush waited for DataCoord to let sealed segment {segment} go: on each of a DataNode's "
-                           f"time ticks (dataNode.timetick.interval, 500 ms) DataCoord asks it to flush only the sealed "
-                           f"segments whose last row allocation has expired by the tick's timestamp "
-                           f"(dataCoord.segment.assignmentExpiration, 2 s after it was granted: until then an insert "
-                           f"granted rows in it may still arrive) and whose rows are counted (flushPolicyL1); the "
-                           f"tick that let it go carried {ts_text(int(a['ts']))} and came here, "
+                           f"the flush waited for DataCoord to let sealed segment {segment} go: on each of a "
+                           f"DataNode's time ticks (dataNode.timetick.interval, 500 ms by default) DataCoord asks it "
+                           f"to flush only the sealed segments whose last row allocation has expired by the tick's "
+                           f"timestamp (dataCoord.segment.assignmentExpiration, 2 s after it was granted: until then "
+                           f"an insert granted rows in it may still arrive) and whose rows are counted "
+                           f"(flushPolicyL1); the tick that let it go carried {ts_text(int(a['ts']))} and came here, "
                            f"{float(a['t_ms']) - t0:,.0f} ms into the flush"))
 
 

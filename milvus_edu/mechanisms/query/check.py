@@ -107,7 +107,9 @@ def _stale_text(proxy: dict, read: dict, graceful_ms: int) -> str:
             f"timestamp {ts_text(proxy['begin'])}, from its own clock. Then event {_n(read['seq'])} read at "
             f"{ts_text(read['ts'])}, {begin - at:,} ms below that timestamp, more than gracefulTime ({graceful_ms:,} ms)")
     text += f", because the read did not wait for data at most {graceful_ms:,} ms old by that clock."
-    true_ms = round(proxy["t_ms"]) + SIM_EPOCH_MS
+    # the true time as a clock without skew reads it (NodeClock.now_ms: whole nanoseconds, then whole ms, rounded
+    # down): a read begun at 1,005.6 ms has begin timestamp 1,005 ms, which is no clock 1 ms behind
+    true_ms = round(proxy["t_ms"] * MS) // MS + SIM_EPOCH_MS
     if begin != true_ms:
         off = begin - true_ms
         text += (f" ({proxy['node']}'s clock was {abs(off):,} ms {'ahead' if off > 0 else 'behind'}: by the true time, "

@@ -17,7 +17,7 @@ import pandas as pd
 
 from ...events.schema import SIM_EPOCH_MS
 from ...explain import Answer, Link, Question, WhyError
-from ...narrate import detail_dict, ts_text
+from ...narrate import detail_dict, times, ts_text
 from ...querynode import TS_LAG_TOO_LARGE
 from ...tsoutil import parse_hybrid_ts, physical_time
 
@@ -175,12 +175,12 @@ def explain_read(events: pd.DataFrame, subject) -> Answer:
         follow = Question("tick-stopped", {"pchannel": pchannel, "after_seq": int(tick["seq"]),
                                            "until_seq": int(nxt["seq"]) if nxt is not None else None})
         return Answer(tuple(links), follow)
-    times = "once" if len(moved) == 1 else f"{len(moved)} times"
+    moves = times(len(moved))
     ahead = _ahead(proxy, guarantee)
     if ahead is not None and ahead[0] > ORDINARY_AHEAD_MS:
         passed = moved[moved["ts"] >= guarantee]
         if len(passed):
-            links.append(Link.of(passed.iloc[0], f"tsafe of {vchannel} moved {times} during the wait, as time ticks "
+            links.append(Link.of(passed.iloc[0], f"tsafe of {vchannel} moved {moves} during the wait, as time ticks "
                                                  f"came about every {every:,.0f} ms, and reached the guarantee only "
                                                  f"here"))
         links.append(Link.of(proxy, ahead[1]))
@@ -192,10 +192,10 @@ def explain_read(events: pd.DataFrame, subject) -> Answer:
     last = moved.iloc[-1]
     if int(last["ts"]) >= guarantee:
         links.append(Link.of(last, f"tsafe of {vchannel} follows the time tick of pchannel {pchannel}, written about "
-                                   f"every {every:,.0f} ms: it moved {times} during the wait and reached the guarantee "
+                                   f"every {every:,.0f} ms: it moved {moves} during the wait and reached the guarantee "
                                    f"here, an ordinary wait for the next tick"))
     else:
-        links.append(Link.of(last, f"tsafe of {vchannel} moved {times} during the wait but stayed below the guarantee, "
+        links.append(Link.of(last, f"tsafe of {vchannel} moved {moves} during the wait but stayed below the guarantee, "
                                    f"last at {ts_text(int(last['ts']))}: it follows the time tick of pchannel "
                                    f"{pchannel}, which lagged behind the guarantee"))
     return Answer(tuple(links))
