@@ -21,6 +21,7 @@ from milvus_edu.mechanisms.query.analysis import (
     ANALYSES, KEYS_LEVEL, KEYS_VCHANNEL, READ_STALENESS_COLUMNS, READ_WAITS_COLUMNS, TSAFE_LAG_COLUMNS,
     UNRESOLVED_LEVEL, read_staleness, read_staleness_pd, read_waits, read_waits_pd, tsafe_lag, tsafe_lag_pd,
 )
+from milvus_edu.mechanisms.timetick.analysis import tick_lag_pd
 from milvus_edu.config import MS
 from milvus_edu.events import FIELD_NAMES, SIM_EPOCH_MS, load_run, rows_to_frame
 from milvus_edu.narrate import detail_dict
@@ -291,6 +292,16 @@ def test_tsafe_lag_shows_the_stall_only_before_the_update(twins, timing):
     stall = lag[lag["run_id"] == STALL]
     assert (stall["max_lag_before_update_ms"] > 50_000.0).all()  # ticks stop for ~55 s
     assert (stall["p95_lag_ms"] < 200.0).all()  # right after an update tsafe is fresh again
+
+
+def test_tsafe_lag_is_its_pchannels_tick_lag_plus_delivery_not_a_tick_interval(frame, twins, timing):
+    # tsafe is the tick that closed the pack: right after an update it is as old as that tick was when rootcoord
+    # wrote it, plus the hop to the QueryNode -- not the time-tick interval plus delivery.
+    ticks = tick_lag_pd(frame).set_index(["run_id", "channel"])
+    for r in twins["tsafe_lag"].itertuples():
+        tick = ticks.loc[(r.run_id, r.vchannel.rsplit("_", 1)[0])]
+        assert 0.0 <= r.p50_lag_ms - tick.p50_lag_ms < 5.0
+        assert r.p50_lag_ms < timing[r.run_id][0]  # seed 1: ~159 ms with ticks every 200 ms
 
 
 # --- Spark ---------------------------------------------------------------------------------------

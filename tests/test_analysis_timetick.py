@@ -22,6 +22,7 @@ from milvus_edu.mechanisms.timetick.analysis import (
     produce_reorder, produce_reorder_pd, tick_lag, tick_lag_pd,
 )
 from milvus_edu.events import FIELD_NAMES, SIM_EPOCH_MS, load_run, rows_to_frame
+from milvus_edu.narrate import detail_dict
 
 RUNS = [("timetick-basics", 1), ("timetick-basics", 2), ("timetick-proxy-stall", 1)]
 STALL = "timetick-proxy-stall-s1"
@@ -103,6 +104,17 @@ def test_analyses_registry_pairs_each_spark_function_with_its_twin():
                         "pack_sizes": (pack_sizes, pack_sizes_pd)}
     for name, (spark_fn, pandas_fn) in ANALYSES.items():
         assert pandas_fn.__name__ == spark_fn.__name__ + "_pd" == name + "_pd"
+
+
+def test_no_tick_is_fresher_than_the_ddl_minimum_is_old_when_rootcoord_sends_it(frame):
+    # Every round's tick is at most rootcoord's DDL minimum, which syncTsLoop took sync_ts_phase_ms before
+    # startTimeTickLoop sends it: that age is the floor of the tick lag.
+    lag = tick_lag_pd(frame)
+    starts = frame[frame["kind"] == "rootcoord.ticker_start"]
+    phase = {r.run_id: float(detail_dict(r.detail)["sync_ts_phase_ms"]) for r in starts.itertuples()}
+    assert set(lag.run_id) == set(phase)
+    for r in lag.itertuples():
+        assert phase[r.run_id] <= r.min_lag_ms
 
 
 @pytest.mark.slow

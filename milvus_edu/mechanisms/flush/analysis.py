@@ -364,7 +364,10 @@ def binlog_vs_meta(spark, events, run_dirs):
     ``seq``), i.e. what DataCoord's meta says at the end; ``audit_rows``: what the final audit read back
     (``storage.audit``, null when the run ended before it). Segments with no row on either side (L0 segments:
     deletes only) are left out. ``match``: binlog rows equal meta rows (nulls as 0). On a healthy run every
-    segment matches.
+    segment matches. It compares counts only: DataCoord counts a segment's rows from its binlogs' entries, so rows
+    a DataNode wrote twice (a restart that replays past the checkpoint without the ddNode's filter, switch
+    ``skip_recovery_filter``) are in both counts and still match; :func:`binlog_rows`'s ``distinct_pks`` below its
+    ``binlog_rows`` shows them.
     """
     from pyspark.sql import Window
     from pyspark.sql import functions as F

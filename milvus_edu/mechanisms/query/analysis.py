@@ -268,12 +268,18 @@ def tsafe_lag(events):
 
     Over ``querynode.tsafe`` rows (tsafe published after a pack), ``lag_ms`` is true time when tsafe moved minus
     the physical part of the new tsafe, ``t_ms - ((ts >> 18) - SIM_EPOCH_MS)``: how stale a read that does not
-    wait (Bounded, Eventually) would be right after it (the time-tick interval plus delivery). ``updates``, and
-    p50 / p95 (nearest rank) / max of ``lag_ms``. Between two updates tsafe stands still while time runs, so its
-    lag grows until the next update: ``max_lag_before_update_ms`` is the largest lag just before an update, true
-    time of the update minus the physical part of the tsafe before it (the previous ``querynode.tsafe`` of the
-    vchannel, or its ``querynode.watch`` start tsafe, by ``seq``): the peak of the saw-tooth, which a stall of the
-    time ticks shows and ``lag_ms`` does not. (The lag after the last update, until the run ends, is not counted.)
+    wait (Bounded, Eventually) would be right after it. A tsafe is the time tick that closed the pack, so this is
+    that tick's own lag when rootcoord wrote it (:func:`~milvus_edu.mechanisms.timetick.analysis.tick_lag`, set
+    by how old the round's values were) plus its delivery to the QueryNode, a millisecond or so: not a whole
+    time-tick interval (159 ms on seed-example seed 1, with ticks every 200 ms). ``updates``, and p50 / p95
+    (nearest rank) / max of ``lag_ms``. Between two updates tsafe stands still while time runs, so its lag grows
+    until the next update: ``max_lag_before_update_ms`` is the largest lag just before an update, true time of the
+    update minus the physical part of the tsafe before it (the previous ``querynode.tsafe`` of the vchannel, or its
+    ``querynode.watch`` start tsafe, by ``seq``): the peak of the saw-tooth, one interval above ``lag_ms`` in a calm
+    run, which a stall of the time ticks shows and ``lag_ms`` does not. The first update after the watch counts
+    too, and in a calm run it is the peak (up to two intervals plus a lag: the first pack ends at the tick after
+    the first one at or above the watch's start). (The lag after the last update, until the run ends, is not
+    counted.)
     """
     from pyspark.sql import Window
     from pyspark.sql import functions as F

@@ -54,9 +54,12 @@ def tick_lag(events):
     ``t_ms - ((tick_ts >> 18) - SIM_EPOCH_MS)`` (the same number without adding a float to the
     13-digit epoch, so no precision is lost and both engines round alike).
     A consumer can use nothing younger than the tick, so the lag is how stale the freshest usable
-    data is at the moment the tick appears (the ticker interval, the report round trip, the slowest
-    proxy's oldest unfinished task). Columns: run_id, channel, ticks (count), min_lag_ms,
-    mean_lag_ms, p50_lag_ms, p95_lag_ms, max_lag_ms, max_gap_ms. A percentile is nearest-rank: the
+    data is at the moment the tick appears: the age of the round's values (rootcoord's DDL minimum,
+    which counts for every pchannel, is taken ``sync_ts_phase_ms`` before it is sent, so no tick is
+    fresher than that; each proxy's value is as old as its last ticker run), the wait for every
+    session's report, and a proxy's oldest unfinished task holding its value back. Columns: run_id,
+    channel, ticks (count), min_lag_ms, mean_lag_ms, p50_lag_ms, p95_lag_ms, max_lag_ms,
+    max_gap_ms. A percentile is nearest-rank: the
     ``ceil(p * ticks / 100)``-th smallest lag (1-based), always one of the lags. ``max_gap_ms`` is
     the longest stretch of simulated time (``t_ms``) between two consecutive ticks of the channel
     (by ``seq``); null when the channel has a single tick.
