@@ -364,7 +364,8 @@ class Cluster:
     # ---- flush and binlogs
 
     def flush_and_wait(self, client: str, collection_id: int, detail: dict | None = None):
-        """``MilvusClient.flush``: Flush, then GetFlushState every 500 ms until flushed (as pymilvus waits).
+        """``MilvusClient.flush``: Flush, then GetFlushState at once and every 500 ms after each answer until flushed
+        (pymilvus's ``_wait_for_flushed``: it asks first, then sleeps 0.5 s while the answer is "not yet").
 
         Emits ``client.flush`` when flushTs is known and again when flushed (``detail`` adds to both); returns
         DataCoord's Flush answer, or ``None`` when the Flush RPC failed.
@@ -379,16 +380,16 @@ class Cluster:
         rec.emit("client.flush", client, ts=res.flush_ts, count=len(res.segment_ids),
                  detail={"segments": list(res.segment_ids), "flushed": False, **extra})
         while True:
-            yield env.timeout(500.0)
             try:
                 done = yield from self.sim.call(client, dc.name, lambda: dc.handle_get_flush_state(
                     res.segment_ids, collection_id, res.flush_ts))
             except RPCError:
-                continue
+                done = False  # a failed call is retried after the same sleep
             if done:
                 rec.emit("client.flush", client, ts=res.flush_ts, count=len(res.segment_ids),
                          detail={"segments": list(res.segment_ids), "flushed": True, **extra})
                 return res
+            yield env.timeout(500.0)
 
     def read_segment(self, segment) -> tuple[list, list, list]:
         """A segment's binlogs read back from the object store, as a QueryNode loading it would:
