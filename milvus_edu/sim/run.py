@@ -24,6 +24,7 @@ import pandas as pd
 from ..version import __version__
 from ..config import BugSwitches, Config
 from ..events import SCHEMA_VERSION, JsonlSink, MemorySink, ParquetSink, Recorder, load_run, rows_to_frame
+from ..events.io import RUN_FILES
 from ..events.recorder import json_line
 from ..events import worker
 from ..registry import get_scenario, scenario_mechanisms, scenario_options
@@ -135,9 +136,6 @@ def require_folder_name(out, arg: str = "out_dir") -> None:
         raise RunFolderError("<out> is empty; give the name of a new folder", arg)
 
 
-#: The files every run writes into its folder: ``force`` removes them, and the unfinished ``.partial`` forms a run
-#: stopped part-way left (:class:`~milvus_edu.events.recorder.ParquetSink`, ``JsonlSink``), before the new run.
-RUN_FILES = ("events.parquet", "events.jsonl", "summary.json")
 #: The list of the other files a command wrote into a run folder (``milvus-edu demo``'s pictures), each with its
 #: SHA-256: ``force`` removes exactly those, so a reused folder never mixes two runs' files, and keeps a file of the
 #: same name that someone else wrote or changed.
@@ -183,7 +181,7 @@ def prepare_out_dir(out_dir: str | os.PathLike, force: bool, products: Sequence[
     """Create ``out_dir`` or check it may be written; never touches files other than a run's own.
 
     An existing non-empty folder needs ``force``, which removes the earlier run's files, so that the folder holds only
-    the new run's: its :data:`RUN_FILES` (``events.parquet``, ``events.jsonl``, ``summary.json``) and their unfinished
+    the new run's: its :data:`~milvus_edu.events.io.RUN_FILES` (``events.parquet``, ``events.jsonl``, ``summary.json``) and their unfinished
     ``.partial`` forms, the object store ``objects/`` a run wrote (it holds the marker file ``objects/.milvus-edu-run``)
     and the files :func:`record_products` listed (the demo's pictures) whose bytes are still the ones the run wrote.
     Every other file stays. An ``objects/`` folder without the marker is someone else's, and ``products``, the names
