@@ -10,6 +10,7 @@ import json
 import math
 import struct
 
+import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 from hypothesis import given, settings
@@ -17,9 +18,9 @@ from hypothesis import strategies as st
 
 import milvus_edu  # noqa: F401  (registers the mechanisms' kinds and scenarios)
 from milvus_edu.config import BugSwitches, Config
-from milvus_edu.events import JsonlSink, MemorySink, ParquetSink, Recorder, arrow_schema
+from milvus_edu.events import JsonlSink, MemorySink, ParquetSink, Recorder, arrow_schema, load_run, rows_to_frame, table_to_frame
 from milvus_edu.events.fast import float_texts
-from milvus_edu.events.recorder import RowBatch, arrow_table, encode_detail, json_line
+from milvus_edu.events.recorder import KeptBatches, RowBatch, arrow_table, encode_detail, json_line
 from milvus_edu.registry import get_scenario, scenario_options
 from milvus_edu.sim.kernel import Simulation
 
@@ -97,6 +98,44 @@ def test_file_sinks_write_the_same_bytes_by_batch_as_row_by_row(tmp_path, scenar
     ])
     for name in ("a.parquet", "b.parquet", "e.jsonl"):
         assert (fast / name).read_bytes() == (slow / name).read_bytes(), name
+
+
+#: Runs whose kept log is compared with a MemorySink's: a TSO failover, and a flush and a query run (every layout
+#: of the DataNode's and the QueryNode's events in a short run, and several recorder batches of 1000 rows).
+KEPT_RUNS = [RUNS[1], ("flush-basics", [], 6_000.0), ("insert-then-search", [], 12_000.0)]
+
+
+@pytest.mark.parametrize("scenario,switches,until_ms", KEPT_RUNS)
+def test_kept_batches_give_the_rows_and_the_frame_a_memory_sink_gives(scenario, switches, until_ms):
+    """Two runs of the same seed, one kept as batches (no row sink: every layout on the fast path), one by a
+    MemorySink (every row a dict as it is emitted): the same rows, and the same DataFrame."""
+    kept, memory = KeptBatches(), MemorySink()
+    _run(scenario, switches, until_ms, [kept])
+    _run(scenario, switches, until_ms, [memory])
+    assert len(kept._batches) > 1
+    assert kept.rows() == memory.rows
+    assert kept.table().equals(arrow_table(memory.rows, arrow_schema()))
+    pd.testing.assert_frame_equal(table_to_frame(kept.table()), rows_to_frame(memory.rows))
+
+
+def test_kept_batches_of_a_run_that_logged_nothing_are_an_empty_log():
+    kept = KeptBatches()
+    assert kept.rows() == [] and kept.table().num_rows == 0
+    assert list(table_to_frame(kept.table()).columns) == list(rows_to_frame([]).columns)
+
+
+def test_a_kept_run_holds_what_its_folder_holds(tmp_path):
+    """``simulate`` keeps the log as batches: ``run.events`` is the frame ``load_run`` reads back from the folder,
+    ``run.rows`` are the lines of events.jsonl; a run that kept nothing reads its folder."""
+    run = milvus_edu.simulate("insert-then-search", seed=2, duration_s=6.0, out_dir=tmp_path / "kept")
+    pd.testing.assert_frame_equal(run.events, load_run(tmp_path / "kept"))
+    lines = (tmp_path / "kept" / "events.jsonl").read_text(encoding="ascii").splitlines()
+    assert [json_line(row) for row in run.rows] == lines and run.kept
+    assert run.events is not run.events  # a new frame each time: changing one leaves the run's log as it was
+    bare = milvus_edu.simulate("insert-then-search", seed=2, duration_s=6.0, out_dir=tmp_path / "bare",
+                               keep_events=False)
+    assert bare.rows == [] and not bare.kept
+    pd.testing.assert_frame_equal(bare.events, run.events)
 
 
 def test_recorder_batch_size_does_not_change_the_files(tmp_path):

@@ -241,6 +241,46 @@ class MemorySink:
         """Nothing to release."""
 
 
+class KeptBatches:
+    """The run log kept in memory as the recorder's batches (``simulate(keep_events=True)``): its rows as
+    dicts (:meth:`rows`) or as one Arrow table (:meth:`table`), each built when first asked.
+
+    A fast path (listed in :mod:`.fast`); its readable form is :class:`MemorySink`, which takes a dict per
+    row. A row sink keeps the recorder off its batches for every kind (each event becomes a dict as it
+    is emitted), and the run's DataFrame is then built from those dicts; kept as batches, the rows stay
+    tuples until someone reads them and the DataFrame comes from the batches' Arrow tables.
+    ``benchmarks/fast_path_gains.py --paths kept-batches`` measures the gain; ``tests/test_recorder_fast.py``
+    holds both forms to the same rows and frame.
+    """
+
+    def __init__(self):
+        self._batches: list[RowBatch] = []
+        self._rows: list[dict] | None = None
+        self._table: pa.Table | None = None
+
+    def write_batch(self, batch: RowBatch) -> None:
+        """Keep one batch (the recorder hands them over in ``seq`` order)."""
+        self._batches.append(batch)
+        self._rows = self._table = None
+
+    def rows(self) -> list[dict]:
+        """Every row as a dict, in ``seq`` order (built once; the caller must not change them)."""
+        if self._rows is None:
+            self._rows = [row for batch in self._batches for row in batch.rows()]
+        return self._rows
+
+    def table(self) -> pa.Table:
+        """Every row as one table of :func:`~.schema.arrow_schema`, in ``seq`` order (built once):
+        ``arrow_table(self.rows(), arrow_schema())``, from each batch's own table (:meth:`RowBatch.table`)."""
+        if self._table is None:
+            tables = [batch.table() for batch in self._batches]
+            self._table = pa.concat_tables(tables) if tables else arrow_schema().empty_table()
+        return self._table
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
 class ParquetSink:
     """Streams rows to ``path`` as Parquet, ``batch_rows`` rows per row group.
 

@@ -14,7 +14,7 @@ import os
 import shutil
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import NamedTuple
@@ -23,9 +23,9 @@ import pandas as pd
 
 from ..version import __version__
 from ..config import BugSwitches, Config
-from ..events import SCHEMA_VERSION, JsonlSink, MemorySink, ParquetSink, Recorder, load_run, rows_to_frame
+from ..events import SCHEMA_VERSION, JsonlSink, ParquetSink, Recorder, load_run, table_to_frame
 from ..events.io import RUN_FILES
-from ..events.recorder import json_line
+from ..events.recorder import KeptBatches, json_line
 from ..events import worker
 from ..registry import get_scenario, scenario_mechanisms, scenario_options
 from ..storage.objectstore import RUN_OBJECTS_DIR, RUN_OBJECTS_MARKER
@@ -100,14 +100,25 @@ class RunResult:
 
     summary: dict
     out_dir: Path | None = None
-    rows: list[dict] = field(default_factory=list)
-    kept: bool = True
+    #: The run log kept in memory (``keep_events=True``), or None.
+    log: KeptBatches | None = None
+
+    @property
+    def kept(self) -> bool:
+        """Whether the run kept its events in memory."""
+        return self.log is not None
+
+    @property
+    def rows(self) -> list[dict]:
+        """The run log's rows as dicts, in ``seq`` order (empty when the run kept no events); do not change them."""
+        return self.log.rows() if self.log is not None else []
 
     @property
     def events(self) -> pd.DataFrame:
-        """The run log as a DataFrame: from memory, or read back from ``out_dir`` when not kept."""
-        if self.kept:
-            return rows_to_frame(self.rows)
+        """The run log as a DataFrame (a new one at each call): from memory, or read back from ``out_dir`` when
+        not kept."""
+        if self.log is not None:
+            return table_to_frame(self.log.table())
         if self.out_dir is not None:
             return load_run(self.out_dir)
         raise ValueError("this run kept no events: simulate with keep_events=True or with an out_dir")
@@ -247,7 +258,8 @@ def simulate(
     * ``out_dir``: write the run folder (``events.parquet``, ``events.jsonl`` unless ``jsonl=False``, ``summary.json``);
       an existing non-empty folder needs ``force``, which removes the run it held and keeps every other file
       (:func:`prepare_out_dir`).
-    * ``keep_events``: keep the rows in memory too (``result.events``). With ``keep_events=False``
+    * ``keep_events``: keep the rows in memory too (``result.events``, ``result.rows``), as the recorder's
+      batches (:class:`~milvus_edu.events.recorder.KeptBatches`). With ``keep_events=False``
       memory stays bounded however long the run: rows stream to the files and the checkers and
       summary read them as they pass.
     * ``switches``: bug switches to turn on, by name (one string or a list) or a :class:`BugSwitches`.
@@ -305,7 +317,7 @@ def simulate(
     elif not isinstance(run_id, str) or not run_id:
         raise ValueError(f"run_id must be a non-empty string, got {run_id!r}")
     changes = canonical(interventions)
-    memory = MemorySink()
+    memory = KeptBatches()
     mechs = scenario_mechanisms(spec)
     checkers = [m.checker() for m in mechs if m.checker is not None]
     for checker in checkers:
@@ -388,7 +400,7 @@ def simulate(
             with open(out / "summary.json", "w", encoding="utf-8") as fh:
                 json.dump(summary, fh, indent=2, sort_keys=True)
                 fh.write("\n")
-        return RunResult(summary, out, memory.rows if keep_events else [], kept=keep_events)
+        return RunResult(summary, out, memory if keep_events else None)
 
 
 def _summary(spec, seed, duration_s, config, recorder, summaries, checkers, run_id) -> dict:
