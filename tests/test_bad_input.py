@@ -558,6 +558,14 @@ def test_every_option_that_is_a_delay_after_a_time_is_declared_one_counting_from
         assert isinstance(scenarios()[name].options.get(value.since), At), (name, option, value.since)
 
 
+@pytest.mark.parametrize("option", ["kill_at_s", "restart_after_s"])
+def test_a_time_or_delay_option_given_a_word_is_refused_as_a_number(tmp_path, capsys, option):
+    # the refusal named the option's Python type: "takes At", "takes After[kill_at_s]"
+    err = refused(capsys, tmp_path, "simulate", "--scenario", "tsafe-stall-proxy-restart", "--out", "OUT",
+                  "--option", f"{option}=soon")
+    assert err == f"milvus-edu: error: option {option} takes a number, got 'soon'\n"
+
+
 def test_a_delay_keeps_the_option_it_counts_from_when_given_pickled_or_copied():
     import copy
     import pickle
