@@ -270,7 +270,9 @@ def scenario_options(scenario: Scenario, given: Mapping[str, object] | None) -> 
                 raise ValueError  # True would quietly run as 1
             out[name] = type(default)(raw)
         except (TypeError, ValueError, OverflowError):
-            what = {int: "a whole number", float: "a number"}.get(type(default), type(default).__name__)
+            # a time or a delay (At, After) is a float of its own type: still "a number" to the user
+            what = ("a whole number" if isinstance(default, int) else "a number" if isinstance(default, float)
+                    else type(default).__name__)
             raise ValueError(f"option {name} takes {what}, got {raw!r}") from None
         # nan slips through every "must be positive" comparison and inf makes a run that never ends
         if isinstance(out[name], float) and not math.isfinite(out[name]):

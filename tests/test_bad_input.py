@@ -491,6 +491,97 @@ def test_every_option_that_times_something_in_the_run_is_declared_a_time():
     assert timed and all(isinstance(scenarios()[name].options[option], At) for name, option in timed), timed
 
 
+def _one_warning(call) -> str:
+    """The one UserWarning ``call()`` gives (none other), as text."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        call()
+    assert [w.category for w in caught] == [UserWarning], [str(w.message) for w in caught]
+    return str(caught[0].message)
+
+
+@pytest.mark.parametrize("scenario, duration_s, options, message", [
+    # the issue: a restart 500 s after the kill silently never happened
+    ("tsafe-stall-proxy-restart", 6, {"restart_after_s": 500},
+     "option restart_after_s=500 puts what it times at 505 s, at or after the run's end (6 s), so it will not happen "
+     "in this run; restart_after_s is in seconds after kill_at_s (5 s): give a longer run or a shorter delay"),
+    # the start given too, inside the run: only the delay is named; landing exactly on the end counts
+    ("datanode-crash-recovery", 1, {"crash_at_s": 0.5, "restart_after_s": "0.5"},
+     "option restart_after_s=0.5 puts what it times at 1 s, at or after the run's end (1 s), so it will not happen in "
+     "this run; restart_after_s is in seconds after crash_at_s (0.5 s): give a longer run or a shorter delay"),
+    ("ddl-recreate-under-load", 3, {"gap_s": 2},
+     "option gap_s=2 puts what it times at 4 s, at or after the run's end (3 s), so it will not happen in this run; "
+     "gap_s is in seconds after drop_at_s (2 s): give a longer run or a shorter delay"),
+])
+def test_a_delay_option_that_lands_after_the_runs_end_is_named_not_silently_dropped(scenario, duration_s, options,
+                                                                                    message):
+    runs = []
+    assert _one_warning(lambda: runs.append(milvus_edu.simulate(scenario, duration_s=duration_s,
+                                                                options=options))) == message
+    assert runs[0].summary["duration_s"] == duration_s  # a warning, and the run still ran
+
+
+def test_the_command_warns_of_a_restart_after_the_end_in_one_line_and_runs(tmp_path, capsys):
+    code, out, err = run_main(capsys, "simulate", "--scenario", "tsafe-stall-proxy-restart", "--option",
+                              "restart_after_s=500", "--duration", "6", "--out", str(tmp_path / "r"))
+    assert code == 0 and "wrote " in out
+    assert err.splitlines() == ["milvus-edu: warning: option restart_after_s=500 puts what it times at 505 s, at or "
+                                "after the run's end (6 s), so it will not happen in this run; restart_after_s is in "
+                                "seconds after kill_at_s (5 s): give a longer run or a shorter delay"]
+
+
+def test_a_delay_carried_by_a_runs_token_warns_again_when_it_is_replayed():
+    with pytest.warns(UserWarning, match=r"^option restart_after_s=500 puts what it times at 505 s"):
+        run = milvus_edu.simulate("tsafe-stall-proxy-restart", duration_s=6, options={"restart_after_s": 500})
+    with pytest.warns(UserWarning, match=r"^option restart_after_s=500 puts what it times at 505 s"):
+        milvus_edu.replay(run.token)
+
+
+def test_a_delay_inside_the_run_left_at_its_default_or_after_a_start_past_the_end_warns_nothing():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        milvus_edu.simulate("tsafe-stall-proxy-restart", duration_s=6, options={"restart_after_s": 0.5})
+        milvus_edu.simulate("tsafe-stall-proxy-restart", duration_s=6)  # its own restart at 7 s: the run is cut short
+        # the kill at 5 s is itself after a 3 s run: nothing it would follow happens (its own warning, when given)
+        milvus_edu.simulate("tsafe-stall-proxy-restart", duration_s=3, options={"restart_after_s": 500})
+    assert _one_warning(lambda: milvus_edu.simulate("tsafe-stall-proxy-restart", duration_s=3, options={
+        "kill_at_s": 4, "restart_after_s": 500})).startswith("option kill_at_s=4 is at or after the run's end (3 s)")
+
+
+def test_every_option_that_is_a_delay_after_a_time_is_declared_one_counting_from_a_time_option():
+    from milvus_edu.sim.scenarios import After, At
+
+    delays = {(name, option): value for name, spec in scenarios().items() for option, value in spec.options.items()
+              if option.endswith("_after_s") or isinstance(value, After)}
+    assert delays and all(isinstance(value, After) for value in delays.values()), delays
+    for (name, option), value in delays.items():
+        assert isinstance(scenarios()[name].options.get(value.since), At), (name, option, value.since)
+
+
+@pytest.mark.parametrize("option", ["kill_at_s", "restart_after_s"])
+def test_a_time_or_delay_option_given_a_word_is_refused_as_a_number(tmp_path, capsys, option):
+    # the refusal named the option's Python type: "takes At", "takes After[kill_at_s]"
+    err = refused(capsys, tmp_path, "simulate", "--scenario", "tsafe-stall-proxy-restart", "--out", "OUT",
+                  "--option", f"{option}=soon")
+    assert err == f"milvus-edu: error: option {option} takes a number, got 'soon'\n"
+
+
+def test_a_delay_keeps_the_option_it_counts_from_when_given_pickled_or_copied():
+    import copy
+    import pickle
+
+    from milvus_edu.registry import get_scenario, scenario_options
+    from milvus_edu.sim.scenarios import After
+
+    given = scenario_options(get_scenario("tsafe-stall-proxy-restart"), {"restart_after_s": "1.5"})["restart_after_s"]
+    assert isinstance(given, After) and given == 1.5 and given.since == "kill_at_s"
+    for again in (pickle.loads(pickle.dumps(given)), copy.deepcopy(given)):
+        assert type(again) is type(given) and again == 1.5
+    assert json.dumps({"restart_after_s": given}) == '{"restart_after_s": 1.5}'
+    with pytest.raises(TypeError, match="After needs the name of the option the delay counts from"):
+        After(2.0)
+
+
 def test_a_scenarios_own_steps_cut_by_a_short_duration_warn_nothing():
     with warnings.catch_warnings():
         warnings.simplefilter("error")

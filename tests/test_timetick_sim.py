@@ -1,7 +1,8 @@
 """The TimeTick mechanism end to end: scenarios, the watermark promise, the bug switch, determinism.
 
 Each scenario is run as a learner would (``milvus_edu.simulate``) and read back through the run log
-only; the checkers in :mod:`milvus_edu.mechanisms.timetick.check` decide, and these tests pin what they decide.
+only; the checkers in :mod:`milvus_edu.mechanisms.timetick.check` decide, and these tests pin what they decide. One
+test drives a proxy's DML path itself, as a program of its own would, and reads its run log the same way.
 """
 
 from __future__ import annotations
@@ -305,3 +306,45 @@ def test_a_proxy_paused_past_its_lease_exits_when_it_wakes_and_the_ticks_come_ba
     assert dropped.t_ms < resumed.t_ms <= exit_.t_ms
     assert not ((events["node"] == "proxy-2") & (events["seq"] > exit_.seq)).any(), "an exited proxy did something"
     assert run.summary["checks"]["ok"] and "dropped its expired session" in run.summary["checks"]["stalls"][0]["explanation"]
+
+
+def test_a_dml_request_for_a_collection_not_created_yet_fails_with_collection_not_found_and_the_run_goes_on():
+    """A program that drives the proxy itself, before the collection's CreateCollection ran: as in Go
+    (``dmTaskQueue.Enqueue`` -> ``setChannels`` -> ``globalMetaCache.GetCollectionID``) the insert and the delete fail
+    with "collection not found" before they enqueue (no timestamp, no message, no segment asked of DataCoord); the run
+    goes on to its end, and once the DDL ran the same collection takes inserts."""
+    from milvus_edu.cluster.builder import ClusterSpec, CollectionSpec, DataNodeSpec, ProxySpec, build
+    from milvus_edu.events import MemorySink, Recorder
+    from milvus_edu.sim.kernel import Simulation
+
+    sink = MemorySink()
+    recorder = Recorder("unknown-collection", sinks=[sink])
+    sim = Simulation(1, recorder)
+    cluster = build(sim, ClusterSpec(pchannels=2, proxies=(ProxySpec(),), consumers=True, datacoord=True,
+                                     datanodes=(DataNodeSpec(),), collections=(CollectionSpec(100, 2),),
+                                     create_collections_at_ms=150.0))
+    cluster.start()
+    proxy, collection = cluster.proxies[0], cluster.collections[0]
+    answers = {}
+
+    def program():
+        yield sim.env.timeout(50.0)  # before the DDL at 150 ms
+        answers["insert"] = yield from proxy.insert(collection, [1, 2, 3])
+        answers["delete"] = yield from proxy.delete(collection, [1])
+        yield sim.env.timeout(400.0 - sim.env.now)  # after it
+        answers["later insert"] = yield from proxy.insert(collection, [4, 5])
+
+    sim.env.process(program())
+    sim.run(1000.0)
+    recorder.close()
+    assert sim.env.now == 1000.0
+    assert answers["insert"] is None and answers["delete"] is None
+    assert isinstance(answers["later insert"], int)
+    misses = [r for r in sink.rows if r["kind"] == "proxy.meta_cache"]
+    assert [(r["node"], r["peer"], r["error"], json.loads(r["detail"])) for r in misses] == [
+        ("proxy-1", "rootcoord-1", "collection not found[collection=100]", {"collection": 100, "result": "miss"})] * 2
+    assert all(r["t_ms"] < 150.0 for r in misses)
+    enqueued = [r["ts"] for r in sink.rows if r["kind"] == "proxy.enqueue"]
+    produced = [(r["msg_type"], r["count"]) for r in sink.rows if r["kind"] == "mq.produce" and r["node"] == "proxy-1"]
+    assert set(enqueued) == {answers["later insert"]}  # the failed requests took no timestamp
+    assert {t for t, _ in produced} == {"Insert"} and sum(c for _, c in produced) == 2

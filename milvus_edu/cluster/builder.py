@@ -226,6 +226,9 @@ class Cluster:
             sim.add(self.datacoord)
             self.store = RunStore(sim)
         self.collections = [self._collection(c) for c in spec.collections]
+        if spec.create_collections_at_ms is not None:
+            for coll in self.collections:  # rootcoord knows them once their DDL ran (_create_collections)
+                coll.created = False
         self.proxies = []
         for i, p in enumerate(spec.proxies, start=1):
             node = ProxyNode(sim, f"proxy-{i}", 10 + i, self.rootcoord, self.broker, task_ms=p.task_ms,
@@ -337,6 +340,7 @@ class Cluster:
             for pos in stored:
                 rec.emit("datacoord.channel_cp", self.datacoord.name, peer="WatchChannels", vchannel=pos.channel_name,
                          ts=pos.timestamp, msg_id=pos.msg_id, detail={"saved": True})
+            coll.created = True  # changeCollectionStateStep, after watchChannelsStep: the collection resolves
         self.datanode.start([(c.id, v) for c in active for v in c.vchannels])
         watched: list[tuple[int, str]] = []
         for coll, s in zip(self.collections, self.spec.collections):
@@ -347,6 +351,7 @@ class Cluster:
             pchannel = coll.pchannel_of[vchannel]
             msg_id = self.broker.produce(pchannel, CreateCollectionMsg(timestamp=ts, collection_id=coll.id))
             self.datacoord.server.watch_channels(coll.id, [vchannel], [(pchannel, msg_id)], ts)
+            coll.created = True
             watched.append((coll.id, vchannel))
         if watched:
             self.datanode.watch_channels(watched)

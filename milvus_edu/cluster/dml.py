@@ -42,6 +42,7 @@ from functools import partial
 import simpy
 
 from ..config import MS, PHASE_DRAWN
+from ..merr import CollectionNotFoundError, wrap_err_collection_not_found
 from ..mq import Broker, DeleteMsg, Dispatcher, SubscriptionPosition, TimeTickMsg, hash_pk_2_channels
 from ..mq.fast import new_insert_msg, new_msg_position
 from ..mq.names import to_physical_channel
@@ -60,6 +61,14 @@ PROXY_SESSION_PREFIX = "by-dev/meta/session/proxy-"
 READER, WRITER = 0, 1  # statsLock priorities: RLock (statistics reads) before Lock (enqueue, pop)
 _DML_TYPES = frozenset({MsgType.INSERT, MsgType.DELETE})
 _INSERT = MsgType.INSERT
+
+
+def _describe_collection(collection: Collection) -> int:
+    """Rootcoord's ``DescribeCollection`` by id as the proxy's meta cache asks it: the id, or "collection not
+    found[collection=<id>]" (``WrapErrCollectionNotFound``) before the collection's CreateCollection ran."""
+    if not collection.created:
+        raise wrap_err_collection_not_found(collection.id)
+    return collection.id
 
 
 def draw_phase(sim: Simulation, stream: str, param_ms: float, period_ms: float) -> float:
@@ -124,6 +133,9 @@ class Collection:
         self._segments = {v: collection_id * 1000 + i for i, v in enumerate(self.vchannels)}
         #: Bytes of field data (vectors, scalars) each row carries besides its key: ``InsertMsg.payload_bytes``.
         self.payload_bytes_per_row = 0
+        #: Whether rootcoord's meta has the collection (its CreateCollection ran): True for a collection that
+        #: exists from the start; a cluster that creates it by DDL sets it once the DDL is done.
+        self.created = True
 
     def segment_of(self, vchannel: str) -> int:
         """The growing segment a vchannel's rows go to (one per shard here)."""
@@ -255,7 +267,8 @@ class ProxyNode(Node):
         Like ``insertTask.setChannels``, the task counts on *every* pchannel of its collection, whichever
         its rows hash to: a proxy's minimum for a pchannel holds back on any write to the collection.
         Returns the task's timestamp once its messages are in the pchannels and it left the queue (the
-        client's acknowledgement), ``None`` when it failed or the proxy died. ``task_ms`` fixes this task's
+        client's acknowledgement), ``None`` when it failed or the proxy died. A collection rootcoord does not
+        know yet fails the request before it enqueues (:meth:`_describe_collection`). ``task_ms`` fixes this task's
         execution time (default: exponential with mean ``self.task_ms``). ``fields``: each row's dynamic field
         (a dict per key of ``pks``), carried by the ``InsertMsg`` to the QueryNode and the binlogs; None for
         rows that carry only their key.
@@ -270,6 +283,8 @@ class ProxyNode(Node):
         return self.bound(self._dml(collection, pks, MsgType.DELETE, None))
 
     def _dml(self, collection: Collection, pks: list[int], msg_type: str, task_ms: float | None, fields=None):
+        if not collection.created and not (yield from self._describe_collection(collection)):
+            return None
         sim = self.sim
         env = sim.env
         vchannels, pchannel_of = collection.vchannels, collection.pchannel_of
@@ -337,6 +352,34 @@ class ProxyNode(Node):
             lock.release()
         self._emit_finish.rows(self.name, _finish_rows(ts, pchannels, queue.pchan_stats_view()))
         return ts
+
+    def _describe_collection(self, collection: Collection):
+        """Resolve a collection this proxy has not seen created; False (the request fails before it enqueues, the
+        Milvus way) when rootcoord does not know it.
+
+        In Go, ``dmTaskQueue.Enqueue`` first calls the task's ``setChannels`` (``insertTask.setChannels``,
+        ``deleteTask.setChannels``): ``globalMetaCache.GetCollectionID`` misses, asks rootcoord
+        (``DescribeCollection``) and returns its "collection not found"; the task never takes ``statsLock``, never
+        allocates a timestamp and never asks DataCoord for a segment, and ``Proxy.Insert`` / ``Proxy.Delete``
+        answer the client with that error ("Failed to enqueue insert task"). ``insertTask.PreExecute`` and
+        ``deleteTask.PreExecute`` would check ``GetCollectionID`` again, but the task does not get that far.
+        Here: one ``DescribeCollection`` round trip to rootcoord; when it fails, a ``proxy.meta_cache`` miss with
+        its error, and the request gets its usual failed result (``None``); when the DDL finished meanwhile, the
+        request goes on.
+
+        Simplification: this proxy keeps no meta cache; a request for a created collection goes on as a cache hit
+        would, with no event and no RPC.
+        """
+        rc = self.rootcoord
+        try:
+            yield Call(rc.name, partial(_describe_collection, collection))
+        except RPCError as exc:
+            cause = exc.__cause__
+            self.sim.recorder.emit("proxy.meta_cache", self.name, peer=rc.name,
+                                   error=str(cause if isinstance(cause, CollectionNotFoundError) else exc),
+                                   detail={"result": "miss", "collection": collection.id})
+            return False
+        return True
 
     def _produce(self, collection: Collection, vch: str, pks_v: list[int], ts: int, msg_type: str, _sent: simpy.Event | None = None, fields_v: list | None = None) -> None:
         """One vchannel's ``InsertMsg`` (or ``DeleteMsg``) reaches its pchannel (a callback of the send's delay,

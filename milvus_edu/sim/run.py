@@ -340,7 +340,7 @@ def simulate(
         spec.build(sim, **opts)
         validate_interventions(sim, changes, duration_s * 1000.0)
         # only those given: a scenario's own crash cut off by a short run is no one's mistake (as its own steps)
-        warn_times_after({name: opts[name] for name in options or {}}, duration_s * 1000.0)
+        warn_times_after(opts, duration_s * 1000.0, given=list(options or {}))
         out = prepare_out_dir(out_dir, force) if out_dir is not None else None
         remote = None
         if out is not None:

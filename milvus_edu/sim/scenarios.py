@@ -5,7 +5,9 @@ scenarios``), a default duration, the mechanisms it exercises and a ``build(sim)
 and starts nodes and schedules faults. Mechanisms bring their own (see :mod:`milvus_edu.registry`).
 
 An option that is a time in the run (when a node crashes, when a collection is dropped) declares it by its default,
-an :class:`At`: :func:`~milvus_edu.sim.run.simulate` then warns when the value given is at or after the run's end.
+an :class:`At`: :func:`~milvus_edu.sim.run.simulate` then warns when the value given is at or after the run's end. An
+option that is a delay after such a time (how long a killed node stays down) declares it by an :class:`After` naming
+that option: the warning then comes when the time plus the delay is at or after the run's end.
 """
 
 from __future__ import annotations
@@ -24,16 +26,53 @@ class At(float):
     __slots__ = ()
 
 
-def warn_times_after(options: Mapping[str, object], until_ms: float) -> None:
-    """Warn (``UserWarning``, one per option) for each :class:`At` option of ``options`` (the options given, after
-    ``scenario_options``) at or after the run's end ``until_ms``:
-    what it times never happens, as with a workload's steps after the end. Not an error: the run is still one, and
-    an option set past the end is a way to leave out what it times."""
-    for name, value in options.items():
+class After(float):
+    """The default of a scenario option that is a delay, in seconds, after the time another option of the scenario
+    sets (an :class:`At`), at which the scenario does something: ``After(2.0, since=<that option's name>)`` does it 2 s
+    after that time. A value given for the option is an ``After`` of the same ``since`` (``scenario_options`` converts
+    a value to its default's type, and each ``since`` has a type of its own), so :func:`warn_times_after` can tell
+    that the time plus the delay falls after the run."""
+
+    __slots__ = ()
+    #: The name of the option this delay counts from (set on the type: ``type(value)(raw)`` keeps it).
+    since = ""
+    _of_since: dict[str, type[After]] = {}
+
+    def __new__(cls, value=0.0, since: str | None = None):
+        if since is not None and since != cls.since:
+            cls = After._of_since.get(since) or After._of_since.setdefault(
+                since, type(f"After[{since}]", (After,), {"__slots__": (), "since": since, "__module__": __name__}))
+        if not cls.since:
+            raise TypeError("After needs the name of the option the delay counts from: After(2.0, since='...')")
+        return super().__new__(cls, value)
+
+    def __reduce__(self):  # pickled by the public type: its per-since type is made again on loading
+        return After, (float(self), self.since)
+
+
+def warn_times_after(options: Mapping[str, object], until_ms: float, given=None) -> None:
+    """Warn (``UserWarning``, one per option) of what an option times that will not happen before the run's end
+    ``until_ms``, as with a workload's steps after the end: an :class:`At` option at or after the end, an
+    :class:`After` option whose start (the option it counts from) plus the delay is at or after it.
+
+    ``options`` are the run's options after ``scenario_options``; only those named in ``given`` warn (the options
+    the user gave, in that order; ``None``: every one of ``options``). A delay whose start is itself at or after the
+    end does not warn: what it would follow does not happen either (the start's own warning says so, when given).
+    Not an error: the run is still one, and an option set past the end is a way to leave out what it times."""
+    end_s = until_ms / 1000
+    for name in options if given is None else [n for n in given if n in options]:
+        value = options[name]
         if isinstance(value, At) and value * 1000.0 >= until_ms:
-            warnings.warn(f"option {name}={value:g} is at or after the run's end ({until_ms / 1000:g} s), so what it "
+            warnings.warn(f"option {name}={value:g} is at or after the run's end ({end_s:g} s), so what it "
                           f"times will not happen in this run; {name} is in seconds from the run's start: give a "
                           "longer run or an earlier time", UserWarning, stacklevel=3)
+        elif isinstance(value, After):
+            start = float(options[value.since])
+            if start * 1000.0 < until_ms <= (start + value) * 1000.0:
+                warnings.warn(f"option {name}={value:g} puts what it times at {start + value:g} s, at or after the "
+                              f"run's end ({end_s:g} s), so it will not happen in this run; {name} is in seconds "
+                              f"after {value.since} ({start:g} s): give a longer run or a shorter delay", UserWarning,
+                              stacklevel=3)
 
 
-__all__ = ["At", "Scenario", "get_scenario", "scenarios", "warn_times_after"]
+__all__ = ["After", "At", "Scenario", "get_scenario", "scenarios", "warn_times_after"]

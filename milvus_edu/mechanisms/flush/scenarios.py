@@ -18,7 +18,7 @@ from ...mq.fast import KeysHashedAhead
 from ...proto import SegmentState
 from ...registry import Scenario
 from ...sim.kernel import Simulation
-from ...sim.scenarios import At
+from ...sim.scenarios import After, At
 
 #: ``rootCoord.dmlChannelNum`` is 16 in Milvus; two keep the lesson readable.
 PCHANNELS = 2
@@ -206,7 +206,7 @@ class FlushWorkload:
 #: down and a second DataNode takes its channels once its session expired).
 OPTIONS = {"proxies": 1, "inserts_per_s": 200.0, "deletes_per_s": 5.0, "workload_s": 30.0,
            "rpc_failure_rate": 0.0, "store_latency_ms": 5.0, "crash_at_s": At(0.0), "crash_step": 0,
-           "restart_after_s": 4.0, "takeover": False}
+           "restart_after_s": After(4.0, since="crash_at_s"), "takeover": False}
 
 
 def _run(sim: Simulation, flush_at_s=(), proxies: int = 1, inserts_per_s: float = 200.0,
@@ -315,7 +315,8 @@ SCENARIOS = (
         "asks DataCoord where to resume (the channel checkpoint), rebuilds its segment cache, replays the channel "
         "from there and drops every insert already in a binlog (at or before its segment's DmlPosition), so the "
         "final binlogs hold every acknowledged row exactly once. Try it with --switch skip_recovery_filter.",
-        ("flush", "timetick", "tso"), options={**OPTIONS, "crash_at_s": At(26.0), "restart_after_s": 2.0},
+        ("flush", "timetick", "tso"),
+        options={**OPTIONS, "crash_at_s": At(26.0), "restart_after_s": After(2.0, since="crash_at_s")},
     ),
     Scenario(
         "datanode-takeover", "The DataNode crashes at 26 s for good; when its session expires DataCoord hands its "
@@ -335,7 +336,8 @@ SCENARIOS = (
         "must stay at their start. With the switch it jumps to the consumed position, DataCoord stores it, the "
         "DataNode crashes at 11 s, and the restarted node seeks past rows that never reached a binlog.",
         ("flush", "timetick", "tso"),
-        options={**OPTIONS, "store_latency_ms": 3000.0, "crash_at_s": At(11.0), "restart_after_s": 2.0},
+        options={**OPTIONS, "store_latency_ms": 3000.0, "crash_at_s": At(11.0),
+                 "restart_after_s": After(2.0, since="crash_at_s")},
     ),
     Scenario(
         "checkpoint-rpc-lost", "DataCoord's etcd is down from 9.5 s to 10.5 s, across the checkpoint updater's first "

@@ -10,7 +10,7 @@ from __future__ import annotations
 from ...events import SIM_EPOCH_MS
 from ...registry import Scenario
 from ...sim.interventions import MAX_CLOCK_JUMP_MS
-from ...sim.scenarios import At
+from ...sim.scenarios import After, At
 from ...sim.kernel import Simulation
 from ...tsoutil import compose_ts
 from ...client.workload import SEED_STEPS, T0_S, parse_steps, warn_steps_after
@@ -254,7 +254,7 @@ SCENARIOS = (
         "(60 s), so no tick is sent and tsafe stands still: Strong reads wait and time out; Bounded reads answer from "
         "stale data until tsafe is more than 5 s behind, then wait too (they have no timeout here); Eventually always "
         "answers, from ever older data. When the lease expires, ticks flow and tsafe catches up at once.", MECH,
-        options={"kill_at_s": At(5.0), "restart_after_s": 2.0, "timeout_s": 5.0},
+        options={"kill_at_s": At(5.0), "restart_after_s": After(2.0, since="kill_at_s"), "timeout_s": 5.0},
     ),
     Scenario(
         "lag-too-large", "A Customized read with a guarantee a day ahead is refused at once: Timestamp lag too large "
@@ -285,6 +285,6 @@ SCENARIOS = (
         "(the SDK does not retry that). The new C0 has a new id and schema version: the first insert of each client "
         "still sends the old version, the proxy answers collection schema mismatch, and the SDK describes again and "
         "retries into the new collection.", MECH,
-        options={"writes": 30, "drop_at_s": At(2.0), "gap_s": 0.3},
+        options={"writes": 30, "drop_at_s": At(2.0), "gap_s": After(0.3, since="drop_at_s")},
     ),
 )
