@@ -18,6 +18,7 @@ import pytest
 import milvus_edu
 from milvus_edu.mechanisms.timetick.check import TimeTickChecker, check_timetick
 from milvus_edu.config import TSOParams
+from milvus_edu.narrate import describe
 from milvus_edu.registry import get_mechanism
 from milvus_edu.tsoutil import parse_hybrid_ts
 
@@ -342,7 +343,9 @@ def test_a_dml_request_for_a_collection_not_created_yet_fails_with_collection_no
     assert isinstance(answers["later insert"], int)
     misses = [r for r in sink.rows if r["kind"] == "proxy.meta_cache"]
     assert [(r["node"], r["peer"], r["error"], json.loads(r["detail"])) for r in misses] == [
-        ("proxy-1", "rootcoord-1", "collection not found[collection=100]", {"collection": 100, "result": "miss"})] * 2
+        ("proxy-1", "rootcoord-1", "collection not found[collection=100]", {"collection_id": 100, "result": "miss"})] * 2
+    assert describe(misses[0]) == ("proxy-1's meta cache misses collection 100; rootcoord answers: collection not "
+                                   "found[collection=100].")
     assert all(r["t_ms"] < 150.0 for r in misses)
     enqueued = [r["ts"] for r in sink.rows if r["kind"] == "proxy.enqueue"]
     produced = [(r["msg_type"], r["count"]) for r in sink.rows if r["kind"] == "mq.produce" and r["node"] == "proxy-1"]

@@ -377,7 +377,7 @@ class ProxyNode(Node):
             cause = exc.__cause__
             self.sim.recorder.emit("proxy.meta_cache", self.name, peer=rc.name,
                                    error=str(cause if isinstance(cause, CollectionNotFoundError) else exc),
-                                   detail={"result": "miss", "collection": collection.id})
+                                   detail={"result": "miss", "collection_id": collection.id})
             return False
         return True
 

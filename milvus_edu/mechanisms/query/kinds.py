@@ -24,7 +24,8 @@ KINDS = (
          "timestamp `ts`, failed with `error` (collection schema mismatch); it evicted its cached description "
          "(`detail.evicted`) and tries again after `detail.sleep_ms`.", "ts count peer error detail",
          "client/milvusclient Client.retryIfSchemaError + retry.Handle"),
-    kind("proxy.meta_cache", "The proxy's meta cache on collection `detail.collection`: `detail.result` is `hit`, "
+    kind("proxy.meta_cache", "The proxy's meta cache on collection `detail.collection` (only its id "
+         "`detail.collection_id` when a program drives the proxy's DML itself): `detail.result` is `hit`, "
          "`miss` (a DescribeCollection to rootcoord: id `detail.collection_id`, schema version `ts`, kept unless "
          "`detail.cached` is false; `error` when rootcoord has no such collection), `invalidate` (rootcoord's drop at "
          "`ts` removed `detail.removed`) or `schema_mismatch` (the insert's `detail.schema_ts` is not the "
