@@ -83,6 +83,7 @@ def pytest_collection_modifyitems(config, items):
     * The tests of a module with module-scoped fixtures (simulated runs, a JupyterLab server) form a
       group per module, so those fixtures are set up once, on one worker.
     * Every other test is scheduled on its own, on whichever worker is free.
+    * After the labs' group, the groups and tests with a slow test come before the quick ones.
     """
     labs = []
     for item in items:
@@ -96,7 +97,18 @@ def pytest_collection_modifyitems(config, items):
         elif "module" in scopes:
             item.add_marker(pytest.mark.xdist_group(item.module.__name__))
     first = {id(item) for item in labs}
-    items[:] = labs + [item for item in items if id(item) not in first]
+    rest = [item for item in items if id(item) not in first]
+    # Longest first, roughly (the workers take the groups in this order, as pyproject.toml turns xdist's own reorder
+    # off): a group with a slow test, and each slow test on its own, before the quick ones, so the many quick
+    # tests even out the workers' ends instead of one worker starting a long group when the others are done.
+    slow_groups = {_group(item) for item in rest if item.get_closest_marker("slow")}
+    items[:] = labs + sorted(rest, key=lambda item: _group(item) not in slow_groups)
+
+
+def _group(item) -> str:
+    """The xdist scope an item is scheduled in: its group's name, or (a test scheduled on its own) its node id."""
+    marker = item.get_closest_marker("xdist_group")
+    return marker.args[0] if marker and marker.args else item.nodeid
 
 
 @dataclass
