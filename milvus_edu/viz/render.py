@@ -275,7 +275,8 @@ class BlitRenderer:
             box = dict(left=0.85 / w_in, right=1 - 0.2 / w_in, top=1 - 0.5 / h_in, bottom=0.45 / h_in)
             gs = self.fig.add_gridspec(1, 1, **box)
             self.axes, self.cursors = build_column(self.fig, gs[0, 0], lanes, index.frame, self.full_xlim)
-            figure_legend(self.fig, self.axes, box["left"], box["top"] + 0.06 / h_in)
+            # The legend uses the figure's whole width (over the y labels too): fewer rows above the lanes.
+            figure_legend(self.fig, self.axes, 0.1 / w_in, box["top"] + 0.06 / h_in)
             # First update: learn which artists each lane moves and keep them out of the background.
             t0 = float(index.t_ms[0])
             for lane in lanes:
