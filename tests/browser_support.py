@@ -434,6 +434,8 @@ class StepResult:
     panel_marked_more: bool | None = None
     #: Rapid clicks (:func:`_rapid_clicks`): one :class:`RapidRun` per sequence of clicks.
     rapid: list["RapidRun"] = field(default_factory=list)
+    #: The stepper's height (px) after each busy click and each rapid run: events whose panels are short and long.
+    heights: list[float] = field(default_factory=list)
 
 
 @dataclass
@@ -599,6 +601,7 @@ def _click_while_busy(page, stepper, result: StepResult) -> None:
         result.busy_panels.append(text)
         result.busy_ms.append(float(ms))
         result.busy_status.append("busy" if page.evaluate("() => window.__mesBusy") else "done")
+        result.heights.append(_box(stepper)["height"])
     result.slider_value = int(page.evaluate("(r) => r.querySelector('input[type=range]').value", root))
     m = re.match(r"event ([\d,]+) of", result.busy_panels[-1])
     result.panel_number = int(m.group(1).replace(",", "")) if m else None
@@ -722,17 +725,20 @@ def _rapid_clicks(page, stepper, result: StepResult, screen: Path) -> None:
                                              ["slider", far(0.97), 30]] + [["jump", 30]] * 3])
     busy = bool(page.evaluate("() => window.__mesBusy"))
     result.rapid.append(_settle(page, stepper, root, "busy", None, busy))
+    result.heights.append(_box(stepper)["height"])
     page.wait_for_timeout(300)
     stepper.screenshot(path=str(screen))
 
     page.evaluate(_RAPID_JS, [root, [["slider", far(0.1), 30], ["kind-here", 30]] + jumps])
     result.rapid.append(_settle(page, stepper, root, "jumps", None, False))
+    result.heights.append(_box(stepper)["height"])
 
     rnd = __import__("random").Random(n)
     target = far(0.9)
     moves = [["slider", rnd.randrange(1, n + 1), 16] for _ in range(24)] + [["slider", target, 0]]
     page.evaluate(_RAPID_JS, [root, moves])
     result.rapid.append(_settle(page, stepper, root, "scrub", target, False))
+    result.heights.append(_box(stepper)["height"])
 
     page.evaluate(_RAPID_JS, [root, [["slider", 1, 30]]])
     page.evaluate(_SETTLE_JS, [root, 20_000])
@@ -743,6 +749,7 @@ def _rapid_clicks(page, stepper, result: StepResult, screen: Path) -> None:
     run = _settle(page, stepper, root, "play", None, False)
     run.frames_details, run.frames_waiting = int(frames["details"]), int(frames["waiting"])
     result.rapid.append(run)
+    result.heights.append(_box(stepper)["height"])
     _wait_kernel_idle(page, 30)
 
 

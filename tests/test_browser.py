@@ -104,6 +104,9 @@ def _check_stepper_answers_while_busy_and_fits(result) -> None:
         assert box["x"] >= 0 and box["y"] >= 0, (name, box)
         assert box["x"] + box["width"] <= w and box["y"] + box["height"] <= h, (name, box)
     assert result.screen.is_file() and result.screen.stat().st_size > 0
+    # The widget keeps one height from event to event (its panel scrolls inside), so the cells below it stay put.
+    print(f"  stepper heights: {[round(h, 1) for h in result.heights]}; picture {result.plot_box}")
+    assert len(result.heights) == 7 and max(result.heights) - min(result.heights) <= 1, result.heights
     # Lines below the panel's box are there only with the shadow that says so (scroll bars may be hidden).
     assert (result.panel_hidden_px > 1) == result.panel_marked_more, (result.panel_hidden_px, result.panel_marked_more)
     _check_rapid_clicks_end_on_details(result)

@@ -276,7 +276,7 @@ def _every_level_steps():
     return steps
 
 
-def test_the_legend_fits_above_the_lanes_in_two_rows_with_every_level():
+def test_the_legend_fits_above_the_lanes_in_three_rows_with_every_level():
     """The widest legend a run makes (every level, a failed read, an insert and a delete) is not cut off at the
     top or the right of the stepper's picture, and names only the levels the run used."""
     ev = milvus_edu.simulate("workload", seed=1, options={"steps": _every_level_steps()}).events
@@ -288,7 +288,9 @@ def test_the_legend_fits_above_the_lanes_in_two_rows_with_every_level():
     assert box.y1 <= fig.bbox.height + 1 and box.x1 <= fig.bbox.width + 1 and box.x0 >= 0
     for ax in st._renderer.axes:
         assert not box.overlaps(ax.get_window_extent(renderer))
-    assert len({round(t.get_window_extent(renderer).y0) for t in legend.get_texts()}) <= 2
+    # Three rows of four since the picture is shown at its own 504 px with 9.9 px text (two rows of six fitted
+    # the 612 px picture shrunk to 87 %).
+    assert len({round(t.get_window_extent(renderer).y0) for t in legend.get_texts()}) <= 3
     labels = [t.get_text() for t in legend.get_texts()]
     assert {"Strong", "Session", "Bounded", "Eventually", "Customized", "failed", "insert", "delete"} <= set(labels)
     seed_labels = [t.get_text() for t in TimelineStepper(milvus_edu.simulate("seed-example", seed=1).events)

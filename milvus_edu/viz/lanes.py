@@ -111,9 +111,19 @@ def cursor_dot(ax, color, size=7, marker="o", **kw):
     return dot
 
 
+def _on_page(ax, x: float) -> bool:
+    """Is ``x`` within the x limits ``ax`` shows? (A point on an earlier page of a paged view is not: a marker
+    there would be drawn cut in half at the lane's left edge.)"""
+    if ax is None:
+        return True
+    lo, hi = sorted(ax.get_xlim())
+    return lo <= x <= hi
+
+
 def move_dot(dot: Line2D, track: Track, cursor: int) -> None:
+    """Put ``dot`` on ``track``'s point at ``cursor``; hidden when the track has none yet or it is off the page."""
     k = track.at(cursor)
-    if k < 0:
+    if k < 0 or not _on_page(dot.axes, track.x[k]):
         dot.set_visible(False)
     else:
         dot.set_data([track.x[k]], [track.y[k]])
@@ -128,11 +138,12 @@ def move_all(tracks, cursor: int) -> list:
 
 
 def move_rings(dots: Line2D, tracks, cursor: int) -> list:
-    """Put one marker of ``dots`` on each track's point at ``cursor`` (tracks with none yet get none)."""
+    """Put one marker of ``dots`` on each track's point at ``cursor`` (tracks with none yet, or whose point is off
+    the page, get none)."""
     xs, ys = [], []
     for track in tracks:
         k = track.at(cursor)
-        if k >= 0:
+        if k >= 0 and _on_page(dots.axes, track.x[k]):
             xs.append(track.x[k])
             ys.append(track.y[k])
     dots.set_data(xs, ys)

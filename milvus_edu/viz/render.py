@@ -34,14 +34,16 @@ from PIL import Image
 
 from ..events.schema import detail_object
 
-#: rcParams of the stepper's figure (deterministic SVG ids, fonts sized for a ~800 px wide widget).
+#: rcParams of the stepper's figure (deterministic SVG ids). The browser shows the picture at its own size
+#: (stepper.css), so at 90 dpi a point is 1.25 screen pixels: no text under 9.9 px (lanes' ``"small"`` is
+#: 0.83 x font.size = 7.9 pt; it was 7 pt, and the picture was shrunk to 87 %, about 7.7 px).
 RC = {
-    "font.size": 8.5,
-    "axes.titlesize": 8.5,
-    "axes.labelsize": 8.5,
-    "xtick.labelsize": 8,
-    "ytick.labelsize": 8,
-    "legend.fontsize": 8,
+    "font.size": 9.5,
+    "axes.titlesize": 9.5,
+    "axes.labelsize": 9.5,
+    "xtick.labelsize": 8.5,
+    "ytick.labelsize": 8.5,
+    "legend.fontsize": 8.5,
     "svg.hashsalt": "milvus-edu",
     "svg.fonttype": "path",
     "path.simplify": True,
@@ -115,7 +117,18 @@ def artist_ops(artists, height: float, dpi: float) -> list:
                 face = None if a.get_fillstyle() == "none" else _hex(a.get_markerfacecolor())
                 marker = [str(a.get_marker()), r(a.get_markersize() * pt), face, _hex(a.get_markeredgecolor()),
                           r(a.get_markeredgewidth() * pt)]
-            ops.append(["L", pts, line, marker, clip])
+            shown = pts
+            if marker is not None and clip is not None:
+                # A marker whose point is off the artist's box (an earlier page's point, in a paged view) would be
+                # drawn cut in half at the lane's edge: it is not drawn; its line, clipped there, still is.
+                shown = [p for p in pts if clip[0] - 0.5 <= p[0] <= clip[2] + 0.5]
+            if shown is pts or len(shown) == len(pts):
+                ops.append(["L", pts, line, marker, clip])
+            else:
+                if line is not None:
+                    ops.append(["L", pts, line, None, clip])
+                if shown:
+                    ops.append(["L", shown, None, marker, clip])
         elif isinstance(a, Text):
             text = a.get_text()
             if not text:
@@ -258,10 +271,12 @@ class BlitRenderer:
             self.fig = Figure(figsize=figsize, dpi=dpi)
             self.canvas = FigureCanvasAgg(self.fig)
             w_in, h_in = self.fig.get_size_inches()
-            box = dict(left=0.85 / w_in, right=1 - 0.12 / w_in, top=1 - 0.5 / h_in, bottom=0.45 / h_in)
+            # right: half of the last x tick label ("0.75", "80") stands past the lanes' right edge
+            box = dict(left=0.85 / w_in, right=1 - 0.2 / w_in, top=1 - 0.5 / h_in, bottom=0.45 / h_in)
             gs = self.fig.add_gridspec(1, 1, **box)
             self.axes, self.cursors = build_column(self.fig, gs[0, 0], lanes, index.frame, self.full_xlim)
-            figure_legend(self.fig, self.axes, box["left"], box["top"] + 0.06 / h_in)
+            # The legend uses the figure's whole width (over the y labels too): fewer rows above the lanes.
+            figure_legend(self.fig, self.axes, 0.1 / w_in, box["top"] + 0.06 / h_in)
             # First update: learn which artists each lane moves and keep them out of the background.
             t0 = float(index.t_ms[0])
             for lane in lanes:

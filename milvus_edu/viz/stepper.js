@@ -166,6 +166,7 @@ function render({ model, el: root }) {
   const img = el("img", { class: "mes-bg", alt: "lanes of the run", width: String(geo.width), height: String(geo.height) });
   const canvas = el("canvas", { class: "mes-overlay", width: String(geo.width), height: String(geo.height) });
   const plot = el("div", { class: "mes-plot" }, [img, canvas]);
+  plot.style.flex = `0 1 ${geo.width}px`; // its own size (its text is sized for it), less only on a narrow page
   plot.style.maxWidth = `${geo.width}px`;
   const panel = el("div", { class: "mes-panel milvus-edu-state" });
   const controls = el("div", { class: "mes-controls" }, [toStart, play, back, fwd, speed, slider, number]);
@@ -174,15 +175,19 @@ function render({ model, el: root }) {
   const box = el("div", { class: "mes-root" }, [title, controls, jumpRow, body]);
   root.appendChild(box);
   const ctx = canvas.getContext("2d");
-  // The panel beside the picture may grow past the picture's height into what the screen leaves below the
-  // controls when the stepper is scrolled to its top (the window less JupyterLab's bars, APP_BARS_PX), so its
-  // last lines show whole (a panel held to the picture's height cut lab 3's last DataCoord line); past that it
-  // scrolls inside, and its box stays in view. Below the picture (a narrow page) it keeps to 60% of the window.
+  // The panel beside the picture has one height whatever the event, so the widget's height never changes as
+  // one steps (a panel that grew and shrank with its text moved the cells below it up and down): the picture's
+  // height, or more, up to what the screen leaves below the controls when the stepper is scrolled to its top
+  // (the window less JupyterLab's bars, APP_BARS_PX), so long panels (lab 3's DataCoord lines) show whole where
+  // the screen allows; a longer text scrolls inside, and its box stays in view. Below the picture (a narrow
+  // page) it is 60% of the window.
   const fitPanel = () => {
     const sameRow = panel.offsetTop === plot.offsetTop;
     const controlsPx = body.getBoundingClientRect().top - box.getBoundingClientRect().top;
     const roomPx = window.innerHeight - APP_BARS_PX - controlsPx;
-    panel.style.maxHeight = sameRow ? `${Math.max(plot.offsetHeight, roomPx, 200)}px` : "60vh";
+    const px = sameRow ? `${Math.max(plot.offsetHeight, roomPx, 200)}px` : "60vh";
+    panel.style.height = px;
+    panel.style.maxHeight = px;
     markMore();
   };
   // A shadow at the panel's foot while lines are hidden below it: browsers that hide scroll bars until one

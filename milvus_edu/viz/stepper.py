@@ -44,9 +44,10 @@ __all__ = ["TimelineStepper", "SPEEDS", "default_lanes", "FIGSIZE", "WINDOW_BEFO
 #: Play speeds: label -> events per second (the browser plays; no kernel round trip per frame).
 SPEEDS = {"2 events/s": 2, "5 events/s": 5, "10 events/s": 10, "25 events/s": 25, "100 events/s": 100,
           "500 events/s": 500, "2000 events/s": 2000}
-#: Size of the lanes' picture in inches (at 90 dpi: 612 x 504 px), so that at 1280 x 800 with
-#: JupyterLab's file browser open the panel fits beside it and the lanes fit in the screen's height.
-FIGSIZE = (6.8, 5.6)
+#: Size of the lanes' picture in inches (at 90 dpi: 504 x 504 px). The browser shows it at this size, not
+#: shrunk: at 1280 x 800 with JupyterLab's file browser open the output area is about 850 px wide, which
+#: leaves the state panel about 340 px beside it, and the lanes fit in the screen's height.
+FIGSIZE = (5.6, 5.6)
 #: Events before and after the cursor whose panel and cursor drawing the browser holds.
 WINDOW_BEFORE = 96
 WINDOW_AFTER = 416
