@@ -32,6 +32,14 @@ from milvus_edu.storage.kv import MemoryKV, SQLiteKV
 # Compiler has been disabled"), and its SparkContext then shut down mid-suite: the cache gets tiered mode's 240 MB.
 os.environ.setdefault("JAVA_TOOL_OPTIONS", "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m")
 
+# The suite's Spark jobs read a few thousand rows each, where compiling each query's Java code and re-planning it as
+# it runs cost more than they save: every Spark session the tests start (theirs, the labs', a sweep's) turns whole-stage
+# code generation, expression code generation and adaptive execution off (milvus_edu.analysis.session reads
+# MILVUS_EDU_SPARK_CONF). tests/test_analysis_many.py and test_analysis_flush.py took 40-51 s against 55-65 s with
+# Spark's defaults (2026-11-26, busy machine). The answers do not depend on it; users keep Spark's defaults.
+os.environ.setdefault("MILVUS_EDU_SPARK_CONF", "spark.sql.adaptive.enabled=false;spark.sql.codegen.wholeStage=false;"
+                      "spark.sql.codegen.factoryMode=NO_CODEGEN")
+
 
 @pytest.fixture
 def clock():

@@ -19,7 +19,7 @@ import pytest
 
 import milvus_edu
 from milvus_edu.analysis import (
-    ENV_DRIVER_MEMORY, ENV_MASTER, EventPathError, SparkUnavailableError, check_spark_available, load_events,
+    ENV_CONF, ENV_DRIVER_MEMORY, ENV_MASTER, EventPathError, SparkConfError, SparkUnavailableError, check_spark_available, load_events,
     resolve_event_paths, spark_conf, spark_schema, to_pandas,
 )
 from milvus_edu.events import FIELD_NAMES, arrow_schema, load_run
@@ -83,7 +83,9 @@ def test_imports_without_pyspark():
 def test_conf_defaults_and_env(monkeypatch):
     monkeypatch.delenv(ENV_MASTER, raising=False)
     monkeypatch.delenv(ENV_DRIVER_MEMORY, raising=False)
+    monkeypatch.delenv(ENV_CONF, raising=False)  # tests/conftest.py sets it for the suite
     conf = spark_conf()
+    assert "spark.sql.adaptive.enabled" not in conf  # Spark's own default, unless asked
     assert conf["spark.master"] == "local[*]" and conf["spark.driver.memory"] == "1g"
     assert conf["spark.ui.enabled"] == "false" and conf["spark.ui.showConsoleProgress"] == "false"
     assert conf["spark.driver.host"] == conf["spark.driver.bindAddress"] == "127.0.0.1"
@@ -93,6 +95,20 @@ def test_conf_defaults_and_env(monkeypatch):
     assert spark_conf()["spark.master"] == "spark://example:7077"
     assert spark_conf()["spark.driver.memory"] == "3g"
     assert spark_conf(master="local[2]", driver_memory="512m")["spark.master"] == "local[2]"
+
+
+def test_more_settings_come_from_the_environment_and_a_bad_one_is_one_clear_error(monkeypatch):
+    monkeypatch.setenv(ENV_CONF, " spark.sql.adaptive.enabled=false ; spark.sql.shuffle.partitions=3;; ")
+    conf = spark_conf()
+    assert conf["spark.sql.adaptive.enabled"] == "false"
+    assert conf["spark.sql.shuffle.partitions"] == "3"  # overrides the module's default of 8
+    assert conf["spark.ui.enabled"] == "false"  # the others stay
+    for bad in ("spark.sql.adaptive.enabled", "adaptive=false", "spark.ui.enabled=", "=x"):
+        monkeypatch.setenv(ENV_CONF, f"spark.sql.shuffle.partitions=3;{bad}")
+        with pytest.raises(SparkConfError, match=r"^MILVUS_EDU_SPARK_CONF: '.*' is not a Spark setting; give key=value "
+                                                 r"pairs separated by ';'") as err:
+            spark_conf()
+        assert bad.strip() in str(err.value) and "\n" not in str(err.value)
 
 
 def test_missing_or_old_java_is_one_clear_error(monkeypatch, tmp_path):

@@ -8,6 +8,8 @@
   (Binder gives a notebook about 2 GB in all);
 * no Spark UI, no console progress bars, bound to the loopback interface, session time zone UTC,
   8 shuffle partitions (run logs are small; 200 tiny tasks would be slower);
+* any other Spark setting from ``MILVUS_EDU_SPARK_CONF``, ``key=value`` pairs separated by ``;`` (they
+  override the ones above; e.g. ``spark.executor.memory=4g`` for a cluster);
 * quiet from the first line: a log4j2 configuration (:data:`LOG4J2_PROPERTIES`, level ERROR) is
   given to the driver JVM when it starts, and the JVM's own stderr (its start-up notices, e.g.
   ``WARNING: Using incubator modules``) goes to a log file (:func:`jvm_log_path`), so no warning box
@@ -32,6 +34,7 @@ from pathlib import Path
 
 ENV_MASTER = "MILVUS_EDU_SPARK_MASTER"
 ENV_DRIVER_MEMORY = "MILVUS_EDU_SPARK_DRIVER_MEMORY"
+ENV_CONF = "MILVUS_EDU_SPARK_CONF"
 DEFAULT_MASTER = "local[*]"
 DEFAULT_DRIVER_MEMORY = "1g"
 SHUFFLE_PARTITIONS = 8
@@ -93,9 +96,30 @@ def resolve_driver_memory(driver_memory: str | None = None) -> str:
     return driver_memory or os.environ.get(ENV_DRIVER_MEMORY) or DEFAULT_DRIVER_MEMORY
 
 
+class SparkConfError(ValueError):
+    """``MILVUS_EDU_SPARK_CONF`` is not a list of Spark settings; the message says which part and how to fix it."""
+
+
+def extra_conf() -> dict[str, str]:
+    """The settings ``$MILVUS_EDU_SPARK_CONF`` gives: ``key=value`` pairs separated by ``;`` (blank parts ignored),
+    each key a Spark setting (``spark.``...). A part that is not one raises :class:`SparkConfError`."""
+    out = {}
+    for part in os.environ.get(ENV_CONF, "").split(";"):
+        if not part.strip():
+            continue
+        key, sep, value = part.partition("=")
+        key = key.strip()
+        if not sep or not key.startswith("spark.") or not value.strip():
+            raise SparkConfError(f"{ENV_CONF}: {part.strip()!r} is not a Spark setting; give key=value pairs "
+                                 "separated by ';', each key starting with 'spark.' (e.g. spark.executor.memory=4g)")
+        out[key] = value.strip()
+    return out
+
+
 def spark_conf(master: str | None = None, driver_memory: str | None = None,
                app_name: str = "milvus-edu") -> dict[str, str]:
-    """Every setting :func:`spark_session` passes to Spark (a plain dict, for docs and tests)."""
+    """Every setting :func:`spark_session` passes to Spark (a plain dict, for docs and tests): the defaults of
+    this module, then those of ``$MILVUS_EDU_SPARK_CONF`` (:func:`extra_conf`)."""
     return {
         "spark.master": resolve_master(master),
         "spark.app.name": app_name,
@@ -108,6 +132,7 @@ def spark_conf(master: str | None = None, driver_memory: str | None = None,
         "spark.sql.session.timeZone": "UTC",
         "spark.sql.execution.arrow.pyspark.enabled": "true",
         "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{log4j2_config_path()}",
+        **extra_conf(),
     }
 
 
