@@ -18,7 +18,8 @@ from hypothesis import strategies as st
 
 import milvus_edu  # noqa: F401  (registers the mechanisms' kinds and scenarios)
 from milvus_edu.config import BugSwitches, Config
-from milvus_edu.events import JsonlSink, MemorySink, ParquetSink, Recorder, arrow_schema, load_run, rows_to_frame, table_to_frame
+from milvus_edu.events import (JsonlSink, MemorySink, ParquetSink, Recorder, arrow_schema, load_run, rows_to_frame,
+                               table_to_frame)
 from milvus_edu.events.fast import float_texts
 from milvus_edu.events.recorder import KeptBatches, RowBatch, arrow_table, encode_detail, json_line
 from milvus_edu.registry import get_scenario, scenario_options

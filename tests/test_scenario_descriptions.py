@@ -242,7 +242,8 @@ def _run(runs: dict[tuple, Run], name: str, sentence: str = "") -> Run:
     options = dict(_OPTION.findall(sentence))
     key = (name, tuple(sorted(options.items())))
     if key not in runs:
-        with warnings.catch_warnings():  # a sentence may set a time past the run on purpose ("drop_at_s=100 (after the run)")
+        # a sentence may set a time past the run on purpose ("drop_at_s=100 (after the run)")
+        with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=r"option \S+ (is|puts what it times) at or after the run's end")
             result = milvus_edu.simulate(name, seed=1, options=options)
         runs[key] = Run(result.events, result.summary)

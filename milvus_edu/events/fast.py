@@ -13,11 +13,11 @@ Gains measured with ``fast_path_gains.py --repeat 2`` (2026-11-25), TimeTick / f
 * :func:`json_bytes`, the JSON lines of that table written by Arrow's string kernels, with
   :func:`float_text_array` for the floats; readable form :func:`~milvus_edu.events.recorder.json_line` a row
   at a time (``jsonl-by-arrow``: the sink process spends 43% / 77% / 17% more). ``tests/test_recorder_fast.py``.
-* :class:`~milvus_edu.events.recorder.KeptBatches` (in ``recorder.py``, beside its readable form), a run kept in memory (``simulate(keep_events=True)``, what
-  notebooks and tests use) as the recorder's batches, its DataFrame built from their Arrow tables; readable form
-  :class:`~milvus_edu.events.recorder.MemorySink`, a dict per row as it is emitted (``kept-batches``: a kept run
-  whose DataFrame is read once costs 85% / 60% / 22% more CPU with the readable form, ``--repeat 2``,
-  2026-11-26). ``tests/test_recorder_fast.py``.
+* :class:`~milvus_edu.events.recorder.KeptBatches` (in ``recorder.py``, beside its readable form), a run kept
+  in memory (``simulate(keep_events=True)``, what notebooks and tests use) as the recorder's batches, its
+  DataFrame built from their Arrow tables; readable form :class:`~milvus_edu.events.recorder.MemorySink`, a dict
+  per row as it is emitted (``kept-batches``: a kept run whose DataFrame is read once costs 85% / 60% / 22% more
+  CPU with the readable form, ``--repeat 2``, 2026-11-26). ``tests/test_recorder_fast.py``.
 
 Two more fast paths of the run log stay where their callers look for them, as methods, with their
 readable form beside them and their gain in their docs: :meth:`Recorder.emitter

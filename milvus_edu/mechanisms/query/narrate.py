@@ -115,7 +115,8 @@ def _retry(row) -> str:
 def _meta_cache(row) -> str:
     d = detail_of(row)
     # a program driving the proxy itself names a collection by id only
-    node, coll, result = value(row, "node"), d.get("collection") or f"collection {d.get('collection_id')}", d.get("result")
+    node, result = value(row, "node"), d.get("result")
+    coll = d.get("collection") or f"collection {d.get('collection_id')}"
     if result == "hit":
         return f"{node}'s meta cache has {coll}: id {d.get('collection_id')}."
     if result == "invalidate":
