@@ -3,11 +3,13 @@ of each lab notebook (as shipped and with the reference answers at once) and one
 those executed labs; and the grouping of the tests for pytest-xdist."""
 
 import copy
+import hashlib
 import os
 import re
 import shutil
 import subprocess
 import sys
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,7 +32,10 @@ from milvus_edu.storage.kv import MemoryKV, SQLiteKV
 # want; a JAVA_TOOL_OPTIONS of the caller's own is left as it is. C1 alone shrinks the JIT's code cache to 48 MB,
 # which a worker's session filled after a few hundred Spark jobs in one fresh-clone run ("CodeCache is full.
 # Compiler has been disabled"), and its SparkContext then shut down mid-suite: the cache gets tiered mode's 240 MB.
-os.environ.setdefault("JAVA_TOOL_OPTIONS", "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m")
+#
+# The serial garbage collector too: G1's concurrent threads cost more than they save for heaps of a few hundred MB on 2
+# cores; test_analysis_many and test_analysis_flush took 63 CPU s with it against 71 with G1 (2026-11-26, idle).
+os.environ.setdefault("JAVA_TOOL_OPTIONS", "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m -XX:+UseSerialGC")
 
 # The suite's Spark jobs read a few thousand rows each, where compiling each query's Java code and re-planning it as
 # it runs cost more than they save: every Spark session the tests start (theirs, the labs', a sweep's) turns whole-stage
@@ -39,6 +44,80 @@ os.environ.setdefault("JAVA_TOOL_OPTIONS", "-XX:TieredStopAtLevel=1 -XX:Reserved
 # Spark's defaults (2026-11-26, busy machine). The answers do not depend on it; users keep Spark's defaults.
 os.environ.setdefault("MILVUS_EDU_SPARK_CONF", "spark.sql.adaptive.enabled=false;spark.sql.codegen.wholeStage=false;"
                       "spark.sql.codegen.factoryMode=NO_CODEGEN")
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _class_archive_path() -> Path:
+    """Where this checkout keeps its class-data-sharing archive of Spark's classes (milvus_edu.analysis.class_archive),
+    one per Spark and Java: a JVM ignores an archive made with other jars or another Java, so a new one is made."""
+    import importlib.metadata
+
+    try:
+        spark_version = importlib.metadata.version("pyspark")
+    except importlib.metadata.PackageNotFoundError:
+        spark_version = "none"
+    java = shutil.which("java")
+    java_id = f"{os.path.realpath(java)}:{os.stat(java).st_mtime_ns}" if java else "none"
+    key = hashlib.sha256(f"{spark_version}|{java_id}".encode()).hexdigest()[:12]
+    return ROOT / ".pytest_cache" / "milvus-edu" / f"spark-classes-{spark_version}-{key}.jsa"
+
+
+# Every Spark session the tests start (theirs, the labs', a sweep's) maps the classes of this checkout's archive when
+# it is there: a session and its first analysis take about a third less CPU (lab 3 and lab 4 together took 72 CPU s
+# instead of 94). A full run with workers makes it in the background when missing (pytest_configure; ~45 CPU s, once
+# per checkout) and each worker's `spark` fixture waits for it; a JVM started before it is ready starts as usual.
+CLASS_ARCHIVE = _class_archive_path()
+os.environ.setdefault("MILVUS_EDU_SPARK_CDS", str(CLASS_ARCHIVE))
+CLASS_ARCHIVE_WAIT_S = 180
+
+
+def pytest_configure(config):
+    """In a run with xdist workers, the controller starts making the Spark class archive if it is missing (not in a
+    worker, and not in a run without workers: a quick run of one file should not leave a JVM running behind it)."""
+    if hasattr(config, "workerinput") or not getattr(config.option, "numprocesses", None):
+        return
+    if os.environ["MILVUS_EDU_SPARK_CDS"] != str(CLASS_ARCHIVE) or CLASS_ARCHIVE.is_file():
+        return
+    from milvus_edu.analysis.class_archive import making_marker
+
+    CLASS_ARCHIVE.parent.mkdir(parents=True, exist_ok=True)
+    with open(CLASS_ARCHIVE.with_suffix(".log"), "w") as log:
+        child = subprocess.Popen([sys.executable, "-m", "milvus_edu.analysis.class_archive", str(CLASS_ARCHIVE)],
+                                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    making_marker(CLASS_ARCHIVE).write_text(str(child.pid))  # the workers wait from now (the child writes it too)
+
+
+def _await_class_archive() -> None:
+    """Wait (at most CLASS_ARCHIVE_WAIT_S) while the Spark class archive is being made, so that a session started now
+    maps it; a waiting worker costs nothing on a machine whose cores the other workers and the labs keep busy."""
+    from milvus_edu.analysis.class_archive import making_marker
+
+    marker = making_marker(CLASS_ARCHIVE)
+    deadline = time.monotonic() + CLASS_ARCHIVE_WAIT_S
+    while not CLASS_ARCHIVE.is_file() and _making(marker) and time.monotonic() < deadline:
+        time.sleep(0.5)
+
+
+def _making(marker: Path) -> bool:
+    """Whether the process named in ``marker`` still runs (a child that died without removing its marker, or left
+    a zombie its parent has not reaped, does not); without /proc, never waits."""
+    try:
+        pid = int(marker.read_text())
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, ValueError, IndexError):
+        return False
+    return state != "Z"
+
+
+@pytest.fixture(scope="session")
+def class_archive() -> Path:
+    """This checkout's Spark class archive: the one the run is making or made, or made now (a run without workers)."""
+    from milvus_edu.analysis.class_archive import make_class_archive
+
+    _await_class_archive()
+    return CLASS_ARCHIVE if CLASS_ARCHIVE.is_file() else make_class_archive(CLASS_ARCHIVE)
 
 
 @pytest.fixture
@@ -60,6 +139,7 @@ def spark():
     """One local[2] Spark session for every test module that needs one (a JVM start is seconds)."""
     from milvus_edu.analysis import spark_session
 
+    _await_class_archive()
     session = spark_session(master="local[2]")  # fails loudly: `bash tests/run.sh` installs Java and pyspark
     yield session
     session.stop()
@@ -70,7 +150,6 @@ def spark():
 settings.register_profile("milvus-edu", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("milvus-edu")
 
-ROOT = Path(__file__).resolve().parents[1]
 BOOK_BUILD_TIMEOUT_S = 1800
 CELL_TIMEOUT_S = 600  # as the book's execute.timeout
 LAB_KERNELS = 2  # labs executed at once by executed_labs

@@ -107,6 +107,9 @@ def test_postbuild_installs_the_package_and_small_spark_defaults():
     assert "MILVUS_EDU_SPARK_DRIVER_MEMORY=512m" in text
     assert re.search(r"MILVUS_EDU_SPARK_MASTER=local\[\d\]", text)
     assert '"fetchNews"' in text and '"false"' in text
+    # the Spark class archive is made at build time and named in the settings only if it was made
+    assert re.search(r'^if .*python -m milvus_edu\.analysis\.class_archive "\$\{archive\}"; then$', text, re.M)
+    assert 'echo "MILVUS_EDU_SPARK_CDS=${archive}" >> "${HOME}/.milvus-edu.env"' in text
 
 
 def test_start_exports_the_settings_and_execs_the_server():

@@ -16,12 +16,12 @@ own folder (``milvus_edu/mechanisms/<lesson>/analysis.py``) and registers them
 from .frames import to_pandas
 from .loader import (CORRUPT_COLUMN, MALFORMED_COLUMNS, EventPathError, LoadedEvents, load_events,
                      resolve_event_paths, spark_schema)
-from .session import (ENV_CONF, ENV_DRIVER_MEMORY, ENV_MASTER, SparkConfError, SparkUnavailableError,
+from .session import (ENV_CLASS_ARCHIVE, ENV_CONF, ENV_DRIVER_MEMORY, ENV_MASTER, SparkConfError, SparkUnavailableError,
                       check_spark_available, java_version, spark_conf, spark_session)
 
 __all__ = [
     "spark_session", "spark_conf", "check_spark_available", "java_version", "SparkUnavailableError", "SparkConfError",
-    "ENV_MASTER", "ENV_DRIVER_MEMORY", "ENV_CONF",
+    "ENV_MASTER", "ENV_DRIVER_MEMORY", "ENV_CONF", "ENV_CLASS_ARCHIVE",
     "spark_schema", "load_events", "LoadedEvents", "resolve_event_paths", "EventPathError",
     "CORRUPT_COLUMN", "MALFORMED_COLUMNS", "to_pandas",
 ]
