@@ -156,6 +156,9 @@ LAB_KERNELS = 2  # labs executed at once by executed_labs
 #: The xdist group of the tests that share the executed labs and the book built from them: one worker
 #: runs them all, so each lab runs once per session, while the other workers run everything else.
 LABS_GROUP = "labs"
+#: The xdist group of the tests that use the shared Spark session: one worker runs them all on one JVM, which starts
+#: (and warms its compiler) once instead of once per worker; their ~55 tests are a chain shorter than the labs'.
+SPARK_GROUP = "spark"
 ANSWERED = "-answered"  # suffix of the id of an exercise cell's copy with the reference answer
 
 
@@ -167,6 +170,7 @@ def pytest_collection_modifyitems(config, items):
 
     * The tests that use the executed labs or the book built from them form one group, so one worker
       runs each lab once while the other workers run the rest; first, because it is the longest.
+    * The tests that use the ``spark`` session form one group, so one worker starts one JVM for them all.
     * The tests of a module with module-scoped fixtures (simulated runs, a JupyterLab server) form a
       group per module, so those fixtures are set up once, on one worker.
     * Every other test is scheduled on its own, on whichever worker is free.
@@ -181,6 +185,8 @@ def pytest_collection_modifyitems(config, items):
         if {"executed_labs", "built_book"} & set(item.fixturenames):
             item.add_marker(pytest.mark.xdist_group(LABS_GROUP))
             labs.append(item)
+        elif "spark" in item.fixturenames:
+            item.add_marker(pytest.mark.xdist_group(SPARK_GROUP))
         elif "module" in scopes:
             item.add_marker(pytest.mark.xdist_group(item.module.__name__))
     first = {id(item) for item in labs}
