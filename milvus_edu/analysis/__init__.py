@@ -16,8 +16,8 @@ own folder (``milvus_edu/mechanisms/<lesson>/analysis.py``) and registers them
 from .frames import to_pandas
 from .loader import (CORRUPT_COLUMN, MALFORMED_COLUMNS, EventPathError, LoadedEvents, load_events,
                      resolve_event_paths, spark_schema)
-from .session import (ENV_CLASS_ARCHIVE, ENV_CONF, ENV_DRIVER_MEMORY, ENV_MASTER, SparkConfError, SparkUnavailableError,
-                      check_spark_available, java_version, spark_conf, spark_session)
+from .session import (ENV_CLASS_ARCHIVE, ENV_CONF, ENV_DRIVER_MEMORY, ENV_MASTER, SparkConfError,
+                      SparkUnavailableError, check_spark_available, java_version, spark_conf, spark_session)
 
 __all__ = [
     "spark_session", "spark_conf", "check_spark_available", "java_version", "SparkUnavailableError", "SparkConfError",

@@ -10,7 +10,7 @@ what its driver JVM loaded; :func:`milvus_edu.analysis.spark_session` uses the a
 
 Measured on the 2-core machine the suite runs on (2026-11-26): a session and one analysis took 11 CPU s instead
 of 17; lab 3's Spark cell 9.4 s instead of 15.6, lab 4's 7.6 instead of 13.3. Making the archive takes about
-25 CPU s and ~150 MB. An archive is tied to the Java and the Spark jars it was made with: a JVM that finds it
+50 CPU s and 180 MB of disk. An archive is tied to the Java and the Spark jars it was made with: a JVM that finds it
 does not match starts as usual, without it and silently.
 
 From a shell: ``python -m milvus_edu.analysis.class_archive ~/.cache/milvus-edu/spark.jsa``, then
@@ -42,6 +42,14 @@ def making_marker(path: Path) -> Path:
     return path.with_name(path.name + ".making")
 
 
+def _path_problem(text: str) -> str | None:
+    """What is wrong with ``text`` as an archive's path, in one line, or ``None``."""
+    if any(ch.isspace() for ch in text):
+        return (f"{text!r}: a class archive's path cannot hold white space (the JVM's options are one "
+                "space-separated string); choose a folder whose path has none")
+    return None
+
+
 def make_class_archive(path: str | os.PathLike, master: str = "local[2]", timeout_s: float = 600) -> Path:
     """Make the class-data-sharing archive ``path`` (its folder is created) and return it.
 
@@ -51,9 +59,9 @@ def make_class_archive(path: str | os.PathLike, master: str = "local[2]", timeou
     :class:`ClassArchiveError` if the child fails or makes no archive.
     """
     path = Path(path).expanduser().absolute()
-    if any(ch.isspace() for ch in str(path)):
-        raise ClassArchiveError(f"{path}: a class archive's path cannot hold white space (the JVM's options are "
-                                "one space-separated string); choose a folder whose path has none")
+    problem = _path_problem(str(path))
+    if problem:
+        raise ClassArchiveError(problem)
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(f"{path.name}.{os.getpid()}.partial")
     marker = making_marker(path)
@@ -94,8 +102,7 @@ def _warm_up(master: str) -> None:
         for mechanism in mechanisms():
             if mechanism.scenarios:
                 scenario = mechanism.scenarios[0].name
-                simulate(scenario, seed=1, duration_s=WARM_UP_S, out_dir=Path(tmp) / scenario,
-                                    keep_events=False)
+                simulate(scenario, seed=1, duration_s=WARM_UP_S, out_dir=Path(tmp) / scenario, keep_events=False)
                 folders.append(Path(tmp) / scenario)
         spark = spark_session(master=master)
         loaded = load_events(spark, folders)
@@ -112,9 +119,9 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: python -m milvus_edu.analysis.class_archive PATH  (e.g. ~/.cache/milvus-edu/spark.jsa)",
               file=sys.stderr)
         return 2
-    if any(ch.isspace() for ch in args[0]):
-        print(f"error: {args[0]!r}: a class archive's path cannot hold white space (the JVM's options are one "
-              "space-separated string); choose a folder whose path has none", file=sys.stderr)
+    problem = _path_problem(args[0])
+    if problem:  # a user's mistake: exit 2, as the CLI's
+        print(f"error: {problem}", file=sys.stderr)
         return 2
     try:
         path = make_class_archive(args[0])
