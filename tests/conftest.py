@@ -20,6 +20,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 from nbclient import NotebookClient
 
+from milvus_edu.analysis.session import ENV_CLASS_ARCHIVE
 from milvus_edu.clock import ManualClock
 from milvus_edu.storage.kv import MemoryKV, SQLiteKV
 
@@ -66,10 +67,10 @@ def _class_archive_path() -> Path:
 
 # Every Spark session the tests start (theirs, the labs', a sweep's) maps the classes of this checkout's archive when
 # it is there: a session and its first analysis take about a third less CPU (lab 3 and lab 4 together took 72 CPU s
-# instead of 94). A full run with workers makes it in the background when missing (pytest_configure; ~45 CPU s, once
+# instead of 94). A full run with workers makes it in the background when missing (pytest_configure; ~50 CPU s, once
 # per checkout) and each worker's `spark` fixture waits for it; a JVM started before it is ready starts as usual.
 CLASS_ARCHIVE = _class_archive_path()
-os.environ.setdefault("MILVUS_EDU_SPARK_CDS", str(CLASS_ARCHIVE))
+os.environ.setdefault(ENV_CLASS_ARCHIVE, str(CLASS_ARCHIVE))
 CLASS_ARCHIVE_WAIT_S = 180
 
 
@@ -78,7 +79,7 @@ def pytest_configure(config):
     worker, and not in a run without workers: a quick run of one file should not leave a JVM running behind it)."""
     if hasattr(config, "workerinput") or not getattr(config.option, "numprocesses", None):
         return
-    if os.environ["MILVUS_EDU_SPARK_CDS"] != str(CLASS_ARCHIVE) or CLASS_ARCHIVE.is_file():
+    if os.environ[ENV_CLASS_ARCHIVE] != str(CLASS_ARCHIVE) or CLASS_ARCHIVE.is_file():  # the caller's own, or made
         return
     from milvus_edu.analysis.class_archive import making_marker
 

@@ -19,8 +19,8 @@ import pytest
 
 import milvus_edu
 from milvus_edu.analysis import (
-    ENV_CONF, ENV_DRIVER_MEMORY, ENV_MASTER, EventPathError, SparkConfError, SparkUnavailableError, check_spark_available,
-    load_events, resolve_event_paths, spark_conf, spark_schema, to_pandas,
+    ENV_CONF, ENV_DRIVER_MEMORY, ENV_MASTER, EventPathError, SparkConfError, SparkUnavailableError,
+    check_spark_available, load_events, resolve_event_paths, spark_conf, spark_schema, to_pandas,
 )
 from milvus_edu.events import FIELD_NAMES, arrow_schema, load_run
 from milvus_edu.mechanisms.tso.analysis import (allocations_per_window, allocations_per_window_pd, failover_gaps,
