@@ -39,6 +39,19 @@ def test_explore_is_the_public_door_and_returns_an_explorer(explorer):
     assert explorer.widget is explorer.view and explorer._repr_mimebundle_()
 
 
+def test_a_closed_explorer_is_freed(run):
+    """Closing the widget lets the explorer and what it holds of the run go (see test_viz's stepper test)."""
+    import gc
+    import weakref
+
+    explorer = milvus_edu.explore(run)
+    gone = weakref.ref(explorer)
+    explorer.close()
+    del explorer
+    gc.collect()
+    assert gone() is None
+
+
 def test_payload_arrays_match_the_log(run, payload):
     events = run.events
     a, meta = payload.arrays, payload.meta

@@ -24,6 +24,20 @@ def st(failover_events) -> TimelineStepper:
     return TimelineStepper(failover_events)
 
 
+def test_a_closed_stepper_is_freed(failover_events):
+    """Closing the widget lets the stepper, its figure and its run go: nothing of the package keeps a closed one
+    (anywidget keeps every widget made from a file it watches, so the page's JavaScript is given as text)."""
+    import gc
+    import weakref
+
+    stepper = TimelineStepper(failover_events)
+    gone = weakref.ref(stepper)
+    stepper.close()
+    del stepper
+    gc.collect()
+    assert gone() is None
+
+
 def _positions(events: pd.DataFrame, kind: str) -> list[int]:
     return [int(i) for i in events.index[events["kind"] == kind]]
 

@@ -209,6 +209,11 @@ class Explorer:
     def _repr_mimebundle_(self, **kwargs):
         return self.view._repr_mimebundle_(**kwargs)
 
+    def close(self) -> None:
+        """Close the widget: its views leave the notebook, and the explorer (with its run) is freed once nothing
+        else refers to it. ipywidgets keeps every widget until it is closed."""
+        self.view.close()
+
     # ------------------------------------------------------------------------------------ cursor and jumps
 
     def __len__(self) -> int:

@@ -12,18 +12,19 @@ The JavaScript and CSS are files of this package (no CDN, nothing fetched at run
 from __future__ import annotations
 
 from importlib import resources
-from pathlib import Path
 
 import anywidget
 import traitlets
 
-_HERE = Path(__file__).parent
 
+def _asset(name: str) -> str:
+    """A file of this package, as text (also when the package is imported from a zip, as a sweep ships it to
+    Spark's executors).
 
-def _asset(name: str):
-    """A file of this package as anywidget takes it: its path, or its text when the package is imported from a zip."""
-    path = _HERE / name
-    return path if path.is_file() else resources.files(__package__).joinpath(name).read_text(encoding="utf-8")
+    Text, not a path: anywidget watches a file given by its path for changes, and the watch holds every widget
+    made from it for the life of the process (and the run with it); ``tests/test_explorer.py`` checks that a
+    closed explorer is freed."""
+    return resources.files(__package__).joinpath(name).read_text(encoding="utf-8")
 
 
 class ExplorerView(anywidget.AnyWidget):

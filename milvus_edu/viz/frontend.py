@@ -13,19 +13,19 @@ The JavaScript and CSS are files of this package (no CDN, nothing fetched at run
 from __future__ import annotations
 
 from importlib import resources
-from pathlib import Path
 
 import anywidget
 import traitlets
 
-_HERE = Path(__file__).parent
 
+def _asset(name: str) -> str:
+    """A file of this package, as text (also when the package is imported from a zip, as a sweep ships it to
+    Spark's executors).
 
-def _asset(name: str):
-    """A file of this package as anywidget takes it: its path on disk, or its text when the package is
-    imported from a zip (as a sweep ships it to Spark's executors), where the path is no file."""
-    path = _HERE / name
-    return path if path.is_file() else resources.files(__package__).joinpath(name).read_text(encoding="utf-8")
+    Text, not a path: anywidget watches a file given by its path for changes, and the watch holds every widget
+    made from it for the life of the process (each one's figures and run with it); ``tests/test_viz.py`` checks
+    that a closed stepper is freed."""
+    return resources.files(__package__).joinpath(name).read_text(encoding="utf-8")
 
 
 class StepperView(anywidget.AnyWidget):

@@ -149,6 +149,11 @@ class TimelineStepper:
         """The widget a notebook shows (the same as displaying the stepper itself)."""
         return self.view
 
+    def close(self) -> None:
+        """Close the widget: its views leave the notebook, and the stepper (with its run and figures) is freed
+        once nothing else refers to it. ipywidgets keeps every widget until it is closed."""
+        self.view.close()
+
     def _on_view_cursor(self, change) -> None:
         self._cursor = min(max(int(change["new"]), 0), self.index.n - 1)
 
