@@ -98,8 +98,8 @@ def timed_run_cpu(scenario: str, seed: int, duration_s: float, write: bool,
 def _collect_earlier_runs() -> None:
     """Free the runs timed before, so that a run's time does not include freeing them.
 
-    A finished simulation is a reference cycle that only a full collection frees, and its suspended
-    generators are finalized by the first collection and freed by the second."""
+    ``simulate`` frees most of a finished run itself (``Simulation.close``); what is left in reference cycles
+    waits for a full collection."""
     gc.collect()
     gc.collect()
 

@@ -16,6 +16,7 @@ import pytest
 
 import milvus_edu
 from milvus_edu.events import NULL_RECORDER
+from milvus_edu.mq.broker import Broker
 from milvus_edu.registry import scenarios
 from milvus_edu.sim import collector
 from milvus_edu.sim import run as run_module
@@ -137,7 +138,8 @@ def _full_collections() -> int:
 
 
 def _clean() -> None:
-    """Free earlier runs (the first collection finalizes their suspended generators, the second frees them)."""
+    """Free what earlier runs left in reference cycles (twice: a simulation built by hand, not closed, has its
+    suspended generators finalized by the first collection and freed by the second)."""
     gc.collect()
     gc.collect()
 
@@ -331,6 +333,39 @@ def test_a_finished_run_keeps_nothing_of_its_simulation_but_its_result(simulatio
     assert len(result.rows) == result.summary["events"] > 0
 
 
+@pytest.mark.parametrize("name", ["tso-failover", "timetick-basics", "flush-basics", "datanode-crash-recovery",
+                                  "insert-then-search", "ddl-recreate-under-load"])
+def test_a_finished_run_is_freed_without_the_collector(name, simulations, monkeypatch):
+    """``Simulation.close`` breaks the run's reference cycles: with the collector off, the simulation and the
+    broker's logs are freed as soon as ``simulate`` returns, and the processes left waiting were closed, their
+    ``finally:`` blocks run, before it returned."""
+    brokers, closed = [], []
+    real_broker, real_close = Broker.__init__, Simulation.close
+
+    def broker(self):
+        real_broker(self)
+        brokers.append(weakref.ref(self))
+
+    def close(self):
+        waiting = [p._generator for p in self._processes if p.is_alive]
+        real_close(self)
+        closed.append((len(waiting), sum(g.gi_frame is None for g in waiting)))
+
+    monkeypatch.setattr(Broker, "__init__", broker)
+    monkeypatch.setattr(Simulation, "close", close)
+    gc.disable()
+    try:
+        milvus_edu.simulate(name, seed=1, duration_s=8, keep_events=False)
+        assert len(brokers) == (0 if name.startswith("tso-") else 1) and not any(_alive(brokers))  # no MQ in a TSO run
+        # a read that failed on every shard keeps its error, whose traceback holds the frames that raised it
+        # (a few hundred objects, the emptied simulation among them): those wait for the collector
+        assert len(simulations) == 1 and _alive(simulations) == [name == "ddl-recreate-under-load"]
+    finally:
+        gc.enable()
+    [(waiting, finished)] = closed
+    assert waiting > 0 and finished == waiting  # every process still waiting at the end was closed
+
+
 def test_a_simulation_built_on_the_null_recorder_is_freed_once_dropped():
     """The null recorder is shared by every component built without one: a simulation built on it (a
     test's, a notebook's) must not stay reachable through it, or the other tests here count it as one
@@ -357,6 +392,25 @@ def test_the_quarter_rule_at_its_boundary(state, monkeypatch):
     state.heap = 4 * state.unscanned - 4  # a quarter is just under
     milvus_edu.simulate("timetick-basics", seed=3, duration_s=0.5, keep_events=False)
     assert _full_collections() == full + 1
+
+
+def test_objects_handed_over_and_freed_since_call_for_no_collection(state, monkeypatch):
+    """The account says a collection is due, but what was handed over died since (freed by reference counting):
+    a count of what is tracked now finds the heap no bigger, so no full collection comes, and the account holds
+    what the count found. Objects still alive, over a quarter of the heap, do bring one."""
+    monkeypatch.setattr(collector, "HANDOVER_MIN", 0)
+    with _no_automatic_collections():
+        gc.collect()
+        full = _full_collections()
+        tracked = len(gc.get_objects())
+        state.full_collections, state.heap, state.unscanned = full, tracked, tracked  # due, by the account
+        milvus_edu.simulate("tso-basics", seed=1, duration_s=0.5, keep_events=False)
+        assert _full_collections() == full
+        assert 0 < state.unscanned < tracked // 4  # this run's objects, and the count's: not the account's
+        kept = [_Made() for _ in range(tracked // 2)]  # alive: the heap grew by half
+        state.unscanned = tracked
+        milvus_edu.simulate("tso-basics", seed=1, duration_s=0.5, keep_events=False)
+        assert _full_collections() == full + 1 and len(kept) == tracked // 2
 
 
 def test_a_full_collection_between_runs_settles_the_account_and_measures_the_heap(state, monkeypatch, handed):

@@ -256,6 +256,20 @@ class Cluster:
                                  for node, p in zip(self.proxies, spec.proxies)]
             self.catalog = Catalog(self, spec.meta_cache)
         self.clients: dict[str, SimClient] = {}
+        sim.on_close(self._drop_components)
+
+    def _drop_components(self) -> None:
+        """When the run is closed: drop what every component built here holds, then the components (a component
+        handed its parent's bound method, as the timetick sync its scheduler, makes a reference cycle that would
+        keep the broker's logs for the cyclic collector). The spec is the caller's and stays as it is."""
+        for name, value in list(vars(self).items()):
+            if name in ("sim", "spec"):
+                continue
+            parts = value.values() if isinstance(value, dict) else value if isinstance(value, list) else (value,)
+            for part in parts:
+                if hasattr(part, "__dict__"):
+                    vars(part).clear()
+        vars(self).clear()
 
     def _collection(self, c: CollectionSpec) -> Collection:
         n = len(self.pchannels)

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import os
+import weakref
 from collections.abc import Callable, Collection, Iterable
 from json.encoder import c_make_encoder, encode_basestring_ascii
 from operator import itemgetter
@@ -476,11 +477,16 @@ class Recorder:
             if self._batched >= self.batch_rows:
                 self._flush()
 
+        # emit_rows is reached as emit_fast.rows: it refers back weakly, so that the two make no reference cycle
+        # and a finished run's recorder is freed as soon as its components are (Simulation.close)
+        one_by_one = weakref.ref(emit_fast)
+
         def emit_rows(node: str, rows: Iterable[tuple]) -> None:
             if (detail_at >= 0 or not (layout.fast and self.sinks is self._routed_list
                                        and len(self.sinks) == self._routed_len)):
+                emit_one = one_by_one()
                 for values in rows:
-                    emit_fast(node, *values)
+                    emit_one(node, *values)
                 return
             first = seq = self.seq
             now = float(self.now_ms())

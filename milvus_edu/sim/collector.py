@@ -24,15 +24,20 @@ How, for :func:`collector_paused` (``simulate`` wraps its run in it):
   ``gc.unfreeze``: two list moves), instead of being scanned in each younger generation on its
   way there. A smaller run is not handed over: its objects die young once it returns, and a
   young collection frees them more cheaply than a full one.
-* A finished simulation is a reference cycle; once handed over, only a full collection frees it.
-  Python starts one when what its collections promoted since the last exceeds a quarter of what
-  survived it, but the hand-over promotes without being counted (and ``gc.freeze`` resets the
-  generation counters). So a run starts with a full collection (``gc.collect()``, outside the
-  lock) when the runs handed over more than a quarter of the objects the collector tracked after
-  the last full collection (``heap``, measured when first needed after one came). A loop of runs
-  keeps a bounded heap: over 20 ten-second TimeTick runs, about 220 MB with ``keep_events=False``
-  and 470 MB with ``keep_events=True``, as with the collector left alone (225 and 490 MB), where
-  scanning every 50,000 allocations and freezing, as before, reached 590 MB and 3 GB.
+* A finished simulation is mostly freed by reference counting when ``simulate`` returns
+  (:meth:`~milvus_edu.sim.kernel.Simulation.close` breaks its cycles); what is left in cycles (an
+  error kept with the frames that raised it), and what a run hands over that dies later, only a
+  full collection frees. Python starts one when what its collections promoted since the last
+  exceeds a quarter of what survived it, but the hand-over promotes without being counted (and
+  ``gc.freeze`` resets the generation counters). So a run starts with a full collection
+  (``gc.collect()``, outside the lock) when the runs handed over more than a quarter of the objects
+  the collector tracked after the last full collection (``heap``, measured when first needed after
+  one came) and the objects tracked now are still more than that heap and a quarter: handed-over
+  objects freed since by reference counting (a run's kept rows, dropped) call for no collection. A
+  loop of runs keeps a bounded heap: over 20 ten-second TimeTick runs, about 220 MB with
+  ``keep_events=False`` and 470 MB with ``keep_events=True``, as with the collector left alone (225
+  and 490 MB), where scanning every 50,000 allocations and freezing, as before, reached 590 MB and
+  3 GB (measured before runs were closed).
 * A ``progress`` callback runs with the collector on, after a hand-over of what the run allocated
   so far, when its run is the only one in progress (:meth:`CollectorPause.resumed`): garbage it
   makes (a plot redrawn at every step) is collected as usual.
@@ -78,6 +83,12 @@ def _full_collections() -> int:
 
 def _heap_size() -> int:
     """Objects the collector tracks now (every generation but the frozen one)."""
+    return len(gc.get_objects())
+
+
+def _tracked_now() -> int:
+    """Objects the collector tracks now, counted again when the account says a full collection is due
+    (as :func:`_heap_size`, which measures the heap it is compared with)."""
     return len(gc.get_objects())
 
 
@@ -142,6 +153,12 @@ class CollectorPause:
                 # measured only now (a walk of the heap): what is tracked, less what was handed over since
                 state.heap = max(_heap_size() - state.unscanned, 0)
             due = state.unscanned > 0 and state.unscanned > state.heap // 4
+            if due:
+                # What was handed over may be gone already, freed by reference counting (a run's kept rows,
+                # dropped by its caller): what is tracked now decides, before a full collection is paid for
+                # (a count costs about a fifth of one), and is what counts as handed over from here.
+                state.unscanned = max(_tracked_now() - state.heap, 0)
+                due = state.unscanned > state.heap // 4
         if due:  # outside the lock: finalizers run, and may themselves simulate
             gc.collect()
         with state.lock:

@@ -26,6 +26,10 @@ from ..config import MS, Config
 from ..events import SIM_EPOCH_MS, Recorder
 from ..storage.kv import MemoryKV
 
+#: The processes :class:`Simulation` keeps are pruned of those finished when they reach this many, or twice
+#: as many as were running at the last pruning.
+_PRUNE_MIN = 1024
+
 #: Unix time (ns) at simulated time 0 (the run-log contract's ``SIM_EPOCH_MS``), so timestamps look real.
 EPOCH_NS = SIM_EPOCH_MS * MS
 
@@ -76,6 +80,11 @@ class Simulation:
         self.env = simpy.Environment()
         self.recorder = recorder
         env = self.env
+        # Every process the run starts, so that close() can end those still waiting (pruned as they finish).
+        self._processes: list[simpy.Process] = []
+        self._prune_at = _PRUNE_MIN
+        env.process = self._process
+        self._close_hooks: list[Callable[[], None]] = []
         # env.now, read for every event: SimPy's property returns env._now, read here without a Python call
         recorder.now_ms = partial(attrgetter("_now"), env)
         self.config = config or Config()
@@ -96,6 +105,46 @@ class Simulation:
         #: not known: a workload checks its steps against it.
         self.until_ms: float | None = None
         self._lessor_started = False
+
+    def _process(self, generator: Generator) -> simpy.Process:
+        """``env.process``: start ``generator`` as a SimPy process, and keep it for :meth:`close`."""
+        proc = simpy.Process(self.env, generator)
+        procs = self._processes
+        procs.append(proc)
+        if len(procs) >= self._prune_at:  # most processes are short (an RPC's, a message's): keep the running
+            procs[:] = [p for p in procs if p.is_alive]
+            self._prune_at = max(2 * len(procs), _PRUNE_MIN)
+        return proc
+
+    def on_close(self, hook: Callable[[], None]) -> None:
+        """Call ``hook()`` when the run is closed (:meth:`close`), after its processes are: a part of the cluster
+        that is no node (the cluster builder's components) drops what it holds there."""
+        self._close_hooks.append(hook)
+
+    def close(self) -> None:
+        """End the run for good, once its log and summary are made (``simulate`` calls it): close every process
+        still waiting, in the order they started, so that their ``finally:`` blocks (a lock released, a watch
+        cancelled) run now on an intact cluster; empty the event queue; call the :meth:`on_close` hooks; then drop
+        what every node, the environment and the simulation hold. Nothing of the run can be used afterwards.
+
+        Why: a finished cluster is a web of reference cycles (SimPy's environment refers to itself, nodes to the
+        simulation and to each other, components to their parents' bound methods). Left so, only the cyclic
+        collector frees it: a pass over every object the process holds, two when suspended generators are in it
+        (their finalizers' effects bring the cluster back to life). Dropped here, reference counting frees the
+        broker's logs, the buffers and the nodes at once (``tests/test_run_gc.py``).
+        """
+        for proc in self._processes:
+            if proc.is_alive:
+                proc._generator.close()
+                vars(proc).clear()  # it and the event it waited for refer to each other
+        self._processes.clear()
+        self.env._queue.clear()
+        for hook in self._close_hooks:
+            hook()
+        for node in self.nodes.values():
+            vars(node).clear()
+        vars(self.env).clear()
+        vars(self).clear()
 
     def rng(self, name: str) -> random.Random:
         """The random stream of one component (created on first use)."""

@@ -396,6 +396,7 @@ def simulate(
             summary["switches_flipped"] = sim.switches_flipped
         summary["token"] = encode(spec_of_run(scenario, seed, duration_s, sw.enabled(), opts, config,
                                               network or NetworkParams(), run_id, jsonl, changes))
+        sim.close()
         if out is not None:
             with open(out / "summary.json", "w", encoding="utf-8") as fh:
                 json.dump(summary, fh, indent=2, sort_keys=True)

@@ -159,7 +159,9 @@ class WriteBuffer:
         self._buffers: dict[int, SegmentBuffer] = {}
         self._sync_checkpoint: dict[tuple[int, int], MsgPosition] = {}
         self._checkpoint: MsgPosition | None = None
-        self._flush_ts = NON_FLUSH_TS
+        # Go's flushTimestamp *atomic.Uint64, shared with GetFlushTsPolicy: a box the policy reads (not this
+        # buffer's bound method, which would make the two a reference cycle holding the buffered rows)
+        flush_ts = self._flush_ts = [NON_FLUSH_TS]
         self._l0_segments: dict[int, int] = {}
         self._l0_partition: dict[int, int] = {}
         self._policy_choices: list[tuple[str, tuple[int, ...]]] = []
@@ -168,7 +170,7 @@ class WriteBuffer:
             get_sync_stale_buffer_policy(params.sync_period_ns, rng),
             get_sealed_segments_policy(metacache),
             get_dropped_segment_policy(metacache),
-            get_flush_ts_policy(self.get_flush_timestamp, metacache),
+            get_flush_ts_policy(lambda: flush_ts[0], metacache),
         )
 
     # ---------------------------------------------------------------------------------------------
@@ -204,11 +206,11 @@ class WriteBuffer:
 
     def set_flush_timestamp(self, flush_ts: int) -> None:
         """``SetFlushTimestamp``: request a flush of everything before ``flush_ts`` (0 clears it)."""
-        self._flush_ts = flush_ts
+        self._flush_ts[0] = flush_ts
 
     def get_flush_timestamp(self) -> int:
         """``GetFlushTimestamp``."""
-        return self._flush_ts
+        return self._flush_ts[0]
 
     # ---------------------------------------------------------------------------------------------
     # checkpoint
