@@ -126,7 +126,7 @@ def _close_widgets_made_by_the_test():
     """Close the widgets a test made (a stepper's, an explorer's) once it is done. ipywidgets keeps every widget
     until it is closed, and with it what the widget's callbacks refer to: a test worker would otherwise keep
     every stepper's run and figures, and each full collection would walk them again (test_viz alone left
-    ~430,000 objects). Widgets made before the test (a module fixture's) stay open for the tests that share them.
+    ~420,000 objects). Widgets made before the test (a module fixture's) stay open for the tests that share them.
     ipywidgets has no public list of live widgets; ``_instances`` is the one ``Widget.close_all`` closes."""
     registry = sys.modules.get("ipywidgets.widgets.widget")
     before = set(registry._instances) if registry is not None else set()
