@@ -11,20 +11,10 @@ The JavaScript and CSS are files of this package (no CDN, nothing fetched at run
 
 from __future__ import annotations
 
-from importlib import resources
-
 import anywidget
 import traitlets
 
-
-def _asset(name: str) -> str:
-    """A file of this package, as text (also when the package is imported from a zip, as a sweep ships it to
-    Spark's executors).
-
-    Text, not a path: anywidget watches a file given by its path for changes, and the watch holds every widget
-    made from it for the life of the process (and the run with it); ``tests/test_explorer.py`` checks that a
-    closed explorer is freed."""
-    return resources.files(__package__).joinpath(name).read_text(encoding="utf-8")
+from ..viz.frontend import asset_text
 
 
 class ExplorerView(anywidget.AnyWidget):
@@ -35,8 +25,8 @@ class ExplorerView(anywidget.AnyWidget):
     none), ``span_ms`` (the visible time window), ``hidden_lanes``, ``hidden_kinds``, ``channel`` (filters),
     ``message``."""
 
-    _esm = _asset("explorer.js")
-    _css = _asset("explorer.css")
+    _esm = asset_text(__package__, "explorer.js")
+    _css = asset_text(__package__, "explorer.css")
 
     arrays = traitlets.Bytes(b"").tag(sync=True)
     meta = traitlets.Dict().tag(sync=True)

@@ -18,14 +18,14 @@ import anywidget
 import traitlets
 
 
-def _asset(name: str) -> str:
-    """A file of this package, as text (also when the package is imported from a zip, as a sweep ships it to
-    Spark's executors).
+def asset_text(package: str, name: str) -> str:
+    """The file ``name`` of ``package`` as text, for a widget's ``_esm`` or ``_css`` (also when the package is
+    imported from a zip, as a sweep ships it to Spark's executors).
 
     Text, not a path: anywidget watches a file given by its path for changes, and the watch holds every widget
-    made from it for the life of the process (each one's figures and run with it); ``tests/test_viz.py`` checks
-    that a closed stepper is freed."""
-    return resources.files(__package__).joinpath(name).read_text(encoding="utf-8")
+    made from it for the life of the process, with all it refers to (a stepper's figures and run);
+    ``tests/test_viz.py`` and ``tests/test_explorer.py`` check that a closed stepper and explorer are freed."""
+    return resources.files(package).joinpath(name).read_text(encoding="utf-8")
 
 
 class StepperView(anywidget.AnyWidget):
@@ -40,8 +40,8 @@ class StepperView(anywidget.AnyWidget):
     side); ``jump_kind``, ``speed``, ``message``.
     """
 
-    _esm = _asset("stepper.js")
-    _css = _asset("stepper.css")
+    _esm = asset_text(__package__, "stepper.js")
+    _css = asset_text(__package__, "stepper.css")
 
     n = traitlets.Int(1).tag(sync=True)
     title = traitlets.Unicode("").tag(sync=True)
