@@ -14,15 +14,17 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
+from typing import TYPE_CHECKING
 
-import nbformat
 import pytest
 from hypothesis import HealthCheck, settings
-from nbclient import NotebookClient
 
 from milvus_edu.analysis.session import ENV_CLASS_ARCHIVE
 from milvus_edu.clock import ManualClock
 from milvus_edu.storage.kv import MemoryKV, SQLiteKV
+
+if TYPE_CHECKING:  # imported where a lab runs: nbformat's schema checker adds ~130,000 objects to a process's heap
+    import nbformat
 
 
 # The suite starts about a dozen short-lived JVMs (each worker's Spark session, the labs' sessions, a sweep's own
@@ -229,10 +231,10 @@ class ExecutedLab:
     replaced by its answered copy, run just before it)."""
 
     shipped: Path
-    answered: nbformat.NotebookNode
+    answered: "nbformat.NotebookNode"
 
 
-def _interleave_answers(nb: nbformat.NotebookNode, solutions: dict[str, str]) -> nbformat.NotebookNode:
+def _interleave_answers(nb: "nbformat.NotebookNode", solutions: dict[str, str]) -> "nbformat.NotebookNode":
     """A copy of ``nb`` where each exercise cell is preceded by a copy of it with its reference answers
     put in (an exercise without one gets no copy), so one top-to-bottom run judges the answers and
     leaves the kernel as the shipped cells do."""
@@ -252,7 +254,7 @@ def _interleave_answers(nb: nbformat.NotebookNode, solutions: dict[str, str]) ->
     return out
 
 
-def _split(run: nbformat.NotebookNode) -> tuple[nbformat.NotebookNode, nbformat.NotebookNode]:
+def _split(run: "nbformat.NotebookNode") -> tuple["nbformat.NotebookNode", "nbformat.NotebookNode"]:
     """The run of :func:`_interleave_answers`'s notebook seen as shipped, and seen answered."""
     answered_ids = {c.id for c in run.cells if c.id.endswith(ANSWERED)}
     replaced_ids = {i.removesuffix(ANSWERED) for i in answered_ids}
@@ -271,7 +273,9 @@ def executed_labs(tmp_path_factory) -> dict[str, ExecutedLab]:
     put in, then as shipped. No other cell reads an answer (``test_notebooks`` holds the labs to it),
     so the run is both the lab as shipped and the lab with the answers, for one execution. Errors are
     kept as outputs (the tests report them), so one failing cell does not hide the other labs."""
+    import nbformat
     from lab_solutions import SOLUTIONS
+    from nbclient import NotebookClient
 
     out = tmp_path_factory.mktemp("executed-labs")
 

@@ -9,7 +9,6 @@ import ast
 import re
 from pathlib import Path
 
-import nbformat
 import pytest
 
 import milvus_edu
@@ -18,14 +17,14 @@ from milvus_edu.labs import breakit
 from milvus_edu.labs.breakit import (RULES, Break, breaks, breaks_of, check_go_rule, check_prediction, lesson_of,
                                      run_break, summary_table, tour, violation_matrix, wrong_rule)
 from milvus_edu.registry import get_scenario, mechanisms
-from lab_solutions import SOLUTIONS
+from lab_solutions import SOLUTIONS, read_notebook
 
 LAB = Path(__file__).resolve().parents[1] / "notebooks" / "08_break_it.ipynb"
 
 
 @pytest.fixture(scope="module")
 def lab():
-    return nbformat.read(LAB, as_version=4)
+    return read_notebook(LAB)
 
 
 def _sections(nb) -> dict[str, str]:
@@ -124,7 +123,7 @@ def test_go_rule_check_right_wrong_and_pending(switch):
 
 def test_reference_answers_pick_milvus_line_and_name_a_checker():
     solutions = SOLUTIONS[LAB.name]
-    nb = nbformat.read(LAB, as_version=4)
+    nb = read_notebook(LAB)
     for cell in nb.cells:
         for name, switch in re.findall(r'check_go_rule\((answer_\d+), "(\w+)"\)', cell.source):
             assert ast.literal_eval(solutions[name]) == RULES[switch].faithful, switch

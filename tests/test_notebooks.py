@@ -8,9 +8,8 @@ runs with its reference answer just before it runs as shipped; the book is built
 import re
 from pathlib import Path
 
-import nbformat
 import pytest
-from lab_solutions import SOLUTIONS, shipped_answers
+from lab_solutions import SOLUTIONS, read_notebook, shipped_answers
 
 NOTEBOOKS = sorted((Path(__file__).parent.parent / "notebooks").glob("*.ipynb"))
 #: The labs that start a real Milvus server (the `real` extra): their runs are marked `real` too.
@@ -53,7 +52,7 @@ def _images(nb) -> int:
 def test_notebooks_are_committed_without_outputs():
     assert NOTEBOOKS
     for path in NOTEBOOKS:
-        nb = nbformat.read(path, as_version=4)
+        nb = read_notebook(path)
         for cell in nb.cells:
             if cell.cell_type == "code":
                 assert not cell.outputs and cell.execution_count is None, f"{path.name} has outputs"
@@ -67,14 +66,14 @@ MAX_CODE_LINE = 95
 def test_code_lines_fit_a_laptop_wide_jupyterlab():
     too_long = [f"{path.name} cell {i} line {j + 1} ({len(line)} characters): {line}"
                 for path in NOTEBOOKS
-                for i, cell in enumerate(nbformat.read(path, as_version=4).cells) if cell.cell_type == "code"
+                for i, cell in enumerate(read_notebook(path).cells) if cell.cell_type == "code"
                 for j, line in enumerate(cell.source.split("\n")) if len(line) > MAX_CODE_LINE]
     assert not too_long, f"wrap these code lines to {MAX_CODE_LINE} characters:\n" + "\n".join(too_long)
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_exercises_ship_unanswered_and_have_reference_answers(path):
-    nb = nbformat.read(path, as_version=4)
+    nb = read_notebook(path)
     names = shipped_answers(nb)
     assert names, f"{path.name} has no `answer_N = None` exercise"
     assert len(names) == len(_exercise_cells(nb)), "every `answer_N = ...` line must ship as `answer_N = None`"
@@ -99,12 +98,12 @@ def test_notebook_as_shipped_runs_and_waits_for_answers(path, built_book):
     executed = built_book["executed"].get(path.name)
     assert executed is not None, f"{path.name} is not a chapter of the book; add a symlink in book/ and a TOC entry"
     assert executed.is_file(), f"the book build did not execute {path.name}:\n{built_book['log'][-3000:]}"
-    nb = nbformat.read(executed, as_version=4)
+    nb = read_notebook(executed)
     errors = _errors(nb)
     assert not errors, f"{path.name} raised: {errors[0].get('ename')}: {errors[0].get('evalue')}"
     code = [c for c in nb.cells if c.cell_type == "code"]
     assert code and all(c.execution_count for c in code if c.source.strip()), f"{path.name} was not run to the end"
-    shipped = [c.source for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code"]
+    shipped = [c.source for c in read_notebook(path).cells if c.cell_type == "code"]
     assert [c.source for c in code] == shipped, f"the book executed another version of {path.name}"
     text = "\n".join(t for c in nb.cells if c.cell_type == "code" for t in _output_texts(c))
     assert "✅" not in text and "❌" not in text, "an unanswered exercise must not be judged"
