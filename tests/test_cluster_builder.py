@@ -71,6 +71,8 @@ def test_a_query_shaped_cluster_has_its_read_path_and_catalog():
     (dict(rootcoords=(), pchannels=2), "need a rootcoord"),
     (dict(pchannels=2, datanodes=(DataNodeSpec(),)), "need DataCoord"),
     (dict(pchannels=2, datacoord=True, rpc_failure_rate=1.0), "rpc_failure_rate must be in [0, 1)"),
+    (dict(pchannels=2, proxies=(ProxySpec(),), datacoord=True, collections=(CollectionSpec(1, 2),)),
+     "DataCoord knows the spec's collections only through a DataNode"),
     (dict(pchannels=2, querynodes=2), "at most one QueryNode"),
     (dict(pchannels=2, querynodes=1), "a QueryNode needs DataCoord"),
     (dict(pchannels=2, datacoord=True, datanodes=(DataNodeSpec(),), collections=(CollectionSpec(1, 2),)),

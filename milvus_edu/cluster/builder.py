@@ -166,6 +166,11 @@ class ClusterSpec:
             raise ValueError("pchannels need a rootcoord for their time ticks; keep rootcoords=(RootCoordSpec(),)")
         if self.datanodes and not self.datacoord:
             raise ValueError("DataNodes need DataCoord; set datacoord=True")
+        if self.datacoord and self.collections and not self.datanodes:
+            # DataCoord learns a collection from the DDL that a DataNode watches (create_collections_at_ms); without
+            # one, the first insert's AssignSegmentID would fail with "collection not found" deep in the run
+            raise ValueError("DataCoord knows the spec's collections only through a DataNode; add "
+                             "datanodes=(DataNodeSpec(),) and create_collections_at_ms, or set datacoord=False")
         if not 0 <= self.rpc_failure_rate < 1:
             raise ValueError(f"rpc_failure_rate must be in [0, 1), got {self.rpc_failure_rate}; use 0.3 for example")
         if self.querynodes not in (0, 1):
