@@ -274,13 +274,13 @@ def executed_labs(tmp_path_factory) -> dict[str, ExecutedLab]:
     so the run is both the lab as shipped and the lab with the answers, for one execution. Errors are
     kept as outputs (the tests report them), so one failing cell does not hide the other labs."""
     import nbformat
-    from lab_solutions import SOLUTIONS
+    from lab_solutions import SOLUTIONS, read_notebook
     from nbclient import NotebookClient
 
     out = tmp_path_factory.mktemp("executed-labs")
 
     def execute(path: Path) -> tuple[str, ExecutedLab]:
-        nb = nbformat.read(path, as_version=4)
+        nb = read_notebook(path)
         run = _interleave_answers(nb, SOLUTIONS.get(path.name, {}))
         workdir = out / "work" / path.stem
         workdir.mkdir(parents=True)
