@@ -56,6 +56,7 @@ KINDS = (
     ("Playwright's driver", re.compile(r"playwright|(^|/)node ")),
     ("pytest workers and their forks", re.compile(r"exec\(eval\(sys\.stdin\.readline\(\)\)\)|xdist")),
     ("pip", re.compile(r"-m pip ")),
+    ("the class archive's maker (its Python side)", re.compile(r"milvus_edu\.analysis\.class_archive")),
     ("the CLI in its own process", re.compile(r"-m milvus_edu\b|(^|/)milvus-edu( |$)")),
     ("pytest's main process", re.compile(r"-m pytest\b|(^|/)py\.?test( |$)")),
 )

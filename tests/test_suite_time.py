@@ -51,6 +51,8 @@ def test_an_unknown_commit_is_one_line_and_status_2_before_anything_is_cloned(tm
      "the CLI in its own process"),
     ("/usr/bin/python -m milvus_edu.cli timeline /tmp/pytest-of-root/pytest-3/popen-gw1/test_x0/r",
      "the CLI in its own process"),
+    ("/usr/bin/python -m milvus_edu.analysis.class_archive /tmp/c/.pytest_cache/milvus-edu/spark.jsa",
+     "the class archive's maker (its Python side)"),
     ("/usr/bin/python -m pip install -q -e .[test]", "pip"),
     ("[kdamond.0]", "kernel threads"),
     ("bash /tmp/milvus-edu-suite-x/clone/.ci/run", "other"),
