@@ -1,6 +1,6 @@
 """benchmarks/suite_time.py, the fresh-clone time of the suite: what it can check without running the suite again
-(its mistakes are one line and status 2; it sorts processes into the kinds it reports; it reads the machine's CPU
-time and a process's own)."""
+(its mistakes are one line and status 2, and so is a second run while one runs; it sorts processes into the kinds it
+reports; it reads the machine's CPU time and each process's own, from its start or from the first poll)."""
 
 from __future__ import annotations
 
@@ -54,25 +54,106 @@ def test_an_unknown_commit_is_one_line_and_status_2_before_anything_is_cloned(tm
     ("/usr/bin/python -m milvus_edu.analysis.class_archive /tmp/c/.pytest_cache/milvus-edu/spark.jsa",
      "the class archive's maker (its Python side)"),
     ("/usr/bin/python -m pip install -q -e .[test]", "pip"),
+    ("/usr/local/bin/jupyter-book build /tmp/b", "jupyter-book"),
+    ("/usr/bin/headless_shell --type=gpu-process", "Chromium"),
+    ("/usr/bin/python -m milvus_edu.cli demo --out /tmp/chromium-notes", "the CLI in its own process"),
+    ("python3 (ended before it was first seen)", "other"),
     ("[kdamond.0]", "kernel threads"),
     ("bash /tmp/milvus-edu-suite-x/clone/.ci/run", "other"),
 ])
 def test_each_process_is_counted_under_its_kind(cmd, kind):
     poll = suite_time.ProcessPoll()
-    poll.seen[(1, 0)] = [cmd, 2.5, 0.0]
+    poll.seen[(1, 0)] = [cmd, 2.5, 0.0, "x"]
     assert poll.by_kind() == {kind: 2.5}
 
 
-def test_a_child_started_during_the_poll_is_counted_from_its_start_and_the_machine_counts_it_too():
-    cpu0 = suite_time.machine_cpu_s()
-    with suite_time.ProcessPoll(period_s=0.1) as poll:
-        child = subprocess.Popen([sys.executable, "-c", "import time\nt = time.process_time()\n"
-                                  "while time.process_time() - t < 0.6: pass\ntime.sleep(0.5)"])
+def _burner() -> subprocess.Popen:
+    """A child that, for each line it reads, burns the CPU seconds the line says and answers "done"."""
+    return subprocess.Popen(
+        [sys.executable, "-c", "import sys, time\nfor line in sys.stdin:\n    t = time.process_time()\n"
+         "    while time.process_time() - t < float(line): pass\n    print('done', flush=True)"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+
+def _burn(child: subprocess.Popen, seconds: float) -> None:
+    child.stdin.write(f"{seconds}\n")
+    child.stdin.flush()
+    assert child.stdout.readline() == "done\n"
+
+
+def _cpu_of(poll, pid: int) -> float:
+    return next(cpu for (p, _start), (_cmd, cpu, _base, _name) in poll.seen.items() if p == pid)
+
+
+def test_a_process_started_after_the_poll_is_counted_from_its_start_and_an_older_one_from_the_first_poll():
+    older = _burner()
+    try:
+        _burn(older, 0.3)
+        poll = suite_time.ProcessPoll()
+        newer = _burner()
+        try:
+            _burn(newer, 0.3)
+            poll.poll()
+            _burn(older, 0.2)
+            poll.poll()
+            assert 0.28 <= _cpu_of(poll, newer.pid) <= 1.2  # its whole 0.3 s, start-up included
+            assert 0.15 <= _cpu_of(poll, older.pid) <= 0.28  # the 0.2 s since the first poll, not the 0.3 before
+        finally:
+            newer.stdin.close()
+            newer.wait()
+    finally:
+        older.stdin.close()
+        older.wait()
+    cpu, steal = suite_time.machine_cpu_s()
+    assert cpu > 0 and steal >= 0
+
+
+def test_a_process_that_execs_another_program_is_filed_under_the_new_one():
+    child = subprocess.Popen(["bash", "-c", "read x; exec sleep 30"], stdin=subprocess.PIPE, text=True)
+    try:
+        poll = suite_time.ProcessPoll()
+        poll.poll()
+        assert next(cmd for (p, _), (cmd, *_rest) in poll.seen.items() if p == child.pid).startswith("bash -c")
+        child.stdin.write("\n")
+        child.stdin.flush()
+        comm = Path(f"/proc/{child.pid}/comm")
+        for _ in range(500):  # until bash has become sleep
+            if comm.read_text().strip() == "sleep":
+                break
+            time.sleep(0.01)
+        poll.poll()
+        assert [cmd for (p, _), (cmd, *_rest) in poll.seen.items() if p == child.pid] == ["sleep 30"]
+    finally:
+        child.kill()
         child.wait()
-        time.sleep(0.05)
-    mine = [cpu for (pid, _start), (_cmd, cpu, _base) in poll.seen.items() if pid == child.pid]
-    assert mine and 0.4 <= mine[0] <= 1.5  # the busy 0.6 s, seen by a poll during the 0.5 s it slept after
-    assert suite_time.machine_cpu_s() - cpu0 >= mine[0]
+
+
+def test_a_stat_line_is_read_after_the_last_parenthesis_of_the_name():
+    line = "4242 (a (b) c) S 1 4242 4242 0 -1 4194560 10 0 0 0 250 50 0 0 20 0 1 0 987654 1000 10 0 0 0 0 0 0 0"
+    stat = suite_time.parse_stat(line)
+    assert stat.name == "a (b) c" and stat.state == "S" and not stat.kernel_thread
+    assert stat.cpu_s == pytest.approx(300 / suite_time.TICK) and stat.start == 987654
+    kthread = line.replace(" 4194560 ", f" {0x00208040} ")
+    assert suite_time.parse_stat(kthread).kernel_thread
+
+
+def test_minutes_and_pytest_summary():
+    assert suite_time.minutes(586.6) == "9:46.6" and suite_time.minutes(659.96) == "11:00.0"
+    log = "....\n==== slowest 15 durations ====\n12.0s call x\n===== 2670 passed in 586.62s (0:09:46) =====\n"
+    assert suite_time.pytest_summary(log) == ("2670 passed", 586.62)
+    assert suite_time.pytest_summary("= 1 failed, 3 passed in 2.50s =\n") == ("1 failed, 3 passed", 2.5)
+    assert suite_time.pytest_summary("pip output only\n") is None
+
+
+def test_a_second_run_refuses_to_start_while_one_runs(tmp_path):
+    import fcntl
+
+    with open(tmp_path / f"{suite_time.CLONE_PREFIX}lock", "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        proc = subprocess.run([sys.executable, str(SCRIPT)], capture_output=True, text=True,
+                              env={**os.environ, "TMPDIR": str(tmp_path)})
+    assert proc.returncode == 2 and "another run of it is under way" in proc.stderr
+    assert [p.name for p in tmp_path.iterdir()] == [f"{suite_time.CLONE_PREFIX}lock"]  # nothing cloned
 
 
 def test_progress_counts_one_mark_per_test_in_pytest_output_so_far():
@@ -87,9 +168,9 @@ def test_the_processes_are_saved_most_cpu_first_with_their_kinds(tmp_path):
     import json
 
     poll = suite_time.ProcessPoll()
-    poll.seen[(7, 1)] = ["python3 -m pyspark.daemon pyspark.worker", 1.5, 0.0]
-    poll.seen[(8, 1)] = ["/usr/bin/java -cp x org.apache.spark.deploy.SparkSubmit", 40.0, 0.0]
-    poll.seen[(9, 1)] = ["[kworker/0:1]", 0.0, 3.0]  # older than the run, idle during it: left out
+    poll.seen[(7, 1)] = ["python3 -m pyspark.daemon pyspark.worker", 1.5, 0.0, "python3"]
+    poll.seen[(8, 1)] = ["/usr/bin/java -cp x org.apache.spark.deploy.SparkSubmit", 40.0, 0.0, "java"]
+    poll.seen[(9, 1)] = ["[kworker/0:1]", 0.0, 3.0, "kworker/0:1"]  # older than the run, idle during it: left out
     poll.save(tmp_path / "p.json")
     rows = json.loads((tmp_path / "p.json").read_text())
     assert [(r["pid"], r["kind"], r["cpu_s"]) for r in rows] == [
