@@ -132,11 +132,11 @@ class ProcessPoll:
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._me = os.getpid()
 
-    def __enter__(self) -> ProcessPoll:
+    def start(self) -> None:
+        """Poll every ``period_s`` in a thread of its own until :meth:`stop`."""
         self._thread.start()
-        return self
 
-    def __exit__(self, *exc) -> None:
+    def stop(self) -> None:
         self._stop.set()
         self._thread.join()
 
@@ -348,7 +348,7 @@ def main(argv: list[str] | None = None) -> int:
     interrupted, pointed_back = False, True
     try:
         if poll:
-            poll.__enter__()
+            poll.start()
         with log.open("wb") as out:
             proc = subprocess.Popen(["bash", str(clone / ".ci" / "run")], cwd=clone, stdout=out,
                                     stderr=subprocess.STDOUT, env=env, start_new_session=True)
@@ -361,7 +361,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # the install is pointed back whatever comes now
         if poll:
-            poll.__exit__()
+            poll.stop()
         wall = time.monotonic() - t0
         cpu, steal = (now - then for now, then in zip(machine_cpu_s(), (cpu0, steal0)))
         kd = kernel_thread_cpu_s("kdamond") - kd0

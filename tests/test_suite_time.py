@@ -175,3 +175,24 @@ def test_the_processes_are_saved_most_cpu_first_with_their_kinds(tmp_path):
     rows = json.loads((tmp_path / "p.json").read_text())
     assert [(r["pid"], r["kind"], r["cpu_s"]) for r in rows] == [
         (8, "JVM (Spark, its class archive)", 40.0), (7, "Spark's Python workers", 1.5)]
+
+
+def test_started_the_poll_reads_the_processes_in_its_thread_until_stopped():
+    poll = suite_time.ProcessPoll(period_s=0.05)
+    child = _burner()
+    try:
+        poll.start()
+        _burn(child, 0.2)
+        for _ in range(200):  # until a poll of the thread has seen the burn
+            if any(p == child.pid and cpu >= 0.18 for (p, _), (_cmd, cpu, *_rest) in poll.seen.items()):
+                break
+            time.sleep(0.01)
+        poll.stop()
+        assert 0.18 <= _cpu_of(poll, child.pid) <= 1.0
+        seen = {key: list(entry) for key, entry in poll.seen.items()}
+        _burn(child, 0.1)
+        time.sleep(0.15)
+        assert poll.seen == seen  # stopped: nothing read any more
+    finally:
+        child.stdin.close()
+        child.wait()
