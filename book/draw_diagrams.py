@@ -77,7 +77,7 @@ SERVICE = "#f4efe4"
 CLIENT = "#f2f2f2"
 
 BOXES: tuple[Box, ...] = (
-    Box("clients", "Clients", 2, 76, 28, 27, ("cluster/rootcoord.py: TSOClient",), (
+    Box("clients", "Clients", 2, 76, 28, 27, ("cluster/client.py: SimClient", "cluster/rootcoord.py: TSOClient"), (
         Part("guarantee ts, session cache", "client/ts_utils.py"),
         Part("workload steps (MilvusClient)", "client/workload.py"),
         Part("collection cache + retry", "client/collection_cache.py"),
@@ -108,7 +108,7 @@ BOXES: tuple[Box, ...] = (
             Part("InsertMsg, DeleteMsg, TimeTick", "mq/msg.py"),
             Part("channel names", "mq/names.py"),
             Part("tt-aligned packs", "mq/msgstream.py"),
-            Part("dispatcher per vchannel", "mq/dispatcher.py"),
+            Part("dispatcher per pchannel", "mq/dispatcher.py"),
         ), SERVICE),
     Box("datacoord", "DataCoord", 62, 23, 29, 22, ("cluster/data.py: DataCoordNode",), (
         Part("SaveBinlogPaths, Flush", "datacoord/services.py"),
@@ -207,7 +207,7 @@ def draw_cluster(path: Path) -> None:
         y = 100 - 4 * i
         ax.plot([138, 144], [y, y], linewidth=1.5, **STYLES[kind])
         ax.text(145, y, name, fontsize=7.8, va="center")
-    ax.text(138, 88, "italic: the simulated node\n(milvus_edu/cluster/)", fontsize=7.8, va="center",
+    ax.text(138, 88, "italic: the simulated node\n(milvus_edu/cluster/; etcd's:\nthe kernel's lease reaper)", fontsize=7.8, va="center",
             style="italic", color="#6a2c70")
     ax.text(138, 82, "monospace: the pure\nmodule (milvus_edu/)", fontsize=7.8, va="center", color="#1a5e20",
             family="monospace")
