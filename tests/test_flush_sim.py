@@ -108,15 +108,16 @@ def _report_times(monkeypatch) -> list[float]:
 
 
 def test_a_failed_time_tick_report_is_retried_with_retry_do_back_off(monkeypatch):
-    """``TimeTickSender.sendReport`` wraps ``ReportDataNodeTtMsgs`` in ``retry.Do``: with DataCoord gone, the
-    attempts are 200, 400, 800, 1,600 ms apart, then 3 s (the back-off's cap), not one per 500 ms interval."""
+    """``TimeTickSender.sendReport`` wraps ``ReportDataNodeTtMsgs`` in ``retry.Do`` with ``retry.Attempts(20),
+    retry.Sleep(100 ms)`` (``DataNode.Start``): with DataCoord gone, the attempts are 100, 200, 400, 800, 1,600 ms
+    apart, then 3 s (the back-off's cap), not one per 500 ms interval."""
     attempts = _report_times(monkeypatch)
     milvus_edu.simulate("flush-basics", seed=1, duration_s=16,
                         options={"inserts_per_s": 5.0, "deletes_per_s": 0.0, "workload_s": 2.0},
                         interventions=[milvus_edu.Kill("datacoord-1", 3_000)])
     after = [t for t in attempts if t >= 3_000]
     gaps = [round(b - a, -2) for a, b in zip(after, after[1:])]
-    assert gaps == [200, 400, 800, 1600, 3000, 3000, 3000]
+    assert gaps == [100, 200, 400, 800, 1600, 3000, 3000, 3000]
 
 
 def test_time_tick_reports_keep_to_the_tickers_grid(monkeypatch):

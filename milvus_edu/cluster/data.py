@@ -66,8 +66,10 @@ from .node import Node
 from ..sim.ticker import Ticker, next_grid_tick
 
 DATACOORD = "datacoord-1"
-#: ``retry.Do``'s default attempts, which ``TimeTickSender.sendReport`` uses (``NewTimeTickSender`` gets no option).
-REPORT_TIME_TICK_ATTEMPTS = 10
+#: The ``retry.Do`` options ``TimeTickSender.sendReport`` uses: ``NewTimeTickSender(..., retry.Attempts(20),
+#: retry.Sleep(100 ms))`` in ``DataNode.Start`` (internal/datanode/data_node.go); the cap stays retry.Do's 3 s.
+REPORT_TIME_TICK_ATTEMPTS = 20
+REPORT_TIME_TICK_SLEEP_NS = 100 * MS
 #: The sync policies whose choices get a ``datanode.sync_policy`` event: the stale buffer's (``syncPeriod``, 600 s
 #: of message time) and the memory check's, which no run with Milvus's defaults and a short workload reaches.
 RARE_SYNC_POLICIES = ("buffer stale", "oldest buffers")
@@ -616,8 +618,8 @@ class DataNodeNode(PackConsumer, Node):
     def _tt_sender_loop(self):
         """``TimeTickSender.work``: every ``dataNode.timetick.interval`` (500 ms), ``sendReport``: every channel
         whose writeNode buffered a pack since the last report that got through goes to DataCoord with the end
-        timestamp of its latest pack, under ``retry.Do`` (10 attempts, 200 ms first back-off doubling to 3 s, a
-        back-off after the last failure too). A report that still fails is only logged; its channels go again
+        timestamp of its latest pack, under ``retry.Do`` with the options ``DataNode.Start`` gives the sender (20
+        attempts, 100 ms first back-off doubling to 3 s, a back-off after the last failure too: about 48 s in all). A report that still fails is only logged; its channels go again
         with the next one.
 
         The reports keep to the ticker's grid from the sender's start, as Go's ``time.Ticker`` does: a report
@@ -634,7 +636,7 @@ class DataNodeNode(PackConsumer, Node):
             ticks = [(ch, ts) for ch, ts in sorted(self.latest_ts.items()) if self.sent_ts.get(ch) != ts]
             if not ticks:
                 continue
-            for sleep_ns in retry_do_sleeps(REPORT_TIME_TICK_ATTEMPTS):
+            for sleep_ns in retry_do_sleeps(REPORT_TIME_TICK_ATTEMPTS, REPORT_TIME_TICK_SLEEP_NS):
                 try:
                     yield Call(dc.name, partial(dc.handle_report_tt, self.server_id, self.name, ticks))
                 except RPCError:

@@ -15,9 +15,10 @@ Bug switch ``update_tsafe_before_delete``: the deleteNode publishes tsafe first 
 after. A read that wakes in between reads at the new tsafe a row whose delete is at or below it: the MVCC
 checker reports it ("Then the read returned K, deleted at ...").
 
-Simplification: the nodes run one after another on one pack (Go runs them as goroutines joined by channels of
-length ``queryNode.dataSync.flowGraph.maxQueueLength``, 16); a pack is never split. An insert with a wrong
-collection, no timestamps or misaligned rows is dropped as in Go (the simulated proxies never send one).
+The nodes run one after another on one pack, as in Go: the QueryNode's pipeline (``internal/util/pipeline``) hands
+each pack to ``pipeline.process``, which calls every node's ``Operate`` in turn in the stream's one goroutine
+(``stream_pipeline.go``, ``pipeline.go``); a pack is never split. An insert with a wrong collection, no timestamps
+or misaligned rows is dropped as in Go (the simulated proxies never send one).
 """
 
 from __future__ import annotations
