@@ -267,8 +267,10 @@ def test_basics_writes_out_of_order_on_every_pchannel(results, summaries):
         assert rows["messages"].sum() == summaries[run_id]["dml_messages"]
         assert rows["out_of_order"].sum() == summaries[run_id]["out_of_order_messages"]
     assert (reorder["share_out_of_order"] == reorder["out_of_order"] / reorder["messages"]).all()
-    # the TSO hands out physical time in 50 ms steps, so a late message is 0 or 50 ms behind
-    assert set(reorder["max_distance_ms"]) <= {0, 50}
+    # the TSO hands out physical time in 50 ms steps, so a late message is behind by whole steps (a task held up
+    # behind the proxy's atLock and statsLock can miss more than one)
+    distances = set(reorder["max_distance_ms"])
+    assert all(d > 0 and d % 50 == 0 for d in distances)
 
 
 @pytest.mark.spark

@@ -273,7 +273,7 @@ def test_heap_pchan_stats_give_the_same_run_log_as_gos_scan(tmp_path, monkeypatc
     monkeypatch.setitem(task_scheduler.STATS_IMPLEMENTATIONS, "heap", counting(task_scheduler.HeapPChanStats, "heap"))
     files = {}
     for stats in ("scan", "heap"):
-        milvus_edu.simulate(scenario, seed=4, duration_s=2.0, out_dir=tmp_path / stats, keep_events=False,
+        milvus_edu.simulate(scenario, seed=4, duration_s=2.5, out_dir=tmp_path / stats, keep_events=False,
                             params={"timetick.pchan_stats": stats})
         files[stats] = (tmp_path / stats / "events.jsonl").read_text().splitlines()
         summary = json.loads((tmp_path / stats / "summary.json").read_text())
@@ -351,3 +351,57 @@ def test_a_dml_request_for_a_collection_not_created_yet_fails_with_collection_no
     produced = [(r["msg_type"], r["count"]) for r in sink.rows if r["kind"] == "mq.produce" and r["node"] == "proxy-1"]
     assert set(enqueued) == {answers["later insert"]}  # the failed requests took no timestamp
     assert {t for t, _ in produced} == {"Insert"} and sum(c for _, c in produced) == 2
+
+
+def test_a_finished_task_answers_first_and_its_pop_holds_atlock_against_a_task_dequeued_meanwhile():
+    """``processTask`` (internal/proxy/task_scheduler.go) defers ``PopActiveTask``, then ``Notify``; deferred calls run
+    last in, first out, so the client has its answer once the task's messages are in, whatever the locks do.
+    ``PopActiveTask`` takes ``atLock``, then ``statsLock``: while enqueues hold ``statsLock`` (each across its
+    ``AllocTimestamp``, 40 ms over this proxy's slow link), the pop waits holding ``atLock``, so a task that finished
+    its enqueue meanwhile cannot ``AddActiveTask``: it starts, and produces, only after the pop, which comes after
+    the enqueue queued ahead of the pop."""
+    from milvus_edu.cluster.builder import ClusterSpec, CollectionSpec, ProxySpec, build
+    from milvus_edu.cluster.dml import WRITER
+    from milvus_edu.events import MemorySink, Recorder
+    from milvus_edu.sim.kernel import Simulation
+
+    sink = MemorySink()
+    recorder = Recorder("atlock", sinks=[sink])
+    sim = Simulation(1, recorder)
+    cluster = build(sim, ClusterSpec(pchannels=2, proxies=(ProxySpec(rootcoord_extra_ms=20.0),), consumers=True,
+                                     collections=(CollectionSpec(100, 2),)))
+    cluster.start()
+    proxy, collection, env = cluster.proxies[0], cluster.collections[0], sim.env
+    answered, tss = {}, {}
+
+    def client(name, at_ms, task_ms):
+        yield env.timeout(at_ms - env.now)
+        tss[name] = yield from proxy.insert(collection, [len(tss) + 1], task_ms=task_ms)
+        answered[name] = env.now
+
+    def holder():  # statsLock held from 350 to 600 ms, as a long enqueue would hold it
+        yield env.timeout(350.0)
+        wait = proxy.lock.acquire(WRITER)
+        if wait is not None:
+            yield wait
+        yield env.timeout(600.0 - env.now)
+        proxy.lock.release()
+
+    env.process(client("A", 300.0, 100.0))  # enqueued by ~341 ms, its messages in by ~442 ms
+    env.process(holder())
+    env.process(client("B", 360.0, 0.0))  # both enqueues wait for statsLock, then take 40 ms each
+    env.process(client("C", 370.0, 0.0))
+    sim.run(1000.0)
+    recorder.close()
+    rows = sink.rows
+
+    def first(kind, ts):
+        return min(r["t_ms"] for r in rows if r["kind"] == kind and r["ts"] == ts and r["node"] == proxy.name)
+
+    assert set(answered) == {"A", "B", "C"}
+    # A was answered when its messages were in, long before its pop could take statsLock (after B's and C's enqueues)
+    assert answered["A"] < 450.0 < first("proxy.finish", tss["A"])
+    assert first("proxy.finish", tss["A"]) >= first("proxy.enqueue", tss["C"]) > first("proxy.enqueue", tss["B"]) > 600.0
+    # B finished its enqueue first, but could start only once A's pop let go of atLock: after C's enqueue
+    b_produced = min(r["t_ms"] for r in rows if r["kind"] == "mq.produce" and r["ts"] == tss["B"])
+    assert b_produced > first("proxy.enqueue", tss["C"])

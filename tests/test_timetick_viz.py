@@ -163,7 +163,8 @@ def test_out_of_order_messages_are_coloured_apart(basics_stepper, basics):
             elif np.allclose(colors[0], matplotlib.colors.to_rgba(lanes_module._DML)):
                 in_order += len(dots.get_offsets())
                 assert dots.get_sizes()[0] >= 9  # at least 3 pt across: visible on a page
-    assert late == ooo and in_order > ooo
+    dml = int(((basics["kind"] == "mq.produce") & (basics["msg_type"] != "TimeTick")).sum())
+    assert late == ooo and in_order > 0 and late + in_order == dml  # every message drawn, each in one colour
     labels = {t.get_text() for t in basics_stepper._renderer.fig.legends[0].get_texts()}
     assert {"DML message", "out of order", "time tick", "proxy-1 report", "proxy-2 report"} <= labels
     assert "below a tick!" not in labels  # no watermark violation without the bug switch

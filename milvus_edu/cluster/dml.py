@@ -20,7 +20,10 @@ each loop's phase from the run's seed (:func:`draw_phase`) unless the ``timetick
 The statistics lock (:class:`StatsLock`) is held across simulated time: a timestamp allocation is an
 RPC, and the lock must be held across it (the design documents' six steps show why, book/seeds.md); the ticker's statistics
 read waits for it too, as ``getPChanStatsInfo`` takes ``statsLock`` in Go. The bug switch
-``allocate_outside_enqueue_lock`` allocates before taking it.
+``allocate_outside_enqueue_lock`` allocates before taking it. The queue's ``atLock`` is modelled too: a finished
+task's ``PopActiveTask`` holds it while it waits for ``statsLock``, so a task dequeued meanwhile cannot
+``AddActiveTask`` and start; the finished task's client has its answer already (``processTask`` notifies it before
+the pop).
 
 Simplification: proxies discover rootcoord once, at start; the TimeTick scenarios have no rootcoord failover.
 Simplification: a DML task's execution is one random delay, then one produce per vchannel it writes to; its
@@ -181,6 +184,8 @@ class ProxyNode(Node):
         params = self.sim.config.timetick
         self.queue = DmTaskQueue(params, stats=params.pchan_stats)
         self.lock = StatsLock(self.sim.env)
+        #: The DML queue's ``atLock`` (a mutex; every request at the one priority, in arrival order).
+        self.at_lock = StatsLock(self.sim.env)
         self.ticker: ChannelsTimeTicker | None = None
         self.lease: int | None = None
         self.next_msg_id = 0  # Base.MsgID of this proxy's messages (unique per message, as setMsgID gives)
@@ -266,8 +271,9 @@ class ProxyNode(Node):
 
         Like ``insertTask.setChannels``, the task counts on *every* pchannel of its collection, whichever
         its rows hash to: a proxy's minimum for a pchannel holds back on any write to the collection.
-        Returns the task's timestamp once its messages are in the pchannels and it left the queue (the
-        client's acknowledgement), ``None`` when it failed or the proxy died. A collection rootcoord does not
+        Returns the task's timestamp once its messages are in the pchannels (the client's acknowledgement; the task
+        leaves the queue then too, or, when a lock is taken, as soon as it can: Go notifies the client before
+        ``PopActiveTask``), ``None`` when it failed or the proxy died. A collection rootcoord does not
         know yet fails the request before it enqueues (:meth:`_describe_collection`). ``task_ms`` fixes this task's
         execution time (default: exponential with mean ``self.task_ms``). ``fields``: each row's dynamic field
         (a dict per key of ``pks``), carried by the ``InsertMsg`` to the QueryNode and the binlogs; None for
@@ -325,7 +331,13 @@ class ProxyNode(Node):
             return
         self._emit_enqueue.rows(self.name, _enqueue_rows(ts, rows_on, queue.pchan_stats_view()))
         queue.pop_unissued_task()
+        # processTask's AddActiveTask takes atLock, which a finished task's PopActiveTask holds while it waits for
+        # statsLock: a task dequeued then starts only once that pop is done
+        wait = self.at_lock.acquire(WRITER)
+        if wait is not None:
+            yield wait
         queue.add_active_task(task)
+        self.at_lock.release()
         if task_ms is None:
             task_ms = self.rng.expovariate(1.0 / self.task_ms) if self.task_ms > 0 else 0.0
         # The task executes for task_ms; then msgstream.Produce sends every channel's pack at once and waits for
@@ -343,15 +355,33 @@ class ProxyNode(Node):
             env.timeout(task_ms + sent).callbacks.append(self.callback(call))
             answered = max(answered, sent + one_way("mq"))
         yield env.timeout(task_ms + answered)
-        wait = lock.acquire(WRITER)  # PopActiveTask takes statsLock
+        # processTask's deferred calls run last in, first out: Notify answers the client, then PopActiveTask takes
+        # atLock and then statsLock. With both free the pop is done at the same instant as the answer (and logged
+        # first); otherwise the client has its answer now and the pop waits in its own process.
+        if self.at_lock.held or lock.held:
+            self.process(self._pop_active_task(task, ts, pchannels))
+        else:
+            queue.pop_active_task(task.id)
+            self._emit_finish.rows(self.name, _finish_rows(ts, pchannels, queue.pchan_stats_view()))
+        return ts
+
+    def _pop_active_task(self, task: DmlTask, ts: int, pchannels):
+        """``dmTaskQueue.PopActiveTask`` when a lock is taken: atLock first, held while it waits for statsLock."""
+        at_lock, lock = self.at_lock, self.lock
+        wait = at_lock.acquire(WRITER)
         if wait is not None:
             yield wait
         try:
-            queue.pop_active_task(task.id)
+            wait = lock.acquire(WRITER)
+            if wait is not None:
+                yield wait
+            try:
+                self.queue.pop_active_task(task.id)
+            finally:
+                lock.release()
         finally:
-            lock.release()
-        self._emit_finish.rows(self.name, _finish_rows(ts, pchannels, queue.pchan_stats_view()))
-        return ts
+            at_lock.release()
+        self._emit_finish.rows(self.name, _finish_rows(ts, pchannels, self.queue.pchan_stats_view()))
 
     def _describe_collection(self, collection: Collection):
         """Resolve a collection this proxy has not seen created; False (the request fails before it enqueues, the
