@@ -359,29 +359,42 @@ class ProxyNode(Node):
         # atLock and then statsLock. With both free the pop is done at the same instant as the answer (and logged
         # first); otherwise the client has its answer now and the pop waits in its own process.
         if self.at_lock.held or lock.held:
-            self.process(self._pop_active_task(task, ts, pchannels))
+            self._pop_active_task_later(task, ts, pchannels)
         else:
             queue.pop_active_task(task.id)
             self._emit_finish.rows(self.name, _finish_rows(ts, pchannels, queue.pchan_stats_view()))
         return ts
 
-    def _pop_active_task(self, task: DmlTask, ts: int, pchannels):
-        """``dmTaskQueue.PopActiveTask`` when a lock is taken: atLock first, held while it waits for statsLock."""
-        at_lock, lock = self.at_lock, self.lock
-        wait = at_lock.acquire(WRITER)
-        if wait is not None:
-            yield wait
-        try:
-            wait = lock.acquire(WRITER)
-            if wait is not None:
-                yield wait
+    def _pop_active_task_later(self, task: DmlTask, ts: int, pchannels) -> None:
+        """``dmTaskQueue.PopActiveTask`` when a lock is taken: atLock first, held while it waits for statsLock.
+
+        Driven by the locks' hand-over events rather than by a process of its own (three in five tasks of a busy
+        TimeTick run come here; a process each cost that run 4% more instructions). Each step is bound to the
+        proxy's life, as a process would be, and reaches the locks through the proxy: a step that held a lock
+        itself would tie the lock, its waiting list and the steps waiting in it into a reference cycle, left to the
+        cyclic collector when the run is closed.
+        """
+
+        def pop(_event=None) -> None:  # both locks held
             try:
                 self.queue.pop_active_task(task.id)
             finally:
-                lock.release()
-        finally:
-            at_lock.release()
-        self._emit_finish.rows(self.name, _finish_rows(ts, pchannels, self.queue.pchan_stats_view()))
+                self.lock.release()
+                self.at_lock.release()
+            self._emit_finish.rows(self.name, _finish_rows(ts, pchannels, self.queue.pchan_stats_view()))
+
+        def take_stats_lock(_event=None) -> None:  # atLock held
+            wait = self.lock.acquire(WRITER)
+            if wait is None:
+                pop()
+            else:
+                wait.callbacks.append(self.callback(pop))
+
+        wait = self.at_lock.acquire(WRITER)
+        if wait is None:
+            take_stats_lock()
+        else:
+            wait.callbacks.append(self.callback(take_stats_lock))
 
     def _describe_collection(self, collection: Collection):
         """Resolve a collection this proxy has not seen created; False (the request fails before it enqueues, the
