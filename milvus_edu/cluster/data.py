@@ -619,8 +619,8 @@ class DataNodeNode(PackConsumer, Node):
         """``TimeTickSender.work``: every ``dataNode.timetick.interval`` (500 ms), ``sendReport``: every channel
         whose writeNode buffered a pack since the last report that got through goes to DataCoord with the end
         timestamp of its latest pack, under ``retry.Do`` with the options ``DataNode.Start`` gives the sender (20
-        attempts, 100 ms first back-off doubling to 3 s, a back-off after the last failure too: about 48 s in all). A report that still fails is only logged; its channels go again
-        with the next one.
+        attempts, 100 ms first back-off doubling to 3 s, a back-off after the last failure too: about 48 s in
+        all). A report that still fails is only logged; its channels go again with the next one.
 
         The reports keep to the ticker's grid from the sender's start, as Go's ``time.Ticker`` does: a report
         slowed by its round trip or its retries does not move the next one, and a tick missed meanwhile is taken

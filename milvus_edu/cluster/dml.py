@@ -357,7 +357,7 @@ class ProxyNode(Node):
         yield env.timeout(task_ms + answered)
         # processTask's deferred calls run last in, first out: Notify answers the client, then PopActiveTask takes
         # atLock and then statsLock. With both free the pop is done at the same instant as the answer (and logged
-        # first); otherwise the client has its answer now and the pop waits in its own process.
+        # first); otherwise the client has its answer now and the pop waits for the locks (_pop_active_task_later).
         if self.at_lock.held or lock.held:
             self._pop_active_task_later(task, ts, pchannels)
         else:
