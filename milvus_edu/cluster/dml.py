@@ -92,6 +92,9 @@ class StatsLock:
     ticker's read before enqueues and pops), then in arrival order. The holder must call
     :meth:`release` exactly once, whatever happens (``try``/``finally``).
 
+    The DML queue's ``atLock`` (a plain mutex) is one too, every request at the one priority, served in arrival
+    order.
+
     Simplification: Go's ``statsLock`` is an RWMutex, which readers may share; a proxy has one reader
     (its ticker), so a mutex serves. The order is Go's: a reader waits only for the writer that holds
     the lock (or has announced itself next), while writers queued behind it wait on the RWMutex's
@@ -184,7 +187,7 @@ class ProxyNode(Node):
         params = self.sim.config.timetick
         self.queue = DmTaskQueue(params, stats=params.pchan_stats)
         self.lock = StatsLock(self.sim.env)
-        #: The DML queue's ``atLock`` (a mutex; every request at the one priority, in arrival order).
+        #: The DML queue's ``atLock``.
         self.at_lock = StatsLock(self.sim.env)
         self.ticker: ChannelsTimeTicker | None = None
         self.lease: int | None = None
@@ -355,24 +358,19 @@ class ProxyNode(Node):
             env.timeout(task_ms + sent).callbacks.append(self.callback(call))
             answered = max(answered, sent + one_way("mq"))
         yield env.timeout(task_ms + answered)
-        # processTask's deferred calls run last in, first out: Notify answers the client, then PopActiveTask takes
-        # atLock and then statsLock. With both free the pop is done at the same instant as the answer (and logged
-        # first); otherwise the client has its answer now and the pop waits for the locks (_pop_active_task_later).
-        if self.at_lock.held or lock.held:
-            self._pop_active_task_later(task, ts, pchannels)
-        else:
-            queue.pop_active_task(task.id)
-            self._emit_finish.rows(self.name, _finish_rows(ts, pchannels, queue.pchan_stats_view()))
+        # processTask's deferred calls run last in, first out: Notify answers the client, then PopActiveTask
+        self._pop_active_task(task, ts, pchannels)
         return ts
 
-    def _pop_active_task_later(self, task: DmlTask, ts: int, pchannels) -> None:
-        """``dmTaskQueue.PopActiveTask`` when a lock is taken: atLock first, held while it waits for statsLock.
+    def _pop_active_task(self, task: DmlTask, ts: int, pchannels) -> None:
+        """``dmTaskQueue.PopActiveTask``: atLock first, held while it waits for statsLock; then the pop.
 
-        Driven by the locks' hand-over events rather than by a process of its own (three in five tasks of a busy
-        TimeTick run come here; a process each cost that run 4% more instructions). Each step is bound to the
-        proxy's life, as a process would be, and reaches the locks through the proxy: a step that held a lock
-        itself would tie the lock, its waiting list and the steps waiting in it into a reference cycle, left to the
-        cyclic collector when the run is closed.
+        With both locks free the pop is done at once, at the instant of the client's answer (and logged before it).
+        Otherwise the client has its answer already and the pop goes on as the locks are handed over: driven by their
+        events rather than by a process of its own (three in five tasks of a busy TimeTick run wait; a process each
+        cost that run 4% more instructions). Each step is bound to the proxy's life, as a process would be, and
+        reaches the locks through the proxy: a step that held a lock itself would tie the lock, its waiting list and
+        the steps waiting in it into a reference cycle, left to the cyclic collector when the run is closed.
         """
 
         def pop(_event=None) -> None:  # both locks held
