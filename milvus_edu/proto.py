@@ -12,6 +12,11 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 
 
+#: ``common.AllPartitionsID`` (pkg/common/common.go): the partition a delete that names none carries, and the
+#: partition filter that matches every partition.
+ALL_PARTITIONS_ID = -1
+
+
 class MsgType:
     """``commonpb.MsgType`` names used by the model (strings, so run logs stay readable)."""
 

@@ -49,6 +49,10 @@ def test_binlogs_are_plain_parquet_in_milvus_layout(tmp_path):
     total = sum(pq.read_table(p).num_rows for p in pk_files)
     assert total == _flush(run.summary)["audit_rows"]
     assert len(pd.read_parquet(pk_files[0])) == pq.read_table(pk_files[0]).num_rows
+    # A delete that names no partition carries common.AllPartitionsID (deleteRunner, simpleDelete), so the DataNode
+    # buffers it in an L0 segment of partition -1, and its deltalogs are filed under that partition.
+    delta = sorted(p.relative_to(bucket).parts for p in (bucket / "files" / "delta_log").rglob("*") if p.is_file())
+    assert delta and {parts[2:4] for parts in delta} == {("100", "-1")}
 
 
 @pytest.mark.slow

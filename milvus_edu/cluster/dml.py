@@ -49,7 +49,7 @@ from ..merr import CollectionNotFoundError, wrap_err_collection_not_found
 from ..mq import Broker, DeleteMsg, Dispatcher, SubscriptionPosition, TimeTickMsg, hash_pk_2_channels
 from ..mq.fast import new_insert_msg, new_msg_position
 from ..mq.names import to_physical_channel
-from ..proto import ChannelTimeTickMsg, MsgType
+from ..proto import ALL_PARTITIONS_ID, ChannelTimeTickMsg, MsgType
 from ..proxy import ChannelsTimeTicker, DmlTask, DmTaskQueue, channels_time_tick_msg
 from ..rootcoord import DdlTsLockManager, Scheduler, TimetickSync, send_min_ddl_ts_as_tt, update_channel_time_tick
 from ..sim.kernel import NodeClock, RPCError, Simulation
@@ -438,7 +438,9 @@ class ProxyNode(Node):
                                  rows * collection.payload_bytes_per_row, msg_id, self.server_id, position,
                                  None if fields_v is None else tuple(fields_v))
         else:
-            msg = DeleteMsg(shard_name=vch, collection_id=collection.id, partition_id=collection.partition_id,
+            # deleteRunner.Run / simpleDelete: a delete that names no partition (no partition key either) carries
+            # common.AllPartitionsID; the DataNode then buffers it in an L0 segment of partition -1
+            msg = DeleteMsg(shard_name=vch, collection_id=collection.id, partition_id=ALL_PARTITIONS_ID,
                             pks=pks, timestamps=(ts,) * rows, msg_id=msg_id, source_id=self.server_id)
         log_id = broker.produce(ch, msg)
         if self.record_pks:

@@ -23,10 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
-from ..proto import MsgPosition, SegmentInfo as SegmentInfoPB, SegmentLevel, SegmentState
-
-#: ``common.AllPartitionsID``: the partition filter that matches every partition.
-ALL_PARTITIONS_ID = -1
+from ..proto import ALL_PARTITIONS_ID, MsgPosition, SegmentInfo as SegmentInfoPB, SegmentLevel, SegmentState
 
 
 @dataclass(frozen=True)

@@ -47,7 +47,7 @@ BINLOG_META_COLUMNS = ["run_id", "segment", "binlog_rows", "meta_rows", "audit_r
 #: The primary-key field's id (its insert binlogs are counted) and where a run keeps its bucket.
 PK_FIELD = 100
 BUCKET = Path("objects") / "a-bucket" / "files"
-_SEGMENT = re.compile(r"(?:insert_log|delta_log)/\d+/\d+/(\d+)/")
+_SEGMENT = re.compile(r"(?:insert_log|delta_log)/\d+/-?\d+/(\d+)/")
 _ONE_PHYSICAL_MS = 1 << LOGICAL_BITS
 
 
@@ -316,7 +316,7 @@ def binlog_rows(spark, run_dirs):
         for run_id, paths in by_run.items():
             df = (spark.read.format("parquet").load(paths).select("pk")
                   .withColumn("file", F.input_file_name())
-                  .withColumn("segment", F.regexp_extract("file", r"(?:insert_log|delta_log)/\d+/\d+/(\d+)/", 1)
+                  .withColumn("segment", F.regexp_extract("file", r"(?:insert_log|delta_log)/\d+/-?\d+/(\d+)/", 1)
                               .cast("long"))
                   .withColumn("run_id", F.lit(run_id)).withColumn("what", F.lit(what)))
             parts.append(df.select("run_id", "segment", "what", "pk"))
