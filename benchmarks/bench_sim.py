@@ -21,7 +21,11 @@ of one written run per scenario instead. ``--floor`` splits a run's wall time in
 folder written; the same simulation whose one sink drops the recorder's batches (the nodes' own work, the
 effect interpreter, SimPy, and the recorder buffering rows that nobody reads); and what SimPy alone takes for as many events as the run
 scheduled, at the bare timeout rate. The last two bound the ratio that faster sinks, or a faster
-simulation around the same components, could reach.
+simulation around the same components, could reach. ``--baseline REV`` instead sets this checkout beside
+another revision of the project (a commit, a tag, a branch): it checks REV out in a temporary git worktree and
+times the same pairs in both, alternating, each pair in a fresh Python process (a package cannot be imported
+twice), and prints both medians and how many times faster this checkout is. That is the figure for "does not
+regress": the yardstick and the machine's load are shared by the two sides of each round.
 """
 
 from __future__ import annotations
@@ -29,10 +33,14 @@ from __future__ import annotations
 import argparse
 import cProfile
 import gc
+import json
 import pstats
 import resource
+import statistics
+import subprocess
 import sys
 import tempfile
+import textwrap
 import time
 from pathlib import Path
 
@@ -166,6 +174,89 @@ def floor(scenario: str, seed: int, duration_s: float, repeat: int) -> None:
           f"{simpy_s / logged * 1e6:.1f} us of it SimPy's own; 1/12 of bare is {12 / bare * 1e6:.1f} us")
 
 
+REPO = Path(__file__).resolve().parents[1]
+
+#: One pair in a fresh process, with only what every revision has: ``simulate`` with a run folder, and its summary's
+#: event count. argv: checkout root, scenario, seed, simulated seconds. Prints [bare rate, events, wall s].
+_PAIR = textwrap.dedent("""
+    import gc, json, sys, tempfile, time
+    from pathlib import Path
+    sys.path.insert(0, sys.argv[1])
+    import simpy, milvus_edu
+    if not milvus_edu.__file__.startswith(sys.argv[1]):
+        sys.exit(f"imported {milvus_edu.__file__}, not the package under {sys.argv[1]}")
+    scenario, seed, duration = sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
+    with tempfile.TemporaryDirectory() as tmp:  # warm up: imports, bytecode, first-use caches
+        milvus_edu.simulate(scenario, seed=seed, duration_s=min(duration, 2.0), out_dir=Path(tmp) / "warm")
+    env = simpy.Environment()
+    def loop():
+        for _ in range(250_000):
+            yield env.timeout(1)
+    for _ in range(4):
+        env.process(loop())
+    gc.collect()
+    start = time.perf_counter()
+    env.run()
+    bare = 1_000_000 / (time.perf_counter() - start)
+    gc.collect()
+    with tempfile.TemporaryDirectory() as tmp:
+        start = time.perf_counter()
+        result = milvus_edu.simulate(scenario, seed=seed, duration_s=duration, out_dir=Path(tmp) / "run")
+        wall = time.perf_counter() - start
+    print(json.dumps([bare, result.summary["events"], wall]))
+""")
+
+
+def pair_in(root: Path, scenario: str, seed: int, duration_s: float) -> float | str:
+    """The ratio (bare SimPy's rate / the written run's events per second) of one pair timed in a fresh process on
+    the package under ``root``; a one-line reason instead when that checkout cannot run it."""
+    done = subprocess.run([sys.executable, "-c", _PAIR, str(root), scenario, str(seed), str(duration_s)],
+                          capture_output=True, text=True, cwd=tempfile.gettempdir())
+    if done.returncode != 0:
+        lines = (done.stderr or done.stdout).strip().splitlines()
+        return lines[-1] if lines else f"exit status {done.returncode}"
+    bare, events, wall = json.loads(done.stdout.strip().splitlines()[-1])
+    return bare / (events / wall)
+
+
+def against(rev: str, todo: list[str], seed: int, duration_of, repeat: int) -> None:
+    """Print this checkout's median ratio beside revision ``rev``'s, the pairs alternating (see the module docs)."""
+    sha = subprocess.run(["git", "rev-parse", "--short", f"{rev}^{{commit}}"], cwd=REPO, capture_output=True,
+                         text=True)
+    if sha.returncode != 0:
+        print(f"error: {rev} is not a commit of this repository; give a commit, tag or branch (git log --oneline)",
+              file=sys.stderr)
+        sys.exit(2)
+    sha = sha.stdout.strip()
+    with tempfile.TemporaryDirectory(prefix="bench-baseline-") as tmp:
+        tree = Path(tmp) / sha
+        subprocess.run(["git", "worktree", "add", "--detach", "-q", str(tree), sha], cwd=REPO, check=True)
+        try:
+            for name in todo:
+                duration = duration_of(name)
+                ratios: dict[str, list[float]] = {"here": [], sha: []}
+                failed = None
+                for _ in range(repeat):
+                    for side, root in (("here", REPO), (sha, tree)):
+                        ratio = pair_in(root, name, seed, duration)
+                        if isinstance(ratio, str):
+                            failed = f"{side}: {ratio}"
+                            break
+                        ratios[side].append(ratio)
+                    if failed:
+                        break
+                if failed:
+                    print(f"{name}: not compared ({failed})")
+                    continue
+                here, base = statistics.median(ratios["here"]), statistics.median(ratios[sha])
+                print(f"{name}, {duration:g} simulated s, run folder written, median of {repeat} alternating pairs: "
+                      f"this checkout 1/{here:.1f} of bare SimPy (1/{min(ratios['here']):.1f}-{max(ratios['here']):.1f}), "
+                      f"{sha} 1/{base:.1f} (1/{min(ratios[sha]):.1f}-{max(ratios[sha]):.1f}); "
+                      f"x{base / here:.2f} {'faster' if base >= here else 'as fast (slower)'}")
+        finally:
+            subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=REPO, check=False)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scenarios", nargs="+", default=["tso-basics", "timetick-basics"])
@@ -178,6 +269,8 @@ def main() -> None:
     parser.add_argument("--top", type=int, default=25, help="rows of the profile to print (default 25)")
     parser.add_argument("--floor", action="store_true",
                         help="split each run's time into sinks, simulation and SimPy's own share instead")
+    parser.add_argument("--baseline", metavar="REV",
+                        help="time this checkout beside revision REV (checked out in a temporary worktree) instead")
     args = parser.parse_args()
 
     known = scenarios()
@@ -187,6 +280,10 @@ def main() -> None:
             todo.append(name)
         else:
             print(f"note: scenario {name} is not registered yet; skipped")
+    if args.baseline:
+        against(args.baseline, todo, args.seed, lambda name: args.duration or DEFAULT_DURATION_S.get(name, 60.0),
+                args.repeat)
+        return
     if args.floor:
         for name in todo:
             floor(name, args.seed, args.duration or DEFAULT_DURATION_S.get(name, 60.0), max(args.repeat, 3))
