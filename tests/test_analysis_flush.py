@@ -134,6 +134,7 @@ def test_binlog_counts_equal_the_audit_and_every_segment_matches_the_meta(runs, 
     assert vs["match"].all() and (vs.audit_rows == vs.binlog_rows).all()
 
 
+@pytest.mark.slow
 def test_rows_written_twice_still_match_the_meta_and_only_distinct_pks_shows_them(tmp_path):
     # Without the ddNode's recovery filter the restarted DataNode replays rows a sync already wrote; DataCoord
     # counts binlog entries, so its meta counts them twice too: `match` cannot see it, distinct keys can.

@@ -2,6 +2,8 @@
 
 import json
 
+import pytest
+
 import milvus_edu
 from milvus_edu.mechanisms.flush.check import FlushChecker
 from milvus_edu.narrate import ts_text, wall_text
@@ -134,6 +136,7 @@ def test_tsafe_progress_names_the_fault_that_stopped_the_querynode():
     assert f"was killed at event {kill.seq + 1:,} ({kill.t_ms / 1000:.3f} s) and was not restarted" in v["explanation"]
 
 
+@pytest.mark.slow
 def test_a_flush_held_past_its_bound_by_a_node_still_down_is_a_stall_not_a_pass():
     """flush-manual (80 s) forked to kill datanode-1 right after the 30.5 s flush, never restarted: the flush is never
     answered, 49 s pass, and the checker does not count the bound while the node is down. The run must not vouch

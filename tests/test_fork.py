@@ -34,7 +34,7 @@ def jsonl(folder: Path) -> list[str]:
 
 
 @pytest.mark.parametrize("scenario, at_ms, change, kind", [
-    ("timetick-basics", 2000.0, Kill("proxy-1"), "fault.kill"),
+    pytest.param("timetick-basics", 2000.0, Kill("proxy-1"), "fault.kill", marks=pytest.mark.slow),
     ("flush-basics", 2000.0, Kill("datanode-1"), "fault.kill"),
     ("tso-basics", 1500.0, ClockJump("rootcoord-1", delta_ms=-300), "fault.clock_jump"),
 ])
@@ -137,6 +137,7 @@ def test_the_cli_forks_a_run_folder_and_names_the_first_difference(capsys, tmp_p
     assert f"the runs first differ at event {seq + 1:,} (2.000 s): datanode-1 is killed" in out
 
 
+@pytest.mark.slow
 def test_the_cli_flips_a_switch_part_way_and_the_flip_accounts_for_its_violations(capsys, tmp_path):
     simulate("timetick-unlocked-enqueue", duration_s=5, out_dir=tmp_path / "a")
     code, out, err = run_main(capsys, "fork", str(tmp_path / "a"), "--at", "1", "--switch",

@@ -121,6 +121,7 @@ def test_go_rule_check_right_wrong_and_pending(switch):
     assert "type int" in str(check_go_rule(3, switch))
 
 
+@pytest.mark.slow
 def test_reference_answers_pick_milvus_line_and_name_a_checker():
     solutions = SOLUTIONS[LAB.name]
     nb = read_notebook(LAB)

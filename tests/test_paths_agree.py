@@ -129,6 +129,7 @@ def test_every_way_of_checking_a_broken_run_reports_the_same_checks(tmp_path, sc
                 assert section == run.summary[name], name
 
 
+@pytest.mark.slow
 def test_a_bare_log_is_checked_with_the_parameters_its_run_used(tmp_path):
     """A 2 s time tick (Milvus: 200 ms) is no stall for the run that set it. Its ``run.start`` names the parameters
     that differ from Milvus's defaults (a default run's names none, so its log is as it was), and the explorer of the
@@ -161,6 +162,7 @@ def test_a_fork_keeps_the_violations_that_rest_on_the_log_it_shares_with_its_ori
     assert len(before(original)) < len(original.violations)  # the fork point cuts the run's violations
 
 
+@pytest.mark.slow
 def test_the_explorer_of_a_bare_log_asks_and_answers_why_as_why_does_for_the_run_folder(tmp_path):
     """The explorer of a DataFrame numbers the violations it finds itself; each one's chain, and each read's, is the
     chain :func:`milvus_edu.why` gives for the run folder, whose summary.json numbered them."""

@@ -187,6 +187,7 @@ def test_a_character_added_or_lost_at_the_end_is_said_as_such(spec, char):
     assert "lost" in str(lost.value) and "added to it:" not in str(lost.value)
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(spec=specs, where=st.integers(min_value=0), char=st.sampled_from(BASE64URL))
 def test_a_character_added_or_lost_anywhere_is_never_called_the_other(spec, where, char):

@@ -120,7 +120,7 @@ class TSOFailover(RuleBasedStateMachine):
             assert f1 <= l1 < f2 <= l2
 
 
-TestTSOFailover = TSOFailover.TestCase
+TestTSOFailover = pytest.mark.slow(TSOFailover.TestCase)  # ~2 CPU s: the full suite runs it
 TestTSOFailover.settings = settings(
     max_examples=150, stateful_step_count=40, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )

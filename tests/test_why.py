@@ -431,6 +431,7 @@ def test_a_flush_on_a_slow_object_store_names_the_slow_writes():
     assert f"spent {float(saved['t_ms']) - float(cut['t_ms']):,.0f} ms writing its binlogs" in chain.root.text
 
 
+@pytest.mark.slow
 def test_a_flush_across_a_datanode_crash_names_the_crash_and_the_recovery():
     events = milvus_edu.simulate("checkpoint-during-sync", seed=1).events
     start, done = client_flushes(events)[0]
