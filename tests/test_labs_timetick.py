@@ -94,3 +94,31 @@ def test_section_3_opens_at_a_pack_whose_messages_the_panel_names(events):
     pack = stepper.state()["last_pack"]
     assert pack["index"] == first and len(pack["messages"]) == int(events["count"].iloc[first]) > 0
     assert f"event {pack['messages'][0]['index'] + 1:,}" in stepper.panel_html
+
+
+def _fixed_run(rate: float):
+    run = milvus_edu.simulate("timetick-unlocked-enqueue", seed=1, options={"inserts_per_s": rate})
+    ev = run.events
+    p1 = ev[ev.node == "proxy-1"]
+    unfinished = set(p1.ts[p1.kind == "proxy.enqueue"]) - set(p1.ts[p1.kind == "proxy.finish"])
+    written = int(((ev.kind == "mq.produce") & (ev.msg_type != "TimeTick")).sum())
+    delivered = int((ev.kind == "mq.consume").sum())
+    return run, unfinished, written, delivered
+
+
+def test_section_6_the_lock_keeps_order_but_at_600_inserts_a_second_the_queue_never_drains():
+    """Lab 2, section 6, without the switch: no broken promise at either load; at 600 inserts/s proxy-1's queue grows
+    to the end, its oldest task never finishes, ticks stall on proxy-1 and readers get almost nothing; at 150/s the
+    queue drains and no stall is listed."""
+    busy, stuck, written, delivered = _fixed_run(600.0)
+    checks = busy.summary["checks"]
+    assert checks["ok"] and not any(checks["violation_counts"].values())
+    assert [s["held_by"] for s in checks["stalls"]] == ["proxy-1"]
+    # every round's minimum sits just below the oldest unfinished task's timestamp, for good
+    assert busy.events.loc[busy.events.kind == "mq.produce", "tick_ts"].max() == min(stuck) - 1
+    assert len(stuck) > 100 and delivered < written / 10
+    calm, left, written, delivered = _fixed_run(150.0)
+    checks = calm.summary["checks"]
+    assert checks["ok"] and not checks["stalls"]
+    assert len(left) < 20 and delivered > written / 2
+    assert calm.summary["timetick"]["repeated_ticks"] < busy.summary["timetick"]["repeated_ticks"]
