@@ -60,7 +60,7 @@ def refused(capsys, tmp_path, *args):
     ("flush-sync-policies", "memory_mb=-1", "memory_mb must be positive"),
     ("checkpoint-many-vchannels", "vchannels=1", "vchannels must be at least 2"),
     ("checkpoint-many-vchannels", "vchannels=5000", "vchannels must be at most"),
-    ("flush-drop-collection", "drop_at_s=0", "drop_at_s must be positive"),
+    ("flush-drop-collection", "drop_at_s=-1", "drop_at_s must not be negative"),
     ("flush-drop-collection", "stop_at_s=-1", "stop_at_s must not be negative"),
 ])
 def test_an_option_out_of_range_is_refused_before_anything_runs(tmp_path, capsys, scenario, option, needle):

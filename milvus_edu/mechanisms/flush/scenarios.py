@@ -394,13 +394,14 @@ SCENARIOS = (
 
 class DropCollectionWorkload(FlushWorkload):
     """The flush workload, but the client stops writing and drops the collection at ``drop_at_s`` (rootcoord writes
-    DropCollection into every pchannel), and the DataNode stops gracefully at ``stop_at_s`` (0: never). No final
-    flush (nothing is left to flush) and so no audit."""
+    DropCollection into every pchannel; 0: never), and the DataNode stops gracefully at ``stop_at_s`` (0: never).
+    No final flush (nothing is left to flush) and so no audit."""
 
     def __init__(self, cluster: Cluster, *args, drop_at_s: float = 20.0, stop_at_s: float = 0.0):
         super().__init__(cluster, *args)
         self.drop_at_ms = drop_at_s * 1000.0
-        self.workload_ms = min(self.workload_ms, self.drop_at_ms)
+        if self.drop_at_ms:
+            self.workload_ms = min(self.workload_ms, self.drop_at_ms)
         self.stop_at_ms = stop_at_s * 1000.0
 
     def start(self) -> None:
@@ -410,9 +411,10 @@ class DropCollectionWorkload(FlushWorkload):
             self.sim.at(self.stop_at_ms, self.cluster.datanode.stop)
 
     def final(self):
-        """``DropCollection`` at ``drop_at_s``."""
-        yield self.sim.env.timeout(self.drop_at_ms)
-        yield from self.cluster.drop_collection_messages("client-0", COLLECTION_ID)
+        """``DropCollection`` at ``drop_at_s`` (none when it is 0)."""
+        if self.drop_at_ms:
+            yield self.sim.env.timeout(self.drop_at_ms)
+            yield from self.cluster.drop_collection_messages("client-0", COLLECTION_ID)
 
 
 def _many_vchannels(sim: Simulation, vchannels: int = 300, **options) -> None:
@@ -427,8 +429,8 @@ def _many_vchannels(sim: Simulation, vchannels: int = 300, **options) -> None:
 
 
 def _drop_collection(sim: Simulation, drop_at_s: float = 20.0, stop_at_s: float = 0.0, **options) -> None:
-    if not drop_at_s > 0:
-        raise ValueError(f"drop_at_s must be positive, got {drop_at_s}; use drop_at_s=20 for example")
+    if drop_at_s < 0:
+        raise ValueError(f"drop_at_s must not be negative, got {drop_at_s}; use drop_at_s=20, or 0 for no drop")
     if stop_at_s < 0:
         raise ValueError(f"stop_at_s must not be negative, got {stop_at_s}; use stop_at_s=25, or 0 for no stop")
     _run(sim, workload=DropCollectionWorkload, drop_at_s=drop_at_s, stop_at_s=stop_at_s, **options).start()
@@ -465,8 +467,8 @@ SCENARIOS = SCENARIOS + (
         "passes it afterwards), the writeNode closes the write buffer with drop (every buffer is synced with the "
         "dropped flag, DataCoord marks those segments Dropped) and the ttNode enters drop mode too: the channel's "
         "checkpoint is never submitted again. Each ttNode submitted its first checkpoint on its first pack, so "
-        "its periodic update (every 60 s of message time) is due at about 60 s: with --option drop_at_s=100 (after "
-        "the run) it goes out, here it does not. With --option stop_at_s=25 the DataNode stops gracefully at 25 s: "
+        "its periodic update (every 60 s of message time) is due at about 60 s: with --option drop_at_s=0 (no drop) "
+        "it goes out, here it does not. With --option stop_at_s=25 the DataNode stops gracefully at 25 s: "
         "each flowgraph gets a close message, on which the ttNode submits the checkpoint once more unless its "
         "channel was dropped, and the checkpoint updater closes right after without sending it. Simplification: the "
         "DataNode does not call DropVirtualChannel, so DataCoord keeps the channels assigned.",
