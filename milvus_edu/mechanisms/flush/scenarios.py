@@ -467,8 +467,8 @@ SCENARIOS = SCENARIOS + (
         "passes it afterwards), the writeNode closes the write buffer with drop (every buffer is synced with the "
         "dropped flag, DataCoord marks those segments Dropped) and the ttNode enters drop mode too: the channel's "
         "checkpoint is never submitted again. Each ttNode submitted its first checkpoint on its first pack, so "
-        "its periodic update (every 60 s of message time) is due at about 60 s: with --option drop_at_s=0 (no drop) "
-        "it goes out, here it does not. With --option stop_at_s=25 the DataNode stops gracefully at 25 s: "
+        "its periodic update (every 60 s of message time) is due at about 60 s: with --option drop_at_s=0 (the "
+        "collection is kept) it goes out, here it does not. With --option stop_at_s=25 the DataNode stops gracefully at 25 s: "
         "each flowgraph gets a close message, on which the ttNode submits the checkpoint once more unless its "
         "channel was dropped, and the checkpoint updater closes right after without sending it. Simplification: the "
         "DataNode does not call DropVirtualChannel, so DataCoord keeps the channels assigned.",
