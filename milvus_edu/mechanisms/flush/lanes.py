@@ -26,6 +26,9 @@ _CONSUMED = "#1f77b4"
 _HANDED = "#ff7f0e"
 _STORED = "#d62728"
 _FLUSH = "#6a3d9a"
+#: flushTs's dashes, rings and labels: above the lines, below the stepper's veil (zorder 5, milvus_edu.viz.render), so
+#: that they fade after the cursor as everything else does (above it, a static frame showed a ring before it happened)
+_FLUSH_Z = 4.8
 
 
 def vchannels_of(events: pd.DataFrame) -> list[str]:
@@ -120,10 +123,10 @@ class VChannelLane(VChannelSlotLane):
 
         def draw(until: float, cleared: bool) -> None:
             nonlocal labelled
-            ax.plot([start[0], until], [start[1], start[1]], color=_FLUSH, ls="--", lw=1.8, zorder=7,
+            ax.plot([start[0], until], [start[1], start[1]], color=_FLUSH, ls="--", lw=1.8, zorder=_FLUSH_Z,
                     label=None if labelled else "flushTs (set → cleared)")
             if cleared:
-                ax.plot([until], [start[1]], marker="|", ms=9, color=_FLUSH, zorder=7)
+                ax.plot([until], [start[1]], marker="|", ms=9, color=_FLUSH, zorder=_FLUSH_Z)
             labelled = True
             spans.append((start[0], until, start[2]))
 
@@ -152,14 +155,16 @@ class VChannelLane(VChannelSlotLane):
             for x, y, cp in zip(sx, sy, stored_ts):
                 if not t0 <= x <= t1 or int(cp) >> 18 != flush_ts >> 18:
                     continue
-                ax.plot([x], [y], ls="none", marker="o", ms=11, mfc="none", mec=_FLUSH, mew=1.6, zorder=8,
+                ax.plot([x], [y], ls="none", marker="o", ms=11, mfc="none", mec=_FLUSH, mew=1.6, zorder=_FLUSH_Z,
                         label=None if labelled else "stored checkpoint at flushTs")
                 labelled = True
                 if not said:
                     delta = int(cp) - flush_ts
                     text = "checkpoint = flushTs" if delta == 0 else f"checkpoint = flushTs {delta:+d}"
-                    ax.annotate(text, (x, y), xytext=(8, -14), textcoords="offset points", fontsize="x-small",
-                                color=_FLUSH, zorder=8)
+                    # on the ring's left: with the cursor on the stored checkpoint the label is unveiled, and it
+                    # is not cut off at the window's right edge
+                    ax.annotate(text, (x, y), xytext=(-9, -16), textcoords="offset points", ha="right",
+                                fontsize="small", fontweight="bold", color=_FLUSH, zorder=_FLUSH_Z)
                     said = True
 
     def update(self, cursor_index, t_ms):
@@ -211,10 +216,12 @@ class WriteBufferLane(Lane):
             ax.set_ylabel(self.name)
             return
         colors = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd")
-        for k, v in enumerate(sorted(series, key=natural)):
+        shown = sorted(series, key=natural)
+        for k, v in enumerate(shown):
             xs, ys, ps = series[v]
             x, y = np.append(xs, max(t_end, xs[-1])), np.append(ys, ys[-1])
-            ax.plot(x, y, drawstyle="steps-post", color=colors[k % len(colors)], lw=1.3,
+            # evenly split rows draw the same line on every vchannel: each later one thinner, so all stay visible
+            ax.plot(x, y, drawstyle="steps-post", color=colors[k % len(colors)], lw=1.3 + 1.4 * (len(shown) - 1 - k),
                     label=f"rows buffered, vch {k}")
             self.tracks.append((Track(ps, xs, ys), cursor_dot(ax, colors[k % len(colors)], size=5)))
         ax.set_ylim(bottom=0)

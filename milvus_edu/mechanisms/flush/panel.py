@@ -22,7 +22,7 @@ from __future__ import annotations
 import html
 
 
-from ...narrate import detail_dict, ts_text
+from ...narrate import detail_dict, plural, ts_text
 from ...registry import Mark
 from ...viz.columns import natural, short_channel
 from ...viz.data import Snapshots
@@ -156,7 +156,7 @@ class FlushPanel:
     @staticmethod
     def _buffer_line(v: dict) -> str:
         esc = html.escape
-        parts = [f"seg {esc(k)}: {n:,} rows" if k != "deletes" else f"{n:,} deletes"
+        parts = [f"seg {esc(k)}: {plural(n, 'row')}" if k != "deletes" else plural(n, "delete")
                  for k, n in sorted(v["buffered"].items())]
         text = f"<b>{esc(short_channel(v['vchannel']))}</b> " + (", ".join(parts) or "empty")
         if v["syncing"]:
