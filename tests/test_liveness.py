@@ -343,3 +343,36 @@ def test_a_flush_run_says_which_flush_invariants_it_did_not_test():
     assert basics["vacuous"]["flush"] == ["checkpoint-retried", "checkpoint-advances"]
     stuck = milvus_edu.simulate("flush-stuck-memory-sync", seed=1, keep_events=False).summary["checks"]
     assert stuck["vacuous"]["flush"] == ["flush-durable", "checkpoint-retried", "durable", "checkpoint-advances"]
+
+
+# ---- TimeTick: a vchannel nobody consumes is not kept for pack-exact
+
+def _pack(t_ms: float, begin: int, end: int, msgs: list[tuple[int, int]]) -> list:
+    """The consumer's rows for one pack of VCH: each message (msg_id, ts) delivered, then the pack."""
+    rows = [(t_ms, "mq.consume", "consumer-0", {"channel": CH, "vchannel": VCH, "msg_id": m, "ts": ts,
+                                                "msg_type": "Insert", "tick_ts": end}) for m, ts in msgs]
+    return rows + [(t_ms, "mq.pack", "consumer-0", {"channel": CH, "vchannel": VCH, "begin_ts": begin,
+                                                    "end_ts": end, "tick_ts": end, "count": len(msgs)})]
+
+
+def test_writes_to_a_vchannel_without_packs_are_let_go_after_ten_ticks_and_a_late_pack_is_judged_from_then_on():
+    """A flush or query run logs no pack: its TimeTick checker must not keep every write to the end. After
+    UNCONSUMED_TICKS ticks with no pack of the vchannel its writes are let go; a consumer that shows up later is not
+    blamed for delivering them, and what is written after that is checked as before."""
+    from milvus_edu.mechanisms.timetick.check import UNCONSUMED_TICKS
+    emits = [_insert(100.0 * i, 10 * i - 5) for i in range(1, 16)]  # msg ids 100..1500, ts 5..145
+    emits += [_tick(100.0 * i + 50.0, 10 * i) for i in range(1, 16)]  # a tick after each write
+    checker = _check(TimeTickChecker, sorted(emits, key=lambda e: e[0]) + [_end(1600.0)])
+    assert checker.result() == [] and not any(checker._pending.values())
+    assert UNCONSUMED_TICKS == 10 and checker._let_go == {VCH: 1500}  # the 5 written after the tenth tick too
+    # a consumer that comes late delivers the old writes in its first pack, then a new write comes in a wrong pack
+    late = emits + _pack(1600.0, 0, 150, [(100 * i, 10 * i - 5) for i in range(1, 16)])
+    late += [_insert(1700.0, 155), _tick(1750.0, 160)] + _pack(1760.0, 150, 152, [(1700, 155)])
+    (v,) = _check(TimeTickChecker, sorted(late, key=lambda e: e[0]) + [_end(1800.0)]).result()
+    assert v.invariant == "pack-exact" and "message 1700" in v.explanation and "does not hold it" in v.explanation
+
+
+def test_a_consumed_vchannel_keeps_its_writes_until_their_pack_whatever_the_ticks():
+    emits = [_insert(100.0, 5)] + _pack(150.0, 0, 3, []) + [_tick(200.0 * i, 10 * i) for i in range(1, 16)]
+    checker = _check(TimeTickChecker, sorted(emits, key=lambda e: e[0]) + [_end(3200.0)])
+    assert checker._pending == {VCH: {100: (5, 0)}} and not checker._let_go

@@ -35,7 +35,9 @@ watermark the checker also looks for the cause the design documents describe (bo
 proxy's queue statistics *after* that proxy had already reported a value at or above its timestamp.
 
 :class:`TimeTickChecker` reads rows one at a time; its memory grows with the messages written but not
-yet consumed, not with the length of the run.
+yet consumed, not with the length of the run. A vchannel that gets no ``mq.pack`` within :data:`UNCONSUMED_TICKS`
+time ticks of its first message has no consumer that logs packs (a flush or query run logs none): its messages are
+not kept, and ``pack-exact`` says nothing about it.
 """
 
 from __future__ import annotations
@@ -51,6 +53,11 @@ from .kinds import DML_TYPES
 INVARIANTS = ("tick-monotonic", "watermark", "pack-exact", "tick-progress")
 #: How many ``proxy.timeTickInterval`` a pchannel may go without a time tick (or its tick without moving).
 PROGRESS_INTERVALS = 5
+#: Time ticks written to a pchannel after which a vchannel of it that has had no ``mq.pack`` yet is taken to have no
+#: consumer that logs packs (a dispatcher hands every target a pack, empty or not, on the first tick it reads): its
+#: messages stop being kept for ``pack-exact``. A flush or query run logs no pack at all; without this its writes
+#: would be kept to the end of the run (3.7 MB of checker state at 300 s).
+UNCONSUMED_TICKS = 10
 
 
 class TimeTickChecker(StreamingChecker):
@@ -82,6 +89,12 @@ class TimeTickChecker(StreamingChecker):
         self._pending: dict[str, dict[int, tuple[int, int]]] = {}  # vchannel -> msg_id -> (end_ts, produce seq)
         self._due: dict[str, list[tuple[int, int]]] = {}  # vchannel -> heap of (end_ts, msg_id) not yet consumed
         self._pack_end: dict[str, tuple[int, int]] = {}  # vchannel -> (last pack's end_ts, its seq)
+        # pchannel -> {vchannel with messages kept but no pack yet: the pchannel's tick count at its first one}
+        self._unpacked: dict[str, dict[str, int]] = {}
+        self._ticks_written: dict[str, int] = {}  # pchannel -> time ticks written to it
+        self._pchannel_of: dict[str, str] = {}  # vchannel -> its pchannel
+        self._let_go: dict[str, int] = {}  # vchannel judged unconsumed -> the highest message id let go so far
+        self._let_go_upto: dict[str, int] = {}  # the same, frozen when a pack of it came after all
         self._pack_msgs: dict[str, list[tuple[int, int, int]]] = {}  # vchannel -> consumed (msg_id, ts, seq) awaiting their pack
         self._missed: set[tuple[str, int]] = set()  # (vchannel, msg_id) already reported missing from its pack
         # ---- progress: pchannel -> (t_ms, seq, tick value or None) of its last advance (or of its first message)
@@ -123,9 +136,14 @@ class TimeTickChecker(StreamingChecker):
             return
         if msg_type not in DML_TYPES:
             return
-        if vch is not None:
+        if vch is not None and vch in self._let_go:
+            self._let_go[vch] = msg_id  # a broker numbers a pchannel's messages in order
+        elif vch is not None:
             self._pending.setdefault(vch, {})[msg_id] = (end_ts, seq)
             heapq.heappush(self._due.setdefault(vch, []), (end_ts, msg_id))
+            if vch not in self._pack_end:
+                self._pchannel_of[vch] = ch
+                self._unpacked.setdefault(ch, {}).setdefault(vch, self._ticks_written.get(ch, 0))
         tick = self._tick.get(ch)
         if tick is None:
             if ch not in self._since:  # the pchannel is watched from its first message
@@ -148,6 +166,11 @@ class TimeTickChecker(StreamingChecker):
             reported[ch] = (int(value), seq)
 
     def _tick_written(self, seq: int, node: str, ch: str, tick: int, t_ms: float, min_from) -> None:
+        written = self._ticks_written[ch] = self._ticks_written.get(ch, 0) + 1
+        unpacked = self._unpacked.get(ch)
+        if unpacked:
+            for vch in [v for v, since in unpacked.items() if written - since >= UNCONSUMED_TICKS]:
+                self._stop_keeping(ch, vch)
         prev = self._tick.get(ch)
         self.tried["tick-progress"] += 1
         if prev is not None:
@@ -160,6 +183,14 @@ class TimeTickChecker(StreamingChecker):
                       f"because the later round's minimum over all sessions was below the earlier one.")
         if prev is None or tick > prev[0]:
             self._tick[ch] = (tick, seq, node)
+
+    def _stop_keeping(self, ch: str, vch: str) -> None:
+        """No pack of ``vch`` in :data:`UNCONSUMED_TICKS` ticks: stop keeping its messages (a pack of it that still
+        comes is checked from then on; the messages let go are not judged)."""
+        del self._unpacked[ch][vch]
+        pending = self._pending.pop(vch, {})
+        self._due.pop(vch, None)
+        self._let_go[vch] = max(pending, default=-1)
 
     def _below_tick(self, seq: int, node: str, ch: str, msg_type: str, end_ts: int, tick: tuple[int, int, str]) -> None:
         """A DML message written at or below the tick already in its pchannel."""
@@ -346,6 +377,13 @@ class TimeTickChecker(StreamingChecker):
                       f"begins at {ts_text(begin)}, not where the first ended ({ts_text(prev[0])}), because the "
                       f"stream skipped or repeated an interval.")
         self._pack_end[vch] = (end, seq)
+        if prev is None:  # its first pack: the vchannel has a consumer that logs packs
+            ch = self._pchannel_of.pop(vch, None)
+            if ch is not None:
+                self._unpacked[ch].pop(vch, None)
+            if vch in self._let_go:
+                self._let_go_upto[vch] = self._let_go.pop(vch)
+        let_go_upto = self._let_go_upto.get(vch)
         pending = self._pending.setdefault(vch, {})
         missed = self._missed
         for msg_id, ts, cseq in self._pack_msgs.pop(vch, ()):
@@ -353,6 +391,8 @@ class TimeTickChecker(StreamingChecker):
             if missed:
                 missed.discard((vch, msg_id))
             if produced is None:
+                if let_go_upto is not None and msg_id <= let_go_upto:
+                    continue  # written while the vchannel had no pack consumer: let go, not judged
                 self._add("pack-exact", (cseq,),
                           f"Let event {cseq + 1:,} be {node} receiving message {msg_id} of {vch}. Then it received a "
                           f"message that was not waiting to be delivered, because it was delivered before (or never "
