@@ -226,10 +226,14 @@ def test_pictures_draw_the_tables(waits_sweep, catch_sweep):
                                        parameter_unit="ms", scale=1e-6, lines="opt_proxies")
     ax = fig.axes[0]
     assert ax.get_xlabel() == "timetick_time_tick_interval_ns (ms)"
-    assert [t.get_text() for t in ax.get_legend().get_texts()] == [f"proxies={p}: median" for p in PROXIES]
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == [f"proxies={p}: median" for p in PROXIES] + [
+        "runs: min–p90", "runs: p90–p99"]
     assert ax.get_ylabel() == "p50_wait_ms (ms)"
-    assert len(ax.lines) == len(PROXIES) and list(ax.lines[0].get_xdata()) == [50.0, 200.0]
-    assert len(ax.collections) == 2 * len(PROXIES)  # two bands per line
+    assert len(ax.lines) == len(PROXIES) + 2 and list(ax.lines[0].get_xdata()) == [50.0, 200.0]
+    assert len(ax.collections) == 2 * len(PROXIES)  # two bars per line and grid point
+    # each line's bars stand beside the others' at a grid point, in the line's order
+    bar_x = [seg[0][0] for c in ax.collections[::2] for seg in c.get_segments()[:1]]
+    assert bar_x == sorted(bar_x) and len(set(bar_x)) == len(PROXIES) and abs(bar_x[0] - 50.0) < 5
 
     _, runs, verdicts = catch_sweep
     fig = viz_many.detection_vs_seeds(many.detection_by_seeds(verdicts, runs, seeds=[1, 2, 3]))

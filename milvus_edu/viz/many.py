@@ -49,8 +49,10 @@ def _label(keys, names: Sequence[str]) -> str:
 def metric_vs_parameter(table, parameter: str, value: str, *, unit: str, parameter_unit: str = "",
                         lines: str | Sequence[str] = (), scale: float = 1.0, xlabel: str | None = None,
                         title: str | None = None):
-    """A metric against a grid parameter: the median as a line, the band between p90 and p99 and the band
-    between the minimum and p90 shaded, one line per value of ``lines``.
+    """A metric against a grid parameter: the median as a line, one line per value of ``lines``, and at each grid
+    point the spread of the runs as a bar in the line's colour, thin from the minimum to p90 and thick from p90 to
+    p99. The bars of the lines stand side by side around the grid point (shaded bands of several lines run into one
+    another, and lines whose medians coincide would hide each other's spread).
 
     ``table``: :func:`~milvus_edu.analysis.many.by_dimensions`'s result for ``value`` (columns ``parameter``,
     ``p50_<value>``, ``p90_<value>``, ``p99_<value>``, ``min_<value>``, and the ``lines`` columns).
@@ -65,21 +67,26 @@ def metric_vs_parameter(table, parameter: str, value: str, *, unit: str, paramet
     cols = [f"p50_{value}", f"p90_{value}", f"p99_{value}", f"min_{value}"]
     _need(frame, [parameter, *lines, *cols], "metric_vs_parameter")
     fig, ax = plt.subplots(figsize=(7, 4))
-    groups = frame.groupby(lines, sort=True) if lines else [((), frame)]
+    groups = list(frame.groupby(lines, sort=True)) if lines else [((), frame)]
+    xs = frame[parameter].astype("float64") * scale
+    dodge = (float(xs.max() - xs.min()) or 1.0) * 0.012  # the bars of neighbouring lines, this far apart
     for i, (keys, part) in enumerate(groups):
         part = part.sort_values(parameter)
         x = part[parameter].astype("float64") * scale
         color = COLORS[i % len(COLORS)]
         name = _label(keys, lines) if lines else value
-        ax.fill_between(x, part[f"min_{value}"].astype("float64"), part[f"p90_{value}"].astype("float64"),
-                        color=color, alpha=0.12, linewidth=0)
-        ax.fill_between(x, part[f"p90_{value}"].astype("float64"), part[f"p99_{value}"].astype("float64"),
-                        color=color, alpha=0.28, linewidth=0)
-        ax.plot(x, part[f"p50_{value}"].astype("float64"), marker="o", color=color, label=f"{name}: median")
+        bar_x = x + (i - (len(groups) - 1) / 2) * dodge
+        ax.vlines(bar_x, part[f"min_{value}"].astype("float64"), part[f"p90_{value}"].astype("float64"),
+                  color=color, lw=1.2, alpha=0.8)
+        ax.vlines(bar_x, part[f"p90_{value}"].astype("float64"), part[f"p99_{value}"].astype("float64"),
+                  color=color, lw=4.0, alpha=0.8)
+        ax.plot(x, part[f"p50_{value}"].astype("float64"), marker="o", ms=4, color=color, label=f"{name}: median")
+    ax.plot([], [], color="0.4", lw=1.2, label="runs: min–p90")
+    ax.plot([], [], color="0.4", lw=4.0, label="runs: p90–p99")
     shown = xlabel or parameter.removeprefix("opt_").removeprefix("param_")
     ax.set_xlabel(f"{shown} ({parameter_unit})" if parameter_unit else shown)
     ax.set_ylabel(f"{value} ({unit})")
-    ax.set_title(title or f"{value}: median, min–p90 (light) and p90–p99 (dark) bands")
+    ax.set_title(title or f"{value}: median, and the runs' min–p90 (thin) and p90–p99 (thick) bars")
     ax.legend(fontsize="small")
     ax.grid(alpha=0.3)
     fig.tight_layout()
