@@ -234,9 +234,10 @@ SCENARIOS = (
     ),
     Scenario(
         "insert-then-search", "Insert, then query the key at once at the default level (Bounded): often empty "
-        "(Milvus issue #35090); the same query at Strong always finds it.", 8.0, _insert_then_search,
+        "(Milvus issue #35090); the same query at Session or Strong always finds it.", 8.0, _insert_then_search,
         "A Bounded read does not wait: it reads at the tsafe it finds, usually one time tick behind, so a write "
-        "acknowledged a few milliseconds earlier is not there yet. Strong waits for the tick that covers it.", MECH,
+        "acknowledged a few milliseconds earlier is not there yet. A Session read waits for the client's own last "
+        "write, and Strong for the tick that covers it.", MECH,
         options={"rounds": 12},
     ),
     Scenario(
