@@ -13,6 +13,11 @@ def _keys(pks) -> str:
     return shown + (f" and {len(pks) - 8} more" if len(pks) > 8 else "")
 
 
+#: The levels whose guarantee is the one the client sent (parseGuaranteeTsFromConsistency keeps it); the others
+#: derive it from the proxy's begin timestamp.
+CLIENT_GUARANTEE_LEVELS = ("Customized", "Session")
+
+
 def _level(row) -> str:
     return value(row, "level") or "the collection's default level"
 
@@ -28,8 +33,15 @@ def _create(row) -> str:
 def _read_start(row) -> str:
     d = detail_of(row)
     g = value(row, "guarantee_ts")
+    level = value(row, "level")
+    if level is None:
+        note = " (the proxy keeps it only if the collection's level is Session or Customized)"
+    elif level not in CLIENT_GUARANTEE_LEVELS:
+        note = f" (a {level} read does not use it: the proxy sets its own)"
+    else:
+        note = ""
     return (f"{value(row, 'node')} sends {d.get('op')} #{value(row, 'request')} on {d.get('collection')} at "
-            f"{_level(row)}, guarantee_timestamp={g} from the SDK.")
+            f"{_level(row)}, guarantee_timestamp={g} from the SDK{note}.")
 
 
 def _read(row) -> str:

@@ -20,13 +20,11 @@ from ...explain import Answer, Link, Question, WhyError
 from ...narrate import detail_dict, times, ts_text
 from ...querynode import TS_LAG_TOO_LARGE
 from ...tsoutil import parse_hybrid_ts, physical_time
+from .narrate import CLIENT_GUARANTEE_LEVELS
 
 #: A guarantee at most this far ahead of the true time is an ordinary wait for the next time tick
 #: (proxy.timeTickInterval, 200 ms by default), not a guarantee in the future.
 ORDINARY_AHEAD_MS = 200.0
-#: The levels whose guarantee is the one the client sent (parseGuaranteeTsFromConsistency keeps it); the others
-#: derive it from the proxy's begin timestamp.
-CLIENT_GUARANTEE_LEVELS = ("Customized", "Session")
 #: tsafe standing still longer than this many of its pchannel's usual tick intervals means the ticks stopped (the
 #: progress bound the query and TimeTick checkers use too).
 PROGRESS_INTERVALS = 5
