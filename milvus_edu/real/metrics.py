@@ -11,8 +11,10 @@ gauges of how far behind the wall clock the time ticks are, and serves them over
 * ``milvus_proxy_tt_lag_ms{channel_name=...}``: the proxy's ``sendChannelsTimeTickLoop``, before each
   ``UpdateChannelTimeTick`` report; ``ts`` is the smallest value the report carries, and the label names the pchannel
   it belongs to, or ``default`` when every pchannel's value is the report's ``DefaultTimestamp``.
-* ``milvus_querynode_consume_tt_lag_ms{collection_id=...}``: the QueryNode's pipeline, for each pack it takes from a
-  vchannel of the collection; ``ts`` is the pack's end, which its deleteNode then sets as the vchannel's tsafe.
+* ``milvus_querynode_consume_tt_lag_ms{collection_id=...}``: the QueryNode's ``filterNode.Operate``, the head of the
+  pipeline, for each pack it takes from a vchannel of the collection (every vchannel of it sets the one gauge);
+  ``ts`` is the pack's end, which its deleteNode then sets as the vchannel's tsafe, a few ms later, and the shard
+  delegator serves the reads waiting for it at once.
 * ``milvus_datanode_consume_tt_lag_ms{collection_id=...}`` (the DataNode's flow-graph input node, the same for its
   packs), ``milvus_datacoord_consume_datanode_tt_lag_ms{channel_name=<vchannel>}`` (DataCoord receiving a DataNode's
   time tick) and ``milvus_datacoord_channel_checkpoint_unix_seconds`` (a channel checkpoint, to the second) are
@@ -31,7 +33,14 @@ along it by less than a period. Two ticks between samples show as one (``detail.
 many times the gauge was set since the last sample). A tick whose lag equals the previous one's to the ms leaves
 the gauge as it was: rootcoord's round count and the QueryNode's pack count (``milvus_querynode_consume_msg_count``,
 one per pack, the same labels) still show it, and it becomes an event with ``detail.repeat``; a proxy report with
-the same lag as the one before is not seen (no counter goes with it). Every
+the same lag as the one before is not seen (no counter goes with it).
+
+A read the delegator answered proves more than the sample. The delegator logs ``query segments...`` only after
+``waitTSafe`` returned, so by then its vchannel's tsafe had reached the read's guarantee; a waiting read is served
+as soon as the pack comes in, before the next sample. Drawn at the sample, every such read would be answered while
+the stepper still shows the tsafe before it, one tick below its guarantee. So a QueryNode pack that an answered read
+needed (its guarantee above the tsafe drawn for the vchannel) is placed at that read, on that vchannel, with
+``ts`` that moment minus the lag, and ``detail.placed_at_read`` (:func:`_placed_at_read` says when not). Every
 event's ``detail`` (or, for ``querynode.tsafe``, which has none, the ``querynode.pack`` beside it) names the metric,
 its labels, the lag, the sample's wall clock and the sampling period.
 """
