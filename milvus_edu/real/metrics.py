@@ -376,3 +376,37 @@ def metric_events(changes: list[Change], *, run_id: str, t0_wall_ms: float, peri
     for seq, r in enumerate(rows):
         r["seq"] = seq
     return rows
+
+
+def tsafe_at_answers(events) -> "pd.DataFrame":
+    """For each read a shard delegator answered in a real run (``events``: its run log, a DataFrame), the tsafe the
+    run log shows for that vchannel when the answer comes (the last ``querynode.tsafe`` before it), beside the read's
+    guarantee: ``request``, ``vchannel``, ``t_ms``, ``guarantee_ts``, ``tsafe``, ``reached`` (tsafe at or past the
+    guarantee), ``placed`` (that tsafe is a sampled pack placed at a read, :func:`_placed_at_read`) and
+    ``moved_ms`` (how much earlier than its sample it was placed; ``None`` when not placed)."""
+    import pandas as pd
+
+    ev = events.sort_values("seq")
+    last: dict[str, tuple] = {}
+    pack: dict[str, dict] = {}
+    out = []
+    for r in ev.itertuples(index=False):
+        kind = str(r.kind)
+        if kind == "querynode.pack" and isinstance(r.vchannel, str):
+            try:
+                pack[r.vchannel] = json.loads(r.detail or "{}")
+            except ValueError:
+                pack[r.vchannel] = {}
+        elif kind == "querynode.tsafe" and isinstance(r.vchannel, str) and not pd.isna(r.ts):
+            d = pack.pop(r.vchannel, {})
+            placed = d.get("placed_at_read")
+            last[r.vchannel] = (int(r.ts), placed is not None,
+                                None if placed is None else round(placed["sampled_t_ms"] - float(r.t_ms), 1))
+        elif kind == "querynode.read" and pd.isna(r.error) and not pd.isna(r.guarantee_ts):
+            ts, placed, moved = last.get(r.vchannel, (None, False, None))
+            out.append({"request": int(r.request), "vchannel": r.vchannel, "t_ms": float(r.t_ms),
+                        "guarantee_ts": int(r.guarantee_ts), "tsafe": ts,
+                        "reached": ts is not None and ts >= int(r.guarantee_ts), "placed": placed,
+                        "moved_ms": moved})
+    return pd.DataFrame(out, columns=["request", "vchannel", "t_ms", "guarantee_ts", "tsafe", "reached", "placed",
+                                      "moved_ms"])
