@@ -132,7 +132,8 @@ def test_every_answered_read_finds_tsafe_at_its_guarantee_in_the_stepper(seed_co
         assert detail_dict(after["detail"])["packs"] > 2, r
     assert at["reached"].mean() >= 0.8 and at["placed"].sum() >= 8
     moved = at["moved_ms"].dropna()
-    assert (moved >= 0).all() and (moved <= 3 * seed_compare.server["metrics"]["period_ms"]).all()
+    # placed after the sample before began: moved back by less than two gaps between samples
+    assert (moved >= 0).all() and (moved < 2 * seed_compare.server["metrics"]["gap_max_ms"]).all()
 
 
 def test_deletes_and_reinserts_of_one_key_agree_at_strong(server):
