@@ -132,6 +132,13 @@ def test_every_answered_read_finds_tsafe_at_its_guarantee_in_the_stepper(seed_co
         assert detail_dict(after["detail"])["packs"] > 2, r
     assert at["reached"].mean() >= 0.8 and at["placed"].sum() >= 8
     moved = at["moved_ms"].dropna()
+    # the panel at the end: the delete's timestamp 0 said where it shows, no "0 rows" for a shard's unlogged result
+    from milvus_edu.viz.stepper import TimelineStepper
+
+    stepper = TimelineStepper(events)
+    stepper.goto(len(events) - 1)
+    panel = stepper.panel_html
+    assert "delete A1 returned timestamp 0" in panel and "rows not logged" in panel and " 0 rows" not in panel
     # placed after the sample before began: moved back by less than two gaps between samples
     assert (moved >= 0).all() and (moved < 2 * seed_compare.server["metrics"]["gap_max_ms"]).all()
 

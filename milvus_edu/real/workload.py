@@ -338,8 +338,9 @@ class _Run:
             pks = None
             res = client.delete(step.collection, filter=str(step.args.get("filter", "")))
         ts = self.ts_table.take_last()
+        # 2.3.5 returns timestamp 0 for a delete: kept as returned_ts, the ts column stays empty (no such time)
         return {"ts": ts or None, "count": int(res.get("delete_count", 0)) if isinstance(res, dict) else None,
-                "detail": {"pks": pks}}
+                "detail": {"pks": pks, "returned_ts": ts}}
 
     def _flush(self, client, step: Step) -> dict:
         client.flush(step.collection)
