@@ -263,6 +263,15 @@ def test_the_run_folder_loads_and_opens_in_the_stepper(run_dir):
         plt.close(fig)
 
 
+def test_the_panel_says_what_2_3_5_does_not_log_rather_than_zero_rows(run_dir):
+    """A shard's read in 2.3.5's log carries no rows (and a search no MVCC timestamp): the panel must not say
+    "0 rows" beside the client's answer of one row."""
+    stepper = TimelineStepper(run_dir)
+    assert stepper.jump_to_next("client.read") is not None
+    text = stepper.panel_html
+    assert "got 1 row" in text and "rows not logged" in text and " 0 rows" not in text, text
+
+
 def test_write_real_run_refuses_nothing(tmp_path):
     with pytest.raises(ValueError, match="no events"):
         write_real_run(tmp_path / "empty", [])

@@ -94,3 +94,67 @@ def test_metric_events_are_the_models_kinds_with_their_origin():
     assert rows[4]["detail"] is None and json.loads(rows[3]["detail"])["repeat"] is True
     for r in rows:
         validate_kind(r["kind"], {k: v for k, v in r.items() if v is not None})
+
+
+def _read(vchannel: str, clock: float, guarantee_ms: int, request: int, logical: int = 0) -> dict:
+    """A delegator's ``query segments...`` line as the log parser gives it: served at ``clock`` (Unix ms)."""
+    return {"kind": "querynode.read", "vchannel": vchannel, "request": request, "error": None,
+            "guarantee_ts": (guarantee_ms << 18) | logical, "detail": json.dumps({"clock_ms": int(clock)})}
+
+
+def test_a_sampled_pack_an_answered_read_needed_is_placed_at_that_read():
+    """The QueryNode's gauge is set when a pack enters the pipeline; its deleteNode sets tsafe and the delegator
+    serves the reads waiting for it before the next sample: the read proves the pack was in by then."""
+    clock = 1_795_640_000_000.0
+    vchs = ("dml_0_xv0", "dml_1_xv1")
+    watch = [{"kind": "querynode.watch", "vchannel": v, "detail": json.dumps({"collection_id": int(CID)})}
+             for v in vchs]
+    qn = {"collection_id": CID}
+    # pack ends: 200 ms apart, each sampled 20 ms after it came in 190 ms old; a read with guarantee +100 ms
+    # waited for the second pack, and was served 10 ms before the sample that saw it (on vch 0 only)
+    changes = [m.Change(m.QUERYNODE_TT, qn, 190.0, clock + 210, clock + 180, 2),
+               m.Change(m.QUERYNODE_TT, qn, 190.0, clock + 410, clock + 380, 2, True)]
+    rows = m.metric_events(changes, run_id="r", t0_wall_ms=clock,
+                           server_rows=watch + [_read(vchs[0], clock + 400, int(clock) + 100, 7)])
+    tsafe = [(r["vchannel"], r["t_ms"], r["ts"]) for r in rows if r["kind"] == "querynode.tsafe"]
+    first = (int(clock) + 210 - 190) << 18
+    assert tsafe == [(vchs[0], 210.0, first), (vchs[1], 210.0, first),
+                     (vchs[0], 400.0, (int(clock) + 400 - 190) << 18),  # at the read: moved 10 ms along the lag
+                     (vchs[1], 410.0, (int(clock) + 410 - 190) << 18)]  # no read of its own: at the sample
+    placed = json.loads(next(r for r in rows if r["kind"] == "querynode.pack" and r["t_ms"] == 400.0)["detail"])
+    assert placed["placed_at_read"]["requests"] == [7] and placed["placed_at_read"]["sampled_t_ms"] == 410.0
+    assert placed["sampled_clock_ms"] == int(clock) + 410 and "proves" in placed["from"]
+
+
+@pytest.mark.parametrize("case", ["before the sample before", "tsafe was there", "two packs", "pack too old"])
+def test_a_sampled_pack_stays_at_its_sample_when_no_read_proves_it_was_in_earlier(case):
+    clock = 1_795_640_000_000.0
+    watch = [{"kind": "querynode.watch", "vchannel": "dml_0_xv0", "detail": json.dumps({"collection_id": int(CID)})}]
+    qn = {"collection_id": CID}
+    served, guarantee, count = clock + 400, int(clock) + 100, 1
+    if case == "before the sample before":  # the read was served before the sample that had not seen the pack
+        served = clock + 370
+    elif case == "tsafe was there":  # the pack before was enough for it
+        guarantee = int(clock) + 10
+    elif case == "two packs":  # two packs came in since: the read may have been served by the first
+        count = 2
+    else:  # the sampled end is below the guarantee: not the pack that served the read
+        guarantee = int(clock) + 300
+    changes = [m.Change(m.QUERYNODE_TT, qn, 190.0, clock + 210, clock + 180, 1),
+               m.Change(m.QUERYNODE_TT, qn, 190.0, clock + 410, clock + 380, count, True)]
+    rows = m.metric_events(changes, run_id="r", t0_wall_ms=clock,
+                           server_rows=watch + [_read("dml_0_xv0", served, guarantee, 7)])
+    assert [r["t_ms"] for r in rows if r["kind"] == "querynode.tsafe"] == [210.0, 410.0]
+    assert not any("placed_at_read" in json.loads(r["detail"]) for r in rows if r["kind"] == "querynode.pack")
+
+
+def test_a_read_that_proves_more_than_the_gauges_ms_keeps_its_guarantee_as_the_bound():
+    """The gauge keeps milliseconds: a pack ending in the guarantee's own ms is drawn at the guarantee."""
+    clock = 1_795_640_000_000.0
+    watch = [{"kind": "querynode.watch", "vchannel": "dml_0_xv0", "detail": json.dumps({"collection_id": int(CID)})}]
+    qn = {"collection_id": CID}
+    changes = [m.Change(m.QUERYNODE_TT, qn, 190.0, clock + 210, clock + 180, 1),
+               m.Change(m.QUERYNODE_TT, qn, 190.0, clock + 410, clock + 380, 1, True)]
+    read = _read("dml_0_xv0", clock + 400, int(clock) + 210, 7, logical=5)
+    rows = m.metric_events(changes, run_id="r", t0_wall_ms=clock, server_rows=watch + [read])
+    assert [r["ts"] for r in rows if r["kind"] == "querynode.tsafe"][-1] == read["guarantee_ts"]

@@ -142,23 +142,75 @@ def set_aside(i: int, steps, model: list[dict | None], real: list[dict | None]) 
     it waited, on either side, or that came before it on one side and after it on the other (each side runs on its
     own clock: a read that waits longer on the real server makes a client's next call later). None: such a write
     was a delete by filter, whose keys the real server does not return."""
-    keys: set = set()
+    why = set_aside_reasons(i, steps, model, real)
+    return None if why is None else set(why)
+
+
+#: The verb of a write, as a set-aside note says what happened to a key.
+_VERB = {"insert": "written", "delete": "deleted"}
+
+
+def set_aside_reasons(i: int, steps, model: list[dict | None], real: list[dict | None]) -> dict | None:
+    """:func:`set_aside`'s keys, each with what happened to it around the read, in words: ``written while the read
+    waited on the real server``, ``deleted before the read on the model and after it on the real server``, ...
+    (several writes of one key: their reasons joined by ``; ``). None: a delete by filter was set aside."""
+    why: dict = {}
     for j, step in enumerate(steps):
         if j == i or step.op not in ("insert", "delete") or step.collection != steps[i].collection:
             continue
         m, r = model[j], real[j]
         if m is None and r is None:
             continue
-        orders = {None if c is None or model[i] is None or real[i] is None else
-                  _order(model[i] if c is m else real[i], c) for c in (m, r)}
+        order = {}
+        for side, call, read in (("the model", m, model[i]), ("the real server", r, real[i])):
+            order[side] = None if call is None or read is None else _order(read, call)
+        orders = set(order.values())
         if orders in ({"before"}, {"after"}):
             continue
         pks = [c.get("pks") for c in (m, r) if c is not None]
         if any(p is None for p in pks):
             return None
+        verb = _VERB[step.op]
+        during = [side for side, o in order.items() if o == "during"]
+        if len(during) == 2:
+            reason = f"{verb} while the read waited on both sides"
+        elif during:
+            reason = f"{verb} while the read waited on {during[0]}"
+        elif "before" in orders and "after" in orders:
+            first = next(side for side, o in order.items() if o == "before")
+            other = next(side for side, o in order.items() if o == "after")
+            reason = f"{verb} before the read on {first} and after it on {other}"
+        else:
+            reason = f"{verb} with no answer on one side"
         for p in pks:
-            keys.update(p)
-    return keys
+            for k in p:
+                if reason not in why.setdefault(k, []):
+                    why[k].append(reason)
+    return {k: "; ".join(v) for k, v in why.items()}
+
+
+def _rows_text(rows) -> str:
+    return ", ".join(map(str, rows)) if rows else "none"
+
+
+def _strong_note(same: bool, m: dict, r: dict, why: dict | None) -> str:
+    """A Strong read's note: the verdict, the rows compared on each side (without the keys set aside) and why each
+    key set aside was."""
+    if why is None:
+        return ("Strong: the same rows" if same else "Strong results differ") + \
+            " (a delete by filter was in flight: not compared)"
+    if not why:
+        return "Strong: the same rows" if same else "Strong results differ"
+    if m["error"] is not None or r["error"] is not None:
+        kept = ""
+    else:
+        km = [k for k in m["rows"] if k not in why]
+        kr = [k for k in r["rows"] if k not in why]
+        kept = (f"compared {_rows_text(km)} on both" if km == kr else
+                f"compared {_rows_text(km)} (model) with {_rows_text(kr)} (real)") + "; "
+    aside = "; ".join(f"{k} {why[k]}" for k in _sorted(why))
+    head = "Strong: the same rows once set-aside keys are left out" if same else "Strong results differ"
+    return f"{head} ({kept}set aside: {aside})"
 
 
 def _shown(call: dict | None, op: str):
@@ -186,17 +238,15 @@ def line_up(steps, model_events: pd.DataFrame, real_events: pd.DataFrame) -> pd.
             level = (r or {}).get("level") or (m or {}).get("level") or step.args.get("consistency_level")
         agree, note = None, ""
         if read and level == "Strong" and compared:
-            loose = set_aside(i, parsed, model, real)
+            why = set_aside_reasons(i, parsed, model, real)
             same = (m is not None and r is not None and (m["error"] is None) == (r["error"] is None)
-                    and (m["error"] is not None or loose is None
-                         or [k for k in m["rows"] if k not in loose] == [k for k in r["rows"] if k not in loose]))
+                    and (m["error"] is not None or why is None
+                         or [k for k in m["rows"] if k not in why] == [k for k in r["rows"] if k not in why]))
             agree = bool(same)
-            note = "Strong: the same rows" if same else "Strong results differ"
-            if loose:
-                note += (f" (not compared: {', '.join(map(str, _sorted(loose)))}, written while the read waited or on "
-                         "the other side of it)")
-            elif loose is None:
-                note += " (a delete by filter was in flight: not compared)"
+            if m is None or r is None:
+                note = "Strong results differ"
+            else:
+                note = _strong_note(same, m, r, why)
         elif read and m is not None and r is not None and not m["error"] and not r["error"]:
             note = ("the same rows" if m["rows"] == r["rows"] else
                     "different rows: each read at the tsafe it found, between two time ticks")

@@ -338,8 +338,9 @@ class _Run:
             pks = None
             res = client.delete(step.collection, filter=str(step.args.get("filter", "")))
         ts = self.ts_table.take_last()
+        # 2.3.5 returns timestamp 0 for a delete: kept as returned_ts, the ts column stays empty (no such time)
         return {"ts": ts or None, "count": int(res.get("delete_count", 0)) if isinstance(res, dict) else None,
-                "detail": {"pks": pks}}
+                "detail": {"pks": pks, "returned_ts": ts}}
 
     def _flush(self, client, step: Step) -> dict:
         client.flush(step.collection)
@@ -418,7 +419,8 @@ def server_events(server: RealMilvus, run_id: str, t0_wall_ms: float, end_ms: fl
 
 
 def _in_time_order(rows: list[dict]) -> list[dict]:
-    """Server rows from two sources (the log, the sampled gauges) in one time order, ``seq`` renumbered."""
+    """Server rows from two sources (the log, the sampled gauges) in one time order, ``seq`` renumbered; rows of one
+    ms keep the order they are given in."""
     rows = sorted(rows, key=lambda r: r["t_ms"])  # stable: each source's own order holds within a ms
     for seq, r in enumerate(rows):
         r["seq"] = seq
@@ -477,7 +479,8 @@ def run_workload(steps=(), server: RealMilvus | None = None, out_dir=None, param
             ticks = [r for r in metric_events(sampler.changes, run_id=run_id, t0_wall_ms=run.t0_wall_ms,
                                               period_ms=sampler.period_ms, server_rows=theirs)
                      if 0.0 <= r["t_ms"] <= end_ms]
-            theirs = _in_time_order(theirs + ticks)
+            # the gauges' rows first: a pack placed at the read it let through shares the read's ms, and comes before it
+            theirs = _in_time_order(ticks + theirs)
         if theirs:
             rows = merge_events(rows, theirs, run_id=run_id)
         info = {"version": MILVUS_VERSION, "uri": server.uri, "start_s": server.start_s,

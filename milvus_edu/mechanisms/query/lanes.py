@@ -205,8 +205,12 @@ class DelegatorLane(VChannelSlotLane):
             _handle(ax, "failed", ls="none", marker="X", ms=8, mfc=_FAILED, mec="white", mew=0.5)
         ax.yaxis.set_major_formatter(SECONDS)
         ax.set_ylabel(f"vch {self.slot}")
-        ax.text(0.995, 0.04, short_channel(v), transform=ax.transAxes, ha="right", va="bottom", fontsize="x-small",
-                color="0.35")
+        # top left: tsafe only rises, so its line starts low on the left and ends high on the right (where the
+        # cursor stands at the end of a run): the one corner it does not cross; boxed, over the tsafe line and
+        # under the reads' marks
+        ax.text(0.008, 0.94, short_channel(v), transform=ax.transAxes, ha="left", va="top", fontsize="x-small",
+                color="0.35", zorder=4, bbox={"boxstyle": "square,pad=0.15", "fc": "white", "ec": "none",
+                                              "alpha": 0.8})
         _legend(ax)
 
     def update(self, cursor_index, t_ms):

@@ -83,7 +83,9 @@ class QueryPanel:
                 "request": req, "client": known.get("client"), "level": row["level"] or known.get("level"),
                 "guarantee_ts": row["guarantee_ts"], "tick_ts": row["tick_ts"], "read_ts": row["ts"],
                 "waited_ms": float(d.get("waited_ms") or 0.0), "waited": waiting is not None,
-                "count": row["count"] if row["count"] is not None else (len(pks) if row["error"] is None else None),
+                # no count and no keys (a real server's shard read: Milvus 2.3.5 logs no per-shard result): unknown
+                "count": row["count"] if row["count"] is not None else (
+                    len(pks) if row["error"] is None and "pks" in d else None),
                 "pks": pks, "error": row["error"], "t_ms": row["t_ms"]}
         elif kind == "querynode.load":
             v = _vchannel(state, vch)
@@ -112,7 +114,7 @@ class QueryPanel:
         elif kind in ("client.insert", "client.delete"):
             c = _client(state, row["node"])
             c["writes"].append({"op": kind.split(".", 1)[1], "pks": list(d.get("pks") or []), "ts": row["ts"],
-                                "error": row["error"], "t_ms": row["t_ms"]})
+                                "returned_ts": d.get("returned_ts"), "error": row["error"], "t_ms": row["t_ms"]})
             del c["writes"][:-LAST_WRITES]
         elif kind == "client.create_collection":
             _client(state, row["node"])
@@ -177,13 +179,21 @@ class QueryPanel:
                 f"waited {r['waited_ms']:,.1f} ms")
         if r["error"] is not None:
             return head + text + f"; <span style='color:#b3261e'>failed: {html.escape(str(r['error']))}</span>"
-        return head + text + f"; read at {self._ts(r['read_ts'])}, {self._keys(r['pks'], r['count'])}"
+        # a real server's shard read: 2.3.5 logs no MVCC timestamp for a search and no per-shard rows
+        read_at = "read timestamp not logged" if r["read_ts"] is None else f"read at {self._ts(r['read_ts'])}"
+        rows = "rows not logged" if r["count"] is None else self._keys(r["pks"], r["count"])
+        return head + text + f"; {read_at}, {rows}"
+
+    def _write_ts(self, w: dict) -> str:
+        if w["ts"] is None and w.get("returned_ts") == 0:  # Milvus 2.3.5's delete: pymilvus's Session table not moved
+            return "returned timestamp 0 (Milvus 2.3.5 gives a delete none)"
+        return f"at {self._ts(w['ts'])}"
 
     def _client_line(self, c: dict, now_ms: float) -> str:
         parts = []
         if c["writes"]:
             parts.append("wrote " + ", ".join(
-                f"{w['op']} {html.escape(','.join(str(p) for p in w['pks'][:SHOWN_KEYS]))} at {self._ts(w['ts'])}"
+                f"{w['op']} {html.escape(','.join(str(p) for p in w['pks'][:SHOWN_KEYS]))} {self._write_ts(w)}"
                 + (" <span style='color:#b3261e'>failed</span>" if w["error"] is not None else "")
                 for w in c["writes"]))
         f = c["in_flight"]
