@@ -158,3 +158,22 @@ def test_a_read_that_proves_more_than_the_gauges_ms_keeps_its_guarantee_as_the_b
     read = _read("dml_0_xv0", clock + 400, int(clock) + 210, 7, logical=5)
     rows = m.metric_events(changes, run_id="r", t0_wall_ms=clock, server_rows=watch + [read])
     assert [r["ts"] for r in rows if r["kind"] == "querynode.tsafe"][-1] == read["guarantee_ts"]
+
+
+def test_a_pack_is_placed_at_its_read_when_the_other_vchannel_set_the_gauge_again_after_it():
+    """The gauge is per collection: vch 1's pack lets a read through at +395 ms, then vch 0's pack of the same round
+    sets the gauge again at +405 ms, 10 ms older. The read's moment minus that lag is below the read's guarantee,
+    yet the sample allows an end up to its own clock minus the lag: the pack is placed at the read, at the
+    guarantee the read proves (it was drawn a tick below the answer)."""
+    clock = 1_795_640_000_000.0
+    vchs = ("dml_0_xv0", "dml_1_xv1")
+    watch = [{"kind": "querynode.watch", "vchannel": v, "detail": json.dumps({"collection_id": int(CID)})}
+             for v in vchs]
+    qn = {"collection_id": CID}
+    changes = [m.Change(m.QUERYNODE_TT, qn, 190.0, clock + 210, clock + 180, 2),
+               m.Change(m.QUERYNODE_TT, qn, 195.0, clock + 410, clock + 380, 2)]
+    read = _read(vchs[1], clock + 395, int(clock) + 206, 3)
+    rows = m.metric_events(changes, run_id="r", t0_wall_ms=clock, server_rows=watch + [read])
+    tsafe = [(r["vchannel"], r["t_ms"], r["ts"]) for r in rows if r["kind"] == "querynode.tsafe"]
+    assert (vchs[1], 395.0, read["guarantee_ts"]) in tsafe
+    assert (vchs[0], 410.0, (int(clock) + 410 - 195) << 18) in tsafe  # no read of its own: at the sample

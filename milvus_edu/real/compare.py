@@ -153,7 +153,7 @@ _VERB = {"insert": "written", "delete": "deleted"}
 def set_aside_reasons(i: int, steps, model: list[dict | None], real: list[dict | None]) -> dict | None:
     """:func:`set_aside`'s keys, each with what happened to it around the read, in words: ``written while the read
     waited on the real server``, ``deleted before the read on the model and after it on the real server``, ...
-    (several writes of one key: their reasons joined by ``; ``). None: a delete by filter was set aside."""
+    (several writes of one key: their reasons joined by semicolons). None: a delete by filter was set aside."""
     why: dict = {}
     for j, step in enumerate(steps):
         if j == i or step.op not in ("insert", "delete") or step.collection != steps[i].collection:

@@ -289,7 +289,8 @@ def _placed_at_read(c: Change, lag: int, shown: int, reads: list[tuple], log_tsa
     was served: the pack is placed there, at the first such read, and its timestamp is that moment minus the lag
     (the end is the moment the gauge was set minus the lag, and it was set no later). Only when the counter says
     no more than one pack per vchannel came in since the sample before (else the pack that served the read may be
-    an earlier one) and that timestamp is not below the reads' guarantees."""
+    an earlier one) and the latest end the sample allows (its clock minus the lag) is not below the reads'
+    guarantees; the timestamp is then at least the highest guarantee the reads prove."""
     if c.after_ms is None or (c.count is not None and c.count > n_vchannels):
         return None
     proving = []
@@ -303,7 +304,11 @@ def _placed_at_read(c: Change, lag: int, shown: int, reads: list[tuple], log_tsa
         return None
     at = proving[0][0]
     physical = at - lag
-    if any(g >> _LOGICAL_BITS > physical for _, g, _ in proving):
+    # The pack's end is the moment the gauge was set minus the lag, and the sample saw it set by c.clock_ms: an end
+    # below a proving read's guarantee even then means another pack served the read. (Not at - lag: the gauge is per
+    # collection, and the other vchannel's pack of the same round may set it again a few ms after the read, with a
+    # lag larger by those ms.)
+    if any(g >> _LOGICAL_BITS > c.clock_ms - lag for _, g, _ in proving):
         return None  # the sampled pack is not the one that served these reads
     # the gauge keeps no logical part: where the read proves more than the ms does, its guarantee is the bound
     ts = max([physical << _LOGICAL_BITS] + [g for _, g, _ in proving])
