@@ -102,14 +102,19 @@ def _read(vchannel: str, clock: float, guarantee_ms: int, request: int, logical:
             "guarantee_ts": (guarantee_ms << 18) | logical, "detail": json.dumps({"clock_ms": int(clock)})}
 
 
-def test_a_sampled_pack_an_answered_read_needed_is_placed_at_that_read():
-    """The QueryNode's gauge is set when a pack enters the pipeline; its deleteNode sets tsafe and the delegator
-    serves the reads waiting for it before the next sample: the read proves the pack was in by then."""
-    clock = 1_795_640_000_000.0
+def _two_shards():
+    """A sampling clock (Unix ms), the collection's two vchannels, the QueryNode's watch of each (which tells
+    metric_events the collection's vchannels) and the QueryNode gauge's labels."""
     vchs = ("dml_0_xv0", "dml_1_xv1")
     watch = [{"kind": "querynode.watch", "vchannel": v, "detail": json.dumps({"collection_id": int(CID)})}
              for v in vchs]
-    qn = {"collection_id": CID}
+    return 1_795_640_000_000.0, vchs, watch, {"collection_id": CID}
+
+
+def test_a_sampled_pack_an_answered_read_needed_is_placed_at_that_read():
+    """The QueryNode's gauge is set when a pack enters the pipeline; its deleteNode sets tsafe and the delegator
+    serves the reads waiting for it before the next sample: the read proves the pack was in by then."""
+    clock, vchs, watch, qn = _two_shards()
     # pack ends: 200 ms apart, each sampled 20 ms after it came in 190 ms old; a read with guarantee +100 ms
     # waited for the second pack, and was served 10 ms before the sample that saw it (on vch 0 only)
     changes = [m.Change(m.QUERYNODE_TT, qn, 190.0, clock + 210, clock + 180, 2),
@@ -165,11 +170,7 @@ def test_a_pack_is_placed_at_its_read_when_the_other_vchannel_set_the_gauge_agai
     sets the gauge again at +405 ms, 10 ms older. The read's moment minus that lag is below the read's guarantee,
     yet the sample allows an end up to its own clock minus the lag: the pack is placed at the read, at the
     guarantee the read proves (it was drawn a tick below the answer)."""
-    clock = 1_795_640_000_000.0
-    vchs = ("dml_0_xv0", "dml_1_xv1")
-    watch = [{"kind": "querynode.watch", "vchannel": v, "detail": json.dumps({"collection_id": int(CID)})}
-             for v in vchs]
-    qn = {"collection_id": CID}
+    clock, vchs, watch, qn = _two_shards()
     changes = [m.Change(m.QUERYNODE_TT, qn, 190.0, clock + 210, clock + 180, 2),
                m.Change(m.QUERYNODE_TT, qn, 195.0, clock + 410, clock + 380, 2)]
     read = _read(vchs[1], clock + 395, int(clock) + 206, 3)
