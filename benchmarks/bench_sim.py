@@ -178,6 +178,8 @@ REPO = Path(__file__).resolve().parents[1]
 
 #: One pair in a fresh process, with only what every revision has: ``simulate`` with a run folder, and its summary's
 #: event count. argv: checkout root, scenario, seed, simulated seconds. Prints [bare rate, events, wall s].
+#: :func:`bare_simpy_rate`'s loop is written out here because importing this file would import this checkout's
+#: package ahead of the one under test.
 _PAIR = textwrap.dedent("""
     import gc, json, sys, tempfile, time
     from pathlib import Path
