@@ -7,15 +7,17 @@ from __future__ import annotations
 
 import ast
 import re
+from html import unescape
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 import milvus_edu
 from milvus_edu.config import BugSwitches
 from milvus_edu.labs import breakit
 from milvus_edu.labs.breakit import (RULES, Break, breaks, breaks_of, check_go_rule, check_prediction, lesson_of,
-                                     run_break, summary_table, tour, violation_matrix, wrong_rule)
+                                     run_break, summary_style, summary_table, tour, violation_matrix, wrong_rule)
 from milvus_edu.registry import get_scenario, mechanisms
 from lab_solutions import SOLUTIONS, read_notebook
 
@@ -208,6 +210,50 @@ def test_table_and_matrix_come_from_the_runs(monkeypatch):
     assert table["rule in Milvus 2.5"][1] == "delete_node.go: deleteNode.Operate"
     matrix = violation_matrix()
     assert list(matrix.columns) == ["window", "mvcc-exact"] and matrix.loc[cheap[0].label, "window"] == window
+
+
+
+def _cells_html(html: str) -> list[str]:
+    """The inner HTML of every body cell of a Styler's table: the index's ``th`` and the data's ``td``."""
+    return re.findall(r"<(?:td|th) [^>]*class=\"(?:data|row_heading)[^\"]*\"[^>]*>(.*?)</(?:td|th)>", html, re.S)
+
+
+def test_the_summary_shows_every_name_whole_or_broken_after_an_underscore():
+    """JupyterLab broke the summary's names in its narrow columns (at a hyphen, or anywhere): the Styler lets a name
+    break only at a space, after an underscore (``<wbr>``) or after a ``Type.`` prefix, keeps a hyphenated one on
+    one line, and adds no character, so a name copied from the page is the name; the data stays the DataFrame."""
+    table = pd.DataFrame([
+        {"switches": "checkpoint_ignores_syncing_segments + reset_flush_ts_inclusive",
+         "scenario": "timetick-unlocked-enqueue",
+         "checkers that failed (violations)": "read-after-guarantee (10), strong-sees-acked (3)",
+         "rule in Milvus 2.5": "flow_graph_dd_node.go: ddNode.tryToFilterSegmentInsertMessages"},
+        {"switches": "skip_wait_tsafe", "scenario": "seed-example", "checkers that failed (violations)": "none",
+         "rule in Milvus 2.5": "DeletedRecord.h: DeletedRecord::InternalPush <&>"},
+    ]).set_index("switches")
+    styler = summary_style(table)
+    assert styler.data is table  # only the display is styled: the lab's asserts read the DataFrame
+    html = styler.to_html()
+    css = re.search(r"<style[^>]*>(.*?)</style>", html, re.S).group(1)
+    assert "word-break: normal" in css and "overflow-wrap: normal" in css
+    assert "break-all" not in html and "anywhere" not in html and "break-word" not in html
+    cells = _cells_html(html)
+    assert len(cells) == 2 * (1 + 3)
+    shown = [unescape(re.sub(r"<[^>]+>", "", c)) for c in cells]
+    assert shown == [v for name, row in table.iterrows() for v in (name, *row)]  # copied text = the names
+    assert not re.search("[\u00ad\u200b-\u200d\u2011\u2060\ufeff]", html)  # no invisible or changed character
+    switch, scenario, checkers, rule = cells[:4]
+    assert switch == "checkpoint_<wbr>ignores_<wbr>syncing_<wbr>segments + reset_<wbr>flush_<wbr>ts_<wbr>inclusive"
+    assert scenario == "<span style='white-space: nowrap'>timetick-unlocked-enqueue</span>"
+    assert "<span style='white-space: nowrap'>read-after-guarantee</span> (10)" in checkers
+    assert rule.endswith("node.go: ddNode.<wbr>tryToFilterSegmentInsertMessages")  # not inside "node.go"
+    for cell in cells:  # a break only after "_" or a Type's "."; never between two letters
+        assert all(cell[k - 1] in "_." for k in (m.start() for m in re.finditer("<wbr>", cell))), cell
+    assert "&lt;&amp;&gt;" in cells[-1]  # the text is escaped before the breaks go in
+
+
+def test_the_lab_displays_the_summary_through_its_style(lab):
+    (cell,) = [c.source for c in lab.cells if c.cell_type == "code" and "summary_table()" in c.source]
+    assert "display(summary_style(table." in cell and "max_colwidth" not in cell
 
 
 # ---- what the lab's chains read: the narration says what Milvus does, not what a switch made happen ------------

@@ -208,7 +208,8 @@ def test_the_lanes_draw_tsafe_the_waits_and_the_reads(seed, stall):
                 lane.setup(axes[k], ev)
                 assert lane.vchannel == v and axes[k].get_ylabel() == f"vch {k}"
                 assert short_channel(v) in [t.get_text() for t in axes[k].texts]
-                (dot,) = lane.update(len(ev) - 1, 0.0)
+                dot, label = lane.update(len(ev) - 1, 0.0)
+                assert label.get_text() == short_channel(v)  # the name is drawn with the cursor, over it
                 last = _positions(ev, "querynode.tsafe", vchannel=v)[-1]
                 assert dot.get_visible() and dot.get_xdata()[0] == pytest.approx(ev.t_ms[last] / 1000.0)
                 waited = {int(ev.request[i]) for i in _positions(ev, "querynode.wait", vchannel=v)}
@@ -228,6 +229,47 @@ def test_the_lanes_draw_tsafe_the_waits_and_the_reads(seed, stall):
         query_lanes(0)
     with pytest.raises(ValueError, match="counts from 0"):
         DelegatorLane(-1)
+
+
+
+def test_the_time_cursor_never_crosses_a_delegators_name(seed):
+    """The vchannel's name, boxed in the lane's top-left corner, is where the time cursor stands at a page's start.
+    It is one of the lane's cursor artists, so it is drawn after the cursor line and its veil: in the stepper's
+    picture, in the browser (its drawing operation comes after the cursor, with an opaque box) and, by its zorder,
+    in the filmstrip. In the picture the cursor's column is dark below the box and light inside it."""
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    run, st = seed
+    r = st._renderer
+    k, lane = next((k, ln) for k, ln in enumerate(st.lanes) if isinstance(ln, DelegatorLane))
+    ax, (line, _veil) = r.axes[k], r.cursors[k]
+    label = lane.label
+    assert label.get_text() == short_channel(lane.vchannel)
+    assert label.get_zorder() > line.get_zorder() and label.get_animated()
+    assert label.get_bbox_patch().get_facecolor()[3] == 1.0  # opaque: nothing under it shows through
+    h = r.fig.bbox.height
+    for i in range(len(run.events)):  # the first event whose cursor stands inside the name's box
+        t_ms = float(r.index.t_ms[i])
+        r.move_to(i)
+        box = label.get_window_extent(r.canvas.get_renderer())
+        x = ax.transData.transform((t_ms / 1000.0, 0))[0]
+        if box.x0 + 3 < x < box.x1 - 3:
+            break
+    else:
+        raise AssertionError("the cursor never stands on the delegator's name")
+    ops = r.overlay(i)
+    name_ops = [n for n, op in enumerate(ops) if op[0] == "T" and op[3] == label.get_text()]
+    assert len(name_ops) == 1 and ops[name_ops[0]][9] == "#ffffffff"  # in the browser: opaque white, after the line
+    pixels = np.asarray(Image.open(io.BytesIO(r.render(i, t_ms))).convert("L"), dtype=float)
+    col = int(round(x))
+    top, bottom = int(h - box.y1) + 2, int(h - box.y0) - 2
+    inside = pixels[top:bottom, col - 1:col + 2].min(axis=1)
+    below = pixels[bottom + 6:bottom + 20, col - 1:col + 2].min(axis=1)
+    assert below.mean() < 128, "the cursor line is not where the test looks"
+    assert (inside < 100).mean() < 0.5, "the cursor line is drawn across the name"
 
 
 def test_a_guarantee_a_day_ahead_is_drawn_at_the_edge_not_on_the_scale():

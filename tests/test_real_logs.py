@@ -254,8 +254,9 @@ def test_the_run_folder_loads_and_opens_in_the_stepper(run_dir):
         lane = DelegatorLane(0)
         lane.setup(axes[0], frame)
         assert lane.vchannel == VCH
-        (dot,) = lane.update(len(frame) - 1, 0.0)
+        dot, name = lane.update(len(frame) - 1, 0.0)
         assert dot.get_visible()  # tsafe: the watch's start and the tsafe the delete's pack set
+        assert name.get_text() == "dml_0_470715753561325588v0"  # the vchannel's name, drawn over the cursor
         reads = ReadsLane()
         reads.setup(axes[1], frame)
         assert [t.get_text() for t in axes[1].get_yticklabels()] == ["Client1"]

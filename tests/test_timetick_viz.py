@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 import json
+import re
 
 import matplotlib
 import numpy as np
@@ -13,7 +14,7 @@ import pytest
 import milvus_edu
 import milvus_edu.mechanisms.timetick.lanes as lanes_module
 from milvus_edu.mechanisms.timetick.lanes import PackLane, PChannelLane, ProxyLane, timetick_lanes
-from milvus_edu.mechanisms.timetick.panel import MARKS, TimeTickPanel, dml_messages, film_steps
+from milvus_edu.mechanisms.timetick.panel import MARKS, PACK_SHOWN, TimeTickPanel, dml_messages, film_steps
 from milvus_edu.viz import TimelineStepper
 from milvus_edu.viz.columns import base_ms, time_ticks
 from milvus_edu.viz.data import RunIndex
@@ -447,6 +448,63 @@ def test_panel_names_the_messages_of_the_last_pack(basics_panel, basics):
     m = s["last_pack"]["messages"][0]
     assert f"#{m['msg_id']}" in line and f"event {m['index'] + 1:,}" in line and "more" in line
     assert basics_panel.state(int(packs[0]) - 1)["last_pack"] is None
+
+
+#: The width (px) of the stepper panel's value column in JupyterLab 4 at 1280 x 800 with the file browser open, lab 2's
+#: stepper (panel 336 px, its key column 68 px), measured with the browser tests' chromium; its fonts are DejaVu: the
+#: panel's text at 12.5 px, ``<code>`` at 13 px. Matplotlib measures the same fonts about 2 % wider.
+PANEL_VALUE_PX = 259
+TICK_CELL_GAP_PX = 6
+
+
+def _text_px(text: str, bold: bool = False, mono: bool = False) -> float:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from matplotlib.font_manager import FontProperties
+
+    font = FontProperties(family="DejaVu Sans Mono" if mono else "DejaVu Sans", weight="bold" if bold else "normal",
+                          size=13 if mono else 12.5)
+    return FigureCanvasAgg(Figure(dpi=72)).get_renderer().get_text_width_height_descent(text, font, ismath=False)[0]
+
+
+def _table_px(table_html: str) -> float:
+    """The width of an HTML table of one line per row: its columns' widest cells, with the gaps between them."""
+    widest: dict[int, float] = {}
+    for row in re.findall(r"<tr[^>]*>(.*?)</tr>", table_html, re.S):
+        for k, cell in enumerate(re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)):
+            text = html.unescape(re.sub(r"<[^>]+>", "", cell))
+            px = _text_px(text, bold="<b>" in cell, mono="<code>" in cell)
+            widest[k] = max(widest.get(k, 0.0), px)
+    return sum(widest.values()) + TICK_CELL_GAP_PX * (len(widest) - 1)
+
+
+def test_the_last_ticks_take_one_line_a_pchannel_in_the_panels_width(basics, basics_panel):
+    """Lab 2's panel ran past its foot in JupyterLab at 1280 x 800, its last row ("last pack") cut off: each pchannel's
+    tick took two lines as a sentence. As a table (name, tick, when, messages after it) each takes one line: the
+    table fits the width the panel gives its values, at every event of the run."""
+    sentence = "dml_0 tick 00:00:00.250+44 at 0.459 s; 0 messages after it"  # the old line, measured the same way
+    assert _text_px(sentence) > PANEL_VALUE_PX
+    widths = []
+    for i in list(range(0, len(basics), 997)) + [len(basics) - 1]:
+        ticks = dict(basics_panel.rows(basics_panel.state(i)))["last ticks"]
+        (table,) = re.findall(r"<table>.*?</table>", ticks, re.S)
+        assert table.count("<tr") == 1 + len(basics_panel.pchannels)  # a head, then one row a pchannel
+        assert "<br>" not in table
+        widths.append(_table_px(table))
+    assert max(widths) <= PANEL_VALUE_PX, max(widths)
+
+
+def test_the_panel_rows_above_the_last_pack_are_short_and_it_names_four_messages(basics, basics_panel):
+    """What else keeps the last row in the panel: a proxy's report that lists every pchannel says "all 4", and the last
+    pack names four of its messages (six made the row run past the panel's foot)."""
+    s = basics_panel.state(len(basics) - 1)
+    rows = dict(basics_panel.rows(s))
+    assert rows["proxies"].count("(pchannels listed: all 4)") == 2 and "dml_0, dml_1" not in rows["proxies"]
+    assert PACK_SHOWN == 4
+    pack = s["last_pack"]
+    assert len(pack["messages"]) > PACK_SHOWN
+    assert rows["last pack"].count(" #") == PACK_SHOWN  # "#id <code>ts</code> (event n)" each, after ": " or ", "
+    assert f"and {len(pack['messages']) - PACK_SHOWN:,} more" in rows["last pack"]
 
 
 def test_panel_shows_a_pack_missing_a_message_with_the_bug_switch(unlocked):

@@ -4,7 +4,7 @@ For each switch of :class:`~milvus_edu.config.BugSwitches` the lab asks the stud
 fires (:func:`check_prediction`), runs the scenario that shows it (:func:`run_break`), prints what the checkers
 found (:func:`report`) and the causal chain (:func:`show_chain` of :func:`milvus_edu.why`), and asks which of a
 few lines is Milvus 2.5's rule (:data:`RULES`, :func:`show_rule`, :func:`check_go_rule`). :func:`summary_table`
-is the table at the end, computed from the runs.
+is the table at the end, computed from the runs; :func:`summary_style` shows it, a name broken only where it may be.
 
 Why the checks live here, in one shared module, and not in each lesson's ``labs.py``: the lab is a tour across
 every lesson, and its questions have the same shape for every switch (which checker fires, which line is
@@ -26,6 +26,7 @@ import textwrap
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
@@ -33,6 +34,9 @@ from ..config import BugSwitches
 from ..narrate import times
 from ..registry import Mechanism, get_mechanism, get_scenario, mechanisms
 from .feedback import Feedback, name_answer, pending, right, shown, wrong
+
+if TYPE_CHECKING:
+    from pandas.io.formats.style import Styler
 
 # The reliability sweep's switch grids: one per scenario that breaks a switch (benchmarks/reliability.py sweeps them).
 GRID = Path(__file__).resolve().parents[1] / "sweep" / "grids" / "reliability-switches.json"
@@ -436,6 +440,49 @@ def summary_table() -> pd.DataFrame:
 
 def _short(function: str) -> str:
     return re.sub(r"\s*\(.*?\)", "", function)
+
+
+#: Where a name in the summary table may break at a line's end besides its spaces: after an underscore
+#: (``checkpoint_ignores_syncing_segments``) and after the dot of a ``Type.method`` (``ddNode.tryToFilter...``;
+#: not a file's ``.go``). Between two letters, or at a hyphen, a name never breaks.
+_NAME_BREAK = re.compile(r"(?<=_)|(?<=[a-z]\.)(?=[A-Za-z]{3})")
+#: The table's cells: the browser breaks a word nowhere of its own (JupyterLab would break at a hyphen, and
+#: ``overflow-wrap``/``word-break`` anywhere), text reads from the left; the rule's column, the longest text, is
+#: held to 14em so the switches' column gets the room to keep most names on one line at 1280 px.
+_SUMMARY_CSS = [
+    {"selector": "th, td", "props": "word-break: normal; overflow-wrap: normal; hyphens: manual; text-align: left;"},
+    {"selector": "th.row_heading", "props": "min-width: 14em;"},
+]
+_RULE_COLUMN = "rule in Milvus 2.5"
+
+
+def _breakable(text) -> str:
+    """One cell's text (already HTML-escaped by the Styler) as HTML whose lines break only at its spaces and at the
+    places of :data:`_NAME_BREAK` (a ``<wbr>``: no character, so a name copied from the table is the name); a
+    hyphenated name (a scenario, a checker) is kept whole (``white-space: nowrap``)."""
+    out = []
+    for word in re.split(r"(\s+)", str(text)):
+        if not word or word.isspace():
+            out.append(word)
+            continue
+        parts = _NAME_BREAK.split(word)
+        if "-" in word:
+            parts = [f"<span style='white-space: nowrap'>{p}</span>" for p in parts]
+        out.append("<wbr>".join(parts))
+    return "".join(out)
+
+
+def summary_style(table: pd.DataFrame) -> Styler:
+    """``table`` (the :func:`summary_table`, or a view of it: columns dropped, ``switches`` as the index) as a pandas
+    ``Styler`` for a notebook: every name (switch, scenario, checker, Go function) breaks only at a space, after an
+    underscore or after a ``Type.`` prefix, never inside a word or at a hyphen, and reads from the left; the cells'
+    text is the table's own (copied from the page, a name is the name). The data stays ``table``'s: only the display
+    changes (the Styler needs jinja2, which JupyterLab brings)."""
+    styler = table.style.format(_breakable, escape="html").format_index(_breakable, escape="html")
+    styler = styler.set_table_styles(_SUMMARY_CSS)
+    if _RULE_COLUMN in table.columns:
+        styler = styler.set_properties(subset=[_RULE_COLUMN], width="14em")
+    return styler
 
 
 def violation_matrix() -> pd.DataFrame:

@@ -39,7 +39,7 @@ from ..registry import Mark, marks
 
 __all__ = [
     "Lane", "EventsLane", "Track", "node_colors", "natural", "num", "compact", "cursor_dot", "move_dot", "move_all", "move_rings",
-    "rasterize_if_big", "renderer_of", "NO_DATA", "CORE_MARKS",
+    "rasterize_if_big", "renderer_of", "NO_DATA", "CORE_MARKS", "CURSOR_ZORDER",
 ]
 
 #: More points than this in one static collection are rasterised in SVG exports (keeps files small).
@@ -47,6 +47,10 @@ RASTERIZE_ABOVE = 3000
 
 _PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22")
 NO_DATA = dict(ha="center", va="center", color="0.55", fontsize="small", style="italic")
+#: The zorder of the stepper's time cursor line (:func:`milvus_edu.viz.render.build_column`; its veil is under it). A
+#: lane's label that the cursor must not cross is a cursor artist above it: returned by :meth:`Lane.update`, it is
+#: drawn after the line in the stepper (and the browser), and over it by this zorder in the filmstrip.
+CURSOR_ZORDER = 7
 
 
 class Lane:

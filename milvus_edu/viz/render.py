@@ -33,6 +33,7 @@ from matplotlib.text import Text
 from PIL import Image
 
 from ..events.schema import detail_object
+from .lanes import CURSOR_ZORDER
 
 #: rcParams of the stepper's figure (deterministic SVG ids). The browser shows the picture at its own size
 #: (stepper.css), so at 90 dpi a point is 1.25 screen pixels: no text under 9.9 px (lanes' ``"small"`` is
@@ -193,7 +194,7 @@ def build_column(fig: Figure, spec, lanes, events, xlim, show_xlabel=True, ylabe
     fig.align_ylabels(axes)
     cursors = []
     for ax in axes:
-        line = ax.axvline(xlim[0], color="#444444", lw=1.0, zorder=7)
+        line = ax.axvline(xlim[0], color="#444444", lw=1.0, zorder=CURSOR_ZORDER)
         veil = Rectangle((xlim[1], 0), 0, 1, transform=ax.get_xaxis_transform(), **_VEIL)
         ax.add_patch(veil)
         cursors.append((line, veil))

@@ -15,7 +15,7 @@ import pandas as pd
 from matplotlib.collections import PolyCollection
 
 from ...viz.columns import base_ms, ints, natural, short_channel, texts
-from ...viz.lanes import NO_DATA, EventsLane, Lane, Track, cursor_dot, move_all, move_rings, num
+from ...viz.lanes import CURSOR_ZORDER, NO_DATA, EventsLane, Lane, Track, cursor_dot, move_all, move_rings, num
 from ...viz.tslanes import SECONDS, PageY, VChannelSlotLane, physical_s, vchannels_watched
 from .levels import LEVEL_COLORS, UNKNOWN_LEVEL_COLOR, level_color
 
@@ -84,7 +84,7 @@ class DelegatorLane(VChannelSlotLane):
     guarantee, which tsafe has to climb through. A dot marks the answer at the MVCC read timestamp (the tsafe the
     wait returned); a red cross a read that failed (timeout, lag too large, delegator closed). A guarantee far off
     the lane's range (Eventually's 1, a Customized one a day ahead) is a triangle at the lane's bottom or top edge.
-    At the cursor: a dot on tsafe.
+    At the cursor: a dot on tsafe, and the vchannel's name in the top-left corner drawn over the cursor line.
 
     ``slot`` picks the vchannel: the ``slot``-th of the run's served vchannels in natural order.
     """
@@ -206,15 +206,21 @@ class DelegatorLane(VChannelSlotLane):
         ax.yaxis.set_major_formatter(SECONDS)
         ax.set_ylabel(f"vch {self.slot}")
         # top left: tsafe only rises, so its line starts low on the left and ends high on the right (where the
-        # cursor stands at the end of a run): the one corner it does not cross; boxed, over the tsafe line and
-        # under the reads' marks
-        ax.text(0.008, 0.94, short_channel(v), transform=ax.transAxes, ha="left", va="top", fontsize="x-small",
-                color="0.35", zorder=4, bbox={"boxstyle": "square,pad=0.15", "fc": "white", "ec": "none",
-                                              "alpha": 0.8})
+        # cursor stands at the end of a run): the one corner it does not cross. The time cursor does cross it (at a
+        # page's start), so the name is one of the cursor artists (update returns it): drawn after the cursor line
+        # and its veil in the stepper and the browser, above them by zorder in the filmstrip, on an opaque box.
+        self.label = ax.text(0.008, 0.94, short_channel(v), transform=ax.transAxes, ha="left", va="top",
+                             fontsize="x-small", color="0.35", zorder=CURSOR_ZORDER + 1,
+                             bbox={"boxstyle": "square,pad=0.15", "fc": "white", "ec": "none"})
         _legend(ax)
 
+    def setup(self, ax, events):
+        self.label = None  # a run without this vchannel draws no name
+        super().setup(ax, events)
+
     def update(self, cursor_index, t_ms):
-        return move_all(self.tracks, cursor_index)
+        dots = move_all(self.tracks, cursor_index)
+        return dots + [self.label] if self.label is not None else dots
 
 
 class ReadsLane(Lane):
