@@ -89,8 +89,9 @@ BOXES: tuple[Box, ...] = (
         Part("collection meta cache", "proxy/meta_cache.py"),
         Part("shard hash", "mq/hash.py"),
     ), COORD),
-    Box("rootcoord", "RootCoord", 90, 76, 36, 27, ("cluster/rootcoord.py: RootCoordNode",
-                                                    "cluster/dml.py: RootCoordTimeTick"), (
+    Box("rootcoord", "RootCoord", 90, 74, 36, 29, ("cluster/rootcoord.py: RootCoordNode",
+                                                    "cluster/dml.py: RootCoordTimeTick",
+                                                    "cluster/catalog.py: Catalog"), (
         Part("TSO allocator", "tso/global_allocator.py"),
         Part("timestamp oracle, saved window", "tso/tso.py"),
         Part("AllocTimestamp, tsLoop", "rootcoord/root_coord.py"),
@@ -102,8 +103,8 @@ BOXES: tuple[Box, ...] = (
         Part("KV, txn, leases", "storage/kv.py"),
         Part("DataCoord catalog keys", "datacoord/catalog.py"),
     ), SERVICE),
-    Box("mq", "Message queue: pchannels by-dev-rootcoord-dml_<i>, vchannels on them", 2, 53, 124, 14,
-        ("cluster/dml.py: ConsumerNode",), (
+    Box("mq", "Message queue: pchannels by-dev-rootcoord-dml_<i>, vchannels on them", 2, 51, 124, 16,
+        ("cluster/consumer.py: PackConsumer", "cluster/dml.py: ConsumerNode"), (
             Part("pchannel logs, positions", "mq/broker.py"),
             Part("InsertMsg, DeleteMsg, TimeTick", "mq/msg.py"),
             Part("channel names", "mq/names.py"),
@@ -125,7 +126,8 @@ BOXES: tuple[Box, ...] = (
         Part("checkpoint updater", "datanode/checkpoint_updater.py"),
         Part("segment metacache", "datanode/metacache.py"),
     ), WORKER),
-    Box("objects", "Object store (MinIO)", 62, 2, 29, 17, ("cluster/data.py: ObjectStoreLatency",), (
+    Box("objects", "Object store (MinIO)", 62, 1, 29, 19, ("cluster/control_plane.py: RunStore",
+                                                         "cluster/data.py: ObjectStoreLatency"), (
         Part("bucket on pyarrow.fs", "storage/objectstore.py"),
         Part("binlog paths", "storage/binlog.py"),
         Part("Parquet binlogs", "datanode/syncmgr/storage_serializer.py"),
