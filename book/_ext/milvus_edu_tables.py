@@ -16,7 +16,8 @@ The book never copies a table by hand when the package already holds it:
     ``{eval-rst}`` because autodoc generates reStructuredText.
 
 It also provides the MyST substitutions ``{{ schema_version }}``, ``{{ event_kind_count }}`` and
-``{{ field_count }}``.
+``{{ field_count }}``, and resolves the package's own cross-references that Sphinx's lookup misses
+(:func:`_resolve_by_name`).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from docutils import nodes
 from docutils.parsers.rst import directives
 from docutils.statemachine import StringList
 from sphinx.application import Sphinx
+from sphinx.util.nodes import make_refnode
 from sphinx.util.docutils import SphinxDirective
 
 __version__ = "1.0"
@@ -212,6 +214,38 @@ class ApiDirective(SphinxDirective):
         return out
 
 
+# ---- cross-references -----------------------------------------------------------------------
+def _resolve_by_name(app: Sphinx, env, node, contnode):
+    """A Python cross-reference Sphinx's own lookup did not find, resolved when it names one documented object.
+
+    Docstrings name objects as their readers know them: a short name their module imports (``RPCError`` in a module
+    that raises it; Sphinx looks for it in the current module and class only), or a name as the package re-exports it
+    (``milvus_edu.events.load_run``, documented under the submodule that defines it). Such a reference is resolved when
+    exactly one documented object's full name ends with it, or, failing that, with its last part among the objects
+    under the package it names (``milvus_edu.events``); a name the package itself exports (``why``) goes to
+    ``milvus_edu.why``. Anything else (builtins, typing names, private helpers, an
+    ambiguous short name) stays plain code, as Sphinx leaves it.
+    """
+    if node.get("refdomain") != "py":
+        return None
+    target = node.get("reftarget", "")
+    if not target.startswith("milvus_edu") and not target[:1].isalpha():
+        return None
+    domain = env.get_domain("py")
+    reftype = node.get("reftype")
+    matches = [m for m in domain.find_obj(env, None, None, target, reftype, 1) if m[0].startswith("milvus_edu.")]
+    if len(matches) != 1 and "." in target:
+        package, _, last = target.rpartition(".")
+        matches = [m for m in domain.find_obj(env, None, None, last, reftype, 1) if m[0].startswith(package + ".")]
+    if len(matches) > 1:  # an entry point is documented twice: as the package gives it, and where it is defined
+        front = [m for m in matches if m[0] == "milvus_edu." + target.rpartition(".")[2]]
+        matches = front or matches
+    if len(matches) != 1:
+        return None
+    name, obj = matches[0]
+    return make_refnode(app.builder, node["refdoc"], obj.docname, obj.node_id, contnode, name)
+
+
 # ---- substitutions --------------------------------------------------------------------------
 def _add_substitutions(app: Sphinx, config) -> None:
     from milvus_edu.events import schema
@@ -229,4 +263,5 @@ def setup(app: Sphinx) -> dict:
     app.add_directive("milvus-edu-bug-switches", BugSwitchesTable)
     app.add_directive("milvus-edu-api", ApiDirective)
     app.connect("config-inited", _add_substitutions)
+    app.connect("missing-reference", _resolve_by_name)
     return {"version": __version__, "parallel_read_safe": True, "parallel_write_safe": True}
