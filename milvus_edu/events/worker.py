@@ -61,11 +61,6 @@ _BATCH, _CLOSE = "batch", "close"
 _MARSHAL, _PICKLE = b"m", b"p"
 #: Rows ``simulate`` holds before it forks the sink process: two Parquet row groups (see the module docs).
 HOLD_ROWS = 2 * BATCH_ROWS
-#: Rows per batch ``simulate`` has the recorder send to a sink process, a quarter of a Parquet row group (the
-#: Parquet sink still writes whole groups, so the files are the same). When the simulation ends, the child has at most
-#: this many rows left to work through before it can close: with whole row groups, a flush-basics run waited 66-88 ms
-#: for the child at close, and 35 ms with a quarter (``benchmarks/bench_sim.py``). The child's cost per batch is small.
-SEND_ROWS = BATCH_ROWS // 4
 
 
 def available() -> bool:

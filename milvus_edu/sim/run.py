@@ -355,7 +355,6 @@ def simulate(
             if sink_process:
                 remote = worker.SinkProcess(files, checkers + summaries, hold_rows=hold)
                 recorder.sinks = local + [remote]
-                recorder.batch_rows = worker.SEND_ROWS  # less left for the child at close
             else:
                 recorder.sinks += [open_sink() for open_sink in files]
         sim.out_dir = out
