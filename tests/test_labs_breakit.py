@@ -236,6 +236,9 @@ def test_the_summary_shows_every_name_whole_or_broken_after_an_underscore():
     css = re.search(r"<style[^>]*>(.*?)</style>", html, re.S).group(1)
     assert "word-break: normal" in css and "overflow-wrap: normal" in css
     assert "break-all" not in html and "anywhere" not in html and "break-word" not in html
+    # a DataFrame's class, which the book's stylesheet sizes to fit its column (book/_static/milvus-edu.css)
+    assert re.search(r'<table [^>]*class="dataframe"', html)
+    assert "table.dataframe" in (Path(__file__).resolve().parents[1] / "book" / "_static" / "milvus-edu.css").read_text()
     cells = _cells_html(html)
     assert len(cells) == 2 * (1 + 3)
     shown = [unescape(re.sub(r"<[^>]+>", "", c)) for c in cells]
