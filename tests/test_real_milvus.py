@@ -289,18 +289,19 @@ def _row(seq, t_ms, node, kind, **cols):
             "detail": None if detail is None else json.dumps(detail, sort_keys=True), **cols}
 
 
-def _two_sides(real_read_start_ms: float, real_rows: list):
+def _two_sides(real_read_start_ms: float, real_rows: list, real_error: str | None = None,
+               model_error: str | None = None):
     """A two-step workload (Client1 inserts A at 1.0 s, Client2 reads at Strong at 0.9 s) as the model ran it (the
-    read answered at 0.95 s, before the insert: empty) and as a real run with the read sent at
-    ``real_read_start_ms`` and answered 50 ms later with ``real_rows``."""
+    read answered at 0.95 s, before the insert: empty, or failed with ``model_error``) and as a real run with the
+    read sent at ``real_read_start_ms`` and answered 50 ms later with ``real_rows`` (or failed with ``real_error``)."""
     from milvus_edu.events import rows_to_frame
 
     real = rows_to_frame([
         _row(0, 1005.0, "Client1", "client.insert", ts=7, count=1,
              detail={"pks": ["A"], "collection": "C", "step": 1, "latency_ms": 5.0}),
         _row(1, real_read_start_ms + 50.0, "Client2", "client.read", request=1, level="Strong", count=len(real_rows),
-             detail={"op": "query", "pks": real_rows, "step": 0, "latency_ms": 50.0})])
-    return line_up(TWO_STEPS, _model_side(), real)
+             error=real_error, detail={"op": "query", "pks": real_rows, "step": 0, "latency_ms": 50.0})])
+    return line_up(TWO_STEPS, _model_side(model_error), real)
 
 
 #: The workload of :func:`_two_sides`.
@@ -308,13 +309,15 @@ TWO_STEPS = [{"at": 0.9, "client": "Client2", "op": "query", "collection": "C", 
              {"at": 1.0, "client": "Client1", "op": "insert", "collection": "C", "data": [{"id": "A"}]}]
 
 
-def _model_side():
-    """:data:`TWO_STEPS` as the model ran it: the read answered at 0.95 s, before the insert, empty."""
+def _model_side(error: str | None = None):
+    """:data:`TWO_STEPS` as the model ran it: the read answered at 0.95 s, before the insert, empty (or failed with
+    ``error``)."""
     from milvus_edu.events import rows_to_frame
 
     return rows_to_frame([
         _row(0, 900.0, "Client2", "client.read_start", request=1, level="Strong", detail={"op": "query"}),
-        _row(1, 950.0, "Client2", "client.read", request=1, level="Strong", count=0, detail={"op": "query", "pks": []}),
+        _row(1, 950.0, "Client2", "client.read", request=1, level="Strong", count=0, error=error,
+             detail={"op": "query", "pks": []}),
         _row(2, 1004.0, "Client1", "client.insert", ts=5, count=1, detail={"pks": ["A"], "collection": "C"})])
 
 
@@ -330,6 +333,18 @@ def test_strong_comparison_sets_aside_only_writes_ordered_differently():
     assert table["level"].iloc[0] == "Strong" and not table["agree"].iloc[0]
     assert "set aside" not in table["note"].iloc[0]
     assert bool(_two_sides(900.0, [])["agree"].iloc[0])
+
+
+def test_a_strong_read_failing_on_one_side_only_differs_and_on_both_agrees():
+    # An error is compared as an outcome: one side failing is a failure whatever the keys set aside.
+    for real_error, model_error in (("timeout", None), (None, "timeout")):
+        table = _two_sides(1100.0, [], real_error=real_error, model_error=model_error)
+        assert not table["agree"].iloc[0]
+        assert table["note"].iloc[0] == ("Strong results differ (set aside: A written before the read on the real "
+                                         "server and after it on the model)")
+    table = _two_sides(900.0, [], real_error="timeout", model_error="timeout")
+    assert bool(table["agree"].iloc[0]) and table["note"].iloc[0] == "Strong: the same rows"
+    assert table["model"].iloc[0] == table["real"].iloc[0] == "error: timeout"
 
 
 def test_a_real_side_that_did_not_run_is_not_reported_as_differing():

@@ -9,10 +9,10 @@ waited (the read returns at the tsafe its wait ended at, which may be past that 
 its own clock: a read that waits longer on the real server makes its client's next call later, so a write can
 come before a read on one side and after it on the other. The keys of writes to the collection that were in
 flight during the read on either side, or that lie on different sides of it, are left out of the comparison and
-named in ``note`` (:func:`set_aside`). The real server's Strong wait is longer than the model's (about 200-350 ms
-against 100-200 ms), so in a workload that writes 200 ms after a read this happens often. For the other levels the
-rows each side returned and the waits are shown side by side: they depend on where a read lands between two time
-ticks, on each side's own timing, and may differ without anything being wrong.
+named in ``note`` (:func:`set_aside_reasons`). The real server's Strong wait is longer than the model's (about
+200-350 ms against 100-200 ms), so in a workload that writes 200 ms after a read this happens often. For the other
+levels the rows each side returned and the waits are shown side by side: they depend on where a read lands between
+two time ticks, on each side's own timing, and may differ without anything being wrong.
 
 The model's call of a step is found as the demo finds it: each client runs its steps in order, so its n-th event of
 a kind is its n-th step of that kind. The real run tags each event with its step (``detail.step``).
@@ -137,23 +137,19 @@ def _order(read: dict, write: dict) -> str:
     return "during"
 
 
-def set_aside(i: int, steps, model: list[dict | None], real: list[dict | None]) -> set | None:
-    """The keys Strong read ``i`` cannot be compared on: those of writes to its collection that were in flight while
-    it waited, on either side, or that came before it on one side and after it on the other (each side runs on its
-    own clock: a read that waits longer on the real server makes a client's next call later). None: such a write
-    was a delete by filter, whose keys the real server does not return."""
-    why = set_aside_reasons(i, steps, model, real)
-    return None if why is None else set(why)
-
-
 #: The verb of a write, as a set-aside note says what happened to a key.
 _VERB = {"insert": "written", "delete": "deleted"}
 
 
 def set_aside_reasons(i: int, steps, model: list[dict | None], real: list[dict | None]) -> dict | None:
-    """:func:`set_aside`'s keys, each with what happened to it around the read, in words: ``written while the read
-    waited on the real server``, ``deleted before the read on the model and after it on the real server``, ...
-    (several writes of one key: their reasons joined by semicolons). None: a delete by filter was set aside."""
+    """The keys Strong read ``i`` cannot be compared on: those of writes to its collection that were in flight while
+    it waited, on either side, or that came before it on one side and after it on the other (each side runs on its
+    own clock: a read that waits longer on the real server makes a client's next call later).
+
+    Each key maps to what happened to it around the read, in words: ``written while the read waited on the real
+    server``, ``deleted before the read on the model and after it on the real server``, ... (several writes of one
+    key: their reasons joined by semicolons). None: such a write was a delete by filter, whose keys the real server
+    does not return."""
     why: dict = {}
     for j, step in enumerate(steps):
         if j == i or step.op not in ("insert", "delete") or step.collection != steps[i].collection:
@@ -193,24 +189,26 @@ def _rows_text(rows) -> str:
     return ", ".join(map(str, rows)) if rows else "none"
 
 
-def _strong_note(same: bool, m: dict, r: dict, why: dict | None) -> str:
-    """A Strong read's note: the verdict, the rows compared on each side (without the keys set aside) and why each
-    key set aside was."""
-    if why is None:
-        return ("Strong: the same rows" if same else "Strong results differ") + \
+def _judge_strong(m: dict | None, r: dict | None, why: dict | None) -> tuple[bool, str]:
+    """A Strong read's verdict (the same rows on both sides once the keys in ``why`` are left out, or the same error)
+    and its note: the verdict, the rows compared on each side and why each key was set aside."""
+    if m is None or r is None:
+        return False, "Strong results differ"
+    errors = m["error"] is not None or r["error"] is not None
+    if why is None:  # a delete by filter in flight: only whether both sides failed is compared
+        same = (m["error"] is None) == (r["error"] is None)
+        return same, ("Strong: the same rows" if same else "Strong results differ") + \
             " (a delete by filter was in flight: not compared)"
+    km = [k for k in m["rows"] if k not in why] if m["error"] is None else None
+    kr = [k for k in r["rows"] if k not in why] if r["error"] is None else None
+    same = (m["error"] is None) == (r["error"] is None) and (errors or km == kr)
     if not why:
-        return "Strong: the same rows" if same else "Strong results differ"
-    if m["error"] is not None or r["error"] is not None:
-        kept = ""
-    else:
-        km = [k for k in m["rows"] if k not in why]
-        kr = [k for k in r["rows"] if k not in why]
-        kept = (f"compared {_rows_text(km)} on both" if km == kr else
-                f"compared {_rows_text(km)} (model) with {_rows_text(kr)} (real)") + "; "
+        return same, "Strong: the same rows" if same else "Strong results differ"
+    kept = "" if errors else (f"compared {_rows_text(km)} on both" if km == kr else
+                              f"compared {_rows_text(km)} (model) with {_rows_text(kr)} (real)") + "; "
     aside = "; ".join(f"{k} {why[k]}" for k in _sorted(why))
     head = "Strong: the same rows once set-aside keys are left out" if same else "Strong results differ"
-    return f"{head} ({kept}set aside: {aside})"
+    return same, f"{head} ({kept}set aside: {aside})"
 
 
 def _shown(call: dict | None, op: str):
@@ -238,15 +236,7 @@ def line_up(steps, model_events: pd.DataFrame, real_events: pd.DataFrame) -> pd.
             level = (r or {}).get("level") or (m or {}).get("level") or step.args.get("consistency_level")
         agree, note = None, ""
         if read and level == "Strong" and compared:
-            why = set_aside_reasons(i, parsed, model, real)
-            same = (m is not None and r is not None and (m["error"] is None) == (r["error"] is None)
-                    and (m["error"] is not None or why is None
-                         or [k for k in m["rows"] if k not in why] == [k for k in r["rows"] if k not in why]))
-            agree = bool(same)
-            if m is None or r is None:
-                note = "Strong results differ"
-            else:
-                note = _strong_note(same, m, r, why)
+            agree, note = _judge_strong(m, r, set_aside_reasons(i, parsed, model, real))
         elif read and m is not None and r is not None and not m["error"] and not r["error"]:
             note = ("the same rows" if m["rows"] == r["rows"] else
                     "different rows: each read at the tsafe it found, between two time ticks")
