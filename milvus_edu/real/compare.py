@@ -195,7 +195,7 @@ def _judge_strong(m: dict | None, r: dict | None, why: dict | None) -> tuple[boo
     if m is None or r is None:
         return False, "Strong results differ"
     errors = m["error"] is not None or r["error"] is not None
-    if why is None:  # a delete by filter in flight: only whether both sides failed is compared
+    if why is None:  # a delete by filter in flight: only whether each side failed is compared
         same = (m["error"] is None) == (r["error"] is None)
         return same, ("Strong: the same rows" if same else "Strong results differ") + \
             " (a delete by filter was in flight: not compared)"
