@@ -309,6 +309,9 @@ def test_panel_rootcoord_waits_for_the_stalled_proxy(stall_panel, stall):
     p2 = next(p for p in stall_panel.state(late)["proxies"] if p["proxy"] == "proxy-2")
     assert p2["last_report"]["age_ms"] > 2_000
     assert "silent for" in "".join(v for _k, v in stall_panel.rows(stall_panel.state(late)))
+    # what is wrong with proxy-2 stands beside its report, before its pending tasks' line
+    line = stall_panel._proxy_line(p2, stall_panel.pchannels)
+    assert "pending tasks" in line and line.index("stalled until") < line.index("<br>") < line.index("pending tasks")
     # Ticks stopped: every pchannel's last tick is from before the stall, with messages piling up after it.
     for c in stall_panel.state(late)["pchannels"]:
         assert c["last_tick_t_ms"] < 3_000.0 < 5_500.0 and c["dml_after_tick"] > 500

@@ -363,14 +363,15 @@ class TimeTickPanel:
                      f"(pchannels listed: {listed})")
             if r["age_ms"] >= SILENT_MS:
                 text += f" <span style='color:#b3261e'>silent for {r['age_ms'] / 1000:.1f} s</span>"
-        pending = ", ".join(f"{esc(short_channel(c))} {k}" for c, k in p["pending"].items())
-        if pending:
-            text += f"<br>&nbsp;&nbsp;pending tasks: {pending}"
+        # what is wrong with the proxy stays beside its report, before its tasks' line
         if p["killed"]:
             text += " <span style='color:#a33'>(killed)</span>"
         elif p["stalled_until_ms"] is not None:
             text += (f" <span style='color:#a33'>(report loop stalled until "
                      f"{p['stalled_until_ms'] / 1000:.3f} s)</span>")
+        pending = ", ".join(f"{esc(short_channel(c))} {k}" for c, k in p["pending"].items())
+        if pending:
+            text += f"<br>&nbsp;&nbsp;pending tasks: {pending}"
         return text
 
     @staticmethod
