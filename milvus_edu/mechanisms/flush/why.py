@@ -24,10 +24,19 @@ FLUSH_STATES = ("Flushing", "Flushed")
 #: A sync task's object store writes slower than this are a slow store: a healthy store writes a segment's binlogs
 #: in milliseconds (the model's default store_latency_ms is 5 ms per write), a time tick is 200 ms.
 SLOW_WRITE_MS = 500.0
-#: How the causes rank, most telling first: a crash explains more than a checkpoint that never reached flushTs, that
-#: more than a failed RPC, a failed RPC more than a slow store, and all of them more than the ordinary wait for the
-#: next time tick; within a rank the costliest wins.
-CRASH, STUCK, FAILED_RPC, SLOW_STORE, TICK_WAIT = range(5)
+# How the causes rank, most telling first: a crash explains more than a checkpoint that never reached flushTs, that
+# more than a failed RPC, a failed RPC more than a slow store, and all of them more than the ordinary wait for the
+# next time tick; within a rank the costliest wins.
+#: The rank of a DataNode's crash (the most telling cause).
+CRASH = 0
+#: The rank of a channel checkpoint that never reached flushTs (a sync not stored, or not asked for yet).
+STUCK = 1
+#: The rank of a failed RPC (SaveBinlogPaths or UpdateChannelCheckpoint, retried until it went through).
+FAILED_RPC = 2
+#: The rank of a slow object store (a sync task's writes slower than :data:`SLOW_WRITE_MS`).
+SLOW_STORE = 3
+#: The rank of the ordinary wait for the next time tick (the least telling cause).
+TICK_WAIT = 4
 
 
 def _s(row) -> str:
