@@ -229,6 +229,22 @@ def test_merge_orders_by_time_and_links_the_clients_reads(client):
     assert merge_events(client[:1], [tie])[0]["node"] == client[0]["node"]
 
 
+def test_a_read_the_proxy_logged_in_the_clients_millisecond_is_linked(client):
+    # zap cuts a line's time to the millisecond: a read stamped 7133.15 ms by the client whose PreExecute line came
+    # 0.6 ms later reads 7133 ms (a suite run, 2026-11-27); it is that call's, and the linked read then gets no
+    # server id. A line a whole millisecond before the call is not.
+    server = [r for r in parse_log(LOG, run_id="real-seed", t0=T0).events if r["kind"] == "proxy.read"][:1]
+    start = next(r for r in client if r["kind"] == "client.read_start")  # the call the first proxy.read serves
+    answer = next(r for r in client if r["kind"] == "client.read" and r["request"] == start["request"])
+    assert start["t_ms"] <= server[0]["t_ms"] <= answer["t_ms"] and server[0]["request"] >= SERVER_REQUEST_BASE
+    for offset, linked in ((0.15, True), (0.999, True), (1.0, False), (1.5, False)):
+        read_start = dict(start, t_ms=float(int(server[0]["t_ms"])) + offset)
+        merged = merge_events([read_start, answer], [dict(server[0], t_ms=float(int(server[0]["t_ms"])))])
+        proxy = next(r for r in merged if r["kind"] == "proxy.read")
+        assert (proxy["request"] == start["request"]) is linked, (offset, proxy["request"])
+        assert (proxy["request"] >= SERVER_REQUEST_BASE) is not linked
+
+
 def test_the_run_folder_loads_and_opens_in_the_stepper(run_dir):
     frame = milvus_edu.load_run(run_dir)
     summary = json.loads((run_dir / "summary.json").read_text())

@@ -95,6 +95,9 @@ class ParsedLog:
 # ---- line shapes
 
 _TIME_FORMAT = "%Y/%m/%d %H:%M:%S.%f %z"
+#: What a server line's time can be off by (ms): zap writes the time to the millisecond, cut, not rounded, so a line
+#: written at 7133.9 ms reads 7133 ms, before a client call stamped at 7133.2 ms that it answered.
+LOG_RESOLUTION_MS = 1.0
 
 
 def parse_time_ms(text: str) -> int | None:
@@ -716,7 +719,8 @@ def _detail(row: dict) -> dict:
 
 def _link_requests(client: list[dict], server: list[dict]) -> None:
     """Give a server read the client's request id when exactly one client read of its op (query or search) was in
-    flight when the proxy settled it; others keep their own ids (at or above :data:`SERVER_REQUEST_BASE`)."""
+    flight when the proxy settled it; others keep their own ids (at or above :data:`SERVER_REQUEST_BASE`). The proxy's
+    line counts as in flight from :data:`LOG_RESOLUTION_MS` before the client's call: its time is cut to the ms."""
     spans: dict[int, list] = {}
     for r in client:
         if r["kind"] == "client.read_start" and r.get("request") is not None:
@@ -730,7 +734,8 @@ def _link_requests(client: list[dict], server: list[dict]) -> None:
             continue
         op = _detail(r).get("op")
         hits = [req for req, (t0, t1, cop) in spans.items()
-                if t0 <= r["t_ms"] <= (t1 if t1 is not None else float("inf")) and (cop is None or cop == op)]
+                if t0 < r["t_ms"] + LOG_RESOLUTION_MS and r["t_ms"] <= (t1 if t1 is not None else float("inf"))
+                and (cop is None or cop == op)]
         if len(hits) == 1 and hits[0] not in remap.values():
             remap[r["request"]] = hits[0]
     for r in server:
