@@ -232,7 +232,7 @@ def test_merge_orders_by_time_and_links_the_clients_reads(client):
 def test_a_read_the_proxy_logged_in_the_clients_millisecond_is_linked(client):
     # zap cuts a line's time to the millisecond: a read stamped 7133.15 ms by the client whose PreExecute line came
     # 0.6 ms later reads 7133 ms (a suite run, 2026-11-27); it is that call's, and the linked read then gets no
-    # server id. A line a whole millisecond before the call is not.
+    # server id and follows the call in the merged log. A line a whole millisecond before the call is not linked.
     server = [r for r in parse_log(LOG, run_id="real-seed", t0=T0).events if r["kind"] == "proxy.read"][:1]
     start = next(r for r in client if r["kind"] == "client.read_start")  # the call the first proxy.read serves
     answer = next(r for r in client if r["kind"] == "client.read" and r["request"] == start["request"])
@@ -243,6 +243,9 @@ def test_a_read_the_proxy_logged_in_the_clients_millisecond_is_linked(client):
         proxy = next(r for r in merged if r["kind"] == "proxy.read")
         assert (proxy["request"] == start["request"]) is linked, (offset, proxy["request"])
         assert (proxy["request"] >= SERVER_REQUEST_BASE) is not linked
+        if linked:  # moved to the call's time (its line's uncut time is no earlier), so it follows the call
+            assert [r["kind"] for r in merged] == ["client.read_start", "proxy.read", "client.read"]
+            assert proxy["t_ms"] == read_start["t_ms"]
 
 
 def test_the_run_folder_loads_and_opens_in_the_stepper(run_dir):

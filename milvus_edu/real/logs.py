@@ -720,7 +720,9 @@ def _detail(row: dict) -> dict:
 def _link_requests(client: list[dict], server: list[dict]) -> None:
     """Give a server read the client's request id when exactly one client read of its op (query or search) was in
     flight when the proxy settled it; others keep their own ids (at or above :data:`SERVER_REQUEST_BASE`). The proxy's
-    line counts as in flight from :data:`LOG_RESOLUTION_MS` before the client's call: its time is cut to the ms."""
+    line counts as in flight from :data:`LOG_RESOLUTION_MS` before the client's call: its time is cut to the ms. Such a
+    line, stamped before the call it answers, is moved to the call's time, the earliest its uncut time can be (so the
+    merged log never shows the proxy settling a read before the client sent it)."""
     spans: dict[int, list] = {}
     for r in client:
         if r["kind"] == "client.read_start" and r.get("request") is not None:
@@ -738,6 +740,7 @@ def _link_requests(client: list[dict], server: list[dict]) -> None:
                 and (cop is None or cop == op)]
         if len(hits) == 1 and hits[0] not in remap.values():
             remap[r["request"]] = hits[0]
+            r["t_ms"] = max(r["t_ms"], spans[hits[0]][0])
     for r in server:
         if r.get("request") in remap:
             r["request"] = remap[r["request"]]
