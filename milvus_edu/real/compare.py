@@ -194,14 +194,14 @@ def _judge_strong(m: dict | None, r: dict | None, why: dict | None) -> tuple[boo
     and its note: the verdict, the rows compared on each side and why each key was set aside."""
     if m is None or r is None:
         return False, "Strong results differ"
-    errors = m["error"] is not None or r["error"] is not None
+    failed_alike = (m["error"] is None) == (r["error"] is None)
     if why is None:  # a delete by filter in flight: only whether each side failed is compared
-        same = (m["error"] is None) == (r["error"] is None)
-        return same, ("Strong: the same rows" if same else "Strong results differ") + \
+        return failed_alike, ("Strong: the same rows" if failed_alike else "Strong results differ") + \
             " (a delete by filter was in flight: not compared)"
-    km = [k for k in m["rows"] if k not in why] if m["error"] is None else None
-    kr = [k for k in r["rows"] if k not in why] if r["error"] is None else None
-    same = (m["error"] is None) == (r["error"] is None) and (errors or km == kr)
+    errors = m["error"] is not None or r["error"] is not None
+    km = None if errors else [k for k in m["rows"] if k not in why]
+    kr = None if errors else [k for k in r["rows"] if k not in why]
+    same = failed_alike and (errors or km == kr)
     if not why:
         return same, "Strong: the same rows" if same else "Strong results differ"
     kept = "" if errors else (f"compared {_rows_text(km)} on both" if km == kr else
