@@ -208,7 +208,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="the N-th violation in the run's summary.json, from 1 (needs the run folder)")
     demo = command("demo", "run the guided tour: the design documents' Client1/Client2 example as a table, "
                            "every consistency level beside Strong, and two pictures")
-    demo.add_argument("--out", default=None, help="run folder (default: a new ./milvus-edu-demo folder)")
+    demo.add_argument("--out", default=None, help="run folder (default: ./milvus-edu-demo, or when that holds an "
+                                                 "earlier run, a new ./milvus-edu-demo-N; with --force, "
+                                                 "./milvus-edu-demo again)")
     demo.add_argument("--force", action="store_true", help=FORCE_HELP)
     sw = command("sweep", "run a grid of scenarios, switches, options, parameters and seeds as a Spark job")
     sw.add_argument("grid", help="grid file (.json, .yaml or .yml); see the README's Sweeps section")
@@ -253,8 +255,13 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: Where ``milvus-edu demo`` writes when no ``--out`` is given (when it holds something: the first free
+#: ``milvus-edu-demo-N``, unless ``--force`` says to reuse it).
+DEMO_DIR = Path("milvus-edu-demo")
+
+
 def _free_demo_dir() -> Path:
-    base = Path("milvus-edu-demo")
+    base = DEMO_DIR
     if not base.exists() or (base.is_dir() and not any(base.iterdir())):
         return base
     n = 2
@@ -436,9 +443,18 @@ def _cmd_demo(args) -> int:
     if tour is None:
         raise UserError("no registered mechanism brings a demo")
     try:
-        out = prepare_out_dir(args.out if args.out is not None else _free_demo_dir(), args.force, tour.products)
+        if args.out is not None:
+            out = args.out
+        elif args.force:  # reuse the default folder, as --force says
+            out = DEMO_DIR
+        else:
+            out = _free_demo_dir()
+        out = prepare_out_dir(out, args.force, tour.products)
     except RunFolderError as exc:
         raise UserError(_user_text(exc)) from None
+    if args.out is None and out != DEMO_DIR:
+        print(f"{DEMO_DIR} holds an earlier run, so this one goes to {out} "
+              f"(`milvus-edu demo --force` reuses {DEMO_DIR} instead)\n")
     for line in tour.intro:
         print(line)
     result = _run(tour.scenario, tour.seed, None, out, True, [])

@@ -107,14 +107,14 @@ def test_out_that_is_a_file_or_unwritable_is_refused(tmp_path):
 
 
 @pytest.mark.slow
-def test_demo_runs_in_a_fresh_folder_and_never_reuses_a_full_one(tmp_path):
+def test_demo_runs_in_a_fresh_folder_and_reuses_a_full_one_only_with_force(tmp_path):
     code, out, err = run_cli("demo", cwd=tmp_path)
     assert code == 0, err
     table = {line.split()[0]: line for line in out.splitlines() if line.startswith(("t2 ", "t6 ", "t10 ", "t14 "))}
     assert "(empty) after" in table["t2"] and "A1 after" in table["t6"]  # Strong, Client2's view
     assert "A1, A2 after" in table["t10"] and "A2 after" in table["t14"]
     assert table["t6"].count("(empty)") == 3  # Session, Bounded and Eventually beside it: not yet
-    assert "checks passed" in out and "levels.png" in out and "04_guarantee_ts.ipynb" in out
+    assert "checks passed" in out and "levels.png" in out and "timeline.svg" in out and "04_guarantee_ts.ipynb" in out
     # one notation in the time column: seconds for every row of the table, the design documents' step beside it
     rows = out.split("\n\n")[1].splitlines()
     assert rows[0].split()[:2] == ["step", "returned"]
@@ -129,6 +129,13 @@ def test_demo_runs_in_a_fresh_folder_and_never_reuses_a_full_one(tmp_path):
     code, out, err = run_cli("demo", cwd=tmp_path)
     assert code == 0, err
     assert (tmp_path / "milvus-edu-demo-2" / "summary.json").exists()
+    assert out.startswith("milvus-edu-demo holds an earlier run, so this one goes to milvus-edu-demo-2 (")
+    # --force, as its help says, reuses the default folder rather than numbering a third
+    first = (tmp_path / "milvus-edu-demo" / "events.parquet").stat().st_mtime_ns
+    code, out, err = run_cli("demo", "--force", cwd=tmp_path)
+    assert code == 0, err
+    assert not (tmp_path / "milvus-edu-demo-3").exists() and "holds an earlier run" not in out
+    assert (tmp_path / "milvus-edu-demo" / "events.parquet").stat().st_mtime_ns != first
 
 
 @pytest.mark.slow

@@ -157,4 +157,5 @@ def pictures(result) -> list[str]:
     if paths:
         lines.append(f"          {paths[0]} (the table's part of the run, 0 to {end_ms / 1000:.1f} s, as the stepper "
                      f"draws it)")
+        lines += [f"          {path} (the same, as SVG: sharp at any size)" for path in paths[1:]]
     return lines
