@@ -5,6 +5,7 @@ proxy whose clock runs ahead), and every number the chain states is checked agai
 """
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +16,7 @@ from hypothesis import strategies as st
 
 import milvus_edu
 from milvus_edu.explain import Chain, Link, WhyError, why
-from milvus_edu.narrate import plural
+from milvus_edu.narrate import detail_dict, plural
 from milvus_edu.registry import Mechanism, asker, explainer, register
 from run_support import run_main
 
@@ -458,18 +459,40 @@ def test_a_flush_sent_to_a_dead_datanode_names_the_crash_before_it_and_the_hando
 
 
 @pytest.mark.slow
-def test_a_flush_that_never_finished_names_the_checkpoint_that_stayed_below_flush_ts():
-    events = milvus_edu.simulate("flush-stuck-memory-sync", seed=1).events
+@pytest.mark.parametrize("scenario, options", [("flush-stuck-memory-sync", None),
+                                               # the memory check the scenario's description suggests trying
+                                               ("flush-sync-policies", {"memory_mb": 2})])
+def test_a_flush_that_never_finished_names_the_checkpoint_below_flush_ts_and_the_l0_segment_synced_for_good(
+        scenario, options):
+    events = milvus_edu.simulate(scenario, seed=1, options=options).events
     assert (events["kind"] == "client.flush").sum() == 1
     start = events[events["kind"] == "client.flush"].iloc[0]
     chain = why(events, flush=1)
     assert_links_are_their_events(events, chain)
     assert "had not finished when the run ended" in chain.links[0].text
-    last = event(events, chain.root.seq)
-    assert last["kind"] == "datanode.checkpoint" and int(last["ts"]) < int(start["ts"])
-    later = events[(events["kind"] == "datanode.checkpoint") & (events["vchannel"] == last["vchannel"])
-                   & (events["seq"] > last["seq"])]
-    assert not len(later) and f"checkpoint of {last['vchannel']} at flushTs never held" in chain.root.text
+    # the vchannel whose checkpoint stayed below flushTs: the last checkpoint its ttNode handed over during the flush,
+    # or that it handed none
+    vchannel = re.search(r"the checkpoint of (\S+) at flushTs never held", chain.root.text).group(1)
+    began = events[(events["kind"] == "rootcoord.alloc_timestamp") & (events["ts"] == start["ts"])].iloc[0]
+    handed = events[(events["kind"] == "datanode.checkpoint") & (events["vchannel"] == vchannel)
+                    & (events["seq"] > began["seq"])]
+    if len(handed):
+        last = handed.iloc[-1]
+        assert int(last["ts"]) < int(start["ts"])
+        assert f"its last, at {last['t_ms'] / 1000:.3f} s (event {int(last['seq']) + 1:,}), was" in chain.root.text
+    else:
+        assert f"handed the updater no checkpoint of {vchannel} during the flush" in chain.root.text
+    # the root is the L0 segment's sync (quirk P24): chosen by the policies afterwards, never synced again
+    synced = event(events, chain.root.seq)
+    assert synced["kind"] == "datanode.sync" and detail_dict(synced["detail"])["level"] == "L0"
+    segment = int(synced["segment"])
+    policies = events[(events["kind"] == "datanode.sync_policy") & (events["seq"] > synced["seq"])]
+    chose = [row for _, row in policies.iterrows() if segment in detail_dict(row["detail"])["segments"]]
+    later = events[(events["kind"] == "datanode.sync") & (events["segment"] == segment) & (events["seq"] > synced["seq"])]
+    assert len(chose) >= 1 and not len(later)
+    assert f"segment {segment}, the L0 segment" in chain.root.text and "quirk P24" in chain.root.text
+    assert (f"chose segment {segment} {len(chose):,} time" in chain.root.text
+            and f"the first at {chose[0]['t_ms'] / 1000:.3f} s, event {int(chose[0]['seq']) + 1:,}" in chain.root.text)
 
 
 def test_a_flush_whose_savebinlogpaths_failed_names_the_failed_rpc():

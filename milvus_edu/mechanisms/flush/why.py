@@ -195,17 +195,68 @@ def _missing(events, window, missing, flush_ts, begin_seq, end_seq, path, causes
         if segment is not None:
             causes.append(_segment_stuck(events, window, segment, begin_seq, end_seq))
             continue
-        handed = window[(window["kind"] == "datanode.checkpoint") & (window["vchannel"] == vchannel)]
-        if vchannel is None or not len(handed):
+        if vchannel is None:
             continue
-        last = handed.iloc[-1]
-        causes.append((STUCK, float(last["t_ms"]), last,
-                       f"{name} never held: the DataNode's ttNode never handed the updater a checkpoint of {vchannel} "
-                       f"at or past flushTs; its last, here, was {ts_text(int(last['ts']))}, below flushTs "
-                       f"{ts_text(flush_ts)}: a channel checkpoint stays at the start of the oldest data still in "
-                       f"the DataNode's buffers or in a sync"))
+        handed = window[(window["kind"] == "datanode.checkpoint") & (window["vchannel"] == vchannel)]
+        orphan = _unsyncable_l0(events, vchannel, end_seq)
+        if orphan is None and not len(handed):
+            continue
+        if len(handed):
+            last = handed.iloc[-1]
+            where = "here" if orphan is None else f"at {_s(last)} (event {int(last['seq']) + 1:,})"
+            stuck = (f"{name} never held: the DataNode's ttNode never handed the updater a checkpoint of {vchannel} at "
+                     f"or past flushTs; its last, {where}, was {ts_text(int(last['ts']))}, below flushTs "
+                     f"{ts_text(flush_ts)}: a channel checkpoint stays at the start of the oldest data still in the "
+                     f"DataNode's buffers or in a sync")
+        else:
+            stuck = (f"{name} never held: the DataNode's ttNode handed the updater no checkpoint of {vchannel} during "
+                     f"the flush, and a channel checkpoint stays at the start of the oldest data still in the "
+                     f"DataNode's buffers or in a sync")
+        if orphan is None:
+            causes.append((STUCK, float(last["t_ms"]), last, stuck))
+            continue
+        synced, reason, chosen, times = orphan
+        segment = int(synced["segment"])
+        by = (" by the memory check (EvictBuffer, policy \"oldest buffers\")" if reason == "oldest buffers" else
+              f" (the sync policy that chose it: {reason})" if reason else "")
+        causes.append((STUCK, float(synced["t_ms"]), synced,
+                       f"{stuck}. On {vchannel} a buffer of deletes is left that no sync can take: segment {segment}, "
+                       f"the L0 segment that holds the partition's deletes, was synced here{by}, so it left the "
+                       f"DataNode's segment cache; but the write buffer still sends the partition's next deletes to "
+                       f"it, because Milvus 2.5's EvictBuffer never forgets a synced L0 segment (only BufferData does: "
+                       f"quirk P24). The sync policies chose segment {segment} {times:,} time{'s' if times > 1 else ''} "
+                       f"after that (the first at {_s(chosen)}, event {int(chosen['seq']) + 1:,}), and it was never "
+                       f"synced again"))
     if not causes:
         path.append((window.iloc[-1], f"{', '.join(name for name, _, _ in missing)} never held before the run ended"))
+
+
+def _unsyncable_l0(events, vchannel, end_seq):
+    """Quirk P24 as the log shows it on ``vchannel``: an L0 segment synced, then chosen by the sync policies again and
+    never synced after. ``(its last sync, the reason of the policy that chose that sync or "", the first policy
+    that chose it after, how many did)``, or None."""
+    rows = events[(events["seq"] < end_seq) & (events["vchannel"] == vchannel)
+                  & events["kind"].isin(["datanode.sync", "datanode.sync_policy"])]
+    last_sync: dict[int, tuple] = {}  # segment -> (its last sync when that was an L0 one, the reason it was chosen)
+    chose: dict[int, str] = {}  # segment -> the reason of the last policy that chose it
+    chosen_after: dict[int, list] = {}
+    for _, row in rows.iterrows():
+        detail = detail_dict(row["detail"])
+        if row["kind"] == "datanode.sync":
+            if pd.notna(row["segment"]):
+                segment = int(row["segment"])
+                last_sync[segment] = (row, chose.pop(segment, "")) if detail.get("level") == "L0" else None
+                chosen_after.pop(segment, None)
+            continue
+        for segment in map(int, detail.get("segments") or ()):
+            chose[segment] = str(detail.get("reason") or "")
+            if last_sync.get(segment) is not None:
+                chosen_after.setdefault(segment, []).append(row)
+    if not chosen_after:
+        return None
+    segment = min(chosen_after, key=lambda s: int(chosen_after[s][0]["seq"]))
+    synced, reason = last_sync[segment]
+    return synced, reason, chosen_after[segment][0], len(chosen_after[segment])
 
 
 def _segment_stuck(events, window, segment, begin_seq, end_seq):
