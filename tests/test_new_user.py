@@ -4,11 +4,13 @@ failed before its fix."""
 import json
 import re
 import shlex
+import warnings
 from pathlib import Path
 
 import pytest
 
 import milvus_edu
+from milvus_edu.registry import scenarios
 from run_support import digests, run_main
 
 
@@ -301,3 +303,50 @@ def test_a_run_too_short_to_test_anything_promises_nothing(capsys, tmp_path):
     assert code == 0, err
     assert "checks passed: nothing in this run gave an invariant a chance to fail (see below)\n" in out
     assert "strictly greater" not in out and "not tested in this run" in out
+
+
+def _node_classes():
+    import milvus_edu.cluster  # noqa: F401  every component's module
+    from milvus_edu.cluster.node import Node
+
+    found, todo = [], [Node]
+    while todo:
+        cls = todo.pop()
+        found.append(cls)
+        todo.extend(cls.__subclasses__())
+    return found
+
+
+def test_every_bug_switch_is_declared_by_exactly_one_component():
+    # the warning below is only as true as these declarations: a new switch must name the component it changes
+    from milvus_edu.config import BugSwitches
+
+    owners = {name: [cls.__name__ for cls in _node_classes() if name in vars(cls).get("SWITCHES", ())]
+              for name in BugSwitches.names()}
+    assert {name: len(classes) for name, classes in owners.items()} == dict.fromkeys(BugSwitches.names(), 1), owners
+    assert all(cls.COMPONENT for cls in _node_classes() if vars(cls).get("SWITCHES"))
+
+
+def test_a_switch_whose_component_the_scenario_lacks_warns_once_and_names_scenarios_where_it_acts(capsys, tmp_path):
+    # tso-basics has no QueryNode: skip_wait_tsafe passed every check there, and nothing said it could not act
+    code, out, err = run_main(capsys, "simulate", "--scenario", "tso-basics", "--switch", "skip_wait_tsafe",
+                              "--duration", "5", "--out", str(tmp_path / "a"))
+    assert code == 0, err
+    (line,) = [line for line in err.splitlines() if line.strip()]
+    assert line.startswith("milvus-edu: warning: switch skip_wait_tsafe cannot act in tso-basics: it changes the "
+                           "QueryNode")
+    named = re.search(r"e\.g\. (.*)$", line).group(1).split(", ")
+    assert named and all(scenarios()[n].mechanisms[0] == "query" for n in named)
+    # the same switch in a scenario the warning named: no warning
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        result = milvus_edu.simulate(named[0], seed=1, switches=["skip_wait_tsafe"], duration_s=4)
+    assert result.summary["switches"] == ["skip_wait_tsafe"]
+    # a switch its component is there for does not warn, whichever lesson the scenario is
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        milvus_edu.simulate("seed-example", seed=1, switches=["skip_recovery_filter", "tso_no_window_save"],
+                            duration_s=2)
+    with pytest.warns(UserWarning, match="switch allocate_outside_enqueue_lock cannot act in tso-basics: it changes "
+                                         "the proxy's DML path"):
+        milvus_edu.simulate("tso-basics", seed=1, switches=["allocate_outside_enqueue_lock"], duration_s=2)

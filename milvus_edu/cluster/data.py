@@ -271,6 +271,9 @@ class DataNodeNode(PackConsumer, Node):
 
     wake_on_start = True  # a restarted DataNode seeks behind the pchannel's end: read what is there at once
 
+    SWITCHES = ("reset_flush_ts_inclusive", "checkpoint_ignores_syncing_segments", "skip_recovery_filter",
+                "drop_failed_checkpoint_tasks")
+    COMPONENT = "the DataNode"
     PERFORMERS = {**Node.PERFORMERS, AllocIDs: "_perform_alloc_ids", WriteObjects: "_perform_write_objects",
                   SaveBinlogPaths: "_perform_save_binlog_paths",
                   UpdateChannelCheckpoints: "_perform_update_channel_checkpoints"}

@@ -157,6 +157,8 @@ class ProxyNode(Node):
     """
 
     PERFORMERS = {**Node.PERFORMERS, Call: "_perform_call_on_link"}
+    SWITCHES = ("allocate_outside_enqueue_lock",)
+    COMPONENT = "the proxy's DML path"
 
     def __init__(self, sim: Simulation, name: str, server_id: int, rootcoord: RootCoordNode, broker: Broker,
                  task_ms: float = 4.0, rootcoord_extra_ms: float = 0.0):

@@ -36,6 +36,11 @@ class Node:
 
     PERFORMERS: ClassVar[dict[type, str]] = {Sleep: "_perform_sleep", Call: "_perform_call",
                                              Parallel: "_perform_parallel"}
+    #: The bug switches (:class:`~milvus_edu.config.BugSwitches`) whose wrong rule this component (or a request it
+    #: serves) follows; a switch that no node of a run's cluster declares cannot act in it, and ``simulate`` warns.
+    SWITCHES: ClassVar[tuple[str, ...]] = ()
+    #: What the component is called in such a warning ("the QueryNode").
+    COMPONENT: ClassVar[str] = ""
 
     def __init__(self, sim: Simulation, name: str):
         self.sim = sim

@@ -61,6 +61,9 @@ class QueryNodeNode(PackConsumer, Node):
     """One QueryNode: a delegator and a pipeline per watched vchannel, reads served by RPC."""
 
     PERFORMERS = {**Node.PERFORMERS, TSafeChanged: "_perform_tsafe_changed"}
+    # session_uses_zero_ts is the SDK's (cluster/client.py), for the reads this node serves
+    SWITCHES = ("update_tsafe_before_delete", "skip_wait_tsafe", "delete_ignores_timestamps", "session_uses_zero_ts")
+    COMPONENT = "the QueryNode (and the SDK's reads it serves)"
 
     def __init__(self, sim: Simulation, name: str, server_id: int, broker: Broker):
         super().__init__(sim, name)

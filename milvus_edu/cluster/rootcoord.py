@@ -56,6 +56,9 @@ class RootCoordNode(Node):
     how long the activation goes on after ``InitTimestamp`` before the node is Healthy and serves.
     """
 
+    SWITCHES = ("tso_skip_load_on_init", "tso_no_window_save")  # its TSO's (tso/tso.py)
+    COMPONENT = "rootcoord's TSO"
+
     def __init__(self, sim: Simulation, name: str, server_id: int, clock: NodeClock, kv=None,
                  activate_ms: float = 0.0):
         if not activate_ms >= 0:

@@ -37,7 +37,7 @@ from .interventions import canonical
 from .interventions import schedule as schedule_interventions, validate as validate_interventions
 from .kernel import NetworkParams, Simulation
 from .progress import resolve_progress
-from .scenarios import warn_times_after
+from .scenarios import warn_idle_switches, warn_times_after
 
 #: The longest run, 100 years (as the largest clock jump): far below what a hybrid timestamp's 46-bit physical part
 #: holds, so no clock of the run passes it. A run that long would take far longer to simulate than anyone waits.
@@ -341,6 +341,8 @@ def simulate(
         validate_interventions(sim, changes, duration_s * 1000.0)
         # only those given: a scenario's own crash cut off by a short run is no one's mistake (as its own steps)
         warn_times_after(opts, duration_s * 1000.0, given=list(options or {}))
+        warn_idle_switches(scenario, sim.nodes.values(),
+                           sw.enabled() + [c.name for c in changes if isinstance(c, SetSwitch) and c.on])
         out = prepare_out_dir(out_dir, force) if out_dir is not None else None
         remote = None
         if out is not None:
