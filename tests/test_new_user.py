@@ -177,17 +177,39 @@ def test_no_event_is_told_with_a_python_none_or_nan(scenario, options):
 
 
 def test_a_workload_step_that_fails_is_named_in_the_report_not_only_counted(capsys, tmp_path):
-    # an insert whose rows lack "id" failed in the run, and `simulate` printed only "1 client error" on the TSO's line
+    # a step that failed in the run (then: rows without "id"; now refused before the run, see the next test; here: an
+    # insert into a collection nobody created), and `simulate` printed only "1 client error" on the TSO's line
     steps = [{"at": 0.5, "client": "Client1", "op": "create_collection", "collection": "C0"},
-             {"at": 0.9, "client": "Client1", "op": "insert", "collection": "C0", "data": [{"idx": "A1"}]}]
+             {"at": 0.9, "client": "Client1", "op": "insert", "collection": "C9", "data": [{"id": "A1"}]}]
     (tmp_path / "steps.json").write_text(json.dumps(steps))
     code, out, err = run_main(capsys, "simulate", "--scenario", "workload", "--option",
                               f"steps={tmp_path / 'steps.json'}", "--duration", "2", "--out", str(tmp_path / "o"))
     assert code == 0, err
     first = json.loads((tmp_path / "o" / "summary.json").read_text())["tso"]["first_client_error"]
-    assert first["node"] == "Client1" and "'id' field" in first["error"]
-    assert (f"1 client error (the first, event {first['event']:,} at 0.900 s: Client1's request failed: insert data "
-            "must be rows with an 'id' field") in out
+    assert first["node"] == "Client1" and "collection not found" in first["error"]
+    assert (f"1 client error (the first, event {first['event']:,} at 0.900 s: Client1's request failed: collection not "
+            "found") in out
+
+
+@pytest.mark.parametrize("data, needle", [
+    ([{"idx": "A1"}], "step 2: insert data must be rows with an 'id' field, e.g. [{'id': 'A1'}]"),
+    (["A1"], "step 2: insert data must be rows with an 'id' field"),
+    ([{"id": "A1", "when": {1, 2}}], "step 2: insert data: field 'when' holds a value of type set"),
+])
+def test_insert_rows_a_real_sdk_would_refuse_are_refused_before_the_run(capsys, tmp_path, data, needle):
+    # rows without "id" ran, failed as a client error in the run, and exited 0 with a passing report
+    steps = [{"at": 0.5, "client": "Client1", "op": "create_collection", "collection": "C0"},
+             {"at": 0.9, "client": "Client1", "op": "insert", "collection": "C0", "data": data}]
+    with pytest.raises(ValueError, match=re.escape(needle)):
+        milvus_edu.simulate("workload", options={"steps": steps}, duration_s=2)
+    if isinstance(data[0], dict) and "when" in data[0]:
+        return  # a set is not JSON: no steps file can hold it
+    (tmp_path / "steps.json").write_text(json.dumps(steps))
+    code, out, err = run_main(capsys, "simulate", "--scenario", "workload", "--option",
+                              f"steps={tmp_path / 'steps.json'}", "--duration", "2", "--out", str(tmp_path / "o"))
+    assert code == 2 and out == "" and not (tmp_path / "o").exists()
+    (line,) = err.strip().splitlines()
+    assert line.startswith("milvus-edu: error: step 2: insert data") and needle in line
 
 
 @pytest.mark.parametrize("command", [["timeline"], ["why", "--read", "1"], ["export", "--perfetto", "OUT"]])

@@ -76,7 +76,8 @@ def parse_steps(steps) -> list[Step]:
     ``{"id": "A1", "age": 30, "color": "red"}``, whose keys besides ``id`` and ``vector`` are kept as the row's
     dynamic field; ``ids`` or ``filter`` for delete,
     ``consistency_level``, ``guarantee_timestamp``, ``filter``, ``ids``, ``limit``, ``timeout``, ``output_fields``
-    for search and query). ``ValueError`` in one line for an unknown op or argument, an unknown level, a bad
+    for search and query). ``ValueError`` in one line for an unknown op or argument, insert rows without an ``id``
+    (or with a dynamic field that is not JSON), an unknown level, a bad
     guarantee timestamp, a time that is not finite, a ``timeout`` or ``limit`` that is not positive, a filter that
     does not parse or compares the primary key with a value of another type (the key's type is the one the workload
     inserts into that collection), or times that go backwards.
@@ -116,6 +117,11 @@ def parse_steps(steps) -> list[Step]:
             raise ValueError(f"step {i}: timeout must be a positive number of seconds, got {timeout!r}")
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
             raise ValueError(f"step {i}: limit must be a whole number of rows, 1 or more, got {limit!r}")
+        if step.op == "insert" or "ids" in step.args:  # pymilvus checks the rows before it sends anything
+            try:
+                rows_of(step.args)
+            except ValueError as exc:
+                raise ValueError(f"step {i}: {exc}") from None
         out.append(step)
     pk_types = _pk_types(out)
     for i, step in enumerate(out, 1):
@@ -129,14 +135,11 @@ def parse_steps(steps) -> list[Step]:
 
 def _pk_types(steps: list[Step]) -> dict[str, str]:
     """Each collection's primary key type, from the keys the workload inserts into it (the schema a real
-    collection would be created with); a collection with no well-formed insert is left out."""
+    collection would be created with); a collection with no insert is left out."""
     keys: dict[str, list] = {}
     for step in steps:
         if step.op == "insert":
-            try:
-                keys.setdefault(step.collection, []).extend(rows_of(step.args)[0])
-            except ValueError:
-                continue  # reported when the step runs, as before
+            keys.setdefault(step.collection, []).extend(rows_of(step.args)[0])  # checked by parse_steps
     return {name: t for name, pks in keys.items() if (t := pk_type_of(pks)) is not None}
 
 
