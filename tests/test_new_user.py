@@ -372,3 +372,19 @@ def test_a_switch_whose_component_the_scenario_lacks_warns_once_and_names_scenar
     with pytest.warns(UserWarning, match="switch allocate_outside_enqueue_lock cannot act in tso-basics: it changes "
                                          "the proxy's DML path"):
         milvus_edu.simulate("tso-basics", seed=1, switches=["allocate_outside_enqueue_lock"], duration_s=2)
+
+
+def test_the_readmes_workload_file_exists_holds_the_readmes_steps_and_runs(capsys, tmp_path, monkeypatch):
+    # the README's `--option steps=my-steps.json` named a file the repository does not have
+    root = README.parent
+    [args] = [args for args in readme_commands() if "workload" in args and args[0] == "simulate"]
+    path = option(args, "--option").split("=", 1)[1]
+    block = next(b for b in re.findall(r"```python\n(.*?)```", README.read_text(encoding="utf-8"), flags=re.S)
+                 if b.startswith("steps = ["))
+    shown = eval(block[len("steps = "):block.index("]\n") + 1])  # the README's list literal
+    assert json.loads((root / path).read_text(encoding="utf-8")) == shown
+    monkeypatch.chdir(root)  # the README's commands run from the clone's root
+    out_dir = tmp_path / "k"
+    code, out, err = run_main(capsys, *[str(out_dir) if a == option(args, "--out") else a for a in args])
+    assert code == 0, err
+    assert "checks passed" in out and (out_dir / "summary.json").is_file()
