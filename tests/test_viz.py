@@ -591,3 +591,16 @@ def test_filmstrip_captions_fit_the_picture(timetick_stepper):
     assert len(titles) == len(steps)
     for title in titles:
         assert title.get_window_extent(renderer).x1 <= fig.bbox.width - 4, title.get_text()
+
+
+def test_a_front_end_without_widgets_shows_what_the_stepper_is_and_what_to_do():
+    # JupyterLab started from another environment showed only "<milvus_edu.viz.frontend.StepperView object at 0x...>"
+    run = milvus_edu.simulate("tso-basics", duration_s=1)
+    for shown, name, instead in ((TimelineStepper(run), "timeline stepper", '.to_static("film")'),
+                                 (milvus_edu.explore(run), "explorer", "--perfetto")):
+        data, _ = shown._repr_mimebundle_()
+        assert "application/vnd.jupyter.widget-view+json" in data  # the widget itself, where widgets work
+        text = data["text/plain"]
+        assert text.startswith(f"milvus-edu's {name} ({len(run.events):,} events). If this line is all you see")
+        assert 'pip install -e ".[all]"' in text and instead in text and "object at 0x" not in text
+        shown.close()

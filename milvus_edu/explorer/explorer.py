@@ -41,6 +41,7 @@ from ..events.schema import EVENT_KINDS, detail_object
 from ..registry import asker, get_scenario, mechanisms_in, scenario_mechanisms, scenarios
 from ..sim.run import checks_report
 from ..viz.data import as_frame
+from ..viz.frontend import widget_bundle
 from .payload import Payload, build_payload, causal_past
 
 __all__ = ["Explorer", "explore", "FORK_ACTIONS"]
@@ -207,7 +208,9 @@ class Explorer:
         return self.view
 
     def _repr_mimebundle_(self, **kwargs):
-        return self.view._repr_mimebundle_(**kwargs)
+        return widget_bundle(self.view, f"milvus-edu's explorer ({len(self):,} events)",
+                             instead="export the run for Perfetto's trace viewer (milvus-edu export RUN --perfetto "
+                                     "trace.json)", **kwargs)
 
     def close(self) -> None:
         """Close the widget: its views leave the notebook, and the explorer (with its run) is freed once nothing

@@ -18,6 +18,22 @@ import anywidget
 import traitlets
 
 
+def widget_bundle(view, what: str, instead: str = "", **kwargs):
+    """``view``'s MIME bundle with a ``text/plain`` that says what the widget is and what to do when that text is all
+    one sees (a front end without the widget extensions: JupyterLab started from another environment, a plain
+    console, a notebook viewer), rather than ipywidgets' ``<... object at 0x...>``. ``instead``: another way to see
+    it, a clause."""
+    bundle = view._repr_mimebundle_(**kwargs)
+    data = bundle[0] if isinstance(bundle, tuple) else bundle
+    if isinstance(data, dict) and "text/plain" in data:
+        data["text/plain"] = (
+            f"{what}. If this line is all you see, this front end cannot show widgets: start JupyterLab from the "
+            f"Python environment milvus-edu is installed in (pip install -e \".[all]\" installs ipywidgets and "
+            f"anywidget, the widgets' JupyterLab side) and reload the page" + (f"; or {instead}" if instead else "")
+            + ".")
+    return bundle
+
+
 def asset_text(package: str, name: str) -> str:
     """The file ``name`` of ``package`` as text, for a widget's ``_esm`` or ``_css`` (also when the package is
     imported from a zip, as a sweep ships it to Spark's executors).

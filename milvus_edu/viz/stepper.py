@@ -35,7 +35,7 @@ import matplotlib
 import numpy as np
 
 from .data import RunIndex, as_frame
-from .frontend import StepperView
+from .frontend import StepperView, widget_bundle
 from .lanes import EventsLane, Lane
 from .render import FILM_RC, BlitRenderer, filmstrip
 
@@ -199,7 +199,8 @@ class TimelineStepper:
         return header
 
     def _repr_mimebundle_(self, **kwargs):
-        return self.view._repr_mimebundle_(**kwargs)
+        return widget_bundle(self.view, f"milvus-edu's timeline stepper ({len(self):,} events)",
+                             instead="draw it as pictures with .to_static(\"film\")", **kwargs)
 
     # ------------------------------------------------------------------------------------ window
 
