@@ -120,6 +120,10 @@ def test_demo_runs_in_a_fresh_folder_and_reuses_a_full_one_only_with_force(tmp_p
     assert rows[0].split()[:2] == ["step", "returned"]
     assert all(re.fullmatch(r"\d+\.\d{3} s", line[12:22].strip()) for line in rows[1:]), rows
     assert rows[1].startswith("t0 ") and any(line.startswith("after flush") for line in rows)
+    # the table is in return order, and says so where that differs from the order the calls were sent
+    steps = [line.split()[0] for line in rows[1:] if re.match(r"t\d+ ", line)]
+    assert steps.index("t4") < steps.index("t2")
+    assert "Rows are in the order the calls returned: t2's search, sent before t4's insert, returned after it." in out
     assert "Client2 wrote nothing" in out and "equals Eventually's" in out  # why Session = Eventually here
     assert "landing after the next tick" in out  # Bounded/Eventually depend on where the read lands
     assert "0 packs consumed" not in out and "packs applied by the QueryNode" in out

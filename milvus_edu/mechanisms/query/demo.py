@@ -61,7 +61,12 @@ def story(result) -> list[str]:
     labels = step_labels(events)
     lines = [f"{'step':<12}{'returned':<10}{'client':<9}{'call':<28}" + "".join(f"{lv:<22}" for lv in LEVELS)]
     frames = {}
-    for row in events[events["kind"].isin(_SHOWN)].to_dict("records"):
+    shown = events[events["kind"].isin(_SHOWN)].to_dict("records")
+    order = _returned_out_of_order(shown, labels)
+    notes = [] if order is None else [
+        f"Rows are in the order the calls returned: {order[0]}'s {order[1]}, sent before {order[2]}'s {order[3]}, "
+        f"returned after it."]
+    for row in shown:
         d = detail_dict(row["detail"])
         head = f"{labels.get(int(row['seq']), ''):<12}{row['t_ms'] / 1000:.3f} s   {row['node']:<9}"
         kind = row["kind"]
@@ -88,7 +93,32 @@ def story(result) -> list[str]:
             lines.append(head + (f"{what} {', '.join(map(str, d.get('pks', [])))} -> acknowledged at "
                                  f"{ts_text(row['ts'])}" if row["error"] is None else f"{what} failed: {row['error']}"))
     return lines + ["", "* = the level the read was sent with. Strong waits for the QueryNode's tsafe to pass a "
-                       "fresh TSO timestamp, so it sees every write acknowledged before it."] + _why(events, h, frames)
+                       "fresh TSO timestamp, so it sees every write acknowledged before it."] + notes + _why(events, h,
+                                                                                                             frames)
+
+
+def _call(row) -> str:
+    """A client call's row as a word: search, insert, delete, flush, create_collection."""
+    if row["kind"] == "client.read":
+        return str(detail_dict(row["detail"]).get("op") or "read")
+    return row["kind"].removeprefix("client.")
+
+
+def _returned_out_of_order(rows, labels: dict[int, str]) -> tuple[str, str, str, str] | None:
+    """The first two steps of the table (``t<n>`` labels) that returned in another order than they were sent, as
+    ``(step sent first, its call, step that returned first, its call)``; None when every call returned in the order
+    it was sent."""
+    seen: list[tuple[int, str, str]] = []
+    for row in rows:
+        label = labels.get(int(row["seq"]), "")
+        if not (label.startswith("t") and label[1:].isdigit()):
+            continue
+        n = int(label[1:])
+        earlier = [(name, call) for m, name, call in seen if m > n]
+        if earlier:
+            return label, _call(row), earlier[0][0], earlier[0][1]
+        seen.append((n, label, _call(row)))
+    return None
 
 
 def _why(events, h: _History, frames: dict) -> list[str]:
