@@ -70,8 +70,9 @@ def facts(failover):
 
 # ---- Feedback -----------------------------------------------------------------------------------
 def test_feedback_prints_its_verdict():
-    assert str(Feedback(True, "x")) == "✅ x" == repr(Feedback(True, "x")) == Feedback(True, "x")._repr_markdown_()
-    assert str(Feedback(False, "x")) == "❌ x"
+    assert str(Feedback(True, "x")) == "✅ Right: x" == repr(Feedback(True, "x")) == Feedback(True, "x")._repr_markdown_()
+    assert str(Feedback(True, "Right: 3 of them.")) == "✅ Right: 3 of them."  # said once
+    assert str(Feedback(False, "x")) == "❌ Not right yet: x"  # words beside each mark: not every font has them
     assert str(Feedback(False, "x", answered=False)) == "⏳ Not answered yet: x"
     assert not Feedback(False, "x", answered=False)
 

@@ -41,9 +41,12 @@ class Feedback:
         return self.ok
 
     def __str__(self) -> str:
+        # each mark has its words too: a browser without an emoji font draws the marks as empty boxes
         if not self.answered:
             return "⏳ Not answered yet: " + self.message
-        return ("✅ " if self.ok else "❌ ") + self.message
+        if not self.ok:
+            return "❌ Not right yet: " + self.message
+        return "✅ " + (self.message if self.message.startswith("Right") else "Right: " + self.message)
 
     __repr__ = __str__
 
