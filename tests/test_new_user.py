@@ -388,3 +388,13 @@ def test_the_readmes_workload_file_exists_holds_the_readmes_steps_and_runs(capsy
     code, out, err = run_main(capsys, *[str(out_dir) if a == option(args, "--out") else a for a in args])
     assert code == 0, err
     assert "checks passed" in out and (out_dir / "summary.json").is_file()
+
+
+def test_the_tso_line_names_client_errors_only_when_there_are_some(capsys, tmp_path):
+    # ddl-recreate-under-load printed "reads answered: 11 Strong; 4 failed" and, two lines down, "0 client errors"
+    code, out, err = run_main(capsys, "simulate", "--scenario", "ddl-recreate-under-load", "--seed", "1",
+                              "--out", str(tmp_path / "a"))
+    assert code == 0, err
+    assert re.search(r"reads answered: .*; [1-9]\d* failed", out) and "client error" not in out
+    tso_line = next(line for line in out.splitlines() if " allocations, " in line)
+    assert tso_line.endswith(("window save", "window saves"))

@@ -121,9 +121,10 @@ def report(summary: dict) -> list[str]:
     first = t.get("first_client_error")
     said = (f" (the first, event {first['event']:,} at {first['t_ms'] / 1000:.3f} s: {first['node']}'s request "
             f"failed: {first['error']})" if first else "")
+    # said only when there are some: "0 client errors" beside another line's "4 failed" reads read as a contradiction
+    errors = f", {plural(t['client_errors'], 'client error')}{said}" if t["client_errors"] else ""
     return [f"{plural(t['timestamps_handed_out'], 'timestamp')} in {plural(t['allocations'], 'allocation')}, "
-            f"{plural(t['window_saves'], 'window save')}, {plural(t['client_errors'], 'client error')}{said}"
-            ] + failover_line(summary)
+            f"{plural(t['window_saves'], 'window save')}{errors}"] + failover_line(summary)
 
 
 KEY_KINDS = frozenset({"session.active", "session.standby", "session.lost", "session.exit", "tso.init", "tso.save",
