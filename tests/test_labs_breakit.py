@@ -16,7 +16,7 @@ import pytest
 import milvus_edu
 from milvus_edu.config import BugSwitches
 from milvus_edu.labs import breakit
-from milvus_edu.labs.breakit import (RULES, Break, breaks, breaks_of, check_go_rule, check_prediction, lesson_of,
+from milvus_edu.labs.breakit import (RULES, Break, breaks, breaks_of, brief, check_go_rule, check_prediction, lesson_of,
                                      run_break, summary_style, summary_table, tour, violation_matrix, wrong_rule)
 from milvus_edu.registry import get_scenario, mechanisms
 from lab_solutions import SOLUTIONS, read_notebook
@@ -72,6 +72,21 @@ def test_every_switch_has_a_grid_a_docstring_and_a_rule():
         breaks_of("no_such_switch")
     with pytest.raises(ValueError, match="has no docstring"):
         wrong_rule("enabled")
+
+
+def test_the_brief_states_the_rule_in_plain_text_and_not_what_a_run_shows(capsys):
+    # lab 8's prediction exercise printed reset_flush_ts_inclusive's whole docstring: "Alone it changes no answer a
+    # client gets (quirk P23)" gave the right prediction away, and ``>=`` and *reaches* showed as typed
+    for switch in BugSwitches.names():
+        brief(switch)
+        out = capsys.readouterr().out
+        rule = out.split("\nscenario ", 1)[0]
+        assert "``" not in rule and not re.search(r"\*\w", rule), rule
+        assert " ".join(rule.split()).endswith(".") and rule.count(". ") == 0, rule  # one sentence
+    brief("reset_flush_ts_inclusive")
+    out = capsys.readouterr().out
+    assert "reaches it (>=) instead of passing it (>)" in " ".join(out.split())
+    assert "Alone it changes" not in out and "P23" not in out
 
 
 def test_breaks_are_the_reliability_sweeps_switch_grids():

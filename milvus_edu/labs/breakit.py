@@ -111,6 +111,12 @@ def wrong_rule(switch: str) -> str:
     raise ValueError(f"bug switch {switch!r} has no docstring in milvus_edu/config.py; write one under its field")
 
 
+def rule_sentence(switch: str) -> str:
+    """The first sentence of :func:`wrong_rule`, its reST markup (````code````, ``*emphasis*``) taken out."""
+    first = re.split(r"(?<=[.!?])\s+(?=[A-Z])", wrong_rule(switch), maxsplit=1)[0]
+    return re.sub(r"``(.+?)``|\*(\S(?:.*?\S)?)\*", lambda m: m.group(1) or m.group(2), first)
+
+
 # ---- the runs ----------------------------------------------------------------------------------------------------
 _RUNS: OrderedDict = OrderedDict()  # Break -> RunResult, the few most recent (a DataNode run keeps 60,000 events)
 _KEEP = 2
@@ -178,11 +184,12 @@ def _wrap(text: str, indent: str = "  ", first: str = "") -> str:
 
 
 def brief(switch: str) -> None:
-    """Print what the student predicts from: the wrong rule, the scenario that breaks it and the checkers
-    that watch that scenario (by lesson)."""
+    """Print what the student predicts from: the wrong rule (the first sentence of the switch's docstring, as plain
+    text: a later sentence may say what a run shows, which is the student's to predict), the scenario that breaks it
+    and the checkers that watch that scenario (by lesson)."""
     b = breaks_of(switch)[0]
     scenario = get_scenario(b.scenario)
-    print(_wrap(f"wrong rule ({switch}): {wrong_rule(switch)}"))
+    print(_wrap(f"wrong rule ({switch}): {rule_sentence(switch)}"))
     print(_wrap(f"scenario {b.scenario} (seed {b.seed}): {scenario.description}"))
     print("checkers watching it:")
     for name in scenario.mechanisms:
