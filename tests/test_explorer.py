@@ -229,6 +229,7 @@ def test_why_at_a_timed_out_read_is_the_chain_of_that_read(run, explorer):
     assert any("proxy-2" in link.text for link in chain.links)
     answer = explorer.answer({"type": "why", "seq": end, "req": 3})
     assert answer["req"] == 3 and [link["seq"] for link in answer["links"]] == [link.seq for link in chain.links]
+    assert [link["joint"] for link in answer["links"]] == [link.joint for link in chain.links]  # the word the panel shows
     explorer.goto(chain.links[-1].seq)  # each link is an event the cursor can go to
     assert explorer.state()["number"] == chain.links[-1].seq + 1
 

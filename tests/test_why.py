@@ -528,6 +528,14 @@ def test_a_violations_chain_is_its_evidence_then_the_checkers_explanation(lost):
         assert violation["invariant"] in chain.question
         for link in chain.links[:len(evidence)]:
             assert link.text == milvus_edu.narrate.describe(event(events, link.seq).to_dict()).rstrip(".")
+        # joined as what they are: evidence in time order ("and"), the verdict ("so"), then causes ("because"); a
+        # student read "event 710 ..., because event 1,017 ..." as a cause that came after its effect
+        joints = [link.joint for link in chain.links]
+        assert joints[1:len(evidence)] == ["and"] * (len(evidence) - 1) and joints[len(evidence)] == "so"
+        assert set(joints[len(evidence) + 1:]) <= {"because"}
+        lines = chain.lines()
+        assert lines[len(evidence) + 1].startswith("  so event ") and all(
+            line.startswith("  and event ") for line in lines[2:len(evidence) + 1])
 
 
 def test_a_violations_evidence_is_narrated_from_the_rows_fields():

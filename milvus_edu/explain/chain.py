@@ -40,6 +40,9 @@ class Link:
     t_ms: float
     node: str
     text: str
+    #: The word that joins this link to the one before it: "because" (it explains that one), or, in a violation's
+    #: chain, whose evidence comes in the order it happened, "and" (more evidence) and "so" (the checker's verdict).
+    joint: str = "because"
 
     @classmethod
     def of(cls, row, text: str) -> "Link":
@@ -84,12 +87,12 @@ class Chain:
         """The chain as the terminal prints it: the question, then one line per link with its event and time."""
         out = [self.question]
         for i, link in enumerate(self.links):
-            lead = "  " if i == 0 else "  because "
+            lead = "  " if i == 0 else f"  {link.joint} "
             out.append(f"{lead}{link}")
         return out
 
     def __str__(self) -> str:
-        text = ", because ".join(link.text for link in self.links)
+        text = "".join((f", {link.joint} " if i else "") + link.text for i, link in enumerate(self.links))
         return text[:1].upper() + text[1:] + "."
 
 

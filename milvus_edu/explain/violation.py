@@ -77,15 +77,19 @@ def explain_violation(events: pd.DataFrame, summary: Mapping, number: int) -> Ch
     if len(rows) != len(seqs):
         raise WhyError(f"violation {number} rests on events this run log does not hold; pass the run folder whose "
                        f"summary.json reported it")
-    links = [Link.of(r, describe(r).rstrip(".")) for r in rows.to_dict("records")]
+    # the evidence in the order it happened ("..., and ..."), then the checker's verdict on it ("so ..."); what the
+    # lessons add after that explains the verdict ("because ...")
+    links = [Link(int(r["seq"]), float(r["t_ms"]), str(r["node"]), describe(r).rstrip("."), "and")
+             for r in rows.to_dict("records")]
     if links:
         last = links[-1]
         links.append(Link(last.seq, last.t_ms, last.node,
-                          f"the checker's invariant {invariant} broke: {violation.get('explanation', '')}".rstrip(".")))
+                          f"the checker's invariant {invariant} broke: {violation.get('explanation', '')}".rstrip("."),
+                          "so"))
     title = f"Why was invariant {invariant} violated (violation {number})?"
     question = Question(VIOLATION_QUESTION.format(invariant=invariant), {"seqs": tuple(seqs)})
     if explainer(question.kind) is not None:
-        links.extend(link for link in ask(events, question, "").links if link not in links)
+        links.extend(link for link in ask(events, question, "").links if not _said(link, links))
     requests = [int(r) for r in rows["request"].dropna()] if "request" in rows else []
     if explainer(REQUEST_QUESTION) is not None:
         for request in dict.fromkeys(requests):
@@ -97,8 +101,13 @@ def explain_violation(events: pd.DataFrame, summary: Mapping, number: int) -> Ch
                 more = ask(events, Question(REQUEST_QUESTION, subject), "")
             except WhyError:
                 continue
-            links.extend(link for link in more.links if link not in links)
+            links.extend(link for link in more.links if not _said(link, links))
             break
     if not links:
         raise WhyError(f"violation {number} names no event to explain it by")
     return Chain(title, tuple(links))
+
+
+def _said(link: Link, links: list[Link]) -> bool:
+    """Whether ``links`` already tell ``link``: the same event and words, whatever word joins it."""
+    return any((other.seq, other.text) == (link.seq, link.text) for other in links)

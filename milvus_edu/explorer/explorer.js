@@ -612,7 +612,7 @@ function render({ model, el: root }) {
         const go = el("button", { class: "mex-link", title: "move the cursor to this event",
                                   text: `event ${NUM.format(link.seq + 1)} · ${(link.t_ms / 1000).toFixed(3)} s · ${link.node}` });
         go.addEventListener("click", () => { stop(); show(link.seq); });
-        list.appendChild(el("li", {}, [go, el("div", { class: "mex-words", text: (k ? "because " : "") + link.text })]));
+        list.appendChild(el("li", {}, [go, el("div", { class: "mex-words", text: (k ? `${link.joint || "because"} ` : "") + link.text })]));
       });
       details.replaceChildren(el("div", { class: "mex-head", text: content.title }), list);
     } else if (content.type === "fork") {

@@ -509,8 +509,8 @@ class Explorer:
             if kind == "why":
                 chain = self.why(int(ask["seq"]))
                 return {"type": "why", "req": ask.get("req"), "title": chain.question,
-                        "links": [{"seq": link.seq, "t_ms": link.t_ms, "node": link.node, "text": link.text}
-                                  for link in chain.links]}
+                        "links": [{"seq": link.seq, "t_ms": link.t_ms, "node": link.node, "text": link.text,
+                                   "joint": link.joint} for link in chain.links]}
             if kind == "fork":
                 action = str(ask["action"])
                 target = ask["switch"] if action == "switch" else ask["node"]

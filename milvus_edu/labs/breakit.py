@@ -404,7 +404,7 @@ def show_rule(switch: str) -> None:
     print(_wrap(f"{rule.file}, {rule.function}, lines {rule.lines} (Milvus 2.5 @{MILVUS_COMMIT})"
                 if rule.lines[0].isdigit() else f"{rule.file}, {rule.function} {rule.lines}"))
     if rule.where:
-        print(_wrap(f"and {rule.where}"))
+        print(_wrap(f"and {rule.where}", first="  "))  # the location goes on: indented as its own lines
     for letter, line in sorted(rule.choices.items()):
         print(_wrap(f"({letter}) {line}", indent="      ", first="  "))
 
