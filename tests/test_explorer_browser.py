@@ -112,6 +112,20 @@ def test_explorer_in_jupyterlab(tmp_path):
             links = widget.locator(".mex-chain .mex-link")
             _wait_for(lambda: links.count() == len(chain.links), 30, "the Why? chain")
             assert chain.question in widget.locator(".mex-details").inner_text()
+            # a panel whose lines go on below its foot says so (a shadow), also where scroll bars stay hidden
+            page.wait_for_timeout(200)
+            overflowing = []
+            for name in (".mex-state", ".mex-details"):
+                box = widget.locator(name).first
+                hidden = box.evaluate("(e) => e.scrollTop + e.clientHeight < e.scrollHeight - 1")
+                assert box.evaluate("(e) => e.classList.contains('mex-more')") == hidden, name
+                if hidden:  # scrolled to its foot, nothing is hidden any more
+                    overflowing.append(name)
+                    box.evaluate("(e) => { e.scrollTop = e.scrollHeight; }")
+                    page.wait_for_timeout(100)
+                    assert not box.evaluate("(e) => e.classList.contains('mex-more')"), name
+                    box.evaluate("(e) => { e.scrollTop = 0; }")
+            assert overflowing, "the Why? chain fits: this check needs a panel with lines below its foot"
             links.nth(len(chain.links) - 1).click()  # the root cause: proxy-2 killed
             assert _head(widget).startswith(f"event {chain.links[-1].seq + 1:,} of ")
             widget.locator(".mex-influenced").check()

@@ -167,6 +167,14 @@ function render({ model, el: root }) {
   const plot = el("div", { class: "mex-plot" }, [canvas]);
   const state = el("div", { class: "mex-state milvus-edu-explorer-state" });
   const details = el("div", { class: "mex-details" });
+  // A shadow at a panel's foot while lines are hidden below it, as the stepper's: browsers that hide scroll bars until
+  // one scrolls (macOS, headless Chromium) otherwise give no sign that the state list goes on under the Why? chain.
+  const markMore = (box) => box.classList.toggle("mex-more", box.scrollTop + box.clientHeight < box.scrollHeight - 1);
+  for (const box of [state, details]) {
+    box.addEventListener("scroll", () => markMore(box));
+    new MutationObserver(() => markMore(box)).observe(box, { childList: true, subtree: true, characterData: true });
+    new ResizeObserver(() => markMore(box)).observe(box);
+  }
   const side = el("div", { class: "mex-side" }, [state, details]);
   const row1 = el("div", { class: "mex-row" }, [toStart, back, fwd, play, speed, slider, number]);
   const row2 = el("div", { class: "mex-row" }, [el("span", { class: "mex-label", text: "jump:" }), kindSel, kindPrev, kindNext, el("span", { class: "mex-sep" }), violPrev, violNext,
