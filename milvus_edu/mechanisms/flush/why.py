@@ -17,7 +17,7 @@ import pandas as pd
 
 from ...explain import Answer, Link, Question, WhyError
 from ...explain.violation import VIOLATION_QUESTION
-from ...narrate import detail_dict, ts_text
+from ...narrate import detail_dict, plural, ts_text
 
 #: The segment states in which GetFlushState counts a segment as flushed (``isFlushState``).
 FLUSH_STATES = ("Flushing", "Flushed")
@@ -215,48 +215,69 @@ def _missing(events, window, missing, flush_ts, begin_seq, end_seq, path, causes
         if orphan is None:
             causes.append((STUCK, float(last["t_ms"]), last, stuck))
             continue
-        synced, reason, chosen, times = orphan
+        synced = orphan["sync"]
         segment = int(synced["segment"])
-        by = (" by the memory check (EvictBuffer, policy \"oldest buffers\")" if reason == "oldest buffers" else
-              f" (the sync policy that chose it: {reason})" if reason else "")
+        shows = []
+        if orphan["chosen"]:
+            first = orphan["first_chosen"]
+            shows.append(f"the sync policies chose segment {segment} {orphan['chosen']:,} "
+                         f"time{'s' if orphan['chosen'] > 1 else ''} after that (the first at {_s(first)}, event "
+                         f"{int(first['seq']) + 1:,}), and it was never synced again")
+        if orphan["deletes"]:
+            first = orphan["first_delete"]
+            shows.append(f"{plural(orphan['deletes'], 'delete')} came to {vchannel} after it (the first at {_s(first)}, "
+                         f"event {int(first['seq']) + 1:,}) and no L0 segment of the channel was synced again")
         causes.append((STUCK, float(synced["t_ms"]), synced,
-                       f"{stuck}. On {vchannel} a buffer of deletes is left that no sync can take: segment {segment}, "
-                       f"the L0 segment that holds the partition's deletes, was synced here{by}, so it left the "
-                       f"DataNode's segment cache; but the write buffer still sends the partition's next deletes to "
-                       f"it, because Milvus 2.5's EvictBuffer never forgets a synced L0 segment (only BufferData does: "
-                       f"quirk P24). The sync policies chose segment {segment} {times:,} time{'s' if times > 1 else ''} "
-                       f"after that (the first at {_s(chosen)}, event {int(chosen['seq']) + 1:,}), and it was never "
-                       f"synced again"))
+                       f"{stuck}. On {vchannel} deletes are left in a buffer no sync can take: segment {segment}, the "
+                       f"L0 segment that holds the partition's deletes, was synced here by the memory check "
+                       f"(EvictBuffer, policy \"oldest buffers\"), so it left the DataNode's segment cache; but the "
+                       f"write buffer still sends the partition's next deletes to it, because Milvus 2.5's EvictBuffer "
+                       f"never forgets a synced L0 segment (only BufferData does: quirk P24). The log shows it: "
+                       + "; and ".join(shows)))
     if not causes:
         path.append((window.iloc[-1], f"{', '.join(name for name, _, _ in missing)} never held before the run ended"))
 
 
 def _unsyncable_l0(events, vchannel, end_seq):
-    """Quirk P24 as the log shows it on ``vchannel``: an L0 segment synced, then chosen by the sync policies again and
-    never synced after. ``(its last sync, the reason of the policy that chose that sync or "", the first policy
-    that chose it after, how many did)``, or None."""
+    """Quirk P24 as the log shows it on ``vchannel`` before ``end_seq``: an L0 segment the memory check synced
+    (``EvictBuffer``, the policy "oldest buffers") and never synced again, while the sync policies chose it again (it
+    has a buffer once more) or deletes came to the channel with no L0 segment synced there after it. The earliest such
+    sync as ``{"sync": row, "chosen": times the policies chose the segment after it, "first_chosen": row or None,
+    "deletes": deletes buffered after it (0 once another L0 segment of the channel was synced), "first_delete": row or
+    None}``, or None."""
     rows = events[(events["seq"] < end_seq) & (events["vchannel"] == vchannel)
-                  & events["kind"].isin(["datanode.sync", "datanode.sync_policy"])]
-    last_sync: dict[int, tuple] = {}  # segment -> (its last sync when that was an L0 one, the reason it was chosen)
-    chose: dict[int, str] = {}  # segment -> the reason of the last policy that chose it
-    chosen_after: dict[int, list] = {}
+                  & events["kind"].isin(["datanode.sync", "datanode.sync_policy", "datanode.buffer"])]
+    evicting: set[int] = set()  # segments the memory check chose, until their sync
+    left: dict[int, dict] = {}  # segment -> what came after the memory check's L0 sync of it, while not synced again
     for _, row in rows.iterrows():
         detail = detail_dict(row["detail"])
-        if row["kind"] == "datanode.sync":
-            if pd.notna(row["segment"]):
-                segment = int(row["segment"])
-                last_sync[segment] = (row, chose.pop(segment, "")) if detail.get("level") == "L0" else None
-                chosen_after.pop(segment, None)
-            continue
-        for segment in map(int, detail.get("segments") or ()):
-            chose[segment] = str(detail.get("reason") or "")
-            if last_sync.get(segment) is not None:
-                chosen_after.setdefault(segment, []).append(row)
-    if not chosen_after:
-        return None
-    segment = min(chosen_after, key=lambda s: int(chosen_after[s][0]["seq"]))
-    synced, reason = last_sync[segment]
-    return synced, reason, chosen_after[segment][0], len(chosen_after[segment])
+        if row["kind"] == "datanode.sync_policy":
+            segments = set(map(int, detail.get("segments") or ()))
+            if detail.get("reason") == "oldest buffers":
+                evicting |= segments
+            for segment in segments & left.keys():
+                left[segment]["chosen"] += 1
+                if left[segment]["first_chosen"] is None:
+                    left[segment]["first_chosen"] = row
+        elif row["kind"] == "datanode.sync":
+            if detail.get("level") != "L0" or pd.isna(row["segment"]):
+                continue
+            segment = int(row["segment"])
+            left.pop(segment, None)  # synced again: nothing of it is left behind
+            for other in left.values():  # later deletes may have gone out with this one
+                other["deletes"], other["first_delete"], other["counting"] = 0, None, False
+            if segment in evicting:
+                left[segment] = {"sync": row, "chosen": 0, "first_chosen": None, "deletes": 0, "first_delete": None,
+                                 "counting": True}
+            evicting.discard(segment)
+        elif int(detail.get("deletes") or 0):
+            for found in left.values():
+                if found["counting"]:
+                    found["deletes"] += int(detail["deletes"])
+                    if found["first_delete"] is None:
+                        found["first_delete"] = row
+    shown = [f for f in left.values() if f["chosen"] or f["deletes"]]
+    return min(shown, key=lambda f: int(f["sync"]["seq"])) if shown else None
 
 
 def _segment_stuck(events, window, segment, begin_seq, end_seq):
