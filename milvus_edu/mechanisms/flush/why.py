@@ -186,7 +186,8 @@ def explain_flush(events: pd.DataFrame, subject) -> Answer:
 
 def _missing(events, window, missing, flush_ts, begin_seq, end_seq, path, causes):
     """A flush that never finished: for each channel whose checkpoint never reached flushTs, the last checkpoint
-    the ttNode handed over, which stays at the start of the oldest data still in memory or in a sync; for each
+    the ttNode handed over, which stays at the start of the oldest data still in memory or in a sync, and, when the
+    log shows quirk P24 on that channel (:func:`_unsyncable_l0`), the L0 segment whose deletes no sync can take; for each
     sealed segment that never became Flushing or Flushed, what the log shows of it (:func:`_segment_stuck`)."""
     segments = [name for name, _, segment in missing if segment is not None]
     if segments:  # named even when a crash outranks them as the root cause
@@ -227,7 +228,10 @@ def _missing(events, window, missing, flush_ts, begin_seq, end_seq, path, causes
             first = orphan["first_delete"]
             shows.append(f"{plural(orphan['deletes'], 'delete')} came to {vchannel} after it (the first at {_s(first)}, "
                          f"event {int(first['seq']) + 1:,}) and no L0 segment of the channel was synced again")
-        causes.append((STUCK, float(synced["t_ms"]), synced,
+        # ranked by its latest evidence, as the checkpoint it explains would be; the link is the sync
+        latest = max(float(r["t_ms"]) for r in (last if len(handed) else None, orphan["first_chosen"],
+                                                  orphan["first_delete"], synced) if r is not None)
+        causes.append((STUCK, latest, synced,
                        f"{stuck}. On {vchannel} deletes are left in a buffer no sync can take: segment {segment}, the "
                        f"L0 segment that holds the partition's deletes, was synced here by the memory check "
                        f"(EvictBuffer, policy \"oldest buffers\"), so it left the DataNode's segment cache; but the "
@@ -246,12 +250,15 @@ def _unsyncable_l0(events, vchannel, end_seq):
     "deletes": deletes buffered after it (0 once another L0 segment of the channel was synced), "first_delete": row or
     None}``, or None."""
     rows = events[(events["seq"] < end_seq) & (events["vchannel"] == vchannel)
-                  & events["kind"].isin(["datanode.sync", "datanode.sync_policy", "datanode.buffer"])]
+                  & events["kind"].isin(["datanode.sync", "datanode.sync_policy", "datanode.buffer", "datanode.watch"])]
     evicting: set[int] = set()  # segments the memory check chose, until their sync
     left: dict[int, dict] = {}  # segment -> what came after the memory check's L0 sync of it, while not synced again
     for _, row in rows.iterrows():
         detail = detail_dict(row["detail"])
-        if row["kind"] == "datanode.sync_policy":
+        if row["kind"] == "datanode.watch":  # a DataNode (re)starts the channel: its write buffer starts empty
+            evicting.clear()
+            left.clear()
+        elif row["kind"] == "datanode.sync_policy":
             segments = set(map(int, detail.get("segments") or ()))
             if detail.get("reason") == "oldest buffers":
                 evicting |= segments
