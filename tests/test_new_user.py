@@ -398,3 +398,20 @@ def test_the_tso_line_names_client_errors_only_when_there_are_some(capsys, tmp_p
     assert re.search(r"reads answered: .*; [1-9]\d* failed", out) and "client error" not in out
     tso_line = next(line for line in out.splitlines() if " allocations, " in line)
     assert tso_line.endswith(("window save", "window saves"))
+
+
+def test_a_switch_that_cannot_act_excuses_no_failed_check_and_the_warning_suggests_where_it_shows():
+    # a failed check with only an idle switch on exited 0 as "the switch's lesson"; and the warning suggested the
+    # first scenarios by name (checkpoint-* for a TSO switch), where the switch shows nothing either
+    from milvus_edu.cli import _acting_switches
+    from milvus_edu.sim.scenarios import scenarios_with_switch
+
+    assert _acting_switches({"scenario": "tso-basics", "switches": ["skip_wait_tsafe"]}) == []
+    assert _acting_switches({"scenario": "seed-example", "switches": ["skip_wait_tsafe"]}) == ["skip_wait_tsafe"]
+    flipped = [{"switch": "skip_recovery_filter", "on": True, "t_ms": 1.0},
+               {"switch": "tso_no_window_save", "on": False, "t_ms": 2.0}]
+    assert _acting_switches({"scenario": "timetick-basics", "switches": [], "switches_flipped": flipped}) == []
+    assert _acting_switches({"scenario": "flush-basics", "switches": [], "switches_flipped": flipped}) == [
+        "skip_recovery_filter"]
+    assert scenarios_with_switch("allocate_outside_enqueue_lock")[0] == "timetick-unlocked-enqueue"
+    assert scenarios_with_switch("tso_skip_load_on_init") == ["tso-basics", "tso-clock-skew", "tso-failover"]

@@ -97,14 +97,26 @@ def _component_of(switch: str) -> str:
 
 
 def scenarios_with_switch(switch: str, limit: int = 3) -> list[str]:
-    """Up to ``limit`` registered scenarios whose cluster has a component that declares ``switch``, by name."""
-    found = []
-    for name, _, sim in _built_clusters():
-        if any(switch in getattr(type(node), "SWITCHES", ()) for node in sim.nodes.values()):
-            found.append(name)
-            if len(found) == limit:
-                break
-    return found
+    """Up to ``limit`` registered scenarios whose cluster has a component that declares ``switch``: first those whose
+    description or story names the switch (made to show it), then those that exercise the fewest lessons (a TSO
+    switch shows in a TSO scenario, not in a flush one that merely has a rootcoord), then by name."""
+    found = [(switch not in f"{spec.description} {spec.story or ''}", len(spec.mechanisms), name)
+             for name, spec, sim in _built_clusters()
+             if any(switch in getattr(type(node), "SWITCHES", ()) for node in sim.nodes.values())]
+    return [name for *_, name in sorted(found)[:limit]]
+
+
+def cluster_of(scenario: str):
+    """The nodes of ``scenario``'s cluster built with its default options (nothing run): which components it has."""
+    from ..config import Config
+    from ..events import Recorder
+    from ..registry import scenario_options
+    from .kernel import Simulation
+
+    spec = get_scenario(scenario)
+    sim = Simulation(0, Recorder(scenario, sinks=[]), Config())
+    spec.build(sim, **scenario_options(spec, None))
+    return list(sim.nodes.values())
 
 
 def _built_clusters():
@@ -126,9 +138,9 @@ def warn_idle_switches(scenario: str, nodes, switches) -> None:
     for name, component in idle_switches(nodes, switches):
         where = ", ".join(scenarios_with_switch(name))
         warnings.warn(f"switch {name} cannot act in {scenario}: it changes {component or 'a component'}, which this "
-                      f"scenario's cluster does not have, so it changes nothing in this run but its name; try it in a "
-                      f"scenario with one, e.g. {where}", UserWarning, stacklevel=3)
+                      f"scenario's cluster does not have, so it changes nothing in this run but its name"
+                      + (f"; try it in a scenario with one, e.g. {where}" if where else ""), UserWarning, stacklevel=3)
 
 
-__all__ = ["After", "At", "Scenario", "get_scenario", "idle_switches", "scenarios", "warn_idle_switches",
-           "warn_times_after"]
+__all__ = ["After", "At", "Scenario", "cluster_of", "get_scenario", "idle_switches", "scenarios",
+           "scenarios_with_switch", "warn_idle_switches", "warn_times_after"]
