@@ -133,12 +133,12 @@ def test_demo_runs_in_a_fresh_folder_and_reuses_a_full_one_only_with_force(tmp_p
     code, out, err = run_cli("demo", cwd=tmp_path)
     assert code == 0, err
     assert (tmp_path / "milvus-edu-demo-2" / "summary.json").exists()
-    assert out.startswith("milvus-edu-demo holds an earlier run, so this one goes to milvus-edu-demo-2 (")
+    assert out.startswith("milvus-edu-demo is not an empty folder, so this run goes to milvus-edu-demo-2 (")
     # --force, as its help says, reuses the default folder rather than numbering a third
     first = (tmp_path / "milvus-edu-demo" / "events.parquet").stat().st_mtime_ns
     code, out, err = run_cli("demo", "--force", cwd=tmp_path)
     assert code == 0, err
-    assert not (tmp_path / "milvus-edu-demo-3").exists() and "holds an earlier run" not in out
+    assert not (tmp_path / "milvus-edu-demo-3").exists() and "not an empty folder" not in out
     assert (tmp_path / "milvus-edu-demo" / "events.parquet").stat().st_mtime_ns != first
 
 

@@ -113,17 +113,16 @@ def test_explorer_in_jupyterlab(tmp_path):
             _wait_for(lambda: links.count() == len(chain.links), 30, "the Why? chain")
             assert chain.question in widget.locator(".mex-details").inner_text()
             # a panel whose lines go on below its foot says so (a shadow), also where scroll bars stay hidden
-            page.wait_for_timeout(200)
+            shadow_says_hidden = ("(e) => e.classList.contains('mex-more') === "
+                                  "(e.scrollTop + e.clientHeight < e.scrollHeight - 1)")
             overflowing = []
             for name in (".mex-state", ".mex-details"):
-                box = widget.locator(name).first
-                hidden = box.evaluate("(e) => e.scrollTop + e.clientHeight < e.scrollHeight - 1")
-                assert box.evaluate("(e) => e.classList.contains('mex-more')") == hidden, name
-                if hidden:  # scrolled to its foot, nothing is hidden any more
+                box = widget.locator(name).first.element_handle()
+                page.wait_for_function(shadow_says_hidden, arg=box, timeout=10_000)  # observers run when they may
+                if box.evaluate("(e) => e.classList.contains('mex-more')"):  # scrolled to its foot: none hidden
                     overflowing.append(name)
                     box.evaluate("(e) => { e.scrollTop = e.scrollHeight; }")
-                    page.wait_for_timeout(100)
-                    assert not box.evaluate("(e) => e.classList.contains('mex-more')"), name
+                    page.wait_for_function("(e) => !e.classList.contains('mex-more')", arg=box, timeout=10_000)
                     box.evaluate("(e) => { e.scrollTop = 0; }")
             assert overflowing, "the Why? chain fits: this check needs a panel with lines below its foot"
             links.nth(len(chain.links) - 1).click()  # the root cause: proxy-2 killed

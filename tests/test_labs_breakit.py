@@ -82,7 +82,8 @@ def test_the_brief_states_the_rule_in_plain_text_and_not_what_a_run_shows(capsys
         out = capsys.readouterr().out
         rule = out.split("\nscenario ", 1)[0]
         assert "``" not in rule and not re.search(r"\*\w", rule), rule
-        assert " ".join(rule.split()).endswith(".") and rule.count(". ") == 0, rule  # one sentence
+        one_line = " ".join(rule.split())  # wrapped: a sentence may end at a line's end
+        assert one_line.endswith(".") and one_line.count(". ") == 0, rule  # one sentence
     brief("reset_flush_ts_inclusive")
     out = capsys.readouterr().out
     assert "reaches it (>=) instead of passing it (>)" in " ".join(out.split())

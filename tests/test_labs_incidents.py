@@ -84,7 +84,7 @@ def test_tick_behind_insert_check(its):
     want = physical_time(insert_ts) - physical_time(read_ts)
     assert want > 0 and found["insert"]["node"] == found["read"]["node"]
     assert check_tick_behind_insert(want, its, request).ok
-    assert "wrong sign" in check_tick_behind_insert(-want, its, request).message
+    assert "the sign is not" in check_tick_behind_insert(-want, its, request).message
     assert "hybrid timestamps" in check_tick_behind_insert(insert_ts - read_ts, its, request).message
     guarantee = int(found["read"]["guarantee_ts"])
     assert "guarantee" in check_tick_behind_insert(physical_time(insert_ts) - physical_time(guarantee), its,
@@ -138,7 +138,7 @@ def test_future_guarantee_check():
     assert check_future_guarantee(1500, ahead_ms=6500).ok
     assert "minus" in check_future_guarantee(6500, ahead_ms=6500).message
     assert "does not add" in check_future_guarantee(11500, ahead_ms=6500).message
-    assert "wrong sign" in check_future_guarantee(-1500, ahead_ms=6500).message
+    assert "the sign is not" in check_future_guarantee(-1500, ahead_ms=6500).message
     # the run above's answer (proxy-2 8 s ahead) copied for the 6.5-s question
     assert "what the run above shows, with proxy-2 8,000 ms ahead" in check_future_guarantee(3000, ahead_ms=6500).message
     assert "is not it" in check_future_guarantee(1000, ahead_ms=6500).message

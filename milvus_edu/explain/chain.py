@@ -9,7 +9,9 @@ link has a cause another lesson knows, a follow-up :class:`Question`; :func:`why
 is left or no lesson answers it.
 
 Links are kept effect first, root cause last, so the chain reads in order as a sentence: "read 6 waited ...,
-because ..., because ...".
+because ..., because ...". Each link says the word that joins it to the one before (:attr:`Link.joint`):
+"because" in a lesson's answer; a violation's chain (:mod:`milvus_edu.explain.violation`) lists its evidence in
+the order it happened ("and"), then the checker's verdict ("so"), then the causes ("because").
 """
 
 from __future__ import annotations

@@ -170,10 +170,14 @@ function render({ model, el: root }) {
   // A shadow at a panel's foot while lines are hidden below it, as the stepper's: browsers that hide scroll bars until
   // one scrolls (macOS, headless Chromium) otherwise give no sign that the state list goes on under the Why? chain.
   const markMore = (box) => box.classList.toggle("mex-more", box.scrollTop + box.clientHeight < box.scrollHeight - 1);
+  const panelWatchers = [];  // disconnected with the view (the cleanup render returns)
   for (const box of [state, details]) {
     box.addEventListener("scroll", () => markMore(box));
-    new MutationObserver(() => markMore(box)).observe(box, { childList: true, subtree: true, characterData: true });
-    new ResizeObserver(() => markMore(box)).observe(box);
+    const changed = new MutationObserver(() => markMore(box));
+    changed.observe(box, { childList: true, subtree: true, characterData: true });
+    const resized = new ResizeObserver(() => markMore(box));
+    resized.observe(box);
+    panelWatchers.push(changed, resized);
   }
   const side = el("div", { class: "mex-side" }, [state, details]);
   const row1 = el("div", { class: "mex-row" }, [toStart, back, fwd, play, speed, slider, number]);
@@ -662,6 +666,7 @@ function render({ model, el: root }) {
   return () => {
     stop();
     resize.disconnect();
+    for (const watcher of panelWatchers) watcher.disconnect();
     model.off("change:meta", onRun);
     model.off("change:cursor", onCursor);
     model.off("change:anchor", onAnchor);

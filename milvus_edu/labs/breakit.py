@@ -185,8 +185,9 @@ def _wrap(text: str, indent: str = "  ", first: str = "") -> str:
 
 def brief(switch: str) -> None:
     """Print what the student predicts from: the wrong rule (the first sentence of the switch's docstring, as plain
-    text: a later sentence may say what a run shows, which is the student's to predict), the scenario that breaks it
-    and the checkers that watch that scenario (by lesson)."""
+    text: the rule and what it lets happen, never which checker notices; a later sentence may say what a run shows,
+    as reset_flush_ts_inclusive's says that alone it changes no answer, which is the student's to predict), the
+    scenario that breaks it and the checkers that watch that scenario (by lesson)."""
     b = breaks_of(switch)[0]
     scenario = get_scenario(b.scenario)
     print(_wrap(f"wrong rule ({switch}): {rule_sentence(switch)}"))
