@@ -108,28 +108,25 @@ def scenarios_with_switch(switch: str, limit: int = 3) -> list[str]:
 
 def cluster_of(scenario: str):
     """The nodes of ``scenario``'s cluster built with its default options (nothing run): which components it has."""
-    from ..config import Config
-    from ..events import Recorder
-    from ..registry import scenario_options
-    from .kernel import Simulation
-
-    spec = get_scenario(scenario)
-    sim = Simulation(0, Recorder(scenario, sinks=[]), Config())
-    spec.build(sim, **scenario_options(spec, None))
-    return list(sim.nodes.values())
+    return list(_built(get_scenario(scenario)).nodes.values())
 
 
 def _built_clusters():
     """``(name, scenario, simulation)`` of each registered scenario built with its default options (nothing run)."""
+    for name, spec in sorted(scenarios().items()):
+        yield name, spec, _built(spec)
+
+
+def _built(spec: Scenario):
+    """A simulation with ``spec``'s cluster built with its default options: building emits nothing and runs nothing."""
     from ..config import Config
     from ..events import Recorder
     from ..registry import scenario_options
     from .kernel import Simulation
 
-    for name, spec in sorted(scenarios().items()):
-        sim = Simulation(0, Recorder(name, sinks=[]), Config())
-        spec.build(sim, **scenario_options(spec, None))
-        yield name, spec, sim
+    sim = Simulation(0, Recorder(spec.name, sinks=[]), Config())
+    spec.build(sim, **scenario_options(spec, None))
+    return sim
 
 
 def warn_idle_switches(scenario: str, nodes, switches) -> None:
