@@ -417,7 +417,7 @@ def _acting_switches(summary: dict) -> list[str]:
     names = list(summary["switches"]) + [f["switch"] for f in summary.get("switches_flipped") or () if f.get("on")]
     if not names:
         return []
-    idle = {name for name, _ in idle_switches(cluster_of(summary["scenario"]), names)}
+    idle = set(idle_switches(cluster_of(summary["scenario"]), names))
     return [name for name in names if name not in idle]
 
 

@@ -404,7 +404,7 @@ def test_a_switch_that_cannot_act_excuses_no_failed_check_and_the_warning_sugges
     # a failed check with only an idle switch on exited 0 as "the switch's lesson"; and the warning suggested the
     # first scenarios by name (checkpoint-* for a TSO switch), where the switch shows nothing either
     from milvus_edu.cli import _acting_switches
-    from milvus_edu.sim.scenarios import scenarios_with_switch
+    from milvus_edu.sim.scenarios import where_switch_acts
 
     assert _acting_switches({"scenario": "tso-basics", "switches": ["skip_wait_tsafe"]}) == []
     assert _acting_switches({"scenario": "seed-example", "switches": ["skip_wait_tsafe"]}) == ["skip_wait_tsafe"]
@@ -413,5 +413,5 @@ def test_a_switch_that_cannot_act_excuses_no_failed_check_and_the_warning_sugges
     assert _acting_switches({"scenario": "timetick-basics", "switches": [], "switches_flipped": flipped}) == []
     assert _acting_switches({"scenario": "flush-basics", "switches": [], "switches_flipped": flipped}) == [
         "skip_recovery_filter"]
-    assert scenarios_with_switch("allocate_outside_enqueue_lock")[0] == "timetick-unlocked-enqueue"
-    assert scenarios_with_switch("tso_skip_load_on_init") == ["tso-basics", "tso-clock-skew", "tso-failover"]
+    assert where_switch_acts("allocate_outside_enqueue_lock")[1][0] == "timetick-unlocked-enqueue"
+    assert where_switch_acts("tso_skip_load_on_init")[1] == ["tso-basics", "tso-clock-skew", "tso-failover"]

@@ -47,9 +47,9 @@ class Link:
     joint: str = "because"
 
     @classmethod
-    def of(cls, row, text: str) -> "Link":
-        """The link of a run-log row (a dict or a pandas row) saying ``text``."""
-        return cls(int(row["seq"]), float(row["t_ms"]), str(row["node"]), text)
+    def of(cls, row, text: str, joint: str = "because") -> "Link":
+        """The link of a run-log row (a dict or a pandas row) saying ``text``, joined by ``joint``."""
+        return cls(int(row["seq"]), float(row["t_ms"]), str(row["node"]), text, joint)
 
     def __str__(self) -> str:
         return f"event {self.seq + 1:,} ({self.t_ms / 1000:.3f} s, {self.node}): {self.text}"

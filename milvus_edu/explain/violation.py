@@ -79,8 +79,7 @@ def explain_violation(events: pd.DataFrame, summary: Mapping, number: int) -> Ch
                        f"summary.json reported it")
     # the evidence in the order it happened ("..., and ..."), then the checker's verdict on it ("so ..."); what the
     # lessons add after that explains the verdict ("because ...")
-    links = [Link(int(r["seq"]), float(r["t_ms"]), str(r["node"]), describe(r).rstrip("."), "and")
-             for r in rows.to_dict("records")]
+    links = [Link.of(r, describe(r).rstrip("."), "and") for r in rows.to_dict("records")]
     if links:
         last = links[-1]
         links.append(Link(last.seq, last.t_ms, last.node,

@@ -74,8 +74,8 @@ def check_tick_behind_insert(answer, events: pd.DataFrame, request: int) -> Feed
                          f"time tick the shard applied, stamped before the insert. The row is not missing; the read "
                          f"looked at the collection as it was {want:,} ms before the write.")
         if value == -want:
-            return wrong("The size is right, the sign is not: the read timestamp is *below* the insert's, so insert minus read is "
-                         "positive.")
+            return wrong("The size is right, the sign is not: the read timestamp is *below* the insert's, so insert "
+                         "minus read is positive.")
         if value == insert_ts - read_ts:
             return wrong("That is the difference of the hybrid timestamps: the low 18 bits are the logical counter. "
                          "Take the physical parts first (`ts >> 18`), then subtract: milliseconds.")
@@ -136,7 +136,8 @@ def check_future_guarantee(answer, ahead_ms: float, seed: int = 1) -> Feedback:
         if value == int(ahead_ms) + graceful:
             return wrong("Bounded subtracts the graceful time from the clock; it does not add it.")
         if value == -want:
-            return wrong("The size is right, the sign is not: the clock is ahead, so the guarantee lies in the future (positive).")
+            return wrong("The size is right, the sign is not: the clock is ahead, so the guarantee lies in the future "
+                         "(positive).")
         shown_ahead = float(get_scenario("clock-skew-bounded").options["ahead_ms"])
         if ahead_ms != shown_ahead and value == round(shown_ahead) - graceful:
             return wrong(f"{value:,} ms is what the run above shows, with proxy-2 {shown_ahead:,.0f} ms ahead; this "

@@ -75,35 +75,26 @@ def warn_times_after(options: Mapping[str, object], until_ms: float, given=None)
                               stacklevel=3)
 
 
-def idle_switches(nodes, switches) -> list[tuple[str, str]]:
-    """The names among ``switches`` that no node in ``nodes`` declares (a component's ``SWITCHES``), each with what
-    declares it elsewhere (its ``COMPONENT``, or "" when no registered scenario's cluster does): a switch whose
+def idle_switches(nodes, switches) -> list[str]:
+    """The names among ``switches`` that no node in ``nodes`` declares (a component's ``SWITCHES``): a switch whose
     component the cluster lacks cannot act in the run."""
     here = {name for node in nodes for name in getattr(type(node), "SWITCHES", ())}
-    idle = [name for name in switches if name not in here]
-    if not idle:
-        return []
-    return [(name, _component_of(name)) for name in idle]
+    return [name for name in switches if name not in here]
 
 
-def _component_of(switch: str) -> str:
-    """The ``COMPONENT`` of the node class that declares ``switch``, found by building the registered scenarios' clusters
-    (building runs nothing: ~0.4 ms a scenario)."""
-    for _, spec, sim in _built_clusters():
-        for node in sim.nodes.values():
-            if switch in getattr(type(node), "SWITCHES", ()):
-                return getattr(type(node), "COMPONENT", "") or type(node).__name__
-    return ""
-
-
-def scenarios_with_switch(switch: str, limit: int = 3) -> list[str]:
-    """Up to ``limit`` registered scenarios whose cluster has a component that declares ``switch``: first those whose
-    description or story names the switch (made to show it), then those that exercise the fewest lessons (a TSO
-    switch shows in a TSO scenario, not in a flush one that merely has a rootcoord), then by name."""
-    found = [(switch not in f"{spec.description} {spec.story or ''}", len(spec.mechanisms), name)
-             for name, spec, sim in _built_clusters()
-             if any(switch in getattr(type(node), "SWITCHES", ()) for node in sim.nodes.values())]
-    return [name for *_, name in sorted(found)[:limit]]
+def where_switch_acts(switch: str, limit: int = 3) -> tuple[str, list[str]]:
+    """The ``COMPONENT`` of the node class that declares ``switch`` ("" when no registered scenario's cluster has
+    one), and up to ``limit`` registered scenarios whose cluster has it: first those whose description or story names
+    the switch (made to show it), then those that exercise the fewest lessons (a TSO switch shows in a TSO scenario,
+    not in a flush one that merely has a rootcoord), then by name. One pass over the built clusters (building runs
+    nothing: ~0.4 ms a scenario)."""
+    component, found = "", []
+    for name, spec, sim in _built_clusters():
+        owners = [type(node) for node in sim.nodes.values() if switch in getattr(type(node), "SWITCHES", ())]
+        if owners:
+            component = component or getattr(owners[0], "COMPONENT", "") or owners[0].__name__
+            found.append((switch not in f"{spec.description} {spec.story or ''}", len(spec.mechanisms), name))
+    return component, [name for *_, name in sorted(found)[:limit]]
 
 
 def cluster_of(scenario: str):
@@ -132,12 +123,13 @@ def _built(spec: Scenario):
 def warn_idle_switches(scenario: str, nodes, switches) -> None:
     """Warn (``UserWarning``, one per switch) of each of ``switches`` that no node of the run's cluster (``nodes``)
     declares: the component whose rule it breaks is not in ``scenario``, so the run is the same as without it."""
-    for name, component in idle_switches(nodes, switches):
-        where = ", ".join(scenarios_with_switch(name))
+    for name in idle_switches(nodes, switches):
+        component, scenarios_with_it = where_switch_acts(name)
+        where = ", ".join(scenarios_with_it)
         warnings.warn(f"switch {name} cannot act in {scenario}: it changes {component or 'a component'}, which this "
                       f"scenario's cluster does not have, so it changes nothing in this run but its name"
                       + (f"; try it in a scenario with one, e.g. {where}" if where else ""), UserWarning, stacklevel=3)
 
 
 __all__ = ["After", "At", "Scenario", "cluster_of", "get_scenario", "idle_switches", "scenarios",
-           "scenarios_with_switch", "warn_idle_switches", "warn_times_after"]
+           "warn_idle_switches", "warn_times_after", "where_switch_acts"]

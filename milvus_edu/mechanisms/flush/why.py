@@ -187,8 +187,8 @@ def explain_flush(events: pd.DataFrame, subject) -> Answer:
 def _missing(events, window, missing, flush_ts, begin_seq, end_seq, path, causes):
     """A flush that never finished: for each channel whose checkpoint never reached flushTs, the last checkpoint
     the ttNode handed over, which stays at the start of the oldest data still in memory or in a sync, and, when the
-    log shows quirk P24 on that channel (:func:`_unsyncable_l0`), the L0 segment whose deletes no sync can take; for each
-    sealed segment that never became Flushing or Flushed, what the log shows of it (:func:`_segment_stuck`)."""
+    log shows quirk P24 on that channel (:func:`_unsyncable_l0`), the L0 segment whose deletes no sync can take; for
+    each sealed segment that never became Flushing or Flushed, what the log shows of it (:func:`_segment_stuck`)."""
     segments = [name for name, _, segment in missing if segment is not None]
     if segments:  # named even when a crash outranks them as the root cause
         path.append((window.iloc[-1], f"{', '.join(segments)} never held before the run ended"))
