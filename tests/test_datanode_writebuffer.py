@@ -601,6 +601,7 @@ class Harness:
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(ops=operations(), small=st.booleans())
 def test_property_checkpoint_never_passes_unsynced_rows(ops, small):

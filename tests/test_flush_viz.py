@@ -136,6 +136,7 @@ def test_datacoord_segment_states_follow_the_binlog_reports(crash):
         assert (end[seg]["rows"] or 0) == rows
 
 
+@pytest.mark.slow
 def test_lanes_draw_and_the_filmstrip_is_written(boundary, tmp_path):
     run, st = boundary
     paths = st.to_static(tmp_path / "film")

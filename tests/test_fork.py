@@ -55,6 +55,7 @@ def test_a_forks_prefix_is_byte_identical_and_the_runs_first_differ_at_the_inter
     assert run.summary["run_id"] == original.summary["run_id"] and run.token != original.token
 
 
+@pytest.mark.slow
 def test_a_forked_runs_token_replays_it_byte_for_byte(tmp_path):
     simulate("timetick-basics", duration_s=2, out_dir=tmp_path / "a")
     reported = []
@@ -276,6 +277,7 @@ def faithful_t(run, violation) -> list[float]:
     return [run.rows[int(s)]["t_ms"] for s in violation["seqs"]]
 
 
+@pytest.mark.slow
 def test_a_switch_flipped_part_way_replays_byte_for_byte_and_can_be_turned_off_again(tmp_path):
     simulate("timetick-unlocked-enqueue", duration_s=3, out_dir=tmp_path / "a")
     run, _ = fork(tmp_path / "a", 800.0, [SetSwitch("allocate_outside_enqueue_lock"),

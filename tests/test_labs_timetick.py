@@ -83,6 +83,7 @@ def test_out_of_order_distances_are_whole_tsloop_steps(events):
     assert len(gaps) and set(np.unique(gaps % 50)) == {0} and {0, 50} <= set(np.unique(gaps))
 
 
+@pytest.mark.slow
 def test_section_3_opens_at_a_pack_whose_messages_the_panel_names(events):
     """The stepper of section 3 opens at the first pack with messages; its panel lists them by the events that
     wrote them."""

@@ -788,6 +788,7 @@ def _summary(p):
     return (p.begin_ts, p.end_ts, [key(m) for m in p.msgs], p.start_positions, p.end_positions)
 
 
+@pytest.mark.slow
 @settings(deadline=None)
 @given(aligned_logs())
 def test_each_message_goes_to_the_first_pack_whose_tick_follows_and_covers_it(case):

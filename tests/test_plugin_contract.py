@@ -177,6 +177,7 @@ def test_there_are_lessons_to_check():
     assert {"tso", "timetick", "flush", "query"} <= mechanism_names()
 
 
+@pytest.mark.slow
 def test_shared_modules_name_no_lesson_and_lessons_import_no_other_lesson():
     names = mechanism_names()
     files = shared_files() + sorted(MECHANISMS.rglob("*.py"))

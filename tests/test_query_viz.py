@@ -318,6 +318,7 @@ def _every_level_steps():
     return steps
 
 
+@pytest.mark.slow
 def test_the_legend_fits_above_the_lanes_in_three_rows_with_every_level():
     """The widest legend a run makes (every level, a failed read, an insert and a delete) is not cut off at the
     top or the right of the stepper's picture, and names only the levels the run used."""

@@ -31,7 +31,7 @@ RUNS = [
     ("tso-failover", [], 80_000.0),
     ("tso-failover", ["tso_skip_load_on_init"], 80_000.0),
     ("tso-clock-skew", [], 20_000.0),
-    ("timetick-basics", [], 2_000.0),
+    pytest.param("timetick-basics", [], 2_000.0, marks=pytest.mark.slow),  # 1.5-2.5 CPU s a test
 ]
 
 

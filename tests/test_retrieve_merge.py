@@ -80,6 +80,7 @@ def test_select_min_pk_prefers_the_larger_timestamp_of_equal_keys():
 rows_st = st.lists(st.tuples(st.integers(0, 6), st.integers(1, 9)), max_size=8)
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(st.lists(rows_st, max_size=4), st.one_of(st.just(-1), st.integers(0, 8)))
 def test_merge_keeps_the_newest_row_of_each_key_in_key_order(segments, limit):

@@ -394,6 +394,7 @@ def test_the_quarter_rule_at_its_boundary(state, monkeypatch):
     assert _full_collections() == full + 1
 
 
+@pytest.mark.slow
 def test_objects_handed_over_and_freed_since_call_for_no_collection(state, monkeypatch):
     """The account says a collection is due, but what was handed over died since (freed by reference counting):
     a count of what is tracked now finds the heap no bigger, so no full collection comes, and the account holds

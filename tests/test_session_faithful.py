@@ -439,6 +439,7 @@ def test_any_etcd_outage_shorter_than_ttl_minus_period_keeps_the_active(start_s,
     assert check_tso(ev) == []
 
 
+@pytest.mark.slow
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(start_s=st.floats(1.0, 40.0), extra_s=st.floats(0.5, 30.0), seed=st.integers(0, 1000))
 def test_any_partition_of_the_active_longer_than_the_ttl_fails_over(start_s, extra_s, seed):

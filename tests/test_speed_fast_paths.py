@@ -72,7 +72,8 @@ RUNS = [
     ("tso-basics", [], 10_000.0),
     ("tso-failover", [], 80_000.0),
     ("timetick-basics", [], 2_000.0),
-    ("timetick-unlocked-enqueue", ["allocate_outside_enqueue_lock"], 5_000.0),
+    pytest.param("timetick-unlocked-enqueue", ["allocate_outside_enqueue_lock"], 5_000.0,
+                 marks=pytest.mark.slow),  # ~1.9 CPU s a test
 ]
 
 

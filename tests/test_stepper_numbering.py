@@ -28,7 +28,8 @@ def _panel_number(html: str) -> int:
 
 @pytest.mark.parametrize("scenario, switch, kind", [
     ("tso-failover", "tso_skip_load_on_init", "rootcoord.alloc_timestamp"),
-    ("timetick-unlocked-enqueue", "allocate_outside_enqueue_lock", "mq.produce"),
+    pytest.param("timetick-unlocked-enqueue", "allocate_outside_enqueue_lock", "mq.produce",
+                 marks=pytest.mark.slow),  # ~2.5 CPU s: its run is long
 ])
 def test_slider_panel_and_checker_explanation_name_the_same_event(scenario, switch, kind):
     run = milvus_edu.simulate(scenario, seed=1, switches=[switch])

@@ -102,6 +102,7 @@ def test_stepper_builds_with_timetick_lanes(basics_stepper, basics):
     assert [ax.get_ylabel() for ax in st._renderer.axes[:4]] == [f"dml_{k}" for k in range(4)]
 
 
+@pytest.mark.slow
 def test_cursor_artists_follow_the_latest_tick_and_message_of_each_pchannel(basics_stepper, basics):
     st = basics_stepper
     lane = _lanes(st, PChannelLane)[2]
@@ -195,6 +196,7 @@ def test_legend_sits_above_the_lanes_and_inside_the_figure(basics_stepper):
     assert 2 <= len(rows) <= 3  # fewer columns, so more rows, and the lanes made room for them
 
 
+@pytest.mark.slow
 def test_paged_view_fits_timestamps_to_the_page(basics):
     full = TimelineStepper(basics, lanes=timetick_lanes())
     paged = TimelineStepper(basics, lanes=timetick_lanes(), window_s=0.3)
@@ -208,6 +210,7 @@ def test_paged_view_fits_timestamps_to_the_page(basics):
     assert lo < t < hi + 0.1  # the page's timestamps are near its simulated time
 
 
+@pytest.mark.slow
 def test_silent_proxy_is_named_during_a_stall(stall):
     st = TimelineStepper(stall, lanes=timetick_lanes())
     lane = _lanes(st, ProxyLane)[0]
@@ -239,6 +242,7 @@ def test_lanes_on_a_log_without_timetick_events_say_so():
     assert st.step_forward() == 1 and st.png.startswith(PNG_MAGIC)
 
 
+@pytest.mark.slow
 def test_events_lane_marks_the_stall(stall):
     st = TimelineStepper(stall, lanes=timetick_lanes()[:-1] + [EventsLane(marks={**CORE_MARKS, **MARKS})])
     events = st.lanes[-1]

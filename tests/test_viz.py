@@ -76,6 +76,7 @@ def test_builds_from_simulated_run(st, failover_events):
     assert st.state()["kind"] == "run.start"
 
 
+@pytest.mark.slow
 def test_builds_from_run_folder_on_disk(tmp_path, failover_events):
     milvus_edu.simulate("tso-failover", seed=1, out_dir=tmp_path / "r")
     from_disk = TimelineStepper(tmp_path / "r")
@@ -576,6 +577,7 @@ def test_a_marker_on_an_earlier_page_is_named_at_the_left_edge_not_cut(timetick_
     assert lane.current.get_position()[0] == 0.0
 
 
+@pytest.mark.slow
 def test_filmstrip_captions_fit_the_picture(timetick_stepper):
     """A caption is wrapped by its measured width: lab 2's long dotted channel names ran to the picture's last
     pixel column."""
