@@ -296,8 +296,8 @@ def executed_labs(tmp_path_factory) -> dict[str, ExecutedLab]:
 
     out = tmp_path_factory.mktemp("executed-labs")
 
-    def execute(path: Path) -> tuple[str, ExecutedLab]:
-        nb = read_notebook(path)
+    def execute(lab: tuple[Path, "nbformat.NotebookNode"]) -> tuple[str, ExecutedLab]:
+        path, nb = lab
         run = _interleave_answers(nb, SOLUTIONS.get(path.name, {}))
         workdir = out / "work" / path.stem
         workdir.mkdir(parents=True)
@@ -315,9 +315,10 @@ def executed_labs(tmp_path_factory) -> dict[str, ExecutedLab]:
     # from them), and the other worker is idle before they end. Each lab has its own kernel and scratch folder.
     # The labs without Spark go first, so that the labs with Spark reach their first Spark cell later, when the class
     # archive is more likely made (labs 1 and 2, first in line before, started their sessions without it).
-    paths = sorted((ROOT / "notebooks").glob("*.ipynb"), key=lambda p: (_uses_spark(read_notebook(p)), p.name))
+    labs = [(path, read_notebook(path)) for path in sorted((ROOT / "notebooks").glob("*.ipynb"))]
+    labs.sort(key=lambda lab: _uses_spark(lab[1]))  # stable: by name within each kind
     with ThreadPoolExecutor(max_workers=LAB_KERNELS) as pool:
-        return dict(pool.map(execute, paths))
+        return dict(pool.map(execute, labs))
 
 
 @pytest.fixture(scope="session")
