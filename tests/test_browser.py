@@ -229,8 +229,13 @@ _STAND_IN_JS = """async ({js, traits}) => {
 
 def test_stepper_js_asks_once_resends_after_silence_and_ignores_late_answers(tmp_path):
     """stepper.js against a stand-in model: one request in flight at a time, carrying the browser's
-    cursor; a request never answered is sent again after a silence; an answer older than the one shown
-    does not take the panel back; the panel ends on the details the kernel has for the event."""
+    cursor; a request never answered is sent again after a silence (RESEND_MS, 3 s, and not a millisecond
+    sooner); an answer older than the one shown does not take the panel back; the panel ends on the
+    details the kernel has for the event.
+
+    The page's timers run on Playwright's clock, paused, and move only when the test moves it: the
+    kernel's answers (``st.answer``) may take seconds on a loaded machine, and on the page's own clock a
+    slow answer would be asked for again (a fresh-clone run at half speed failed so, 2026-11-27)."""
     import base64
     import json as _json
 
@@ -259,6 +264,8 @@ def test_stepper_js_asks_once_resends_after_silence_and_ignores_late_answers(tmp
         browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox", "--disable-gpu"])
         try:
             page = browser.new_page(viewport={"width": 1280, "height": 800})
+            page.clock.install(time=0)
+            page.clock.pause_at(1000)  # no timer fires until run_for below
             page.set_content("<html><body><div id='root'></div></body></html>")
             page.evaluate(_STAND_IN_JS, {"js": js, "traits": traits})
             sent = lambda: page.evaluate("() => window.__sent")  # noqa: E731
@@ -281,7 +288,10 @@ def test_stepper_js_asks_once_resends_after_silence_and_ignores_late_answers(tmp
             wants = sent()[1:]
             assert [w["cursor"] for w in wants] == [1499] and waiting()
             lost = wants[0]  # never answered (say the kernel restarted): asked again after a silence
-            page.wait_for_function("() => window.__sent.length >= 3", timeout=10_000)
+            page.clock.run_for(2999)
+            assert len(sent()) == 2 and waiting()
+            page.clock.run_for(1)
+            assert len(sent()) == 3
             again = sent()[2]
             assert again["cursor"] == 1799 and again["req"] > lost["req"]
             deliver(answers(again))  # a short window around 1799; near its edge, the full one is asked for
@@ -295,6 +305,7 @@ def test_stepper_js_asks_once_resends_after_silence_and_ignores_late_answers(tmp
             assert panel() == expected
             deliver(answers(lost))  # the lost request's answer comes late: it does not take the panel back
             assert panel() == expected and not waiting()
-            assert len(sent()) == 4, _json.dumps(sent()[4:])[:300]  # and nothing is asked for again
+            page.clock.run_for(30_000)  # past RESEND_MAX_MS: nothing is in flight, so nothing is asked for again
+            assert len(sent()) == 4, _json.dumps(sent()[4:])[:300]
         finally:
             browser.close()
