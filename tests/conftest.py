@@ -76,19 +76,20 @@ os.environ.setdefault(ENV_CLASS_ARCHIVE, str(CLASS_ARCHIVE))
 CLASS_ARCHIVE_WAIT_S = 180
 
 
-#: When this conftest was imported: the start of the run, near enough (see pytest_terminal_summary).
-_STARTED = time.monotonic()
-#: A run shorter than this prints no machine speed: a file run while working need not pay the second it costs.
-MACHINE_SPEED_AFTER_S = 120
+#: A run of fewer tests than this prints no machine speed: a file run while working need not pay the second it costs
+#: (the quick subset has about 2,400, the whole suite about 2,700).
+MACHINE_SPEED_AFTER_TESTS = 1000
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
-    """After a long run (the quick subset, the whole suite), one line on how fast the machine was: bare SimPy's
+    """After a large run (the quick subset, the whole suite), one line on how fast the machine was: bare SimPy's
     timeout rate as benchmarks/suite_time.py measures it (bench_sim.bare_simpy_rate), once the workers are done. The
     suite is CPU-bound, so its time follows that rate: the README's test times were taken at about 1.1 million
     timeouts a second, and on 2026-11-27 the same tree took 10 minutes at about 1.0 and 17 at about 0.6. Only the
     controller prints it, not each xdist worker."""
-    if hasattr(config, "workerinput") or time.monotonic() - _STARTED < MACHINE_SPEED_AFTER_S:
+    outcomes = terminalreporter.stats
+    ran = sum(len(outcomes.get(key, ())) for key in ("passed", "failed", "error"))
+    if hasattr(config, "workerinput") or ran < MACHINE_SPEED_AFTER_TESTS:
         return
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from bench_sim import bare_simpy_rate
