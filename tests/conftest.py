@@ -100,6 +100,36 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         "taken at about 1.1 (the suite is CPU-bound: on a machine half as fast it takes about twice as long)")
 
 
+#: Set to a file path, each test's CPU seconds are appended to it as a JSON line (``benchmarks/test_cpu.py`` sums them
+#: up): the worker's own CPU from the test's setup to its teardown, and its children's that it reaped meanwhile (a CLI
+#: process, a notebook kernel or a JVM counts on the test that ends it; a session fixture on the first test using it).
+ENV_TEST_CPU = "MILVUS_EDU_TEST_CPU"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """With ``MILVUS_EDU_TEST_CPU`` set, the CPU seconds each test cost (see ``ENV_TEST_CPU``); otherwise nothing."""
+    path = os.environ.get(ENV_TEST_CPU)
+    if not path:
+        yield
+        return
+    import json
+    import resource
+
+    def children() -> float:
+        usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return usage.ru_utime + usage.ru_stime
+
+    cpu, kids, start = time.process_time(), children(), time.perf_counter()
+    yield
+    line = {"test": item.nodeid, "cpu_s": round(time.process_time() - cpu, 3),
+            "children_cpu_s": round(children() - kids, 3), "wall_s": round(time.perf_counter() - start, 3),
+            "slow": item.get_closest_marker("slow") is not None, "group": _group(item),
+            "worker": os.environ.get("PYTEST_XDIST_WORKER", "main")}
+    with open(path, "a", encoding="utf-8") as out:  # one short append per line: the workers' lines do not interleave
+        out.write(json.dumps(line) + "\n")
+
+
 def pytest_configure(config):
     """In a run with xdist workers, the controller starts making the Spark class archive if it is missing (not in a
     worker, and not in a run without workers: a quick run of one file should not leave a JVM running behind it)."""
