@@ -11,7 +11,9 @@ slow, and its xdist group. What no test reaps (the class archive's maker, starte
 ``python benchmarks/test_cpu.py`` runs the README's test command (``bash tests/run.sh``, in this checkout) with the
 census on and prints it; ``python benchmarks/test_cpu.py FILE`` prints the census of an earlier run's file. Extra
 arguments after ``--`` go to pytest (``-- -m "not slow"``). Prints figures only; exit status 2 for a file that is
-missing or holds no census line, otherwise the test command's own.
+missing or holds no census line, otherwise the test command's own. For the census of a fresh clone's run, set the
+variable for ``benchmarks/suite_time.py`` (``MILVUS_EDU_TEST_CPU=/tmp/census.jsonl python benchmarks/suite_time.py``),
+then print the file.
 """
 
 from __future__ import annotations
