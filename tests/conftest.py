@@ -9,6 +9,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -38,7 +39,8 @@ if TYPE_CHECKING:  # imported where a lab runs: nbformat's schema checker adds ~
 #
 # The serial garbage collector too: G1's concurrent threads cost more than they save for heaps of a few hundred MB on 2
 # cores; test_analysis_many and test_analysis_flush took 63 CPU s with it against 71 with G1 (2026-11-26, idle).
-os.environ.setdefault("JAVA_TOOL_OPTIONS", "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m -XX:+UseSerialGC")
+SUITE_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m -XX:+UseSerialGC"
+os.environ.setdefault("JAVA_TOOL_OPTIONS", SUITE_JAVA_OPTIONS)
 
 # The suite's Spark jobs read a few thousand rows each, where compiling each query's Java code and re-planning it as
 # it runs cost more than they save: every Spark session the tests start (theirs, the labs', a sweep's) turns whole-stage
@@ -130,9 +132,31 @@ def pytest_runtest_protocol(item, nextitem):
         out.write(json.dumps(line) + "\n")
 
 
+def _scratch_folder(config) -> None:
+    """The run's scratch files go to a folder of its own, ``<pytest's base temp>/tmp``, instead of the machine's
+    /tmp: TMPDIR for every process the tests start (the xdist workers, notebook kernels, CLI processes, the labs'
+    ``tempfile.mkdtemp`` run folders, Spark's log) and, for the suite's own JVM options, ``java.io.tmpdir`` and
+    SPARK_LOCAL_DIRS for Spark's scratch folders. pytest keeps the base folders of the last three runs and removes
+    older ones, so the suite no longer leaves ~110 MB in /tmp per run (the labs' run folders, ~10 spark-* folders, a
+    log per Spark session). Only the process that starts the run sets it (xdist's workers inherit it). A caller's own
+    TMPDIR still holds it all: pytest's base folder is made in it; a caller's own JAVA_TOOL_OPTIONS is left as it is."""
+    if hasattr(config, "workerinput"):
+        return
+    scratch = config._tmp_path_factory.getbasetemp() / "tmp"  # pytest's own base folder of this run
+    scratch.mkdir(exist_ok=True)
+    os.environ["TMPDIR"] = str(scratch)
+    tempfile.tempdir = None  # this process computed its temp folder already: compute it again, from TMPDIR
+    os.environ.setdefault("SPARK_LOCAL_DIRS", str(scratch))
+    if os.environ["JAVA_TOOL_OPTIONS"] == SUITE_JAVA_OPTIONS:
+        os.environ["JAVA_TOOL_OPTIONS"] += f" -Djava.io.tmpdir={scratch}"
+
+
+@pytest.hookimpl(trylast=True)  # after pytest's tmp_path plugin has set up the run's base folder
 def pytest_configure(config):
-    """In a run with xdist workers, the controller starts making the Spark class archive if it is missing (not in a
-    worker, and not in a run without workers: a quick run of one file should not leave a JVM running behind it)."""
+    """The run's scratch folder (:func:`_scratch_folder`). In a run with xdist workers, the controller starts making
+    the Spark class archive if it is missing (not in a worker, and not in a run without workers: a quick run of one
+    file should not leave a JVM running behind it)."""
+    _scratch_folder(config)
     if hasattr(config, "workerinput") or not getattr(config.option, "numprocesses", None):
         return
     if os.environ[ENV_CLASS_ARCHIVE] != str(CLASS_ARCHIVE) or CLASS_ARCHIVE.is_file():  # the caller's own, or made

@@ -9,9 +9,11 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
+from conftest import SUITE_JAVA_OPTIONS
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "benchmarks" / "test_cpu.py"
@@ -48,7 +50,8 @@ def _run_probe(tmp_path: Path, census: Path | None) -> None:
     folder.mkdir()
     shutil.copyfile(ROOT / "tests" / "conftest.py", folder / "conftest.py")
     (folder / "test_probe.py").write_text(_PROBE, encoding="utf-8")
-    env = {k: v for k, v in os.environ.items() if k not in ("MILVUS_EDU_TEST_CPU", "PYTEST_ADDOPTS")}
+    # not this run's: its census file, its pytest options, the xdist worker it runs on
+    env = {k: v for k, v in os.environ.items() if k != "MILVUS_EDU_TEST_CPU" and not k.startswith("PYTEST_")}
     if census is not None:
         env["MILVUS_EDU_TEST_CPU"] = str(census)
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", "-p", "no:cacheprovider",
@@ -98,3 +101,18 @@ def test_a_missing_census_file_is_one_line_and_status_2(tmp_path):
                           text=True)
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr.strip().count("\n") == 0 and "no census file" in proc.stderr
+
+
+def test_the_runs_scratch_files_go_to_its_own_base_folder(tmp_path_factory):
+    """tests/conftest.py's scratch folder: this process, and what it starts, make their temporary files in
+    ``<the run's base folder>/tmp`` (which pytest removes three runs later), not in the machine's /tmp."""
+    base = tmp_path_factory.getbasetemp()
+    scratch = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "tmp"  # a worker's base is in the run's
+    assert scratch.is_dir()
+    assert Path(tempfile.gettempdir()) == scratch
+    child = subprocess.run([sys.executable, "-c", "import tempfile; print(tempfile.gettempdir())"], capture_output=True,
+                           text=True, check=True)
+    assert Path(child.stdout.strip()) == scratch
+    assert os.environ["SPARK_LOCAL_DIRS"] == str(scratch)
+    java = os.environ["JAVA_TOOL_OPTIONS"]
+    assert java == f"{SUITE_JAVA_OPTIONS} -Djava.io.tmpdir={scratch}" or not java.startswith(SUITE_JAVA_OPTIONS)
