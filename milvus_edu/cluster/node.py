@@ -188,6 +188,9 @@ class Node:
                 except Exception as exc:  # noqa: BLE001 - thrown into gen at the line that yielded
                     value, error = None, exc
         finally:
+            # an error gen did not handle leaves through this frame, whose traceback then holds it: not held here too,
+            # or the two make a reference cycle that only the collector frees
+            error = None
             # closed from outside (whoever drove this stopped): gen's cleanup runs now, not whenever it is freed
             gen.close()
 

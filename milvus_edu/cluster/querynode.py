@@ -269,7 +269,10 @@ class ReadProxy:
         for v, call in zip(collection.vchannels, calls):
             ok, value = call.value
             if not ok:
-                raise value
+                try:
+                    raise value
+                finally:  # the traceback holds this frame: drop what holds the exception, or the two make a cycle
+                    del value, call, calls
             results[v] = value
         read_ts = {v: r[0] for v, r in results.items()}
         rows = sorted((row for _, rs in results.values() for row in rs), key=lambda r: (str(r.pk), r.ts))
