@@ -492,17 +492,7 @@ def test_a_failed_read_leaves_no_error_in_a_reference_cycle(name, monkeypatch):
     travels up through the node's effect interpreter and the proxy's gathering of the shards' answers, and none of
     the frames it passes keeps holding it, so it is freed with its traceback by reference counting, not left in a
     cycle (with the frames and the simulation they hold) for the collector."""
-    class Off:  # the collector off during the run, as collector_paused has it, and nothing collected after
-        def __enter__(self):
-            return self
-
-        def __exit__(self, *exc):
-            return None
-
-        def resumed(self):
-            return contextlib.nullcontext()
-
-    monkeypatch.setattr(run_module, "collector_paused", Off)
+    monkeypatch.setattr(run_module, "collector_paused", _LeftAlone)  # off below, and nothing collected after
     _clean()
     gc.disable()
     gc.set_debug(gc.DEBUG_SAVEALL)
