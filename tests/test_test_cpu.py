@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from conftest import SUITE_JAVA_OPTIONS
+from conftest import ENV_TEST_CPU, SUITE_JAVA_OPTIONS
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "benchmarks" / "test_cpu.py"
@@ -51,9 +51,9 @@ def _run_probe(tmp_path: Path, census: Path | None) -> None:
     shutil.copyfile(ROOT / "tests" / "conftest.py", folder / "conftest.py")
     (folder / "test_probe.py").write_text(_PROBE, encoding="utf-8")
     # not this run's: its census file, its pytest options, the xdist worker it runs on
-    env = {k: v for k, v in os.environ.items() if k != "MILVUS_EDU_TEST_CPU" and not k.startswith("PYTEST_")}
+    env = {k: v for k, v in os.environ.items() if k != ENV_TEST_CPU and not k.startswith("PYTEST_")}
     if census is not None:
-        env["MILVUS_EDU_TEST_CPU"] = str(census)
+        env[ENV_TEST_CPU] = str(census)
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", "-p", "no:cacheprovider",
                            "-n", "0", "--rootdir", str(folder), str(folder)], cwd=folder, env=env,
                           capture_output=True, text=True)
@@ -81,6 +81,7 @@ def test_without_the_variable_nothing_is_written(tmp_path):
 
 def test_the_report_adds_up_and_lists_the_costliest_first():
     test_cpu = _module()
+    assert test_cpu.ENV_TEST_CPU == ENV_TEST_CPU  # the script runs the suite with the variable conftest.py reads
     lines = [
         {"test": "tests/test_a.py::test_1", "cpu_s": 1.0, "children_cpu_s": 4.0, "wall_s": 5.0, "slow": True},
         {"test": "tests/test_a.py::test_2", "cpu_s": 2.0, "children_cpu_s": 0.0, "wall_s": 2.0, "slow": False},
