@@ -21,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from milvus_edu.datanode.metacache import MetaCache
-from milvus_edu.datanode.syncmgr.pack import DeleteData, InsertData, SyncPack
+from milvus_edu.datanode.syncmgr.pack import PK_FIELD_ID, DeleteData, InsertData, SyncPack
 from milvus_edu.datanode.syncmgr.storage_serializer import (
     BINLOG_MARKER_KEY,
     BinlogError,
@@ -386,12 +386,28 @@ def test_insert_data_without_rows_is_refused():
         StorageSerializer(cache).encode_buffer(pack)
 
 
+def test_a_pk_binlogs_memory_size_is_go_s_field_data_size():
+    """``Int64FieldData.GetMemorySize`` is 8 bytes a row, ``StringFieldData``'s each string's length plus 16, and
+    each chunk adds its Nullable flag byte; a delta log counts its keys the same way, plus 8 bytes a timestamp."""
+    cache = MetaCache(1, "ch")
+    ints = SyncPack(1, 2, 10, "ch", insert_data=(InsertData((1, 2, 3), (5, 5, 5)), InsertData((4, 9), (6, 6))),
+                    batch_rows=5)
+    assert StorageSerializer(cache).encode_buffer(ints).binlog_blobs[PK_FIELD_ID].memory_size == 8 * 5 + 2
+    strings = SyncPack(1, 3, 10, "ch", insert_data=(InsertData(("ab", "c"), (5, 5)),), batch_rows=2)
+    assert StorageSerializer(cache).encode_buffer(strings).binlog_blobs[PK_FIELD_ID].memory_size == 18 + 17 + 1
+    deletes = SyncPack(1, 2, 10, "ch", delete_data=DeleteData(("héllo",), (7,)))
+    assert StorageSerializer(cache).encode_buffer(deletes).delta_blob.memory_size == 6 + 16 + 8
+
+
 def test_mixed_or_mismatched_rows_are_refused():
     """pks of two types, or pks and timestamps of different lengths, are a ``ValueError`` saying what to fix."""
     cache = MetaCache(1, "ch")
     mixed = SyncPack(1, 2, 10, "ch", insert_data=(InsertData((1, "a"), (1, 2)),), batch_rows=2)
     with pytest.raises(ValueError, match="all int or all str"):
         StorageSerializer(cache).encode_buffer(mixed)
+    booleans = SyncPack(1, 2, 10, "ch", insert_data=(InsertData((True, False), (1, 2)),), batch_rows=2)
+    with pytest.raises(ValueError, match="all int or all str"):  # a bool is an int to Python, not a Milvus pk
+        StorageSerializer(cache).encode_buffer(booleans)
     short = SyncPack(1, 2, 10, "ch", insert_data=(InsertData((1, 2), (1,)),), batch_rows=2)
     with pytest.raises(ValueError, match="2 pks but 1 timestamps"):
         StorageSerializer(cache).encode_buffer(short)

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
@@ -115,17 +115,20 @@ class ParquetBinlog:
 
 def _pk_type(pks: Iterable) -> pa.DataType:
     """The Arrow type of a pk column: int64 (Milvus ``Int64`` pk) or string (``VarChar`` pk)."""
-    pks = list(pks)
-    if all(isinstance(pk, int) and not isinstance(pk, bool) for pk in pks):
+    kinds = set(map(type, pks))  # judged per Python type, not per row: a sync carries thousands of keys
+    if all(issubclass(k, int) and not issubclass(k, bool) for k in kinds):
         return pa.int64()
-    if all(isinstance(pk, str) for pk in pks):
+    if all(issubclass(k, str) for k in kinds):
         return pa.string()
     raise ValueError("primary keys must be all int or all str (Milvus pk fields are Int64 or VarChar)")
 
 
-def _pk_memory_size(pks: Iterable) -> int:
-    """``FieldData.GetMemorySize`` of a pk chunk without the Nullable byte: 8 per int64, len + 16 per string."""
-    return sum(len(pk.encode()) + 16 if isinstance(pk, str) else 8 for pk in pks)
+def _pk_memory_size(pks: Sequence, pk_type: pa.DataType) -> int:
+    """``FieldData.GetMemorySize`` of a pk chunk of ``pk_type`` (:func:`_pk_type`) without the Nullable byte:
+    ``Int64FieldData`` 8 per row, ``StringFieldData`` len + 16 per row."""
+    if pk_type == pa.int64():
+        return 8 * len(pks)
+    return sum(len(pk.encode()) + 16 for pk in pks)
 
 
 def _to_parquet(columns: dict[str, pa.Array], metadata: dict[str, str]) -> bytes:
@@ -193,10 +196,11 @@ class StorageSerializer:
             raise wrap_err_parameter_invalid_msg("zero or negative row num")
         chunks = len(pack.insert_data)
         ts_memory = 8 * len(timestamps) + _NULLABLE_FLAG_BYTES * chunks
-        pk_memory = _pk_memory_size(pks) + _NULLABLE_FLAG_BYTES * chunks
+        pk_type = _pk_type(pks)
+        pk_memory = _pk_memory_size(pks, pk_type) + _NULLABLE_FLAG_BYTES * chunks
         columns = {
             TIMESTAMP_FIELD_ID: (TIMESTAMP_COLUMN, pa.array(timestamps, pa.int64()), ts_memory),
-            self.pk_field_id: (PK_COLUMN, pa.array(pks, _pk_type(pks)), pk_memory),
+            self.pk_field_id: (PK_COLUMN, pa.array(pks, pk_type), pk_memory),
         }
         if any(chunk.fields is not None for chunk in pack.insert_data):
             docs = [json.dumps(f, sort_keys=True, separators=(",", ":")) for chunk in pack.insert_data
@@ -247,8 +251,9 @@ class StorageSerializer:
             raise ValueError(
                 f"pk and ts should have same length in delta log, but get {len(data.pks)} and {len(data.timestamps)}")
         meta = self._metadata(pack, KIND_DELTA, None, data.timestamps)
-        columns = {PK_COLUMN: pa.array(data.pks, _pk_type(data.pks)), TS_COLUMN: pa.array(data.timestamps, pa.int64())}
-        memory = _pk_memory_size(data.pks) + 8 * len(data.timestamps)
+        pk_type = _pk_type(data.pks)
+        columns = {PK_COLUMN: pa.array(data.pks, pk_type), TS_COLUMN: pa.array(data.timestamps, pa.int64())}
+        memory = _pk_memory_size(data.pks, pk_type) + 8 * len(data.timestamps)
         return Blob(_to_parquet(columns, meta), row_num=data.row_count, memory_size=memory)
 
 
