@@ -10,6 +10,9 @@
   8 shuffle partitions (run logs are small; 200 tiny tasks would be slower);
 * any other Spark setting from ``MILVUS_EDU_SPARK_CONF``, ``key=value`` pairs separated by ``;`` (they
   override the ones above; e.g. ``spark.executor.memory=4g`` for a cluster);
+* Python tasks (a sweep's runs) run in this very Python: ``PYSPARK_PYTHON`` is set to it unless the user set
+  it (pyspark would otherwise start whatever ``python3`` comes first on ``PATH``, which in a Jupyter kernel or a
+  virtual environment that is not activated may be another Python, without milvus-edu or of another version);
 * faster to start when ``MILVUS_EDU_SPARK_CDS`` names a class-data-sharing archive of Spark's classes that
   exists (:mod:`milvus_edu.analysis.class_archive` makes one): the driver JVM maps the classes it would
   otherwise load and verify from Spark's jars one by one, and a session with its first analysis takes about
@@ -232,6 +235,8 @@ def spark_session(master: str | None = None, driver_memory: str | None = None, a
     # Spark looks the host name up to find "its" address and warns when it resolves to loopback;
     # we bind to loopback anyway, so say so before the JVM starts (only if the user did not choose).
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    # pyspark's SparkContext reads PYSPARK_PYTHON (default "python3" on PATH) for its Python workers: this Python
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder
     for key, value in conf.items():
         builder = builder.config(key, value)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -196,8 +195,8 @@ def load_sweep(out, spark=None):
 
 def start_spark(master: str | None):
     """The sweep's Spark session: ``master``, else ``$MILVUS_EDU_SPARK_MASTER`` (:data:`ENV_MASTER`), else
-    :data:`DEFAULT_MASTER`; its executors run this Python (which has the package's dependencies)."""
+    :data:`DEFAULT_MASTER`; its executors run this Python (which has the package's dependencies), as every
+    :func:`~milvus_edu.analysis.spark_session`'s do."""
     from ..analysis.session import ENV_MASTER, spark_session
 
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     return spark_session(master=master or os.environ.get(ENV_MASTER) or DEFAULT_MASTER, app_name="milvus-edu sweep")
