@@ -195,8 +195,8 @@ def load_sweep(out, spark=None):
 
 def start_spark(master: str | None):
     """The sweep's Spark session: ``master``, else ``$MILVUS_EDU_SPARK_MASTER`` (:data:`ENV_MASTER`), else
-    :data:`DEFAULT_MASTER`; its executors run this Python (which has the package's dependencies), as every
-    :func:`~milvus_edu.analysis.spark_session`'s do."""
+    :data:`DEFAULT_MASTER`; its executors run this Python (which has the package's dependencies), as those of
+    every :func:`~milvus_edu.analysis.spark_session` do."""
     from ..analysis.session import ENV_MASTER, spark_session
 
     return spark_session(master=master or os.environ.get(ENV_MASTER) or DEFAULT_MASTER, app_name="milvus-edu sweep")
