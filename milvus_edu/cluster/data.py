@@ -458,7 +458,10 @@ class DataNodeNode(PackConsumer, Node):
         for m in result.filtered:
             rec.emit("datanode.filter", self.name, vchannel=vchannel, segment=m.segment_id, ts=m.end_ts(),
                      msg_id=m.position.msg_id if m.position is not None else None, count=m.num_rows())
-        inserts = [m for m in pack.msgs if m.msg_type == MsgType.INSERT and m not in result.filtered
+        # the filtered messages are the pack's own objects: known by identity, not by ==, which compares every field
+        # (rows and all) of each message with each filtered one (a third of a recovery run's time, all in replays)
+        filtered = {id(m) for m in result.filtered}
+        inserts = [m for m in pack.msgs if m.msg_type == MsgType.INSERT and id(m) not in filtered
                    and m.shard_name == vchannel]
         deletes = [m for m in pack.msgs if m.msg_type == MsgType.DELETE and m.shard_name == vchannel]
         end = pack.end_positions[0] if pack.end_positions else None
