@@ -40,8 +40,10 @@ def _tables(out: Path) -> tuple[list[dict], list[dict]]:
             _table(out / "tables" / "verdicts.parquet", ["run_id", "mechanism", "check"]))
 
 
-def _cli(*args: str, **kw) -> subprocess.Popen:
+def _cli(*args: str, tmpdir: Path | None = None, **kw) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    if tmpdir is not None:  # the driver's own temporary folder, to see what it leaves there
+        env["TMPDIR"] = str(tmpdir)
     return subprocess.Popen([sys.executable, "-m", "milvus_edu.cli", "sweep", *args], cwd=ROOT, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
 
@@ -168,7 +170,10 @@ def test_the_same_sweep_on_a_standalone_cluster_gives_the_local_tables(small, tm
         master = cluster.start()
         pids = cluster.pids
         assert master.startswith("spark://127.0.0.1:") and len(pids) == 2
-        proc = _cli(str(tmp_path / "grid.json"), "--out", str(tmp_path / "remote"), "--master", master)
+        driver_tmp = tmp_path / "driver-tmp"
+        driver_tmp.mkdir()
+        proc = _cli(str(tmp_path / "grid.json"), "--out", str(tmp_path / "remote"), "--master", master,
+                    tmpdir=driver_tmp)
         stdout, stderr = proc.communicate(timeout=300)
         assert proc.returncode == 0, stderr
         assert "12 runs ok, 0 failed" in stdout
@@ -176,3 +181,5 @@ def test_the_same_sweep_on_a_standalone_cluster_gives_the_local_tables(small, tm
         cluster.stop()
     assert pids and all(_gone(pid) for pid in pids)
     assert _tables(tmp_path / "remote") == _tables(small.out)
+    # the package zip the executors fetched from the driver went with the driver (sweep.run.ship_package)
+    assert not list(driver_tmp.rglob("milvus_edu.zip"))

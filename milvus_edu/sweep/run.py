@@ -176,24 +176,28 @@ def build_tables(grid: dict, records: dict[str, dict]) -> tuple[pa.Table, pa.Tab
     return pa.Table.from_pylist(runs, schema=schema), pa.Table.from_pylist(verdicts, schema=VERDICT_SCHEMA)
 
 
-_ZIPS: dict[str, str] = {}
+#: Spark application id -> the zip shipped to it, and the temporary folder holding the zip. Spark serves the file
+#: from there to the executors for as long as the application runs, so the folder is kept until this process
+#: exits, and then removed (before, one folder with a 0.7 MB zip was left in the temporary folder per application).
+_ZIPS: dict[str, tuple[str, tempfile.TemporaryDirectory]] = {}
 
 
 def ship_package(spark) -> str:
-    """Zip ``milvus_edu/`` and add it to the job with ``addPyFile`` (once per Spark application); returns the zip."""
+    """Zip ``milvus_edu/`` and add it to the job with ``addPyFile`` (once per Spark application); returns the zip,
+    which is removed when this process exits."""
     sc = spark.sparkContext
     app = sc.applicationId
     if app in _ZIPS:
-        return _ZIPS[app]
+        return _ZIPS[app][0]
     package = Path(__file__).resolve().parents[1]
-    folder = Path(tempfile.mkdtemp(prefix=f"milvus-edu-{app}-"))
-    target = folder / "milvus_edu.zip"
+    held = tempfile.TemporaryDirectory(prefix=f"milvus-edu-{app}-", ignore_cleanup_errors=True)
+    target = Path(held.name) / "milvus_edu.zip"
     with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as zf:
         for path in sorted(package.rglob("*")):
             if path.is_file() and "__pycache__" not in path.parts:
                 zf.write(path, Path("milvus_edu") / path.relative_to(package))
     sc.addPyFile(str(target))
-    _ZIPS[app] = str(target)
+    _ZIPS[app] = (str(target), held)
     return str(target)
 
 
