@@ -71,6 +71,21 @@ def test_code_lines_fit_a_laptop_wide_jupyterlab():
     assert not too_long, f"wrap these code lines to {MAX_CODE_LINE} characters:\n" + "\n".join(too_long)
 
 
+def test_a_cell_that_writes_run_folders_makes_its_own_scratch_folder():
+    # simulate refuses an out_dir that is not empty, so a cell writing into a folder made by an earlier cell fails
+    # when a student runs it a second time (lab 3's Spark cell did: "basics-2 exists and is not empty")
+    borrowed = [f"{path.name} cell {i}: out_dir={name} / ..."
+                for path in NOTEBOOKS
+                for i, cell in enumerate(read_notebook(path).cells) if cell.cell_type == "code"
+                for name in sorted(set(re.findall(r"out_dir=\s*([A-Za-z_]\w*)\s*/", cell.source)))
+                if not re.search(rf"^\s*{name}(\s*,\s*\w+)*\s*=\s*scratch_folder\(", cell.source, re.M)]
+    written = sum(len(re.findall(r"out_dir=\s*[A-Za-z_]\w*\s*/", c.source))
+                  for path in NOTEBOOKS for c in read_notebook(path).cells if c.cell_type == "code")
+    assert written >= 5  # the labs do write run folders this way (7 on 2026-11-28): the check looks at something
+    assert not borrowed, ("these cells write into a folder an earlier cell made; make a new one in the cell "
+                          "(NAME = scratch_folder(\"milvus-edu-labN-\")) so that it runs again:\n" + "\n".join(borrowed))
+
+
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_exercises_ship_unanswered_and_have_reference_answers(path):
     nb = read_notebook(path)
