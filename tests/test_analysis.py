@@ -215,7 +215,6 @@ def test_the_running_session_has_every_setting_of_spark_conf(spark):
     assert spark.sparkContext.master == "local[2]" and spark.conf.get("spark.sql.session.timeZone") == "UTC"
 
 
-
 @pytest.mark.spark
 def test_the_sessions_python_tasks_run_in_this_python(spark):
     # pyspark starts its Python workers with $PYSPARK_PYTHON, else the first `python3` on PATH: here that is pyenv's
@@ -223,6 +222,7 @@ def test_the_sessions_python_tasks_run_in_this_python(spark):
     # without milvus-edu). spark_session sets it to this Python unless the user did; a task reports where it ran.
     where = spark.sparkContext.parallelize(range(2), 2).map(lambda _: __import__("sys").executable).collect()
     assert where == [sys.executable, sys.executable]
+
 
 ANALYSES = [
     (allocations_per_window, allocations_per_window_pd, ["run_id", "node", "window"]),
